@@ -1,0 +1,52 @@
+# kvtier: the two set-up commands (`make demo`, `make test`) and their friends.
+# Every target installs missing Debian packages first (.ci/install-deps), then
+# configures the CMake build once and builds incrementally.
+
+BUILD    ?= build
+JOBS     ?= $(shell nproc)
+CTEST    := ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+BUILD_TYPE ?= RelWithDebInfo
+
+.PHONY: all deps configure build test demo bench soak asan clean format
+
+all: build
+
+deps:
+	@.ci/install-deps
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: deps configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+## The whole default test suite (Boost.Test through CTest), soak runs excluded.
+test: build
+	$(CTEST) -LE soak
+
+## The main job on the embedded default configuration.
+demo: build
+	$(BUILD)/bin/kvtier demo
+
+## Every benchmark program, each printing its table.
+bench: build
+	@set -e; for b in $(BUILD)/bin/bench_*; do \
+	  [ -x "$$b" ] || continue; echo "== $$b"; "$$b"; done
+
+## Long runs kept out of the default suite (crash loops, fuzzing, soaks).
+soak: build
+	$(CTEST) -L soak
+
+## The suite under AddressSanitizer and UBSan, in its own build folder.
+asan: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKVTIER_SANITIZE=ON
+	cmake --build build-asan -j $(JOBS)
+	ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE soak
+
+format:
+	find actors messages tiers runtime tests -name '*.[ch]pp' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,94 @@
+#include "messages/buffer.hpp"
+
+#include "messages/assert.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace kvtier {
+
+namespace {
+
+std::atomic<uint64_t> next_id{1};
+std::atomic<uint64_t> live_count_{0};
+std::atomic<uint64_t> live_bytes_{0};
+
+} // namespace
+
+buffer::buffer(std::byte* data, size_t size, std::function<void()> release)
+  : data_(data),
+    size_(size),
+    id_(next_id.fetch_add(1, std::memory_order_relaxed)),
+    release_(std::move(release)) {
+  live_count_.fetch_add(1, std::memory_order_relaxed);
+  live_bytes_.fetch_add(size, std::memory_order_relaxed);
+}
+
+buffer::~buffer() {
+  live_count_.fetch_sub(1, std::memory_order_relaxed);
+  live_bytes_.fetch_sub(size_, std::memory_order_relaxed);
+  if (release_)
+    release_();
+}
+
+buffer_ref buffer::adopt(const std::byte* data, size_t size,
+                         std::function<void()> release) {
+  return buffer_ref{
+    new buffer(const_cast<std::byte*>(data), size, std::move(release))};
+}
+
+buffer_ref buffer::copy_of(std::span<const std::byte> bytes) {
+  buffer_builder b(bytes.size(), alignof(std::max_align_t));
+  if (!bytes.empty())
+    std::memcpy(b.data(), bytes.data(), bytes.size());
+  return std::move(b).freeze();
+}
+
+uint64_t buffer::live_count() noexcept {
+  return live_count_.load(std::memory_order_relaxed);
+}
+
+uint64_t buffer::live_bytes() noexcept {
+  return live_bytes_.load(std::memory_order_relaxed);
+}
+
+buffer_builder::buffer_builder(size_t size, size_t alignment) {
+  KVTIER_ASSERT(alignment > 0 && (alignment & (alignment - 1)) == 0);
+  // Round the allocation up so O_DIRECT reads may fill whole blocks.
+  auto padded = (std::max<size_t>(size, 1) + alignment - 1) / alignment
+                * alignment;
+  auto al = std::align_val_t{alignment};
+  auto* mem = static_cast<std::byte*>(::operator new(padded, al));
+  buf_.reset(new buffer(mem, size, [mem, al] { ::operator delete(mem, al); }));
+}
+
+buffer_ref buffer_builder::freeze() && {
+  KVTIER_ASSERT(buf_ != nullptr);
+  return buffer_ref{buf_.release()};
+}
+
+view view::sub(uint64_t off, uint64_t len) const {
+  off = std::min(off, length);
+  len = std::min(len, length - off);
+  return view{buf, offset + off, len};
+}
+
+uint64_t total_length(const std::vector<view>& segments) noexcept {
+  uint64_t n = 0;
+  for (auto& s : segments)
+    n += s.length;
+  return n;
+}
+
+std::vector<std::byte> flatten(const std::vector<view>& segments) {
+  std::vector<std::byte> out;
+  out.reserve(total_length(segments));
+  for (auto& s : segments) {
+    auto b = s.bytes();
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  return out;
+}
+
+} // namespace kvtier

@@ -1,0 +1,74 @@
+#include "messages/error.hpp"
+
+#include <caf/actor_system_config.hpp>
+#include <caf/message.hpp>
+
+namespace kvtier {
+
+const char* to_string(ec code) {
+  switch (code) {
+    case ec::none: return "none";
+    case ec::malformed_message: return "malformed_message";
+    case ec::message_limit_exceeded: return "message_limit_exceeded";
+    case ec::invalid_argument: return "invalid_argument";
+    case ec::not_trimmable: return "not_trimmable";
+    case ec::invalid_config: return "invalid_config";
+    case ec::position_limit_exceeded: return "position_limit_exceeded";
+    case ec::over_budget: return "over_budget";
+    case ec::io_error: return "io_error";
+    case ec::no_space: return "no_space";
+    case ec::corrupt_data: return "corrupt_data";
+    case ec::not_found: return "not_found";
+    case ec::incompatible_format: return "incompatible_format";
+    case ec::closed: return "closed";
+    case ec::cancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::string context_text(const caf::message& ctx) {
+  if (ctx.empty())
+    return {};
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+    return ctx.get_as<std::string>(0);
+  return to_string(ctx);
+}
+
+} // namespace
+
+std::string describe(const caf::error& err) {
+  if (!err)
+    return "no error";
+  if (err.category() != caf::atom("kvtier"))
+    return to_string(err);
+  std::string out = "kvtier: ";
+  out += to_string(static_cast<ec>(err.code()));
+  auto ctx = context_text(err.context());
+  if (!ctx.empty()) {
+    out += ": ";
+    out += ctx;
+  }
+  return out;
+}
+
+caf::error make_error(ec code, std::string context) {
+  return caf::make_error(code, std::move(context));
+}
+
+void register_error_category(caf::actor_system_config& cfg) {
+  cfg.add_error_category(caf::atom("kvtier"), [](uint8_t code, caf::atom_value,
+                                                 const caf::message& ctx) {
+    std::string out = "kvtier: ";
+    out += to_string(static_cast<ec>(code));
+    auto text = context_text(ctx);
+    if (!text.empty()) {
+      out += ": ";
+      out += text;
+    }
+    return out;
+  });
+}
+
+} // namespace kvtier

@@ -1,0 +1,79 @@
+// The project's one error enum, shared by every folder (messages/ is first in
+// the dependency order, so everything may include it). Codes are append-only:
+// they cross nodes inside replies. Retryable I/O (`io_error`, `no_space`) is
+// kept apart from corruption (`corrupt_data`): a caller may retry the first,
+// never the second. Registered with CAF through CAF_ERROR_CODE_ENUM; an actor
+// system renders them after `register_error_category(cfg)`.
+//
+// What is *not* an error: a lookup that finds nothing (that is an empty
+// answer), a publish the cache chooses not to keep (that is `kept == false`),
+// an admit that must wait (that is `false`).
+#pragma once
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+#include <caf/make_message.hpp>
+#include <caf/message.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace caf {
+class actor_system_config;
+}
+
+namespace kvtier {
+
+/// Every failure kvtier reports, as the code of a `caf::error`.
+enum class ec : uint8_t {
+  /// Reserved: CAF treats code 0 as "no error".
+  none = 0,
+  /// Bytes that should hold a message do not: truncated, malformed, random,
+  /// or of another schema.
+  malformed_message,
+  /// A decoded message exceeded the reader limits (traversal or nesting).
+  message_limit_exceeded,
+  /// An argument is outside what the call accepts (names the argument).
+  invalid_argument,
+  /// A layer or entry cannot be trimmed to the requested token count.
+  not_trimmable,
+  /// A configuration key is missing, unknown, or outside its accepted range.
+  invalid_config,
+  /// A request can never be admitted: it reaches past the position limit.
+  position_limit_exceeded,
+  /// A request can never be admitted: its projected bytes alone exceed the
+  /// whole KV budget.
+  over_budget,
+  /// A storage operation failed in a way that may succeed on retry (EIO,
+  /// interrupted or short writes).
+  io_error,
+  /// Storage has no room (ENOSPC, or the tier's byte cap cannot make room).
+  no_space,
+  /// Stored bytes failed verification: bad magic, checksum, truncation.
+  corrupt_data,
+  /// The entry, file or key asked for does not exist (any more).
+  not_found,
+  /// Stored data belongs to another format version or model fingerprint.
+  incompatible_format,
+  /// The call came after close().
+  closed,
+  /// The operation was cancelled before it completed.
+  cancelled,
+};
+
+/// The enumerator's name, e.g. "corrupt_data".
+const char* to_string(ec code);
+
+/// Renders any error as "kvtier: <code>: <context>" (or CAF's own rendering
+/// for errors of other categories) without needing an actor system.
+std::string describe(const caf::error& err);
+
+/// Builds a kvtier error with a human-readable context string.
+caf::error make_error(ec code, std::string context);
+
+/// Registers the kvtier error category so `system.render(err)` names codes.
+void register_error_category(caf::actor_system_config& cfg);
+
+} // namespace kvtier
+
+CAF_ERROR_CODE_ENUM(kvtier::ec, "kvtier")
