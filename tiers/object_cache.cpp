@@ -6,8 +6,7 @@
 namespace kvtier::tiers {
 
 put_result ram_tier::put_object(std::string key,
-                                std::vector<attachment> tensors,
-                                uint64_t now) {
+                                std::vector<attachment> tensors, uint64_t now) {
   entry holder; // collect_buffers walks entries
   holder.attachments = tensors;
   std::vector<buffer_ref> bufs;
@@ -19,8 +18,8 @@ put_result ram_tier::put_object(std::string key,
       spill_order{{true, std::move(key), {}}, {}, std::move(tensors), true});
     return out;
   }
-  auto r = emplace(record{true, key, {}, std::move(tensors), {}, 0, 0, {}, false},
-                   bufs, now);
+  auto r = emplace(
+    record{true, key, {}, std::move(tensors), {}, 0, 0, {}, false}, bufs, now);
   auto [it, fresh] = objects_.try_emplace(std::move(key), r);
   if (!fresh) {
     auto old = it->second;
@@ -35,8 +34,8 @@ put_result ram_tier::put_object(std::string key,
   return out;
 }
 
-std::optional<std::vector<attachment>>
-ram_tier::object(const std::string& key, uint64_t now) {
+std::optional<std::vector<attachment>> ram_tier::object(const std::string& key,
+                                                        uint64_t now) {
   auto o = objects_.find(key);
   if (o == objects_.end()) {
     ++counters_.object_misses;

@@ -161,12 +161,11 @@ prefix_tree::~prefix_tree() {
 }
 
 prefix_tree::prefix_tree(prefix_tree&& other) noexcept
-  : roots_(std::move(other.roots_)),
-    entries_(std::exchange(other.entries_, 0)),
-    nodes_(std::exchange(other.nodes_, 0)),
-    tokens_(std::exchange(other.tokens_, 0)),
-    clock_(other.clock_) {
-}
+  : roots_(std::move(other.roots_))
+  , entries_(std::exchange(other.entries_, 0))
+  , nodes_(std::exchange(other.nodes_, 0))
+  , tokens_(std::exchange(other.tokens_, 0))
+  , clock_(other.clock_) {}
 
 prefix_tree& prefix_tree::operator=(prefix_tree&& other) noexcept {
   if (this != &other) {
@@ -244,9 +243,9 @@ void prefix_tree::remove_up(node* e, uint32_t f) {
   }
 }
 
-prefix_tree::insert_result
-prefix_tree::insert(std::string_view ns, std::span<const token> key,
-                    uint64_t value, uint64_t floor) {
+prefix_tree::insert_result prefix_tree::insert(std::string_view ns,
+                                               std::span<const token> key,
+                                               uint64_t value, uint64_t floor) {
   KVTIER_ASSERT(!key.empty() && key.size() < no_floor);
   auto it = roots_.find(ns);
   if (it == roots_.end()) {
@@ -409,8 +408,7 @@ prefix_tree::longest_usable(std::string_view ns,
     // usable lengths (else the deeper levels would have answered), so
     // below_min <= depth means an entry branching off right here.
     if (z->below_min <= z->depth)
-      return usable_match{entry_ref{pick(z, false, z->depth)}, z->depth,
-                          true};
+      return usable_match{entry_ref{pick(z, false, z->depth)}, z->depth, true};
   }
   return std::nullopt;
 }

@@ -40,8 +40,8 @@ public:
 
 private:
   friend class prefix_tree;
-  explicit entry_ref(void* n) : node_(n) {
-  }
+  explicit entry_ref(void* n)
+    : node_(n) {}
   void* node_ = nullptr;
 };
 

@@ -4,8 +4,8 @@
 
 namespace kvtier::tiers {
 
-ram_tier::ram_tier(uint64_t capacity_bytes) : capacity_(capacity_bytes) {
-}
+ram_tier::ram_tier(uint64_t capacity_bytes)
+  : capacity_(capacity_bytes) {}
 
 ram_key ram_tier::key_of(const record& r) {
   if (r.is_object)
@@ -124,8 +124,8 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now) {
     return out;
   }
   auto floor = trim_floor(e);
-  auto r = emplace(record{false, {}, std::move(e), {}, {}, 0, 0, {}, false}, bufs,
-                   now);
+  auto r = emplace(record{false, {}, std::move(e), {}, {}, 0, 0, {}, false},
+                   bufs, now);
   auto ins = index_.insert(r->state.ns, r->state.tokens, r, floor);
   r->ref = ins.ref;
   if (ins.replaced) {

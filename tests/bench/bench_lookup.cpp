@@ -92,8 +92,7 @@ dataset make_dataset(size_t entries) {
       d.entries[i].floor = 0; // long conversations trim (dense model)
   }
   while (d.entries.size() < entries)
-    add_conv(d, rng, rng() % system_prompts, 4 + rng() % 13, 32, 256,
-             entries);
+    add_conv(d, rng, rng() % system_prompts, 4 + rng() % 13, 32, 256, entries);
   return d;
 }
 
@@ -153,8 +152,7 @@ double ns_per_call(F&& f, double budget_s, int min_rounds) {
     auto t0 = clock_type::now();
     f();
     auto t1 = clock_type::now();
-    rounds.push_back(std::chrono::duration<double, std::nano>(t1 - t0)
-                       .count());
+    rounds.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
   } while (static_cast<int>(rounds.size()) < min_rounds
            || clock_type::now() < stop);
   std::sort(rounds.begin(), rounds.end());
@@ -204,8 +202,8 @@ std::vector<token_seq> make_prompts(const dataset& d, size_t len) {
 }
 
 /// Checks the index against the scan (when given) and the data's shape.
-void check(const index_t& ix, const dataset& d, size_t n,
-           const token_seq& pr, bool against_scan) {
+void check(const index_t& ix, const dataset& d, size_t n, const token_seq& pr,
+           bool against_scan) {
   auto m = ix.longest_usable("bench", pr);
   if (!m || m->length != pr.size() - fresh_tail) {
     std::fprintf(stderr, "bench_lookup: unexpected answer for %zu tokens\n",
@@ -273,9 +271,9 @@ int main(int argc, char** argv) {
   double budget = quick ? 0.03 : 0.25;
   auto d = make_dataset(sizes.back());
   std::vector<row> rows;
-  std::printf("%9s %8s %11s %13s %10s %7s %9s %9s %8s\n", "entries",
-              "prompt", "lookup_ns", "linear_ns", "floor_ns", "x_floor",
-              "B/token", "heap_B/t", "build_s");
+  std::printf("%9s %8s %11s %13s %10s %7s %9s %9s %8s\n", "entries", "prompt",
+              "lookup_ns", "linear_ns", "floor_ns", "x_floor", "B/token",
+              "heap_B/t", "build_s");
   for (auto n : sizes) {
     index_t ix;
     auto heap0 = mallinfo2().uordblks;
@@ -295,8 +293,8 @@ int main(int argc, char** argv) {
       auto lookup = ns_per_call(
         [&] {
           for (auto& p : prompts)
-            sink = sink + static_cast<int>(
-                            ix.longest_usable("bench", p)->length);
+            sink =
+              sink + static_cast<int>(ix.longest_usable("bench", p)->length);
         },
         budget, 5);
       std::optional<double> linear;
@@ -310,8 +308,9 @@ int main(int argc, char** argv) {
       auto floor = ns_per_call(
         [&] {
           for (size_t k = 0; k < prompts.size(); ++k)
-            sink = sink + std::memcmp(prompts[k].data(), copies[k].data(),
-                                      len * sizeof(token));
+            sink = sink
+                   + std::memcmp(prompts[k].data(), copies[k].data(),
+                                 len * sizeof(token));
         },
         budget, 5);
       rows.push_back({n, len, lookup, linear, floor, per_token, heap / tokens});
@@ -323,16 +322,17 @@ int main(int argc, char** argv) {
                   heap / tokens, build_s);
       std::fflush(stdout);
     }
-    std::printf("  %zu entries: %zu nodes, %.0f tree tokens (%.1f stored "
-                "tokens per tree token), index %.1f MiB\n",
-                n, ix.node_count(), tokens,
-                [&] {
-                  double sum = 0;
-                  for (size_t i = 0; i < n; ++i)
-                    sum += d.entries[i].len;
-                  return sum / tokens;
-                }(),
-                static_cast<double>(ix.memory_bytes()) / (1 << 20));
+    std::printf(
+      "  %zu entries: %zu nodes, %.0f tree tokens (%.1f stored "
+      "tokens per tree token), index %.1f MiB\n",
+      n, ix.node_count(), tokens,
+      [&] {
+        double sum = 0;
+        for (size_t i = 0; i < n; ++i)
+          sum += d.entries[i].len;
+        return sum / tokens;
+      }(),
+      static_cast<double>(ix.memory_bytes()) / (1 << 20));
   }
   for (auto len : lens) {
     double small = 0, big = 0;

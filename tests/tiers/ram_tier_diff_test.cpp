@@ -32,8 +32,8 @@ struct naive_ram {
     uint64_t stamp;
     bool durable = false;
   };
-  explicit naive_ram(uint64_t c) : cap(c) {
-  }
+  explicit naive_ram(uint64_t c)
+    : cap(c) {}
 
   uint64_t cap;
   std::vector<item> items;
@@ -62,8 +62,7 @@ struct naive_ram {
     return union_bytes(es);
   }
 
-  std::vector<item>::iterator find(const std::string& ns,
-                                   const token_seq& t) {
+  std::vector<item>::iterator find(const std::string& ns, const token_seq& t) {
     return std::find_if(items.begin(), items.end(), [&](const item& i) {
       return i.e.ns == ns && i.e.tokens == t;
     });
@@ -147,8 +146,7 @@ struct naive_ram {
         continue;
       bool exact = *p == i.e.size();
       bool best_exact = best && best_p == best->e.size();
-      if (!best || *p > best_p
-          || (*p == best_p && exact && !best_exact)
+      if (!best || *p > best_p || (*p == best_p && exact && !best_exact)
           || (*p == best_p && exact == best_exact && i.stamp > best->stamp)) {
         best = &i;
         best_p = *p;
@@ -206,8 +204,7 @@ struct run_state {
     BOOST_REQUIRE(got->evicted.size() == want.evicted.size());
     for (size_t i = 0; i < got->evicted.size(); ++i) {
       BOOST_REQUIRE(got->evicted[i].key == want.evicted[i].key);
-      BOOST_REQUIRE(got->evicted[i].needs_spill
-                    == want.evicted[i].needs_spill);
+      BOOST_REQUIRE(got->evicted[i].needs_spill == want.evicted[i].needs_spill);
       BOOST_REQUIRE(ok(eng.verify(got->evicted[i].state)));
     }
     evictions += got->evicted.size();

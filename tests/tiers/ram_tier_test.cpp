@@ -135,7 +135,8 @@ BOOST_AUTO_TEST_CASE(many_lookups_share_one_donor) {
   BOOST_TEST(t.counters().entries == 1u);
   BOOST_TEST(t.counters().hits == 10u);
   t.clear();
-  BOOST_TEST(ok(eng.verify(lent.front().state)), "lent views outlive the donor");
+  BOOST_TEST(ok(eng.verify(lent.front().state)),
+             "lent views outlive the donor");
 }
 
 BOOST_AUTO_TEST_CASE(exact_duplicate_replaces_whatever_the_kinds) {
@@ -298,9 +299,9 @@ BOOST_AUTO_TEST_CASE(hit_miss_and_session_counters) {
   auto e = eng.prefill("ns", run(8));
   e.session = "s1";
   must_put(t, std::move(e));
-  t.lookup(run(9), "ns", std::string{"s1"}, 1); // hit, own session
-  t.lookup(run(9), "ns", std::string{"s2"}, 2); // hit, someone else's
-  t.lookup(run(9), "ns", std::nullopt, 3);      // hit, no session
+  t.lookup(run(9), "ns", std::string{"s1"}, 1);    // hit, own session
+  t.lookup(run(9), "ns", std::string{"s2"}, 2);    // hit, someone else's
+  t.lookup(run(9), "ns", std::nullopt, 3);         // hit, no session
   t.lookup(run(9, 5), "ns", std::string{"s1"}, 4); // miss
   t.lookup(run(9), "nope", std::nullopt, 5);       // miss
   auto c = t.counters();
