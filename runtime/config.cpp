@@ -68,8 +68,8 @@ caf::error check_sections(const std::string& ini) {
     key.erase(key.find_last_not_of(" \t") + 1);
     if (keys->second.count(key) == 0)
       return make_error(ec::invalid_config, "line " + std::to_string(n)
-                                              + ": unknown key " + section
-                                              + "." + key);
+                                              + ": unknown key " + section + "."
+                                              + key);
   }
   return {};
 }
@@ -80,8 +80,8 @@ caf::error service_options::validate() const {
   if (auto e = check("ram-tier.cap-bytes", ram_cap_bytes, MiB, 16 * TiB,
                      "1 MiB .. 16 TiB"))
     return e;
-  if (auto e = check("ssd-tier.cap-bytes", ssd_cap_bytes, MiB, PiB,
-                     "1 MiB .. 1 PiB"))
+  if (auto e =
+        check("ssd-tier.cap-bytes", ssd_cap_bytes, MiB, PiB, "1 MiB .. 1 PiB"))
     return e;
   if (alignment < 512 || alignment > MiB || (alignment & (alignment - 1)))
     return out_of_range("ssd-tier.alignment", std::to_string(alignment),
@@ -105,9 +105,8 @@ caf::error service_options::validate() const {
   if (auto e = check("service.idle-demotion-ms", idle_demotion_ms, 0,
                      7ull * 24 * 3600 * 1000, "0 .. 604800000 (one week)"))
     return e;
-  if (auto e = check("service.checkpoint-every-tokens",
-                     checkpoint_every_tokens, 0, uint64_t{1} << 20,
-                     "0 .. 1048576"))
+  if (auto e = check("service.checkpoint-every-tokens", checkpoint_every_tokens,
+                     0, uint64_t{1} << 20, "0 .. 1048576"))
     return e;
   return {};
 }
@@ -140,8 +139,8 @@ caf::error kvtier_config::load(int argc, char** argv,
     return err;
   std::istringstream ini(ini_text);
   if (auto err = parse(argc, argv, ini))
-    return make_error(ec::invalid_config, "cannot parse the configuration: "
-                                            + to_string(err));
+    return make_error(ec::invalid_config,
+                      "cannot parse the configuration: " + to_string(err));
   return options.validate();
 }
 

@@ -112,8 +112,9 @@ caf::error load_weka(const std::string& path, std::istream& in, double start,
     auto j = json::parse(in);
     auto bs = j.at("block_size").get<uint32_t>();
     if (out.block_size != 0 && out.block_size != bs)
-      return bad(path, 0, "block size " + std::to_string(bs) + " differs from "
-                            + std::to_string(out.block_size));
+      return bad(path, 0,
+                 "block size " + std::to_string(bs) + " differs from "
+                   + std::to_string(out.block_size));
     out.block_size = bs;
     auto id = j.value("id", fs::path(path).stem().string());
     add_weka_requests(j.at("requests"), start, str_hash(id), id, out);
@@ -180,8 +181,9 @@ caf::error load_file(const std::string& path, double start, trace& out) {
     return load_mooncake(path, in, out);
   if (first.find('{') != std::string::npos)
     return load_weka(path, in, start, out);
-  return bad(path, 1, "unknown trace format (expected mooncake JSONL, "
-                      "a weka JSON conversation or an azure CSV)");
+  return bad(path, 1,
+             "unknown trace format (expected mooncake JSONL, "
+             "a weka JSON conversation or an azure CSV)");
 }
 
 } // namespace
@@ -222,8 +224,8 @@ tiers::token_seq prompt_tokens(const trace_request& r, uint32_t block_size,
         static_cast<tiers::token>(fmix64(key ^ ((j + 1) * golden)) % vocab));
   }
   for (uint64_t k = 0; out.size() < r.input_tokens; ++k)
-    out.push_back(
-      static_cast<tiers::token>(fmix64(r.tail_seed + (k + 1) * golden) % vocab));
+    out.push_back(static_cast<tiers::token>(
+      fmix64(r.tail_seed + (k + 1) * golden) % vocab));
   return out;
 }
 

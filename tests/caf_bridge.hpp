@@ -39,8 +39,7 @@
 // CAF's types mostly lack operator<<: compare, and name the expressions.
 #define CAF_CHECK_EQUAL(x, y) BOOST_CHECK_MESSAGE((x) == (y), #x " == " #y)
 #define CAF_CHECK_NOT_EQUAL(x, y) BOOST_CHECK_MESSAGE((x) != (y), #x " != " #y)
-#define CAF_REQUIRE_EQUAL(x, y)                                                \
-  BOOST_REQUIRE_MESSAGE((x) == (y), #x " == " #y)
+#define CAF_REQUIRE_EQUAL(x, y) BOOST_REQUIRE_MESSAGE((x) == (y), #x " == " #y)
 #define CAF_REQUIRE_NOT_EQUAL(x, y)                                            \
   BOOST_REQUIRE_MESSAGE((x) != (y), #x " != " #y)
 

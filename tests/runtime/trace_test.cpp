@@ -13,8 +13,8 @@ using namespace kvtier::runtime;
 
 namespace {
 
-const std::string traces = std::string{KVTIER_SOURCE_DIR}
-                           + "/../shared/traces/";
+const std::string traces =
+  std::string{KVTIER_SOURCE_DIR} + "/../shared/traces/";
 
 double round3(double x) {
   return std::round(x * 1000.0) / 1000.0;
@@ -74,8 +74,9 @@ BOOST_AUTO_TEST_CASE(weka_directory_merges_conversations) {
 }
 
 BOOST_AUTO_TEST_CASE(azure_gives_lengths_and_no_shared_blocks) {
-  auto t = load_trace(traces + "azure-llm-inference-2023/"
-                               "AzureLLMInferenceTrace_code.csv");
+  auto t = load_trace(traces
+                      + "azure-llm-inference-2023/"
+                        "AzureLLMInferenceTrace_code.csv");
   BOOST_REQUIRE_MESSAGE(t, why(t));
   BOOST_TEST(t->requests.size() == 8819u);
   BOOST_TEST(sum_input(*t) == 18059974u);
@@ -84,8 +85,8 @@ BOOST_AUTO_TEST_CASE(azure_gives_lengths_and_no_shared_blocks) {
 }
 
 BOOST_AUTO_TEST_CASE(shared_blocks_expand_to_shared_prefixes) {
-  auto t = load_trace(traces + "mooncake-fast25/conversation_trace.jsonl",
-                      {10, 0});
+  auto t =
+    load_trace(traces + "mooncake-fast25/conversation_trace.jsonl", {10, 0});
   BOOST_REQUIRE(t);
   BOOST_TEST(t->requests.size() == 10u);
   auto& a = t->requests[0]; // blocks 0, 1, ...
@@ -103,14 +104,16 @@ BOOST_AUTO_TEST_CASE(malformed_traces_name_file_and_line) {
   auto path = std::string{"/tmp/kvtier_bad_trace.jsonl"};
   {
     std::ofstream out(path);
-    out << R"({"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [0]})"
-        << "\n{\"timestamp\": 1, \"input_length\": }\n";
+    out
+      << R"({"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [0]})"
+      << "\n{\"timestamp\": 1, \"input_length\": }\n";
   }
   auto t = load_trace(path);
   BOOST_REQUIRE(!t);
   BOOST_TEST(static_cast<ec>(t.error().code()) == ec::invalid_argument);
   BOOST_TEST(describe(t.error()).find("kvtier_bad_trace.jsonl:2")
-             != std::string::npos, describe(t.error()));
+               != std::string::npos,
+             describe(t.error()));
   std::remove(path.c_str());
   BOOST_TEST(!load_trace("/nonexistent/trace.jsonl"));
 }
