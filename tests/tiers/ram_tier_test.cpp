@@ -462,3 +462,33 @@ BOOST_AUTO_TEST_CASE(refused_put_leaves_ownership_with_the_caller) {
   BOOST_TEST(bad.layers.size() == 4u, "the caller still holds its state");
   BOOST_TEST(t.counters().entries == 0u);
 }
+
+BOOST_AUTO_TEST_CASE(worked_example_from_the_docs) {
+  auto dense = engine("tiny-dense");
+  auto hybrid = engine("tiny-hybrid");
+  ram_tier t(5120);
+  auto S = run(8);
+  must_put(t, dense.prefill("chat", S), 1);
+  BOOST_TEST(t.bytes() == 2048u);
+  auto hit = t.lookup(cat(S, {1}), "chat", std::nullopt, 2);
+  BOOST_REQUIRE(hit);
+  BOOST_TEST(hit->state.size() == 8u);
+  BOOST_TEST(hit->donor_length == 8u);
+  auto r = must_put(t, *dense.extend(hit->state, cat(S, run(4, 7))), 3);
+  BOOST_TEST(r.superseded == 1u);
+  BOOST_TEST(t.bytes() == 3072u);
+  auto other = t.lookup(cat(S, {2}), "chat", std::nullopt, 4);
+  BOOST_REQUIRE(other);
+  BOOST_TEST(other->state.size() == 8u);
+  BOOST_TEST(other->donor_length == 12u);
+  BOOST_TEST(ok(dense.verify(other->state)));
+  BOOST_TEST(other->state.layers[0].byte_length() == 512u);
+  must_put(t, hybrid.prefill("ssm", run(12, 500)), 5);
+  BOOST_TEST(t.bytes() == 3072u + 1152u);
+  BOOST_TEST(!t.lookup(cat(run(10, 500), {3}), "ssm", std::nullopt, 6));
+  r = must_put(t, dense.prefill("chat", run(8, 900)), 7);
+  BOOST_REQUIRE(r.evicted.size() == 1u);
+  BOOST_TEST(r.evicted[0].key.tokens == cat(S, run(4, 7)));
+  BOOST_TEST(r.evicted[0].needs_spill);
+  BOOST_TEST(t.bytes() == 1152u + 2048u);
+}
