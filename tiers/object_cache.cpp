@@ -11,13 +11,10 @@ put_result ram_tier::put_object(std::string key,
   holder.attachments = tensors;
   std::vector<buffer_ref> bufs;
   collect_buffers(holder, bufs);
+  if (distinct_bytes(bufs) > capacity_)
+    return hand_back(
+      {{true, std::move(key), {}}, {}, std::move(tensors), true});
   put_result out;
-  if (distinct_bytes(bufs) > capacity_) {
-    ++counters_.oversize;
-    out.evicted.push_back(
-      spill_order{{true, std::move(key), {}}, {}, std::move(tensors), true});
-    return out;
-  }
   auto r = emplace(
     record{true, key, {}, std::move(tensors), {}, 0, 0, {}, false}, bufs, now);
   auto [it, fresh] = objects_.try_emplace(std::move(key), r);

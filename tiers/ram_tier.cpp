@@ -109,6 +109,13 @@ void ram_tier::notify(const record& r) {
   }
 }
 
+put_result ram_tier::hand_back(spill_order&& s) {
+  ++counters_.oversize;
+  put_result out;
+  out.evicted.push_back(std::move(s));
+  return out;
+}
+
 caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now) {
   if (e.tokens.empty())
     return make_error(ec::invalid_argument, "put of an entry with no tokens");
@@ -116,13 +123,9 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now) {
     return err;
   std::vector<buffer_ref> bufs;
   collect_buffers(e, bufs);
+  if (distinct_bytes(bufs) > capacity_)
+    return hand_back({{false, e.ns, e.tokens}, std::move(e), {}, true});
   put_result out;
-  if (distinct_bytes(bufs) > capacity_) {
-    ++counters_.oversize;
-    out.evicted.push_back(
-      spill_order{{false, e.ns, e.tokens}, std::move(e), {}, true});
-    return out;
-  }
   auto floor = trim_floor(e);
   auto r = emplace(record{false, {}, std::move(e), {}, {}, 0, 0, {}, false},
                    bufs, now);

@@ -142,6 +142,8 @@ private:
   record_it emplace(record rec, const std::vector<buffer_ref>& bufs,
                     uint64_t now);
   spill_order take(record_it r);
+  /// A put refused for size: `s` is the only spill order.
+  put_result hand_back(spill_order&& s);
   static ram_key key_of(const record& r);
   void drop(record_it r);
   void touch(record_it r, uint64_t now);

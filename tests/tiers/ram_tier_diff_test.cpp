@@ -10,6 +10,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "check_helpers.hpp"
 #include "runtime/oracle.hpp"
 #include "tiers/geometry.hpp"
 #include "tiers/ram_tier.hpp"
@@ -21,6 +22,7 @@
 
 using namespace kvtier;
 using namespace kvtier::tiers;
+using kvtier::testing::ok;
 namespace bdata = boost::unit_test::data;
 
 namespace {
@@ -159,15 +161,6 @@ struct naive_ram {
     return std::tuple{best_p, best->serial, uint64_t{best->e.size()}};
   }
 };
-
-/// Passes for no error; fails naming the error.
-boost::test_tools::predicate_result ok(const caf::error& err) {
-  if (!err)
-    return true;
-  boost::test_tools::predicate_result r(false);
-  r.message() << describe(err);
-  return r;
-}
 
 struct run_state {
   runtime::oracle_engine eng;

@@ -2,6 +2,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "check_helpers.hpp"
 #include "runtime/oracle.hpp"
 #include "tiers/geometry.hpp"
 #include "tiers/ram_tier.hpp"
@@ -14,6 +15,7 @@
 
 using namespace kvtier;
 using namespace kvtier::tiers;
+using kvtier::testing::ok;
 namespace bdata = boost::unit_test::data;
 
 namespace {
@@ -44,15 +46,6 @@ put_result must_put(ram_tier& t, entry e, uint64_t now = 0) {
   if (!r)
     BOOST_FAIL(describe(r.error()));
   return std::move(*r);
-}
-
-/// Passes for no error; fails naming the error.
-boost::test_tools::predicate_result ok(const caf::error& err) {
-  if (!err)
-    return true;
-  boost::test_tools::predicate_result r(false);
-  r.message() << describe(err);
-  return r;
 }
 
 std::set<uint64_t> buffer_ids(const entry& e) {
