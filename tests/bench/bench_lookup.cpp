@@ -248,6 +248,94 @@ void write_json(const std::string& file, const std::vector<row>& rows) {
 
 volatile int sink;
 
+const std::vector<size_t> sizes{1000, 10000, 100000, 1000000};
+const std::vector<size_t> lens{1024, 8192, 32768, 131072};
+
+struct options {
+  size_t scan_limit; // entries up to which the linear scan runs
+  double budget_s;   // timing budget per measurement
+};
+
+/// Times the three passes for prompts of `len` tokens on `ix`.
+row measure(const index_t& ix, const dataset& d, size_t n, size_t len,
+            const options& o) {
+  auto prompts = make_prompts(d, len);
+  auto copies = prompts;
+  bool scan = n <= o.scan_limit;
+  for (auto& p : prompts)
+    check(ix, d, n, p, scan);
+  row r{n, len, 0, std::nullopt, 0, 0, 0};
+  r.lookup_ns = ns_per_call(
+    [&] {
+      for (auto& p : prompts)
+        sink = sink + static_cast<int>(ix.longest_usable("bench", p)->length);
+    },
+    o.budget_s, 5);
+  if (scan)
+    r.linear_ns = ns_per_call(
+      [&] {
+        for (auto& p : prompts)
+          sink = sink + static_cast<int>(linear_lookup(d, n, p)->length);
+      },
+      0, 3);
+  r.floor_ns = ns_per_call(
+    [&] {
+      for (size_t k = 0; k < prompts.size(); ++k)
+        sink = sink
+               + std::memcmp(prompts[k].data(), copies[k].data(),
+                             len * sizeof(token));
+    },
+    o.budget_s, 5);
+  return r;
+}
+
+/// Builds the index over the first `n` entries and measures every length.
+void run_size(const dataset& d, size_t n, const options& o,
+              std::vector<row>& rows) {
+  index_t ix;
+  auto heap0 = mallinfo2().uordblks;
+  auto t0 = clock_type::now();
+  build(ix, d, n);
+  auto build_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  auto heap = static_cast<double>(mallinfo2().uordblks - heap0);
+  auto tokens = static_cast<double>(ix.token_count());
+  for (auto len : lens) {
+    auto r = measure(ix, d, n, len, o);
+    r.bytes_per_token = static_cast<double>(ix.memory_bytes()) / tokens;
+    r.bytes_per_token_heap = heap / tokens;
+    rows.push_back(r);
+    char lin[32] = "skipped";
+    if (r.linear_ns)
+      std::snprintf(lin, sizeof lin, "%.0f", *r.linear_ns);
+    std::printf("%9zu %8zu %11.0f %13s %10.0f %7.2f %9.1f %9.1f %8.2f\n", n,
+                len, r.lookup_ns, lin, r.floor_ns, r.lookup_ns / r.floor_ns,
+                r.bytes_per_token, r.bytes_per_token_heap, build_s);
+    std::fflush(stdout);
+  }
+  double key_tokens = 0;
+  for (size_t i = 0; i < n; ++i)
+    key_tokens += d.entries[i].len;
+  std::printf("  %zu entries: %zu nodes, %.0f tree tokens (%.1f key tokens "
+              "per tree token), index %.1f MiB\n",
+              n, ix.node_count(), tokens, key_tokens / tokens,
+              static_cast<double>(ix.memory_bytes()) / (1 << 20));
+}
+
+/// Lookup time at the most entries over the fewest, per prompt length.
+void print_flatness(const std::vector<row>& rows) {
+  for (auto len : lens) {
+    double small = 0, big = 0;
+    for (auto& r : rows) {
+      if (r.prompt_tokens == len && r.entries == sizes.front())
+        small = r.lookup_ns;
+      if (r.prompt_tokens == len && r.entries == sizes.back())
+        big = r.lookup_ns;
+    }
+    std::printf("prompt %6zu: %zu entries / %zu entries = %.2fx\n", len,
+                sizes.back(), sizes.front(), big / small);
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -255,98 +343,25 @@ int main(int argc, char** argv) {
   std::string json;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--quick")
+    if (a == "--quick") {
       quick = true;
-    else if (a == "--json" && i + 1 < argc)
+    } else if (a == "--json" && i + 1 < argc) {
       json = argv[++i];
-    else {
+    } else {
       std::fprintf(stderr, "usage: bench_lookup [--quick] [--json FILE]\n");
       return 2;
     }
   }
-  std::vector<size_t> sizes{1000, 10000, 100000, 1000000};
-  std::vector<size_t> lens{1024, 8192, 32768, 131072};
-  // Quick: all sizes but the scan only up to 100k, shorter timing rounds.
-  size_t scan_limit = quick ? 100000 : 1000000;
-  double budget = quick ? 0.03 : 0.25;
+  // Quick: every size, but the scan only up to 100k and shorter rounds.
+  auto o = quick ? options{100000, 0.03} : options{sizes.back(), 0.25};
   auto d = make_dataset(sizes.back());
   std::vector<row> rows;
   std::printf("%9s %8s %11s %13s %10s %7s %9s %9s %8s\n", "entries", "prompt",
               "lookup_ns", "linear_ns", "floor_ns", "x_floor", "B/token",
               "heap_B/t", "build_s");
-  for (auto n : sizes) {
-    index_t ix;
-    auto heap0 = mallinfo2().uordblks;
-    auto t0 = clock_type::now();
-    build(ix, d, n);
-    auto build_s =
-      std::chrono::duration<double>(clock_type::now() - t0).count();
-    auto heap = static_cast<double>(mallinfo2().uordblks - heap0);
-    auto tokens = static_cast<double>(ix.token_count());
-    auto per_token = static_cast<double>(ix.memory_bytes()) / tokens;
-    for (auto len : lens) {
-      auto prompts = make_prompts(d, len);
-      auto copies = prompts;
-      bool scan = n <= scan_limit;
-      for (auto& p : prompts)
-        check(ix, d, n, p, scan);
-      auto lookup = ns_per_call(
-        [&] {
-          for (auto& p : prompts)
-            sink =
-              sink + static_cast<int>(ix.longest_usable("bench", p)->length);
-        },
-        budget, 5);
-      std::optional<double> linear;
-      if (scan)
-        linear = ns_per_call(
-          [&] {
-            for (auto& p : prompts)
-              sink = sink + static_cast<int>(linear_lookup(d, n, p)->length);
-          },
-          0, 3);
-      auto floor = ns_per_call(
-        [&] {
-          for (size_t k = 0; k < prompts.size(); ++k)
-            sink = sink
-                   + std::memcmp(prompts[k].data(), copies[k].data(),
-                                 len * sizeof(token));
-        },
-        budget, 5);
-      rows.push_back({n, len, lookup, linear, floor, per_token, heap / tokens});
-      char lin[32] = "skipped";
-      if (linear)
-        std::snprintf(lin, sizeof lin, "%.0f", *linear);
-      std::printf("%9zu %8zu %11.0f %13s %10.0f %7.2f %9.1f %9.1f %8.2f\n", n,
-                  len, lookup, lin, floor, lookup / floor, per_token,
-                  heap / tokens, build_s);
-      std::fflush(stdout);
-    }
-    std::printf(
-      "  %zu entries: %zu nodes, %.0f tree tokens (%.1f stored "
-      "tokens per tree token), index %.1f MiB\n",
-      n, ix.node_count(), tokens,
-      [&] {
-        double sum = 0;
-        for (size_t i = 0; i < n; ++i)
-          sum += d.entries[i].len;
-        return sum / tokens;
-      }(),
-      static_cast<double>(ix.memory_bytes()) / (1 << 20));
-  }
-  for (auto len : lens) {
-    double small = 0, big = 0;
-    for (auto& r : rows) {
-      if (r.prompt_tokens != len)
-        continue;
-      if (r.entries == sizes.front())
-        small = r.lookup_ns;
-      if (r.entries == sizes.back())
-        big = r.lookup_ns;
-    }
-    std::printf("prompt %6zu: %zu entries / %zu entries = %.2fx\n", len,
-                sizes.back(), sizes.front(), big / small);
-  }
+  for (auto n : sizes)
+    run_size(d, n, o, rows);
+  print_flatness(rows);
   if (!json.empty())
     write_json(json, rows);
   return 0;
