@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iomanip>
 #include <malloc.h>
 #include <optional>
 #include <random>
@@ -229,7 +230,7 @@ void check(const index_t& ix, const dataset& d, size_t n, const token_seq& pr,
 
 void write_json(const std::string& file, const std::vector<row>& rows) {
   std::ofstream out(file);
-  out << "[\n";
+  out << std::fixed << std::setprecision(1) << "[\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     auto& r = rows[i];
     out << "  {\"entries\": " << r.entries
