@@ -1,4 +1,7 @@
-// Boost.Test helpers shared by the tiers/ tests.
+// Boost.Test helpers shared by the tiers/ tests (header-only, used from
+// one test thread): `ok(err)` turns a `caf::error` (e.g. an oracle
+// mismatch from `oracle_engine::verify`) into a check that names the error
+// when it fails, instead of a bare false.
 #pragma once
 
 #include "messages/error.hpp"
