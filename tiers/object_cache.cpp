@@ -16,17 +16,19 @@ put_result ram_tier::put_object(std::string key,
       {{true, std::move(key), {}}, {}, std::move(tensors), true});
   put_result out;
   auto r = emplace(
-    record{true, key, {}, std::move(tensors), {}, 0, 0, {}, false}, bufs, now);
+    record{.is_object = true, .object_key = key, .object = std::move(tensors)},
+    bufs, now);
   auto [it, fresh] = objects_.try_emplace(std::move(key), r);
   if (!fresh) {
     auto old = it->second;
     it->second = r;
+    r->leases = std::move(old->leases); // interests follow the key
     drop(old);
     ++counters_.replacements;
     out.replaced = true;
   }
   out.serial = r->serial;
-  out.evicted = evict_over_cap();
+  out.evicted = evict_over_cap(r);
   out.kept = true;
   return out;
 }

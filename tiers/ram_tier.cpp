@@ -2,6 +2,8 @@
 
 #include "messages/assert.hpp"
 
+#include <algorithm>
+
 namespace kvtier::tiers {
 
 ram_tier::ram_tier(uint64_t capacity_bytes)
@@ -26,7 +28,7 @@ ram_tier::record_it ram_tier::emplace(record rec,
   return std::prev(lru_.end());
 }
 
-void ram_tier::drop(record_it r) {
+uint64_t ram_tier::drop(record_it r) {
   if (r->is_object) {
     auto o = objects_.find(r->object_key);
     if (o != objects_.end() && o->second == r)
@@ -40,8 +42,9 @@ void ram_tier::drop(record_it r) {
         sessions_.erase(s);
     }
   }
-  ledger_.release(r->buffers);
+  auto freed = ledger_.release(r->buffers);
   lru_.erase(r);
+  return freed;
 }
 
 spill_order ram_tier::take(record_it r) {
@@ -69,17 +72,45 @@ bool ram_tier::protects(record_it r) const {
   return s != sessions_.end() && s->second == r;
 }
 
-ram_tier::record_it ram_tier::victim() {
-  for (auto r = lru_.begin(); r != lru_.end(); ++r)
-    if (!protects(r))
-      return r;
-  return lru_.begin(); // only protected items left: the cap wins
+bool ram_tier::any(record_it) const {
+  return true;
 }
 
-std::vector<spill_order> ram_tier::evict_over_cap() {
+bool ram_tier::unleased(record_it r) const {
+  return r->leases.empty();
+}
+
+bool ram_tier::evictable(record_it r) const {
+  return r->leases.empty() && !protects(r);
+}
+
+ram_tier::record_it ram_tier::lru_where(bool (ram_tier::*ok)(record_it) const,
+                                        record_it skip) {
+  for (auto r = lru_.begin(); r != lru_.end(); ++r)
+    if (r != skip && (this->*ok)(r))
+      return r;
+  return lru_.end();
+}
+
+ram_tier::record_it ram_tier::victim(record_it skip) {
+  // Plain items first, then protected ones, then those an interest holds:
+  // the cap wins in the end. `skip` (a put's newcomer) is never chosen.
+  auto r = lru_where(&ram_tier::evictable, skip);
+  if (r == lru_.end())
+    r = lru_where(&ram_tier::unleased, skip);
+  if (r == lru_.end())
+    r = lru_where(&ram_tier::any, skip);
+  return r;
+}
+
+std::vector<spill_order> ram_tier::evict_over_cap(record_it keep) {
+  // `keep` alone fits the cap (puts refuse larger items), so evicting
+  // everything else always gets under it.
   std::vector<spill_order> out;
-  while (ledger_.bytes() > capacity_ && !lru_.empty()) {
-    out.push_back(take(victim()));
+  while (ledger_.bytes() > capacity_) {
+    auto v = victim(keep);
+    KVTIER_ASSERT(v != lru_.end());
+    out.push_back(take(v));
     ++counters_.evictions;
   }
   return out;
@@ -116,7 +147,7 @@ put_result ram_tier::hand_back(spill_order&& s) {
   return out;
 }
 
-caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now) {
+caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable) {
   if (e.tokens.empty())
     return make_error(ec::invalid_argument, "put of an entry with no tokens");
   if (auto err = e.validate())
@@ -127,13 +158,15 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now) {
     return hand_back({{false, e.ns, e.tokens}, std::move(e), {}, true});
   put_result out;
   auto floor = trim_floor(e);
-  auto r = emplace(record{false, {}, std::move(e), {}, {}, 0, 0, {}, false},
-                   bufs, now);
+  auto r =
+    emplace(record{.state = std::move(e), .durable = durable}, bufs, now);
   auto ins = index_.insert(r->state.ns, r->state.tokens, r, floor);
   r->ref = ins.ref;
   if (ins.replaced) {
-    (*ins.replaced)->ref = entry_ref{}; // the index already points at r
-    drop(*ins.replaced);
+    auto old = *ins.replaced;
+    old->ref = entry_ref{};             // the index already points at r
+    r->leases = std::move(old->leases); // interests follow the key
+    drop(old);
     ++counters_.replacements;
     out.replaced = true;
   }
@@ -142,7 +175,7 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now) {
   out.serial = r->serial;
   out.superseded = supersede(r);
   counters_.supersessions += out.superseded;
-  out.evicted = evict_over_cap();
+  out.evicted = evict_over_cap(r);
   out.kept = true;
   notify(*r);
   return out;
@@ -150,10 +183,11 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now) {
 
 std::optional<ram_hit>
 ram_tier::lookup(std::span<const token> prompt, std::string_view ns,
-                 const std::optional<std::string>& session, uint64_t now) {
+                 const std::optional<std::string>& session, uint64_t now,
+                 uint64_t better_than) {
   ++counters_.prefix_scans;
   auto m = index_.longest_usable(ns, prompt);
-  if (!m) {
+  if (!m || m->length <= better_than) {
     ++counters_.misses;
     if (session)
       ++counters_.session_misses;
@@ -203,7 +237,7 @@ bool ram_tier::mark_durable(const ram_key& key, bool durable) {
 std::vector<ram_key> ram_tier::idle(uint64_t now, uint64_t idle_ms) const {
   std::vector<ram_key> out;
   for (auto& r : lru_)
-    if (r.last_used <= now && now - r.last_used >= idle_ms)
+    if (r.leases.empty() && r.last_used <= now && now - r.last_used >= idle_ms)
       out.push_back(key_of(r));
   return out;
 }
@@ -219,7 +253,44 @@ std::optional<spill_order> ram_tier::pop_lru() {
   if (lru_.empty())
     return std::nullopt;
   ++counters_.evictions;
-  return take(victim());
+  return take(victim(lru_.end()));
+}
+
+std::pair<uint64_t, uint64_t> ram_tier::reclaim(uint64_t want_bytes) {
+  uint64_t n = 0, freed = 0;
+  for (auto r = lru_.begin(); r != lru_.end() && freed < want_bytes;) {
+    auto next = std::next(r);
+    if (r->durable && evictable(r)) {
+      freed += drop(r);
+      ++n;
+    }
+    r = next;
+  }
+  return {n, freed};
+}
+
+bool ram_tier::add_interest(const ram_key& key, uint64_t lease) {
+  auto r = find(key);
+  if (r == lru_.end())
+    return false;
+  r->leases.push_back(lease);
+  leases_[lease].push_back(key);
+  return true;
+}
+
+void ram_tier::drop_interest(uint64_t lease) {
+  auto l = leases_.find(lease);
+  if (l == leases_.end())
+    return;
+  for (auto& key : l->second) {
+    auto r = find(key); // maybe gone, or another item under the same key
+    if (r == lru_.end())
+      continue;
+    auto it = std::find(r->leases.begin(), r->leases.end(), lease);
+    if (it != r->leases.end())
+      r->leases.erase(it);
+  }
+  leases_.erase(l);
 }
 
 void ram_tier::close_session(const std::string& session) {
@@ -236,6 +307,7 @@ void ram_tier::clear() {
   index_.clear();
   objects_.clear();
   sessions_.clear();
+  leases_.clear();
   lru_.clear();
   ledger_.clear();
 }

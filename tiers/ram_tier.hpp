@@ -13,12 +13,15 @@
 //   stand in for (ancestor length >= its trim floor); an untrimmable one
 //   supersedes nothing. Replaced and superseded entries leave without spill.
 // - Over the cap, least-recently-used items leave as ordered spill orders;
-//   `needs_spill` is false only for items marked durable on SSD. An item
-//   larger than the whole cap is handed back, never stored.
+//   `needs_spill` is false only for items marked durable on SSD. A put's
+//   own item is never among them; an item larger than the whole cap is
+//   handed back instead, never stored.
 // - Bytes are counted per buffer, once, however many items hold views of it.
 // - An open session's newest entry is evicted only when nothing else is
 //   left to evict (the cap always wins); `close_session` drops that
-//   protection and nothing else.
+//   protection and nothing else. An item held by an interest (a request or
+//   prefetch lease about to consume it) leaves after everything else, the
+//   cap still winning in the end.
 // - Recurrent layers, wrapped rings and attachments are exact-boundary: the
 //   index never offers such an entry below its own length (attachments only
 //   ride along at full length).
@@ -52,14 +55,16 @@ public:
   /// Offers `e`. Fails with `ec::invalid_argument` (leaving `e` untouched)
   /// for an empty token list or a state that does not validate. Otherwise
   /// ownership moves into the tier or into the returned spill orders.
-  caf::expected<put_result> put(entry&& e, uint64_t now);
+  /// `durable`: a copy is already on SSD (an entry restored from there).
+  caf::expected<put_result> put(entry&& e, uint64_t now, bool durable = false);
 
-  /// The longest usable prefix of `prompt` in `ns`, lent as views, or
-  /// nullopt (a miss). `session` only feeds the session counters.
+  /// The longest usable prefix of `prompt` in `ns`, lent as views, when it
+  /// is longer than `better_than` tokens; else nullopt (a miss, nothing
+  /// touched). `session` only feeds the session counters.
   std::optional<ram_hit> lookup(std::span<const token> prompt,
                                 std::string_view ns,
                                 const std::optional<std::string>& session,
-                                uint64_t now);
+                                uint64_t now, uint64_t better_than = 0);
 
   /// The usable prefix length `lookup` would lend (0 for none); changes no
   /// LRU order and no counter but `prefix_scans`.
@@ -79,7 +84,8 @@ public:
   /// A put replacing the item clears the mark.
   bool mark_durable(const ram_key& key, bool durable = true);
 
-  /// Items last used at or before `now - idle_ms`, least recent first.
+  /// Items last used at or before `now - idle_ms`, least recent first
+  /// (items an interest holds are not idle).
   std::vector<ram_key> idle(uint64_t now, uint64_t idle_ms) const;
 
   /// Removes one item (e.g. once idle demotion made it durable) and hands
@@ -89,6 +95,19 @@ public:
   /// Pressure relief: removes the least recently used item (unprotected
   /// ones first) and hands it back; nullopt when empty.
   std::optional<spill_order> pop_lru();
+
+  /// At an execution boundary: drops least-recently-used items that are
+  /// durable on SSD (nothing to write, so no I/O), unprotected and held by
+  /// no interest, until `want_bytes` were freed or none is left. Returns
+  /// {items dropped, bytes freed}. Not counted as evictions.
+  std::pair<uint64_t, uint64_t> reclaim(uint64_t want_bytes);
+
+  /// Lease `lease` keeps `key` resident (see the eviction order above);
+  /// false when `key` is not held. A lease may hold several items.
+  bool add_interest(const ram_key& key, uint64_t lease);
+
+  /// Ends `lease` on every item it holds; removes nothing.
+  void drop_interest(uint64_t lease);
 
   /// Drops the protection of `session`'s newest entry; deletes nothing.
   void close_session(const std::string& session);
@@ -128,14 +147,15 @@ public:
 private:
   struct record {
     bool is_object = false;
-    std::string object_key;
-    entry state; // a prefix entry (empty for an object)
-    std::vector<attachment> object;
-    std::vector<uint64_t> buffers; // ids held in the ledger
+    std::string object_key{};
+    entry state{}; // a prefix entry (empty for an object)
+    std::vector<attachment> object{};
+    std::vector<uint64_t> buffers{}; // ids held in the ledger
     uint64_t last_used = 0;
     uint64_t serial = 0;
-    entry_ref ref;
+    entry_ref ref{};
     bool durable = false;
+    std::vector<uint64_t> leases{}; // interests holding it
   };
   using record_it = std::list<record>::iterator;
 
@@ -145,11 +165,15 @@ private:
   /// A put refused for size: `s` is the only spill order.
   put_result hand_back(spill_order&& s);
   static ram_key key_of(const record& r);
-  void drop(record_it r);
+  uint64_t drop(record_it r);
   void touch(record_it r, uint64_t now);
   bool protects(record_it r) const;
-  record_it victim();
-  std::vector<spill_order> evict_over_cap();
+  record_it victim(record_it skip);
+  record_it lru_where(bool (ram_tier::*ok)(record_it) const, record_it skip);
+  bool evictable(record_it r) const;
+  bool unleased(record_it r) const;
+  bool any(record_it r) const;
+  std::vector<spill_order> evict_over_cap(record_it keep);
   size_t supersede(record_it r);
   void notify(const record& r);
   record_it find(const ram_key& key) const;
@@ -159,6 +183,7 @@ private:
   prefix_index<record_it> index_;
   std::unordered_map<std::string, record_it> objects_;
   std::unordered_map<std::string, record_it> sessions_; // newest per session
+  std::unordered_map<uint64_t, std::vector<ram_key>> leases_;
   byte_ledger ledger_;
   put_observer observer_;
   uint64_t serials_ = 0;

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 #include <tuple>
 
 namespace kvtier::testing {
@@ -30,6 +31,7 @@ struct naive_ram {
     uint64_t serial;
     uint64_t stamp;
     bool durable = false;
+    std::multiset<uint64_t> leases{};
   };
   explicit naive_ram(uint64_t c)
     : cap(c) {}
@@ -82,14 +84,15 @@ struct naive_ram {
     return out;
   }
 
-  put_result put(entry e) {
+  put_result put(entry e, bool durable = false) {
     put_result out;
     if (union_bytes({&e}) > cap) {
       out.evicted.push_back({{false, e.ns, e.tokens}, std::move(e), {}, true});
       return out;
     }
+    std::multiset<uint64_t> leases; // interests follow the key
     if (auto old = find(e.ns, e.tokens); old != items.end()) {
-      take(old);
+      leases = take(old).leases;
       out.replaced = true;
     }
     out.kept = true;
@@ -109,32 +112,67 @@ struct naive_ram {
         }
       }
     }
-    items.push_back({std::move(e), out.serial, ++clock});
+    items.push_back({std::move(e), out.serial, ++clock, durable, leases});
     while (bytes() > cap)
-      out.evicted.push_back(pop());
+      out.evicted.push_back(pop(out.serial));
     return out;
   }
 
-  spill_order pop() {
-    auto lru = [&](bool skip_protected) {
+  /// The least recently used item: plain ones first, then protected ones,
+  /// then those held by an interest; never the item `skip`.
+  std::vector<item>::iterator victim(uint64_t skip) {
+    auto lru = [&](auto&& ok) {
       auto best = items.end();
       for (auto it = items.begin(); it != items.end(); ++it)
-        if (!(skip_protected && protects(*it))
+        if (it->serial != skip && ok(*it)
             && (best == items.end() || it->stamp < best->stamp))
           best = it;
       return best;
     };
-    auto v = lru(true);
+    auto v =
+      lru([&](const item& i) { return i.leases.empty() && !protects(i); });
     if (v == items.end())
-      v = lru(false);
-    auto i = take(v);
+      v = lru([](const item& i) { return i.leases.empty(); });
+    if (v == items.end())
+      v = lru([](const item&) { return true; });
+    return v;
+  }
+
+  spill_order pop(uint64_t skip = 0) {
+    auto i = take(victim(skip));
     auto key = ram_key{false, i.e.ns, i.e.tokens};
     return spill_order{std::move(key), std::move(i.e), {}, !i.durable};
   }
 
+  /// Drops durable, plain items, least recent first, until `want` bytes
+  /// were freed: {items, bytes}.
+  std::pair<uint64_t, uint64_t> reclaim(uint64_t want) {
+    std::vector<uint64_t> order; // serials by stamp
+    std::vector<item*> by_stamp;
+    for (auto& i : items)
+      by_stamp.push_back(&i);
+    std::sort(by_stamp.begin(), by_stamp.end(),
+              [](auto a, auto b) { return a->stamp < b->stamp; });
+    for (auto i : by_stamp)
+      if (i->durable && i->leases.empty() && !protects(*i))
+        order.push_back(i->serial);
+    uint64_t n = 0, freed = 0;
+    for (auto serial : order) {
+      if (freed >= want)
+        break;
+      auto before = bytes();
+      take(std::find_if(items.begin(), items.end(),
+                        [&](const item& i) { return i.serial == serial; }));
+      freed += before - bytes();
+      ++n;
+    }
+    return {n, freed};
+  }
+
   /// (usable length, donor serial, donor length), the donor touched.
   std::optional<std::tuple<uint64_t, uint64_t, uint64_t>>
-  lookup(const token_seq& prompt, const std::string& ns, bool touch) {
+  lookup(const token_seq& prompt, const std::string& ns, bool touch,
+         uint64_t better_than = 0) {
     item* best = nullptr;
     uint64_t best_p = 0;
     for (auto& i : items) {
@@ -151,7 +189,7 @@ struct naive_ram {
         best_p = *p;
       }
     }
-    if (!best)
+    if (!best || best_p <= better_than)
       return std::nullopt;
     if (touch)
       best->stamp = ++clock;
@@ -183,11 +221,11 @@ struct run_state {
     return pick(6) == 0 ? "b" : "a";
   }
 
-  void compare_put(entry e) {
+  void compare_put(entry e, bool durable = false) {
     auto copy = e;
-    auto got = tier.put(std::move(e), now);
+    auto got = tier.put(std::move(e), now, durable);
     BOOST_REQUIRE(got);
-    auto want = ref.put(std::move(copy));
+    auto want = ref.put(std::move(copy), durable);
     BOOST_REQUIRE(got->kept == want.kept);
     BOOST_REQUIRE(got->serial == want.serial);
     BOOST_REQUIRE(got->replaced == want.replaced);
@@ -202,9 +240,10 @@ struct run_state {
     supersessions += got->superseded;
   }
 
-  void compare_lookup(const token_seq& prompt, const std::string& ns) {
-    auto got = tier.lookup(prompt, ns, std::nullopt, now);
-    auto want = ref.lookup(prompt, ns, true);
+  void compare_lookup(const token_seq& prompt, const std::string& ns,
+                      uint64_t better_than = 0) {
+    auto got = tier.lookup(prompt, ns, std::nullopt, now, better_than);
+    auto want = ref.lookup(prompt, ns, true, better_than);
     ++lookups;
     BOOST_REQUIRE(got.has_value() == want.has_value());
     if (!got)
@@ -239,12 +278,12 @@ struct run_state {
 
   void step() {
     ++now;
-    auto op = pick(20);
+    auto op = pick(24);
     auto ns = random_ns();
     if (op < 6) {
       auto e = eng.prefill(ns, random_tokens(10));
       maybe_decorate(e);
-      compare_put(std::move(e));
+      compare_put(std::move(e), pick(5) == 0); // sometimes a restore
     } else if (op < 13) {
       compare_lookup(random_tokens(14), ns);
     } else if (op < 15) {
@@ -274,6 +313,21 @@ struct run_state {
       BOOST_REQUIRE(got.has_value() == (it != ref.items.end()));
       if (got)
         ref.take(it);
+    } else if (op == 20 && !ref.items.empty()) {
+      auto& i = ref.items[pick(ref.items.size())];
+      auto lease = 1 + pick(3);
+      BOOST_REQUIRE(tier.add_interest({false, i.e.ns, i.e.tokens}, lease));
+      i.leases.insert(lease);
+    } else if (op == 21) {
+      auto lease = 1 + pick(3);
+      tier.drop_interest(lease);
+      for (auto& i : ref.items)
+        i.leases.erase(lease);
+    } else if (op == 22) {
+      auto want = pick(4 * tier.capacity() / 3);
+      BOOST_REQUIRE(tier.reclaim(want) == ref.reclaim(want));
+    } else if (op == 23) {
+      compare_lookup(random_tokens(14), ns, pick(8));
     }
     BOOST_REQUIRE(tier.bytes() == ref.bytes());
     BOOST_REQUIRE(tier.counters().entries == ref.items.size());

@@ -41,8 +41,9 @@ token_seq cat(token_seq a, const token_seq& b) {
   return a;
 }
 
-put_result must_put(ram_tier& t, entry e, uint64_t now = 0) {
-  auto r = t.put(std::move(e), now);
+put_result must_put(ram_tier& t, entry e, uint64_t now = 0,
+                    bool durable = false) {
+  auto r = t.put(std::move(e), now, durable);
   if (!r)
     BOOST_FAIL(describe(r.error()));
   return std::move(*r);
@@ -484,4 +485,97 @@ BOOST_AUTO_TEST_CASE(worked_example_from_the_docs) {
   BOOST_TEST(r.evicted[0].key.tokens == cat(S, run(4, 7)));
   BOOST_TEST(r.evicted[0].needs_spill);
   BOOST_TEST(t.bytes() == 1152u + 2048u);
+}
+
+BOOST_AUTO_TEST_CASE(lookup_lends_only_when_better_than_asked) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one);
+  must_put(t, eng.prefill("ns", run(8, 1000)), 1);
+  must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  // The SSD tier has 8 tokens too: RAM must offer more, and does not.
+  BOOST_TEST(!t.lookup(run(12, 1000), "ns", std::nullopt, 3, 8));
+  BOOST_TEST(t.counters().misses == 1u);
+  auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 4);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 1000)},
+             "a refused lookup touches nothing");
+  auto hit = t.lookup(run(12, 2000), "ns", std::nullopt, 5, 7);
+  BOOST_REQUIRE(hit);
+  BOOST_TEST(hit->state.size() == 8u);
+}
+
+BOOST_AUTO_TEST_CASE(restored_entry_leaves_without_a_write) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(eng.geometry().bytes_at(8));
+  must_put(t, eng.prefill("ns", run(8, 1000)), 1, true); // from SSD
+  auto r = must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  BOOST_REQUIRE(r.evicted.size() == 1u);
+  BOOST_TEST(!r.evicted[0].needs_spill);
+  r = must_put(t, eng.prefill("ns", run(8, 3000)), 3);
+  BOOST_TEST(r.evicted.at(0).needs_spill, "a fresh put is not durable");
+}
+
+BOOST_AUTO_TEST_CASE(a_puts_own_entry_is_never_its_victim) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one);
+  for (token b : {1000, 2000}) {
+    auto e = eng.prefill("ns", run(8, b));
+    e.session = "s" + std::to_string(b);
+    must_put(t, std::move(e), b);
+  }
+  // Both older entries are protected; the newcomer is not, yet it stays.
+  auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 3000);
+  BOOST_TEST(r.kept);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 1000)});
+  BOOST_TEST(t.contains("ns", run(8, 3000)));
+}
+
+BOOST_AUTO_TEST_CASE(interest_keeps_an_item_resident_until_dropped) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one);
+  auto tagged = eng.prefill("ns", run(8, 1000));
+  tagged.session = "s";
+  must_put(t, std::move(tagged), 1); // protected
+  must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  ram_key held{false, "ns", run(8, 2000)};
+  BOOST_TEST(t.add_interest(held, 42));
+  BOOST_TEST(!t.add_interest({false, "ns", run(8, 5)}, 42), "not held");
+  BOOST_TEST(t.idle(100, 10).size() == 1u, "an item with interest is not idle");
+  // Protected and held: the protected one goes first, the held one last.
+  auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 3);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 1000)});
+  r = must_put(t, eng.prefill("ns", run(8, 4000)), 4);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 3000)});
+  BOOST_TEST(t.pop_lru()->key.tokens == run(8, 4000));
+  t.drop_interest(42);
+  BOOST_TEST(t.contains("ns", held.tokens),
+             "dropping interest removes nothing");
+  must_put(t, eng.prefill("ns", run(8, 5000)), 5);
+  r = must_put(t, eng.prefill("ns", run(8, 6000)), 6);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{held.tokens});
+}
+
+BOOST_AUTO_TEST_CASE(boundary_reclaim_drops_only_durable_plain_items) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(8 * one);
+  for (token b : {1000, 2000, 3000, 4000})
+    must_put(t, eng.prefill("ns", run(8, b)), b, b != 2000);
+  auto prot = eng.prefill("ns", run(8, 5000));
+  prot.session = "s";
+  must_put(t, std::move(prot), 5000, true);
+  t.add_interest({false, "ns", run(8, 3000)}, 1);
+  // 1000 and 4000 are durable, unprotected and not held; 2000 is not
+  // durable, 3000 is held, 5000 is protected.
+  auto [n, freed] = t.reclaim(one);
+  BOOST_TEST(n == 1u);
+  BOOST_TEST(freed == one);
+  BOOST_TEST(!t.contains("ns", run(8, 1000)));
+  std::tie(n, freed) = t.reclaim(10 * one);
+  BOOST_TEST(n == 1u);
+  BOOST_TEST(!t.contains("ns", run(8, 4000)));
+  BOOST_TEST(t.counters().entries == 3u);
+  BOOST_TEST(t.counters().evictions == 0u);
 }
