@@ -22,9 +22,9 @@
 //   protection and nothing else. An item held by an interest (a request or
 //   prefetch lease about to consume it) leaves after everything else, the
 //   cap still winning in the end.
-// - Recurrent layers, wrapped rings and attachments are exact-boundary: the
-//   index never offers such an entry below its own length (attachments only
-//   ride along at full length).
+// - Recurrent layers and wrapped rings are exact-boundary: the index never
+//   offers such an entry below its own length. Attachments ride along only
+//   at full length; below it the entry is lent without them.
 #pragma once
 
 #include "tiers/byte_ledger.hpp"
