@@ -42,8 +42,7 @@ buffer_ref share_words(kj::Array<capnp::word> words) {
   auto holder = std::make_shared<kj::Array<capnp::word>>(kj::mv(words));
   auto bytes = holder->asBytes();
   return buffer::adopt(reinterpret_cast<const std::byte*>(bytes.begin()),
-                       bytes.size(),
-                       [holder]() mutable { holder.reset(); });
+                       bytes.size(), [holder]() mutable { holder.reset(); });
 }
 
 /// A frame over `words`, which must hold a well-formed envelope (built
@@ -106,8 +105,8 @@ caf::error check_flat(const buffer& flat, capnp::StructSchema root,
   auto want = root.getProto().getId();
   if (env.getRootType() != want)
     return malformed("the message holds type " + hex(env.getRootType())
-                     + ", expected " + root.getShortDisplayName().cStr()
-                     + " (" + hex(want) + ")");
+                     + ", expected " + root.getShortDisplayName().cStr() + " ("
+                     + hex(want) + ")");
   if (env.getProtocol() != PROTOCOL_VERSION)
     return make_error(ec::incompatible_format,
                       "protocol " + std::to_string(env.getProtocol())
@@ -115,8 +114,8 @@ caf::error check_flat(const buffer& flat, capnp::StructSchema root,
                         + std::to_string(PROTOCOL_VERSION));
   if (env.getBody().isNull())
     return malformed("the envelope has no body");
-  return detail::check_tree(
-    env.getBody().getAs<capnp::DynamicStruct>(root), {});
+  return detail::check_tree(env.getBody().getAs<capnp::DynamicStruct>(root),
+                            {});
 }
 
 } // namespace
@@ -150,25 +149,18 @@ capnp::AnyPointer::Reader carrier::body() const {
 
 caf::expected<view> carrier::payload(Payload::Reader p) const {
   KVTIER_ASSERT(frame_ != nullptr);
-  auto len = p.getLength();
-  if (p.isSide()) {
-    auto i = p.getSide();
-    if (i >= frame_->sides.size() || frame_->sides[i].length != len)
-      return malformed("payload refers to side buffer " + std::to_string(i)
-                       + " of " + std::to_string(len) + " bytes, which the "
-                       + "carrier does not hold");
-    return frame_->sides[i];
-  }
+  if (auto err = detail::check_payload(p, frame_->sides, "payload"))
+    return err;
+  if (p.isSide())
+    return frame_->sides[p.getSide()];
   auto d = p.getData();
-  if (d.size() != len)
-    return malformed("payload says " + std::to_string(len)
-                     + " bytes, data holds " + std::to_string(d.size()));
+  if (d.size() == 0)
+    return view{frame_->words, 0, 0};
   auto* base = reinterpret_cast<const kj::byte*>(frame_->words->data());
-  KVTIER_ASSERT(d.size() == 0
-                || (d.begin() >= base
-                    && d.end() <= base + frame_->words->size()));
-  auto off = d.size() == 0 ? 0 : static_cast<uint64_t>(d.begin() - base);
-  return view{frame_->words, off, d.size()};
+  KVTIER_ASSERT(d.begin() >= base
+                && d.end() <= base + frame_->words->size());
+  return view{frame_->words, static_cast<uint64_t>(d.begin() - base),
+              d.size()};
 }
 
 caf::expected<buffer_ref> carrier::to_flat() const {

@@ -70,8 +70,8 @@ public:
   /// Reads and validates untrusted flat bytes as a `Root` message. The
   /// result's inline payloads are views of `flat`; nothing is copied
   /// unless `flat` is not 8-byte aligned.
-  static caf::expected<sealed>
-  from_flat(buffer_ref flat, const reader_limits& limits = {}) {
+  static caf::expected<sealed> from_flat(buffer_ref flat,
+                                         const reader_limits& limits = {}) {
     auto f = decode(std::move(flat), capnp::Schema::from<Root>(), limits);
     if (!f)
       return std::move(f.error());
@@ -99,8 +99,8 @@ caf::error save_flat(const carrier& x, std::string& bytes);
 /// Loading half of `save_flat`.
 template <class Root>
 caf::error load_flat(sealed<Root>& x, const std::string& bytes) {
-  auto r = sealed<Root>::from_flat(buffer::copy_of(std::as_bytes(
-    std::span<const char>{bytes.data(), bytes.size()})));
+  auto r = sealed<Root>::from_flat(buffer::copy_of(
+    std::as_bytes(std::span<const char>{bytes.data(), bytes.size()})));
   if (!r)
     return std::move(r.error());
   x = std::move(*r);

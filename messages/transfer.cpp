@@ -48,9 +48,9 @@ void outgoing_transfer::write_header(TransferHeader::Builder out) const {
 caf::expected<sealed<FetchChunkReply>>
 outgoing_transfer::chunk(uint32_t index) const {
   if (index >= count_)
-    return make_error(ec::invalid_argument,
-                      "chunk " + std::to_string(index) + " of a transfer of "
-                        + std::to_string(count_));
+    return make_error(ec::invalid_argument, "chunk " + std::to_string(index)
+                                              + " of a transfer of "
+                                              + std::to_string(count_));
   uint64_t offset = uint64_t{index} * chunk_size_;
   auto n = std::min<uint64_t>(chunk_size_, flat_->size() - offset);
   draft<FetchChunkReply> d;
@@ -105,8 +105,7 @@ caf::error incoming_transfer::add(FetchChunkReply::Reader c) {
     return malformed("chunk " + std::to_string(i) + " has "
                      + std::to_string(data.size()) + " bytes at offset "
                      + std::to_string(c.getOffset()) + ", expected "
-                     + std::to_string(want) + " at "
-                     + std::to_string(offset));
+                     + std::to_string(want) + " at " + std::to_string(offset));
   if (have_[i])
     return {};
   std::memcpy(bytes_->data() + offset, data.begin(), want);
@@ -125,10 +124,9 @@ caf::expected<buffer_ref> incoming_transfer::verified() && {
   bytes_.reset();
   auto sum = XXH3_64bits(flat->data(), flat->size());
   if (sum != checksum_)
-    return make_error(ec::corrupt_data,
-                      "transfer " + std::to_string(id_)
-                        + ": checksum mismatch over "
-                        + std::to_string(total_) + " bytes");
+    return make_error(ec::corrupt_data, "transfer " + std::to_string(id_)
+                                          + ": checksum mismatch over "
+                                          + std::to_string(total_) + " bytes");
   return flat;
 }
 

@@ -22,25 +22,43 @@ namespace caf {
 class actor_system_config;
 }
 
-/// X-macro over every message root (service, tiers, cluster), in id order.
+// clang-format off
+/// X-macro over every message root, in id order: service.capnp, then
+/// tiers.capnp, then cluster.capnp. Append only.
 #define KVTIER_MESSAGE_ROOTS(X)                                                \
-  X(PeekPrefix) X(PeekPrefixReply) X(AcquireState) X(AcquireStateReply)        \
-  X(PublishState) X(PublishStateReply) X(WouldKeep) X(WouldKeepReply)          \
-  X(AdmitRequest) X(AdmitRequestReply) X(FitsRequest) X(FitsRequestReply)      \
-  X(ReleaseRequest) X(ReleaseRequestReply) X(SaveCheckpoint)                   \
-  X(SaveCheckpointReply) X(CloseSession) X(CloseSessionReply)                  \
-  X(PrefetchPrefix) X(PrefetchPrefixReply) X(ReleasePrefetch)                  \
-  X(ReleasePrefetchReply) X(FlushState) X(FlushStateReply) X(CloseService)     \
-  X(CloseServiceReply) X(DemoteIdle) X(DemoteIdleReply) X(StopIdleDemotion)    \
-  X(StopIdleDemotionReply) X(RelievePressure) X(RelievePressureReply)          \
-  X(ReclaimAtBoundary) X(ReclaimAtBoundaryReply) X(ReadStats)                  \
-  X(ReadStatsReply) X(ReadReport) X(ReadReportReply) X(ListSavedPrefixes)      \
-  X(ListSavedPrefixesReply) X(PutEvent) X(PutObject) X(PutObjectReply)         \
-  X(GetObject) X(GetObjectReply) X(LendPrefix) X(LendPrefixReply)              \
-  X(FindPrefix) X(FindPrefixReply) X(RestoreEntry) X(RestoreEntryReply)        \
-  X(SpillEntry) X(SpillEntryReply) X(FindCheckpoint) X(FindCheckpointReply)    \
-  X(PeerPutEvent) X(PeerEvictEvent) X(FetchEntry) X(FetchEntryReply)           \
-  X(FetchChunk) X(FetchChunkReply) X(CancelTransfer) X(CancelTransferReply)
+  X(PeekPrefix) X(PeekPrefixReply)                                             \
+  X(AcquireState) X(AcquireStateReply)                                         \
+  X(PublishState) X(PublishStateReply)                                         \
+  X(WouldKeep) X(WouldKeepReply)                                               \
+  X(AdmitRequest) X(AdmitRequestReply)                                         \
+  X(FitsRequest) X(FitsRequestReply)                                           \
+  X(ReleaseRequest) X(ReleaseRequestReply)                                     \
+  X(SaveCheckpoint) X(SaveCheckpointReply)                                     \
+  X(CloseSession) X(CloseSessionReply)                                         \
+  X(PrefetchPrefix) X(PrefetchPrefixReply)                                     \
+  X(ReleasePrefetch) X(ReleasePrefetchReply)                                   \
+  X(FlushState) X(FlushStateReply)                                             \
+  X(CloseService) X(CloseServiceReply)                                         \
+  X(DemoteIdle) X(DemoteIdleReply)                                             \
+  X(StopIdleDemotion) X(StopIdleDemotionReply)                                 \
+  X(RelievePressure) X(RelievePressureReply)                                   \
+  X(ReclaimAtBoundary) X(ReclaimAtBoundaryReply)                               \
+  X(ReadStats) X(ReadStatsReply)                                               \
+  X(ReadReport) X(ReadReportReply)                                             \
+  X(ListSavedPrefixes) X(ListSavedPrefixesReply)                               \
+  X(PutEvent)                                                                  \
+  X(PutObject) X(PutObjectReply)                                               \
+  X(GetObject) X(GetObjectReply)                                               \
+  X(LendPrefix) X(LendPrefixReply)                                             \
+  X(FindPrefix) X(FindPrefixReply)                                             \
+  X(RestoreEntry) X(RestoreEntryReply)                                         \
+  X(SpillEntry) X(SpillEntryReply)                                             \
+  X(FindCheckpoint) X(FindCheckpointReply)                                     \
+  X(PeerPutEvent) X(PeerEvictEvent)                                            \
+  X(FetchEntry) X(FetchEntryReply)                                             \
+  X(FetchChunk) X(FetchChunkReply)                                             \
+  X(CancelTransfer) X(CancelTransferReply)
+// clang-format on
 
 #define KVTIER_ADD_MESSAGE_TYPE_ID(Root)                                       \
   CAF_ADD_TYPE_ID(kvtier, (kvtier::msg::sealed<kvtier::msg::Root>))

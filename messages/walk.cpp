@@ -20,33 +20,6 @@ caf::error malformed(const std::string& path, std::string what) {
                       + std::move(what));
 }
 
-/// Checks one payload against the side views (in-process) or its Data.
-caf::error check_payload(Payload::Reader p, const std::vector<view>& sides,
-                         const std::string& path) {
-  auto len = p.getLength();
-  switch (p.which()) {
-    case Payload::SIDE: {
-      auto i = p.getSide();
-      if (i >= sides.size())
-        return malformed(path, "side buffer " + std::to_string(i)
-                                 + " out of range (" + std::to_string(sides.size())
-                                 + " side buffers)");
-      if (sides[i].length != len)
-        return malformed(path, "payload says " + std::to_string(len)
-                                 + " bytes, side buffer holds "
-                                 + std::to_string(sides[i].length));
-      return {};
-    }
-    case Payload::DATA:
-      if (p.getData().size() != len)
-        return malformed(path, "payload says " + std::to_string(len)
-                                 + " bytes, data holds "
-                                 + std::to_string(p.getData().size()));
-      return {};
-  }
-  return malformed(path, "payload of unknown variant");
-}
-
 /// The walk state: the side views and the dotted path of the current field.
 struct checker {
   const std::vector<view>& sides;
@@ -56,13 +29,12 @@ struct checker {
     switch (v.getType()) {
       case capnp::DynamicValue::STRUCT:
         return structure(v.as<capnp::DynamicStruct>());
-      case capnp::DynamicValue::LIST:
-        return list(v.as<capnp::DynamicList>());
+      case capnp::DynamicValue::LIST: return list(v.as<capnp::DynamicList>());
       case capnp::DynamicValue::ENUM:
         if (v.as<capnp::DynamicEnum>().getEnumerant() == nullptr)
-          return malformed(path, "unknown enum value "
-                                   + std::to_string(
-                                     v.as<capnp::DynamicEnum>().getRaw()));
+          return malformed(
+            path, "unknown enum value "
+                    + std::to_string(v.as<capnp::DynamicEnum>().getRaw()));
         return {};
       default: return {}; // scalars; text and data were checked by get()
     }
@@ -120,9 +92,9 @@ struct inliner {
     if (!p.isSide())
       return {};
     if (p.getSide() >= sides.size())
-      return make_error(ec::malformed_message,
-                        "side buffer " + std::to_string(p.getSide())
-                          + " out of range");
+      return make_error(ec::malformed_message, "side buffer "
+                                                 + std::to_string(p.getSide())
+                                                 + " out of range");
     auto& v = sides[p.getSide()];
     if (v.length > max_inline_payload)
       return make_error(ec::message_limit_exceeded,
@@ -172,6 +144,32 @@ struct inliner {
 };
 
 } // namespace
+
+caf::error check_payload(Payload::Reader p, const std::vector<view>& sides,
+                         const std::string& path) {
+  auto len = p.getLength();
+  switch (p.which()) {
+    case Payload::SIDE: {
+      auto i = p.getSide();
+      if (i >= sides.size())
+        return malformed(path,
+                         "side buffer " + std::to_string(i) + " out of range ("
+                           + std::to_string(sides.size()) + " side buffers)");
+      if (sides[i].length != len)
+        return malformed(path, "payload says " + std::to_string(len)
+                                 + " bytes, side buffer holds "
+                                 + std::to_string(sides[i].length));
+      return {};
+    }
+    case Payload::DATA:
+      if (p.getData().size() != len)
+        return malformed(path, "payload says " + std::to_string(len)
+                                 + " bytes, data holds "
+                                 + std::to_string(p.getData().size()));
+      return {};
+  }
+  return malformed(path, "payload of unknown variant");
+}
 
 caf::error check_tree(capnp::DynamicStruct::Reader body,
                       const std::vector<view>& sides) {

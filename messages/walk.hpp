@@ -12,13 +12,21 @@
 #pragma once
 
 #include "messages/buffer.hpp"
+#include "messages/common.capnp.h"
 
 #include <caf/error.hpp>
 #include <capnp/dynamic.h>
 
+#include <string>
 #include <vector>
 
 namespace kvtier::msg::detail {
+
+/// Checks one payload against `sides` (a side reference) or its own Data:
+/// the index must be in range and the lengths must agree. Errors are
+/// `malformed_message` prefixed with `path`.
+caf::error check_payload(Payload::Reader p, const std::vector<view>& sides,
+                         const std::string& path);
 
 /// Reads all of `body`; fails with `malformed_message` on an unknown enum
 /// value or union member, or a payload that disagrees with `sides`.

@@ -18,8 +18,7 @@ caf::error malformed(const std::string& where, const caf::error& why) {
   return make_error(ec::malformed_message, where + ": " + describe(why));
 }
 
-void write_segments(msg::draft_base& d,
-                    capnp::List<msg::Payload>::Builder out,
+void write_segments(msg::draft_base& d, capnp::List<msg::Payload>::Builder out,
                     const std::vector<view>& segments) {
   for (uint32_t i = 0; i < segments.size(); ++i)
     d.set_payload(out[i], segments[i]);
@@ -82,8 +81,7 @@ void write_key(msg::EntryKey::Builder out, std::string_view ns,
   write_tokens(out.initTokens(tokens.size()), tokens);
 }
 
-void write_descriptor(msg::LayerDescriptor::Builder out,
-                      const layer_state& l) {
+void write_descriptor(msg::LayerDescriptor::Builder out, const layer_state& l) {
   out.setKind(static_cast<msg::LayerKind>(l.kind));
   out.setBytesPerToken(l.bytes_per_token);
   out.setWindow(l.window);
@@ -111,8 +109,7 @@ caf::expected<layer_state> read_descriptor(msg::LayerDescriptor::Reader in) {
   return l;
 }
 
-void write_entry(msg::draft_base& d, msg::Entry::Builder out,
-                 const entry& e) {
+void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e) {
   out.setNs(text(e.ns));
   write_tokens(out.initTokens(e.tokens.size()), e.tokens);
   auto layers = out.initLayers(e.layers.size());
@@ -133,8 +130,7 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out,
     out.getSession().setNone();
 }
 
-caf::expected<entry> read_entry(const msg::carrier& c,
-                                msg::Entry::Reader in) {
+caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in) {
   entry e;
   e.ns = text(in.getNs());
   e.tokens = read_tokens(in.getTokens());
@@ -147,8 +143,8 @@ caf::expected<entry> read_entry(const msg::carrier& c,
     e.layers.push_back(std::move(*l));
   }
   for (auto a : in.getAttachments()) {
-    auto segs = read_segments(c, a.getSegments(),
-                              "attachment " + text(a.getName()));
+    auto segs
+      = read_segments(c, a.getSegments(), "attachment " + text(a.getName()));
     if (!segs)
       return std::move(segs.error());
     e.attachments.push_back({text(a.getName()), std::move(*segs)});

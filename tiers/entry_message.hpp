@@ -28,8 +28,7 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e);
 caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in);
 
 /// Writes a layer's kind and geometry (no bytes).
-void write_descriptor(msg::LayerDescriptor::Builder out,
-                      const layer_state& l);
+void write_descriptor(msg::LayerDescriptor::Builder out, const layer_state& l);
 
 /// Reads a layer's kind and geometry; segments stay empty. Fails with
 /// `ec::malformed_message` on an unknown kind.

@@ -8,6 +8,7 @@
 
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
+#include <caf/deep_to_string.hpp>
 
 #include <thread>
 
@@ -159,6 +160,13 @@ BOOST_AUTO_TEST_CASE(caf_deserialization_rejects_a_wrong_schema) {
   auto err = source(wrong);
   BOOST_TEST(test::code_of(err) == ec::malformed_message);
   BOOST_TEST(!wrong.valid());
+}
+
+BOOST_AUTO_TEST_CASE(logs_describe_a_carrier_without_its_bytes) {
+  auto m = spill_of(view::of(pattern(640, 9)), 64);
+  auto text = caf::deep_to_string(m);
+  BOOST_TEST(text.find("sealed<SpillEntry>") != std::string::npos, text);
+  BOOST_TEST(text.find("1 side buffers") != std::string::npos, text);
 }
 
 BOOST_AUTO_TEST_CASE(threads_read_one_carrier_at_once) {

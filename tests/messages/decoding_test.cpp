@@ -29,8 +29,8 @@ buffer_ref bytes_of(const std::vector<std::byte>& b) {
 }
 
 buffer_ref share(kj::Array<capnp::word> words) {
-  return buffer::copy_of(std::as_bytes(
-    std::span<const kj::byte>{words.asBytes().begin(), words.asBytes().size()}));
+  return buffer::copy_of(std::as_bytes(std::span<const kj::byte>{
+    words.asBytes().begin(), words.asBytes().size()}));
 }
 
 /// Checks that every payload view of a decoded message lies in its bytes.
@@ -67,7 +67,8 @@ BOOST_AUTO_TEST_CASE(trailing_bytes_give_malformed_message_error) {
   auto m = publish_msg::from_flat(bytes_of(longer));
   BOOST_REQUIRE(!m);
   BOOST_TEST(code_of(m.error()) == ec::malformed_message);
-  BOOST_TEST(describe(m.error()).find("follow the message") != std::string::npos);
+  BOOST_TEST(describe(m.error()).find("follow the message")
+             != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(random_bytes_give_errors_not_crashes) {
@@ -84,8 +85,8 @@ BOOST_AUTO_TEST_CASE(random_bytes_give_errors_not_crashes) {
     BOOST_TEST_INFO("seed " << seed);
     BOOST_REQUIRE(!m);
     auto code = code_of(m.error());
-    BOOST_TEST((code == ec::malformed_message
-                || code == ec::message_limit_exceeded));
+    BOOST_TEST(
+      (code == ec::malformed_message || code == ec::message_limit_exceeded));
   }
 }
 
@@ -155,7 +156,7 @@ BOOST_AUTO_TEST_CASE(side_reference_in_flat_bytes_gives_malformed_message) {
   BOOST_REQUIRE(!m);
   BOOST_TEST(code_of(m.error()) == ec::malformed_message);
   BOOST_TEST(describe(m.error()).find("entry.layers[0].descriptor")
-               == std::string::npos);
+             == std::string::npos);
   BOOST_TEST(describe(m.error()).find("side buffer 0 out of range")
              != std::string::npos);
 }
@@ -176,8 +177,8 @@ BOOST_AUTO_TEST_CASE(payload_length_disagreeing_with_data_is_malformed) {
 BOOST_AUTO_TEST_CASE(unknown_enum_value_gives_malformed_message) {
   msg::draft<msg::SpillEntry> d;
   d.root().setReason(static_cast<msg::SpillReason>(77));
-  auto m = msg::sealed<msg::SpillEntry>::from_flat(
-    *std::move(d).seal().to_flat());
+  auto m
+    = msg::sealed<msg::SpillEntry>::from_flat(*std::move(d).seal().to_flat());
   BOOST_REQUIRE(!m);
   BOOST_TEST(code_of(m.error()) == ec::malformed_message);
   BOOST_TEST(describe(m.error()).find("reason") != std::string::npos);
@@ -207,8 +208,7 @@ BOOST_AUTO_TEST_CASE(amplified_traversal_gives_limit_exceeded) {
   env.setRootType(capnp::typeId<msg::ListSavedPrefixesReply>());
   env.setProtocol(msg::PROTOCOL_VERSION);
   auto body = env.getBody().initAsAnyStruct(0, 1);
-  body.getPointerSection()[0].initAsAnyList(capnp::ElementSize::VOID,
-                                            1u << 28);
+  body.getPointerSection()[0].initAsAnyList(capnp::ElementSize::VOID, 1u << 28);
   auto flat = share(capnp::messageToFlatArray(b));
   BOOST_TEST(flat->size() < 128u);
   auto m = msg::sealed<msg::ListSavedPrefixesReply>::from_flat(flat);

@@ -21,7 +21,8 @@ msg::sealed<msg::SaveCheckpoint> sealed_entry(const tiers::entry& e) {
   return std::move(d).seal();
 }
 
-caf::expected<tiers::entry> read_back(const msg::sealed<msg::SaveCheckpoint>& m) {
+caf::expected<tiers::entry>
+read_back(const msg::sealed<msg::SaveCheckpoint>& m) {
   return tiers::read_entry(m, m.root().getEntry());
 }
 
