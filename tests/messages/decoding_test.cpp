@@ -33,6 +33,15 @@ buffer_ref share(kj::Array<capnp::word> words) {
     words.asBytes().begin(), words.asBytes().size()}));
 }
 
+/// A hand-made envelope claiming `type` and `protocol`, body left to fill.
+msg::Envelope::Builder envelope(capnp::MessageBuilder& b, uint64_t type,
+                                uint16_t protocol = msg::PROTOCOL_VERSION) {
+  auto env = b.initRoot<msg::Envelope>();
+  env.setRootType(type);
+  env.setProtocol(protocol);
+  return env;
+}
+
 /// Checks that every payload view of a decoded message lies in its bytes.
 void check_views_inside(const publish_msg& m) {
   for (auto l : m.root().getEntry().getLayers())
@@ -137,9 +146,8 @@ BOOST_AUTO_TEST_CASE(message_without_envelope_gives_malformed_message_error) {
 
 BOOST_AUTO_TEST_CASE(other_protocol_version_gives_incompatible_format) {
   capnp::MallocMessageBuilder b;
-  auto env = b.initRoot<msg::Envelope>();
-  env.setRootType(capnp::typeId<msg::PeekPrefix>());
-  env.setProtocol(msg::PROTOCOL_VERSION + 1);
+  auto env = envelope(b, capnp::typeId<msg::PeekPrefix>(),
+                      msg::PROTOCOL_VERSION + 1);
   env.getBody().initAs<msg::PeekPrefix>().setNs("future");
   auto m = msg::sealed<msg::PeekPrefix>::from_flat(
     share(capnp::messageToFlatArray(b)));
@@ -204,9 +212,7 @@ BOOST_AUTO_TEST_CASE(amplified_traversal_gives_limit_exceeded) {
   // A tiny message whose list claims 2^28 zero-sized elements: reading it
   // would cost far more than its size, so the traversal limit must stop it.
   capnp::MallocMessageBuilder b;
-  auto env = b.initRoot<msg::Envelope>();
-  env.setRootType(capnp::typeId<msg::ListSavedPrefixesReply>());
-  env.setProtocol(msg::PROTOCOL_VERSION);
+  auto env = envelope(b, capnp::typeId<msg::ListSavedPrefixesReply>());
   auto body = env.getBody().initAsAnyStruct(0, 1);
   body.getPointerSection()[0].initAsAnyList(capnp::ElementSize::VOID, 1u << 28);
   auto flat = share(capnp::messageToFlatArray(b));

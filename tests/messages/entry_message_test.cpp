@@ -26,6 +26,21 @@ read_back(const msg::sealed<msg::SaveCheckpoint>& m) {
   return tiers::read_entry(m, m.root().getEntry());
 }
 
+/// Writes `e`, lets `spoil` change the message, and reads the entry back,
+/// which must fail with `malformed_message` mentioning `text`.
+template <class Spoil>
+void check_rejected(const tiers::entry& e, Spoil spoil, std::string text) {
+  msg::draft<msg::SaveCheckpoint> d;
+  auto out = d.root().initEntry();
+  tiers::write_entry(d, out, e);
+  spoil(out);
+  auto got = read_back(std::move(d).seal());
+  BOOST_REQUIRE(!got);
+  BOOST_TEST(code_of(got.error()) == ec::malformed_message);
+  BOOST_TEST(describe(got.error()).find(text) != std::string::npos,
+             describe(got.error()));
+}
+
 /// Everything but the bytes' location must match.
 void check_same_entry(const tiers::entry& got, const tiers::entry& want) {
   BOOST_TEST(got.ns == want.ns);
@@ -97,40 +112,31 @@ BOOST_AUTO_TEST_CASE(entry_without_session_stays_without_one) {
 }
 
 BOOST_AUTO_TEST_CASE(unknown_layer_kind_is_an_error) {
-  auto e = test::sample_entry(layer_kind::kv, 3, 6);
-  msg::draft<msg::SaveCheckpoint> d;
-  auto out = d.root().initEntry();
-  tiers::write_entry(d, out, e);
-  out.getLayers()[0].getDescriptor().setKind(static_cast<msg::LayerKind>(9));
-  auto got = read_back(std::move(d).seal());
-  BOOST_REQUIRE(!got);
-  BOOST_TEST(code_of(got.error()) == ec::malformed_message);
-  BOOST_TEST(describe(got.error()).find("unknown layer kind 9")
-             != std::string::npos);
+  check_rejected(
+    test::sample_entry(layer_kind::kv, 3, 6),
+    [](msg::Entry::Builder out) {
+      auto kind = static_cast<msg::LayerKind>(9);
+      out.getLayers()[0].getDescriptor().setKind(kind);
+    },
+    "unknown layer kind 9");
 }
 
 BOOST_AUTO_TEST_CASE(descriptor_length_disagreeing_with_segments_is_an_error) {
-  auto e = test::sample_entry(layer_kind::recurrent, 3, 7);
-  msg::draft<msg::SaveCheckpoint> d;
-  auto out = d.root().initEntry();
-  tiers::write_entry(d, out, e);
-  out.getLayers()[0].getDescriptor().setByteLength(1);
-  auto got = read_back(std::move(d).seal());
-  BOOST_REQUIRE(!got);
-  BOOST_TEST(code_of(got.error()) == ec::malformed_message);
-  BOOST_TEST(describe(got.error()).find("layer 0") != std::string::npos);
+  check_rejected(
+    test::sample_entry(layer_kind::recurrent, 3, 7),
+    [](msg::Entry::Builder out) {
+      out.getLayers()[0].getDescriptor().setByteLength(1);
+    },
+    "layer 0: descriptor says 1 bytes");
 }
 
 BOOST_AUTO_TEST_CASE(out_of_range_side_index_is_an_error) {
-  auto e = test::sample_entry(layer_kind::kv, 3, 8);
-  msg::draft<msg::SaveCheckpoint> d;
-  auto out = d.root().initEntry();
-  tiers::write_entry(d, out, e);
-  out.getLayers()[0].getSegments()[1].setSide(7);
-  auto got = read_back(std::move(d).seal());
-  BOOST_REQUIRE(!got);
-  BOOST_TEST(code_of(got.error()) == ec::malformed_message);
-  BOOST_TEST(describe(got.error()).find("side buffer 7") != std::string::npos);
+  check_rejected(
+    test::sample_entry(layer_kind::kv, 3, 8),
+    [](msg::Entry::Builder out) {
+      out.getLayers()[0].getSegments()[1].setSide(7);
+    },
+    "side buffer 7 out of range");
 }
 
 BOOST_AUTO_TEST_CASE(geometry_that_does_not_add_up_is_an_error) {

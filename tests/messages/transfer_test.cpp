@@ -43,6 +43,21 @@ msg::sealed<msg::FetchChunkReply> pull(const msg::outgoing_transfer& t,
   return *msg::sealed<msg::FetchChunkReply>::from_flat(*c->to_flat());
 }
 
+/// A transfer of a 100-token entry in 64 KiB chunks.
+msg::outgoing_transfer small_transfer(uint64_t id) {
+  tiers::entry e;
+  auto out = msg::outgoing_transfer::make(id, restored(100, e), 64 * 1024);
+  BOOST_REQUIRE(out);
+  return std::move(*out);
+}
+
+/// The receiving side of `out`, started from its announced header.
+msg::incoming_transfer receiver_of(const msg::outgoing_transfer& out) {
+  auto in = msg::incoming_transfer::start(announce(out).root().getTransfer());
+  BOOST_REQUIRE(in);
+  return std::move(*in);
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(entry_arrives_intact_from_chunks_in_any_order) {
@@ -68,15 +83,12 @@ BOOST_AUTO_TEST_CASE(entry_arrives_intact_from_chunks_in_any_order) {
 }
 
 BOOST_AUTO_TEST_CASE(corrupted_chunk_fails_verification_before_decoding) {
-  tiers::entry e;
-  auto out = msg::outgoing_transfer::make(6, restored(100, e), 64 * 1024);
-  BOOST_REQUIRE(out);
-  auto in = msg::incoming_transfer::start(announce(*out).root().getTransfer());
-  BOOST_REQUIRE(in);
-  for (uint32_t i = 0; i < out->chunk_count(); ++i) {
-    auto c = pull(*out, i);
+  auto out = small_transfer(6);
+  auto in = receiver_of(out);
+  for (uint32_t i = 0; i < out.chunk_count(); ++i) {
+    auto c = pull(out, i);
     if (i != 1) {
-      BOOST_REQUIRE(!in->add(c.root()));
+      BOOST_REQUIRE(!in.add(c.root()));
       continue;
     }
     msg::draft<msg::FetchChunkReply> bad; // same chunk, one bit flipped
@@ -85,42 +97,35 @@ BOOST_AUTO_TEST_CASE(corrupted_chunk_fails_verification_before_decoding) {
     bad.root().setOffset(c.root().getOffset());
     bad.root().setData(c.root().getData());
     bad.root().getData()[100] ^= 1;
-    BOOST_REQUIRE(!in->add(std::move(bad).seal().root()));
+    BOOST_REQUIRE(!in.add(std::move(bad).seal().root()));
   }
-  auto got = std::move(*in).finish<msg::RestoreEntryReply>();
+  auto got = std::move(in).finish<msg::RestoreEntryReply>();
   BOOST_REQUIRE(!got);
   BOOST_TEST(code_of(got.error()) == ec::corrupt_data);
 }
 
 BOOST_AUTO_TEST_CASE(missing_chunk_is_an_error_not_a_partial_entry) {
-  tiers::entry e;
-  auto out = msg::outgoing_transfer::make(7, restored(100, e), 64 * 1024);
-  BOOST_REQUIRE(out);
-  auto in = msg::incoming_transfer::start(announce(*out).root().getTransfer());
-  BOOST_REQUIRE(in);
-  BOOST_REQUIRE(!in->add(pull(*out, 0).root()));
-  BOOST_TEST(!in->complete());
-  auto got = std::move(*in).finish<msg::RestoreEntryReply>();
+  auto out = small_transfer(7);
+  auto in = receiver_of(out);
+  BOOST_REQUIRE(!in.add(pull(out, 0).root()));
+  BOOST_TEST(!in.complete());
+  auto got = std::move(in).finish<msg::RestoreEntryReply>();
   BOOST_REQUIRE(!got);
   BOOST_TEST(code_of(got.error()) == ec::malformed_message);
 }
 
 BOOST_AUTO_TEST_CASE(foreign_or_misplaced_chunks_are_rejected) {
-  tiers::entry e;
-  auto out = msg::outgoing_transfer::make(8, restored(100, e), 64 * 1024);
-  auto other = msg::outgoing_transfer::make(9, restored(100, e), 64 * 1024);
-  BOOST_REQUIRE(out);
-  BOOST_REQUIRE(other);
-  auto in = msg::incoming_transfer::start(announce(*out).root().getTransfer());
-  BOOST_REQUIRE(in);
-  auto err = in->add(pull(*other, 0).root());
+  auto out = small_transfer(8);
+  auto other = small_transfer(9);
+  auto in = receiver_of(out);
+  auto err = in.add(pull(other, 0).root());
   BOOST_TEST(code_of(err) == ec::malformed_message);
   msg::draft<msg::FetchChunkReply> shifted;
   shifted.root().setTransferId(8);
   shifted.root().setIndex(1);
   shifted.root().setOffset(3);
   shifted.root().initData(10);
-  err = in->add(std::move(shifted).seal().root());
+  err = in.add(std::move(shifted).seal().root());
   BOOST_TEST(code_of(err) == ec::malformed_message);
 }
 
