@@ -10,6 +10,7 @@ using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("kvtier::msg");
 
 using Common = import "common.capnp";
+using Service = import "service.capnp";
 using Entry = Common.Entry;
 using EntryKey = Common.EntryKey;
 using Error = Common.Error;
@@ -94,4 +95,25 @@ struct FindCheckpointReply {
     entry @1 :Entry;       # prompt + generated tokens and their state
   }
   fromSsd @2 :Bool;        # found after a restart, read from storage
+}
+
+struct InstallEntry {
+  # Service -> RAM: place an entry that came from another tier (a restore
+  # from SSD, a fetch from a peer) so later requests find it in RAM.
+  entry @0 :Entry;
+  durable @1 :Bool;        # its SSD file exists: leaving RAM needs no write
+  interest @2 :UInt64;     # request or prefetch lease keeping it resident;
+                           # 0 for none
+}
+
+struct InstallEntryReply {
+  kept @0 :Bool;
+  outcome @1 :Service.PutOutcome;
+}
+
+struct SsdEvictEvent {
+  # SSD -> RAM: a file left the SSD tier (cap or corruption), so the RAM
+  # copy of that entry is no longer backed and must be written before it
+  # is dropped.
+  key @0 :EntryKey;
 }

@@ -23,8 +23,8 @@ class actor_system_config;
 }
 
 // clang-format off
-/// X-macro over every message root, in id order: service.capnp, then
-/// tiers.capnp, then cluster.capnp. Append only.
+/// X-macro over every message root, in id order (service.capnp, then
+/// tiers.capnp, then cluster.capnp, then later additions). Append only.
 #define KVTIER_MESSAGE_ROOTS(X)                                                \
   X(PeekPrefix) X(PeekPrefixReply)                                             \
   X(AcquireState) X(AcquireStateReply)                                         \
@@ -57,7 +57,9 @@ class actor_system_config;
   X(PeerPutEvent) X(PeerEvictEvent)                                            \
   X(FetchEntry) X(FetchEntryReply)                                             \
   X(FetchChunk) X(FetchChunkReply)                                             \
-  X(CancelTransfer) X(CancelTransferReply)
+  X(CancelTransfer) X(CancelTransferReply)                                     \
+  X(InstallEntry) X(InstallEntryReply)                                         \
+  X(SsdEvictEvent)
 // clang-format on
 
 #define KVTIER_ADD_MESSAGE_TYPE_ID(Root)                                       \
