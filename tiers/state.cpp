@@ -17,15 +17,15 @@ const char* to_string(layer_kind k) {
 
 layer_state layer_state::kv(uint32_t bytes_per_token, uint64_t tokens,
                             std::vector<view> segments, uint64_t min_offset) {
-  return {layer_kind::kv, bytes_per_token, 0, tokens, min_offset,
-          std::move(segments)};
+  return {layer_kind::kv, bytes_per_token, 0,
+          tokens,         min_offset,      std::move(segments)};
 }
 
 layer_state layer_state::ring(uint32_t bytes_per_token, uint32_t window,
                               uint64_t tokens, std::vector<view> segments,
                               uint64_t min_offset) {
-  return {layer_kind::ring, bytes_per_token, window, tokens, min_offset,
-          std::move(segments)};
+  return {layer_kind::ring, bytes_per_token, window,
+          tokens,           min_offset,      std::move(segments)};
 }
 
 layer_state layer_state::recurrent(uint64_t tokens, std::vector<view> segs) {
@@ -204,8 +204,8 @@ std::optional<uint64_t> usable_prefix(const entry& e,
                                       std::span<const token> prompt) {
   if (prompt.empty())
     return std::nullopt;
-  uint64_t p = std::min<uint64_t>(common_prefix(e.tokens, prompt),
-                                  prompt.size() - 1);
+  uint64_t p =
+    std::min<uint64_t>(common_prefix(e.tokens, prompt), prompt.size() - 1);
   if (p == 0)
     return std::nullopt;
   if (p == e.tokens.size() || e.can_trim_to(p))
