@@ -157,10 +157,8 @@ caf::expected<view> carrier::payload(Payload::Reader p) const {
   if (d.size() == 0)
     return view{frame_->words, 0, 0};
   auto* base = reinterpret_cast<const kj::byte*>(frame_->words->data());
-  KVTIER_ASSERT(d.begin() >= base
-                && d.end() <= base + frame_->words->size());
-  return view{frame_->words, static_cast<uint64_t>(d.begin() - base),
-              d.size()};
+  KVTIER_ASSERT(d.begin() >= base && d.end() <= base + frame_->words->size());
+  return view{frame_->words, static_cast<uint64_t>(d.begin() - base), d.size()};
 }
 
 caf::expected<buffer_ref> carrier::to_flat() const {
@@ -208,7 +206,8 @@ carrier::decode(buffer_ref flat, capnp::StructSchema root,
   }
 }
 
-draft_base::draft_base(capnp::StructSchema root) : root_(root) {
+draft_base::draft_base(capnp::StructSchema root)
+  : root_(root) {
   auto env = builder_.initRoot<Envelope>();
   env.setRootType(root.getProto().getId());
   env.setProtocol(PROTOCOL_VERSION);

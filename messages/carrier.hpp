@@ -87,8 +87,7 @@ public:
 
 protected:
   explicit carrier(std::shared_ptr<const detail::frame> f)
-    : frame_(std::move(f)) {
-  }
+    : frame_(std::move(f)) {}
 
   /// The body as an untyped pointer (valid carriers only).
   capnp::AnyPointer::Reader body() const;

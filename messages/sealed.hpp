@@ -39,9 +39,8 @@ template <class Root>
 class draft : public draft_base {
 public:
   draft()
-    : draft_base(capnp::Schema::from<Root>()),
-      root_(body().template initAs<Root>()) {
-  }
+    : draft_base(capnp::Schema::from<Root>())
+    , root_(body().template initAs<Root>()) {}
 
   /// The body to fill in.
   typename Root::Builder root() {
@@ -82,8 +81,7 @@ private:
   friend class draft<Root>;
 
   explicit sealed(std::shared_ptr<const detail::frame> f)
-    : carrier(std::move(f)) {
-  }
+    : carrier(std::move(f)) {}
 };
 
 template <class Root>

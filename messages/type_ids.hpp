@@ -66,7 +66,7 @@ class actor_system_config;
   CAF_ADD_TYPE_ID(kvtier, (kvtier::msg::sealed<kvtier::msg::Root>))
 
 CAF_BEGIN_TYPE_ID_BLOCK(kvtier, caf::first_custom_type_id)
-  KVTIER_MESSAGE_ROOTS(KVTIER_ADD_MESSAGE_TYPE_ID)
+KVTIER_MESSAGE_ROOTS(KVTIER_ADD_MESSAGE_TYPE_ID)
 CAF_END_TYPE_ID_BLOCK(kvtier)
 
 #undef KVTIER_ADD_MESSAGE_TYPE_ID

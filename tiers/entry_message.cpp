@@ -143,8 +143,8 @@ caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in) {
     e.layers.push_back(std::move(*l));
   }
   for (auto a : in.getAttachments()) {
-    auto segs
-      = read_segments(c, a.getSegments(), "attachment " + text(a.getName()));
+    auto segs =
+      read_segments(c, a.getSegments(), "attachment " + text(a.getName()));
     if (!segs)
       return std::move(segs.error());
     e.attachments.push_back({text(a.getName()), std::move(*segs)});

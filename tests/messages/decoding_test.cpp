@@ -146,8 +146,8 @@ BOOST_AUTO_TEST_CASE(message_without_envelope_gives_malformed_message_error) {
 
 BOOST_AUTO_TEST_CASE(other_protocol_version_gives_incompatible_format) {
   capnp::MallocMessageBuilder b;
-  auto env = envelope(b, capnp::typeId<msg::PeekPrefix>(),
-                      msg::PROTOCOL_VERSION + 1);
+  auto env =
+    envelope(b, capnp::typeId<msg::PeekPrefix>(), msg::PROTOCOL_VERSION + 1);
   env.getBody().initAs<msg::PeekPrefix>().setNs("future");
   auto m = msg::sealed<msg::PeekPrefix>::from_flat(
     share(capnp::messageToFlatArray(b)));
@@ -174,8 +174,8 @@ BOOST_AUTO_TEST_CASE(payload_length_disagreeing_with_data_is_malformed) {
   auto seg = d.root().initAttachments(1)[0].initSegments(1)[0];
   seg.initData(10);
   seg.setLength(11);
-  auto m = msg::sealed<msg::GetObjectReply>::from_flat(
-    *std::move(d).seal().to_flat());
+  auto m =
+    msg::sealed<msg::GetObjectReply>::from_flat(*std::move(d).seal().to_flat());
   BOOST_REQUIRE(!m);
   BOOST_TEST(code_of(m.error()) == ec::malformed_message);
   BOOST_TEST(describe(m.error()).find("attachments[0].segments[0]")
@@ -185,8 +185,8 @@ BOOST_AUTO_TEST_CASE(payload_length_disagreeing_with_data_is_malformed) {
 BOOST_AUTO_TEST_CASE(unknown_enum_value_gives_malformed_message) {
   msg::draft<msg::SpillEntry> d;
   d.root().setReason(static_cast<msg::SpillReason>(77));
-  auto m
-    = msg::sealed<msg::SpillEntry>::from_flat(*std::move(d).seal().to_flat());
+  auto m =
+    msg::sealed<msg::SpillEntry>::from_flat(*std::move(d).seal().to_flat());
   BOOST_REQUIRE(!m);
   BOOST_TEST(code_of(m.error()) == ec::malformed_message);
   BOOST_TEST(describe(m.error()).find("reason") != std::string::npos);
