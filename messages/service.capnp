@@ -70,6 +70,8 @@ struct WouldKeepReply {
 struct AdmitRequest {
   # Hold the request's projected KV bytes now, or say it must wait.
   request @0 :RequestIdentity;
+  queue @1 :Bool;          # true: wait in arrival order; the reply comes
+                           # once admitted (an awaitable admit, never false)
 }
 
 struct AdmitRequestReply {
@@ -281,11 +283,14 @@ struct ObjectCounters {
 }
 
 struct AdmissionCounters {
-  admitted @0 :UInt64;
-  waited @1 :UInt64;
-  refused @2 :UInt64;      # could never be admitted
-  heldBytes @3 :UInt64;
-  budgetBytes @4 :UInt64;
+  admitted @0 :UInt64;     # requests that started holding bytes
+  refused @1 :UInt64;      # admit answers "wait"
+  errors @2 :UInt64;       # requests that could never be admitted
+  released @3 :UInt64;     # requests that gave their bytes back
+  waiting @4 :UInt64;      # requests queued right now
+  heldBytes @5 :UInt64;
+  holders @6 :UInt64;      # requests holding bytes right now
+  budgetBytes @7 :UInt64;
 }
 
 struct ReadReport {

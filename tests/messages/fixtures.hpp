@@ -9,18 +9,8 @@
 
 #include <cstdint>
 #include <cstring>
-#include <ostream>
 #include <string>
 #include <vector>
-
-namespace kvtier {
-
-/// Lets Boost.Test print error codes.
-inline std::ostream& operator<<(std::ostream& os, ec code) {
-  return os << to_string(code);
-}
-
-} // namespace kvtier
 
 namespace kvtier::test {
 
