@@ -73,6 +73,12 @@ struct Entry {
   }
 }
 
+struct StoredObject {
+  # An exact tensor object (an encoder output), stored under its key.
+  key @0 :Text;
+  attachments @1 :List(Attachment);
+}
+
 struct EntryKey {
   # Names an entry without its state: namespace and exact tokens.
   ns @0 :Text;

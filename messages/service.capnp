@@ -246,27 +246,41 @@ struct IoCounters {
 }
 
 struct RamCounters {
+  # Mirrors the RAM tier's counters (tiers/ram_types.hpp).
   entries @0 :UInt64;
   bytes @1 :UInt64;        # shared buffers counted once
   capBytes @2 :UInt64;
-  hits @3 :UInt64;         # RAM candidacy only
+  hits @3 :UInt64;         # lookups that lent a prefix (RAM candidacy only)
   misses @4 :UInt64;
-  puts @5 :UInt64;
-  evictions @6 :UInt64;
-  spills @7 :UInt64;
-  superseded @8 :UInt64;
+  sessionHits @5 :UInt64;  # lookups naming a session, served from it
+  sessionMisses @6 :UInt64;
+  prefixScans @7 :UInt64;  # index walks (lookups and peeks)
+  evictions @8 :UInt64;    # over the cap or for pressure relief
+  supersessions @9 :UInt64; # ancestors removed by a trimmable newcomer
+  replacements @10 :UInt64; # puts replacing the same key
+  oversize @11 :UInt64;    # puts larger than the whole cap
+  observerErrors @12 :UInt64; # put observers that threw (contained)
 }
 
 struct SsdCounters {
+  # Mirrors the SSD tier's counters (tiers/ssd/ssd_stats.hpp).
   files @0 :UInt64;
-  bytes @1 :UInt64;
+  fileBytes @1 :UInt64;
   capBytes @2 :UInt64;
-  restores @3 :UInt64;     # cold restores (counted here, not as RAM hits)
-  writes @4 :UInt64;
-  writeFailures @5 :UInt64;
-  evictions @6 :UInt64;
-  corruptDropped @7 :UInt64; # files dropped as corrupt at scan or read
-  coalescedReads @8 :UInt64;
+  queueItems @3 :UInt64;   # writes waiting in the write-behind queue
+  queueBytes @4 :UInt64;
+  writesOk @5 :UInt64;
+  writesFailed @6 :UInt64;
+  writeNoSpace @7 :UInt64;
+  dropped @8 :UInt64;      # spills dropped over the queue cap
+  superseded @9 :UInt64;   # queued writes replaced by a newer one
+  rejectedTooLarge @10 :UInt64;
+  evicted @11 :UInt64;     # files removed over the byte cap
+  restoresOk @12 :UInt64;  # cold restores (counted here, not as RAM hits)
+  restoresFailed @13 :UInt64;
+  coalesced @14 :UInt64;   # restores that joined a read in flight
+  cancelled @15 :UInt64;   # reads whose last interest ended first
+  corruptRemoved @16 :UInt64; # files dropped as corrupt at scan or read
 }
 
 struct SessionCounters {
@@ -322,22 +336,22 @@ struct PutEvent {
 }
 
 struct PutObject {
-  # An exact tensor object (encoder output) under the same budget.
-  ns @0 :Text;
-  key @1 :Text;
-  attachments @2 :List(Common.Attachment);
+  # An exact tensor object (encoder output) under the same budget; the key
+  # names it exactly (the engine folds model and inputs into it).
+  object @0 :Common.StoredObject;
 }
 
 struct PutObjectReply {
-  kept @0 :Bool;
+  kept @0 :Bool;           # false: larger than the whole cap
 }
 
 struct GetObject {
-  ns @0 :Text;
-  key @1 :Text;
+  key @0 :Text;
 }
 
 struct GetObjectReply {
-  found @0 :Bool;
-  attachments @1 :List(Common.Attachment);
+  union {
+    missing @0 :Void;
+    object @1 :Common.StoredObject;
+  }
 }

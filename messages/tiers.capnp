@@ -62,19 +62,26 @@ enum SpillReason {
 }
 
 struct SpillEntry {
-  # RAM -> SSD: write this entry durably (temp, fsync, rename).
+  # RAM -> SSD: write this item durably (temp, fsync, rename).
   orderId @0 :UInt64;      # the RAM tier's id for this order
   reason @1 :SpillReason;
-  entry @2 :Entry;
-  parent @3 :EntryKey;     # optional file holding a shared prefix
-  hasParent @4 :Bool;      # whether `parent` is set
+  item :union {
+    entry @2 :Entry;       # a prefix entry
+    object @3 :Common.StoredObject; # an exact tensor object
+  }
+  parent :union {
+    none @4 :Void;
+    key @5 :EntryKey;      # a file holding a shared prefix of the entry
+  }
 }
 
 enum SpillOutcome {
   durable @0;              # written and fsynced
   alreadyDurable @1;       # its file existed: nothing written
   failed @2;               # the write failed (see error)
-  refused @3;              # over the SSD cap or the tier is closed
+  refused @3;              # larger than the SSD cap, or the tier is closed
+  dropped @4;              # the write-behind queue was full
+  superseded @5;           # a newer write of the same key replaced it
 }
 
 struct SpillEntryReply {

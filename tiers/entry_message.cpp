@@ -109,6 +109,32 @@ caf::expected<layer_state> read_descriptor(msg::LayerDescriptor::Reader in) {
   return l;
 }
 
+void write_attachments(msg::draft_base& d,
+                       capnp::List<msg::Attachment>::Builder out,
+                       const std::vector<attachment>& in) {
+  KVTIER_ASSERT(out.size() == in.size());
+  for (uint32_t i = 0; i < in.size(); ++i) {
+    out[i].setName(text(in[i].name));
+    write_segments(d, out[i].initSegments(in[i].segments.size()),
+                   in[i].segments);
+  }
+}
+
+caf::expected<std::vector<attachment>>
+read_attachments(const msg::carrier& c,
+                 capnp::List<msg::Attachment>::Reader in) {
+  std::vector<attachment> out;
+  out.reserve(in.size());
+  for (auto a : in) {
+    auto segs =
+      read_segments(c, a.getSegments(), "attachment " + text(a.getName()));
+    if (!segs)
+      return std::move(segs.error());
+    out.push_back({text(a.getName()), std::move(*segs)});
+  }
+  return out;
+}
+
 void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e) {
   out.setNs(text(e.ns));
   write_tokens(out.initTokens(e.tokens.size()), e.tokens);
@@ -118,12 +144,8 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e) {
     write_descriptor(layers[i].initDescriptor(), l);
     write_segments(d, layers[i].initSegments(l.segments.size()), l.segments);
   }
-  auto atts = out.initAttachments(e.attachments.size());
-  for (uint32_t i = 0; i < e.attachments.size(); ++i) {
-    auto& a = e.attachments[i];
-    atts[i].setName(text(a.name));
-    write_segments(d, atts[i].initSegments(a.segments.size()), a.segments);
-  }
+  write_attachments(d, out.initAttachments(e.attachments.size()),
+                    e.attachments);
   if (e.session)
     out.getSession().setId(text(*e.session));
   else
@@ -142,13 +164,10 @@ caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in) {
       return std::move(l.error());
     e.layers.push_back(std::move(*l));
   }
-  for (auto a : in.getAttachments()) {
-    auto segs =
-      read_segments(c, a.getSegments(), "attachment " + text(a.getName()));
-    if (!segs)
-      return std::move(segs.error());
-    e.attachments.push_back({text(a.getName()), std::move(*segs)});
-  }
+  auto atts = read_attachments(c, in.getAttachments());
+  if (!atts)
+    return std::move(atts.error());
+  e.attachments = std::move(*atts);
   if (in.getSession().isId())
     e.session = text(in.getSession().getId());
   if (auto err = e.validate())

@@ -27,6 +27,17 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e);
 /// out-of-range side index, or geometry `entry::validate()` rejects.
 caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in);
 
+/// Writes `in` into `out` (initialized with `in.size()` elements); the
+/// segments become side views of `d`. Also the form of a stored object.
+void write_attachments(msg::draft_base& d,
+                       capnp::List<msg::Attachment>::Builder out,
+                       const std::vector<attachment>& in);
+
+/// Reads attachments back as views; fails like `read_entry`.
+caf::expected<std::vector<attachment>>
+read_attachments(const msg::carrier& c,
+                 capnp::List<msg::Attachment>::Reader in);
+
 /// Writes a layer's kind and geometry (no bytes).
 void write_descriptor(msg::LayerDescriptor::Builder out, const layer_state& l);
 

@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(carrier_travels_through_an_actor_with_its_buffers) {
   caf::actor_system sys{cfg};
   auto e = test::sample_entry(tiers::layer_kind::kv, 16, 1);
   msg::draft<msg::SpillEntry> d;
-  tiers::write_entry(d, d.root().initEntry(), e);
+  tiers::write_entry(d, d.root().getItem().initEntry(), e);
   auto sent = std::move(d).seal();
   auto actor = sys.spawn(echo);
   caf::scoped_actor self{sys};
@@ -83,7 +83,7 @@ BOOST_AUTO_TEST_CASE(carrier_travels_through_an_actor_with_its_buffers) {
              });
   BOOST_REQUIRE(got.valid());
   BOOST_TEST(got.words().get() == sent.words().get()); // the same frame
-  auto back = tiers::read_entry(got, got.root().getEntry());
+  auto back = tiers::read_entry(got, got.root().getItem().getEntry());
   BOOST_REQUIRE(back);
   auto& want = e.layers[0].segments;
   auto& have = back->layers[0].segments;

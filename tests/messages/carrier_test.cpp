@@ -34,7 +34,7 @@ msg::sealed<msg::SpillEntry> spill_of(view seg, uint32_t bpt) {
   msg::draft<msg::SpillEntry> d;
   d.root().setOrderId(7);
   d.root().setReason(msg::SpillReason::DEMOTE);
-  tiers::write_entry(d, d.root().initEntry(), e);
+  tiers::write_entry(d, d.root().getItem().initEntry(), e);
   return std::move(d).seal();
 }
 
@@ -75,7 +75,8 @@ BOOST_AUTO_TEST_CASE(in_process_payloads_are_the_senders_buffers) {
   auto seg = view::of(pattern(64 * 100, 3));
   auto m = spill_of(seg, 64);
   BOOST_TEST(m.has_side_buffers());
-  auto p = m.payload(m.root().getEntry().getLayers()[0].getSegments()[0]);
+  auto p =
+    m.payload(m.root().getItem().getEntry().getLayers()[0].getSegments()[0]);
   BOOST_REQUIRE(p);
   BOOST_TEST(p->buf->id() == seg.buf->id());
   BOOST_TEST(p->bytes().data() == seg.bytes().data());
@@ -91,7 +92,8 @@ BOOST_AUTO_TEST_CASE(flat_round_trip_turns_payloads_into_views_of_the_bytes) {
   BOOST_TEST(!m->has_side_buffers());
   BOOST_TEST(m->root().getOrderId() == 7u);
   BOOST_TEST((m->root().getReason() == msg::SpillReason::DEMOTE));
-  auto p = m->payload(m->root().getEntry().getLayers()[0].getSegments()[0]);
+  auto p =
+    m->payload(m->root().getItem().getEntry().getLayers()[0].getSegments()[0]);
   BOOST_REQUIRE(p);
   BOOST_TEST(p->buf->id() == (*flat)->id()); // zero-copy: inside the flat
   BOOST_TEST(content_hash({*p}) == content_hash({seg}));
@@ -106,7 +108,7 @@ BOOST_AUTO_TEST_CASE(payload_of_64_mib_survives_the_flat_round_trip) {
   BOOST_TEST((*flat)->size() > seg.length);
   auto m = msg::sealed<msg::SpillEntry>::from_flat(*flat);
   BOOST_REQUIRE(m);
-  auto e = tiers::read_entry(*m, m->root().getEntry());
+  auto e = tiers::read_entry(*m, m->root().getItem().getEntry());
   BOOST_REQUIRE(e);
   auto& got = e->layers.at(0).segments;
   BOOST_REQUIRE(got.size() == 1u);
@@ -176,7 +178,7 @@ BOOST_AUTO_TEST_CASE(threads_read_one_carrier_at_once) {
   for (int t = 0; t < 4; ++t)
     readers.emplace_back([m, &wrong] {
       for (int i = 0; i < 2000; ++i) {
-        auto e = tiers::read_entry(m, m.root().getEntry());
+        auto e = tiers::read_entry(m, m.root().getItem().getEntry());
         if (!e || e->tokens.size() != 32 || e->layers[0].byte_length() != 2048)
           ++wrong;
       }

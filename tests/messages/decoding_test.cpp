@@ -171,7 +171,7 @@ BOOST_AUTO_TEST_CASE(side_reference_in_flat_bytes_gives_malformed_message) {
 
 BOOST_AUTO_TEST_CASE(payload_length_disagreeing_with_data_is_malformed) {
   msg::draft<msg::GetObjectReply> d;
-  auto seg = d.root().initAttachments(1)[0].initSegments(1)[0];
+  auto seg = d.root().initObject().initAttachments(1)[0].initSegments(1)[0];
   seg.initData(10);
   seg.setLength(11);
   auto m =

@@ -149,6 +149,34 @@ BOOST_AUTO_TEST_CASE(geometry_that_does_not_add_up_is_an_error) {
              != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(object_spill_round_trips_through_flat_bytes) {
+  std::vector<tiers::attachment> object{
+    {"encoder", {view::of(test::pattern(5000, 1))}},
+    {"pooled",
+     {view::of(test::pattern(64, 2)), view::of(test::pattern(8, 3))}}};
+  msg::draft<msg::SpillEntry> d;
+  d.root().setReason(msg::SpillReason::SPILL);
+  auto out = d.root().getItem().initObject();
+  out.setKey("image-sha256:ab12");
+  tiers::write_attachments(d, out.initAttachments(object.size()), object);
+  BOOST_TEST(d.sides().size() == 3u);
+  auto flat = std::move(d).seal().to_flat();
+  BOOST_REQUIRE(flat);
+  auto m = msg::sealed<msg::SpillEntry>::from_flat(*flat);
+  BOOST_REQUIRE(m);
+  BOOST_REQUIRE(m->root().getItem().isObject());
+  auto in = m->root().getItem().getObject();
+  BOOST_TEST(std::string{in.getKey().cStr()} == "image-sha256:ab12");
+  auto back = tiers::read_attachments(*m, in.getAttachments());
+  BOOST_REQUIRE(back);
+  BOOST_REQUIRE(back->size() == 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    BOOST_TEST((*back)[i].name == object[i].name);
+    BOOST_TEST(content_hash((*back)[i].segments)
+               == content_hash(object[i].segments));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(descriptor_and_key_round_trip) {
   auto l = tiers::layer_state::ring(32, 16, 10, {}, 2);
   capnp::MallocMessageBuilder b;
