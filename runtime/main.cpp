@@ -36,14 +36,16 @@ int print_config(kvtier_config& cfg) {
               static_cast<unsigned long long>(o.alignment),
               static_cast<unsigned long long>(o.write_behind_cap_bytes),
               o.io_engine.c_str());
-  std::printf("[admission]\nmodel=\"%s\"\nmodel-scale=%g\nkv-budget-bytes=%llu\n"
-              "position-limit=%llu\n",
-              o.model.c_str(), o.model_scale,
-              static_cast<unsigned long long>(o.kv_budget_bytes),
-              static_cast<unsigned long long>(o.position_limit));
-  std::printf("[service]\nidle-demotion-ms=%llu\ncheckpoint-every-tokens=%llu\n",
-              static_cast<unsigned long long>(o.idle_demotion_ms),
-              static_cast<unsigned long long>(o.checkpoint_every_tokens));
+  std::printf(
+    "[admission]\nmodel=\"%s\"\nmodel-scale=%g\nkv-budget-bytes=%llu\n"
+    "position-limit=%llu\n",
+    o.model.c_str(), o.model_scale,
+    static_cast<unsigned long long>(o.kv_budget_bytes),
+    static_cast<unsigned long long>(o.position_limit));
+  std::printf(
+    "[service]\nidle-demotion-ms=%llu\ncheckpoint-every-tokens=%llu\n",
+    static_cast<unsigned long long>(o.idle_demotion_ms),
+    static_cast<unsigned long long>(o.checkpoint_every_tokens));
   auto policy = caf::get_or(cfg, "scheduler.policy", caf::atom("stealing"));
   std::printf("[scheduler]\npolicy='%s'\n", to_string(policy).c_str());
   return 0;
