@@ -334,6 +334,10 @@ struct run_state {
   }
 };
 
+/// One geometry preset of each family: dense, sliding-window, hybrid.
+inline const char* const families[] = {"tiny-dense", "tiny-window",
+                                       "tiny-hybrid"};
+
 /// Totals of what a batch of runs exercised.
 struct diff_totals {
   size_t steps = 0, lookups = 0, hits = 0, evictions = 0, supersessions = 0;

@@ -9,14 +9,8 @@
 
 namespace bdata = boost::unit_test::data;
 
-namespace {
-
-const char* const families[] = {"tiny-dense", "tiny-window", "tiny-hybrid"};
-
-} // namespace
-
 BOOST_DATA_TEST_CASE(random_sequences_match_a_linear_scan,
-                     bdata::make(families), family) {
+                     bdata::make(kvtier::testing::families), family) {
   auto t = kvtier::testing::run_differential(family, 100, 200, 3);
   // The mix must actually exercise every rule.
   BOOST_TEST(t.steps == 20000u);

@@ -8,15 +8,10 @@
 
 namespace bdata = boost::unit_test::data;
 
-namespace {
-
-const char* const families[] = {"tiny-dense", "tiny-window", "tiny-hybrid"};
-
-} // namespace
-
 BOOST_DATA_TEST_CASE(long_random_sequences_match_a_linear_scan,
-                     bdata::make(families) * bdata::make({3, 5}), family,
-                     alphabet) {
+                     bdata::make(kvtier::testing::families)
+                       * bdata::make({3, 5}),
+                     family, alphabet) {
   auto t = kvtier::testing::run_differential(family, 2000, 500, alphabet);
   BOOST_TEST(t.steps == 1000000u);
   BOOST_TEST(t.hits > 10000u);
