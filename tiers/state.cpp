@@ -125,8 +125,11 @@ caf::error layer_state::validate() const {
 bool entry::can_trim_to(uint64_t n) const noexcept {
   if (n > tokens.size())
     return false;
-  return std::all_of(layers.begin(), layers.end(),
-                     [n](const layer_state& l) { return l.can_trim_to(n); });
+  // An object layer encodes no tokens: it is exact, valid only at the
+  // entry's own length.
+  return std::all_of(layers.begin(), layers.end(), [&](const layer_state& l) {
+    return l.kind == layer_kind::object ? n == tokens.size() : l.can_trim_to(n);
+  });
 }
 
 bool entry::trimmable() const noexcept {
@@ -144,6 +147,10 @@ caf::expected<entry> entry::trimmed(uint64_t n) const {
   out.tokens.assign(tokens.begin(), tokens.begin() + n);
   out.layers.reserve(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].kind == layer_kind::object && n == tokens.size()) {
+      out.layers.push_back(layers[i]);
+      continue;
+    }
     auto l = layers[i].trimmed(n);
     if (!l)
       return make_error(ec::not_trimmable, "layer " + std::to_string(i) + ": "

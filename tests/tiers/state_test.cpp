@@ -215,3 +215,23 @@ BOOST_AUTO_TEST_CASE(projected_bytes_follow_each_kind) {
   BOOST_TEST(qwen.projected_bytes(10, 0) - qwen.projected_bytes(0, 0)
              == 12ull * 10 * 2 * 2 * 256 * 2);
 }
+
+BOOST_AUTO_TEST_CASE(an_object_layer_makes_the_entry_exact_only) {
+  entry e{"ns",
+          {1, 2, 3},
+          {layer_state::kv(8, 3, {view::of(counting_buffer(24))}),
+           layer_state::object({view::of(counting_buffer(10))})},
+          {},
+          {}};
+  BOOST_TEST(!e.validate());
+  BOOST_TEST(e.can_trim_to(3));
+  BOOST_TEST(!e.can_trim_to(2));
+  BOOST_TEST(!e.trimmable());
+  auto same = e.trimmed(3);
+  BOOST_REQUIRE(same);
+  BOOST_TEST(same->layers[1].segments[0].buf.get()
+             == e.layers[1].segments[0].buf.get());
+  BOOST_TEST(!e.trimmed(2));
+  token_seq longer{1, 2, 3, 4};
+  BOOST_TEST(usable_prefix(e, longer).value() == 3u);
+}
