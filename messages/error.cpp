@@ -3,6 +3,8 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/message.hpp>
 
+#include <ostream>
+
 namespace kvtier {
 
 const char* to_string(ec code) {
@@ -24,6 +26,10 @@ const char* to_string(ec code) {
     case ec::cancelled: return "cancelled";
   }
   return "unknown";
+}
+
+std::ostream& operator<<(std::ostream& os, ec code) {
+  return os << to_string(code);
 }
 
 namespace {

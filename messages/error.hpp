@@ -16,6 +16,7 @@
 #include <caf/message.hpp>
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 
 namespace caf {
@@ -63,6 +64,9 @@ enum class ec : uint8_t {
 
 /// The enumerator's name, e.g. "corrupt_data".
 const char* to_string(ec code);
+
+/// Prints the enumerator's name (for test diagnostics and logs).
+std::ostream& operator<<(std::ostream& os, ec code);
 
 /// Renders any error as "kvtier: <code>: <context>" (or CAF's own rendering
 /// for errors of other categories) without needing an actor system.

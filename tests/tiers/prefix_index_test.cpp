@@ -1,0 +1,281 @@
+#define BOOST_TEST_MODULE tiers_prefix_index
+#include <boost/test/unit_test.hpp>
+
+#include "runtime/oracle.hpp"
+#include "tiers/geometry.hpp"
+#include "tiers/prefix_index.hpp"
+
+#include <map>
+#include <set>
+#include <numeric>
+#include <random>
+#include <string>
+
+using namespace kvtier;
+using namespace kvtier::tiers;
+
+namespace {
+
+using index_t = prefix_index<std::string>;
+
+const uint64_t trims = 0; // floor of a fully trimmable entry
+
+token_seq seq(std::initializer_list<token> t) {
+  return token_seq(t);
+}
+
+struct answer {
+  std::string handle;
+  uint64_t length = 0;
+  bool needs_trim = false;
+  bool operator==(const answer&) const = default;
+};
+
+std::string show(const std::optional<answer>& a) {
+  if (!a)
+    return "none";
+  return a->handle + "@" + std::to_string(a->length)
+         + (a->needs_trim ? " trimmed" : "");
+}
+
+std::optional<answer> lookup(const index_t& ix, std::string_view ns,
+                             const token_seq& p) {
+  auto m = ix.longest_usable(ns, p);
+  if (!m)
+    return std::nullopt;
+  return answer{ix.handle(m->ref), m->length, m->needs_trim};
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(exact_entry_serves_a_longer_prompt) {
+  index_t ix;
+  ix.insert("a", seq({1, 2, 3}), "abc", trims);
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 4})) == answer{"abc", 3, false}));
+  BOOST_TEST(!lookup(ix, "b", seq({1, 2, 3, 4})), "namespaces never mix");
+  BOOST_TEST(!lookup(ix, "a", seq({2, 2, 3, 4})));
+}
+
+BOOST_AUTO_TEST_CASE(one_token_is_always_left_to_forward) {
+  index_t ix;
+  ix.insert("a", seq({1, 2, 3}), "abc", trims);
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3})) == answer{"abc", 2, true}));
+  ix.insert("a", seq({1, 2, 3}), "abc-exact", 3);
+  BOOST_TEST(!lookup(ix, "a", seq({1, 2, 3})), "exact-only cannot trim to 2");
+  BOOST_TEST(!lookup(ix, "a", seq({1})), "p = 0 is never usable");
+  BOOST_TEST(!lookup(ix, "a", token_seq{}));
+}
+
+BOOST_AUTO_TEST_CASE(trimmed_donor_below_a_divergence_point) {
+  index_t ix;
+  ix.insert("a", seq({1, 2, 3, 4, 5}), "long", trims);
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"long", 3, true}));
+  ix.insert("a", seq({1, 2, 3, 4, 5}), "long-floor4", 4);
+  BOOST_TEST(!lookup(ix, "a", seq({1, 2, 3, 9})), "floor 4 > p 3");
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 4, 9}))
+              == answer{"long-floor4", 4, true}));
+}
+
+BOOST_AUTO_TEST_CASE(untrimmable_divergent_entry_is_no_candidate) {
+  index_t ix;
+  ix.insert("a", seq({1, 2}), "short", trims);
+  ix.insert("a", seq({1, 2, 3, 4, 5}), "ssm", 5); // exact-only
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 4, 9})) == answer{"short", 2,
+                                                              false}));
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 4, 5, 6}))
+              == answer{"ssm", 5, false}));
+}
+
+BOOST_AUTO_TEST_CASE(ties_go_to_no_trim_then_most_recent) {
+  index_t ix;
+  ix.insert("a", seq({1, 2, 3, 7}), "x", trims);
+  ix.insert("a", seq({1, 2, 3, 8}), "y", trims);
+  // Both trim to 3; y is newer.
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"y", 3, true}));
+  ix.touch(ix.find("a", seq({1, 2, 3, 7})));
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"x", 3, true}));
+  ix.insert("a", seq({1, 2, 3}), "exact", 3);
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"exact", 3,
+                                                           false}));
+}
+
+BOOST_AUTO_TEST_CASE(most_recent_that_trims_far_enough_wins) {
+  index_t ix;
+  ix.insert("a", seq({1, 2, 3, 7, 7}), "old-trims", 0);
+  ix.insert("a", seq({1, 2, 3, 8, 8}), "mid-trims", 2);
+  ix.insert("a", seq({1, 2, 3, 6, 6}), "new-floor4", 4);
+  // The newest trimmable entry cannot reach 3: the next newest serves.
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"mid-trims", 3,
+                                                           true}));
+  BOOST_TEST((lookup(ix, "a", seq({1, 9})) == answer{"old-trims", 1, true}));
+}
+
+BOOST_AUTO_TEST_CASE(replace_erase_and_structure) {
+  index_t ix;
+  auto r = ix.insert("a", seq({1, 2, 3}), "one", trims);
+  BOOST_TEST(!r.replaced);
+  r = ix.insert("a", seq({1, 2, 3}), "two", 3);
+  BOOST_TEST(r.replaced.value() == "one");
+  BOOST_TEST(ix.size() == 1u);
+  ix.insert("a", seq({1, 2}), "p", trims);
+  ix.insert("a", seq({1, 2, 3, 4, 5}), "q", trims);
+  ix.insert("a", seq({1, 5}), "r", trims);
+  BOOST_TEST(ix.token_count() == 6u, "1 2 | 3 | 4 5 | 5");
+  auto q = ix.find("a", seq({1, 2, 3, 4, 5}));
+  BOOST_TEST(ix.key(q) == seq({1, 2, 3, 4, 5}));
+  BOOST_TEST(ix.ns(q) == "a");
+  auto anc = ix.ancestors(q);
+  BOOST_REQUIRE(anc.size() == 2u);
+  BOOST_TEST(ix.handle(anc[0]) == "two");
+  BOOST_TEST(ix.handle(anc[1]) == "p");
+  BOOST_TEST(ix.descendants("a", seq({1})).size() == 4u);
+  BOOST_TEST(ix.descendants("a", seq({1, 2})).size() == 2u);
+  BOOST_TEST(ix.descendants("a", seq({1, 2, 3, 4})).size() == 1u);
+  BOOST_TEST(ix.erase("a", seq({1, 2, 3})).value() == "two");
+  BOOST_TEST(!ix.erase("a", seq({1, 2, 3})));
+  BOOST_TEST(ix.key(q) == seq({1, 2, 3, 4, 5}), "refs survive merges");
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"q", 3, true}));
+  ix.erase(ix.find("a", seq({1, 2})));
+  ix.erase(ix.find("a", seq({1, 5})));
+  BOOST_TEST(ix.node_count() == 2u, "root and one leaf remain");
+  ix.erase(q);
+  BOOST_TEST(ix.size() == 0u);
+  BOOST_TEST(ix.node_count() == 0u);
+  BOOST_TEST(ix.token_count() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(trim_floor_matches_can_trim_to) {
+  for (auto name : {"tiny-dense", "tiny-window", "tiny-hybrid"}) {
+    runtime::oracle_engine eng(*model_geometry::preset(name));
+    for (size_t n : {1, 5, 15, 16, 17, 40}) {
+      token_seq t(n);
+      std::iota(t.begin(), t.end(), 0u);
+      auto e = eng.prefill("ns", t);
+      if (n > 3)
+        for (auto& l : e.layers)
+          l.min_offset = 3;
+      auto f = trim_floor(e);
+      for (uint64_t k = 1; k < n; ++k)
+        BOOST_TEST(e.can_trim_to(k) == (k >= f), name << " n=" << n
+                                                       << " k=" << k);
+    }
+  }
+}
+
+namespace {
+
+/// The naive reference: every entry scanned for each lookup.
+struct naive_index {
+  struct item {
+    std::string ns;
+    token_seq key;
+    std::string handle;
+    uint64_t floor;
+    uint64_t stamp;
+  };
+  std::vector<item> items;
+  uint64_t clock = 0;
+
+  item* find(const std::string& ns, const token_seq& k) {
+    for (auto& i : items)
+      if (i.ns == ns && i.key == k)
+        return &i;
+    return nullptr;
+  }
+
+  std::optional<answer> lookup(const std::string& ns, const token_seq& p) {
+    const item* best = nullptr;
+    answer out;
+    for (auto& i : items) {
+      if (i.ns != ns || p.empty())
+        continue;
+      uint64_t q = std::min(common_prefix(i.key, p), p.size() - 1);
+      bool exact = q == i.key.size();
+      if (q == 0 || (!exact && q < i.floor))
+        continue;
+      bool better = !best || q > out.length
+                    || (q == out.length && exact && out.needs_trim)
+                    || (q == out.length && exact == !out.needs_trim
+                        && i.stamp > best->stamp);
+      if (better) {
+        best = &i;
+        out = answer{i.handle, q, !exact};
+      }
+    }
+    if (!best)
+      return std::nullopt;
+    return out;
+  }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(random_operations_match_a_linear_scan) {
+  std::mt19937_64 rng(7);
+  auto pick = [&](uint64_t n) { return rng() % n; };
+  index_t ix;
+  naive_index ref;
+  auto random_key = [&] {
+    token_seq k(1 + pick(9));
+    for (auto& t : k)
+      t = static_cast<token>(pick(3));
+    return k;
+  };
+  size_t checked = 0;
+  for (int step = 0; step < 20000; ++step) {
+    std::string ns = pick(8) == 0 ? "b" : "a";
+    auto k = random_key();
+    auto op = pick(10);
+    if (op < 4) {
+      auto floor = pick(3) == 0 ? k.size() : pick(k.size());
+      auto h = std::to_string(step);
+      auto r = ix.insert(ns, k, h, floor);
+      if (auto i = ref.find(ns, k))
+        *i = {ns, k, h, floor, ++ref.clock};
+      else
+        ref.items.push_back({ns, k, h, floor, ++ref.clock});
+      std::multiset<std::string> got, want;
+      for (auto a : ix.ancestors(r.ref))
+        got.insert(ix.handle(a));
+      for (auto& i : ref.items)
+        if (i.ns == ns && i.key.size() < k.size()
+            && common_prefix(i.key, k) == i.key.size())
+          want.insert(i.handle);
+      BOOST_REQUIRE(got == want);
+      BOOST_REQUIRE(ix.key(r.ref) == k);
+    } else if (op < 6) {
+      auto got = ix.erase(ns, k);
+      auto i = ref.find(ns, k);
+      BOOST_REQUIRE(got.has_value() == (i != nullptr));
+      if (i) {
+        BOOST_REQUIRE(*got == i->handle);
+        ref.items.erase(ref.items.begin() + (i - ref.items.data()));
+      }
+    } else {
+      auto got = lookup(ix, ns, k);
+      auto want = ref.lookup(ns, k);
+      BOOST_REQUIRE_MESSAGE(got == want, "step " << step << ": index "
+                                                   << show(got) << ", scan "
+                                                   << show(want));
+      if (got && op == 9) { // serve it: the owner touches the donor
+        ix.touch(ix.longest_usable(ns, k)->ref);
+        for (auto& i : ref.items)
+          if (i.handle == got->handle)
+            i.stamp = ++ref.clock;
+      }
+      ++checked;
+    }
+    if (op == 8) {
+      std::multiset<std::string> got, want;
+      for (auto d : ix.descendants(ns, k))
+        got.insert(ix.handle(d));
+      for (auto& i : ref.items)
+        if (i.ns == ns && i.key.size() > k.size()
+            && common_prefix(i.key, k) == k.size())
+          want.insert(i.handle);
+      BOOST_REQUIRE(got == want);
+    }
+    BOOST_REQUIRE(ix.size() == ref.items.size());
+  }
+  BOOST_TEST(checked > 5000u);
+}
