@@ -179,7 +179,7 @@ void compute_checksums(entry_header& h, const entry& e) {
                                                   h.checksum_chunk);
 }
 
-buffer_ref encode(const entry_header& h) {
+buffer_ref encode(entry_header& h) {
   writer w;
   auto m = reinterpret_cast<const std::byte*>(file_magic);
   w.out.assign(m, m + 8);
@@ -223,7 +223,8 @@ buffer_ref encode(const entry_header& h) {
     write_payload_sums(w, l.payload);
   for (auto& a : h.attachments)
     write_payload_sums(w, a.payload);
-  w.u64(XXH3_64bits(w.out.data(), w.out.size()));
+  h.header_sum = XXH3_64bits(w.out.data(), w.out.size());
+  w.u64(h.header_sum);
   KVTIER_ASSERT(w.out.size() == h.header_length);
   buffer_builder b(h.payload_start(), h.alignment);
   std::memset(b.data(), 0, b.size());
@@ -327,13 +328,15 @@ caf::expected<entry_header> decode(std::span<const std::byte> bytes) {
   if (bytes.size() < *len)
     return corrupt("truncated header");
   reader tail{bytes.subspan(*len - 8, 8)};
-  if (tail.u64() != XXH3_64bits(bytes.data(), *len - 8))
+  auto sum = tail.u64();
+  if (sum != XXH3_64bits(bytes.data(), *len - 8))
     return corrupt("header checksum mismatch");
   reader r{bytes.first(*len - 8)};
-  r.take(8), r.uint(8); // magic, checked above
-  r.u32(), r.u32();     // version, checked above
+  r.uint(8); // magic, checked above
+  r.u32();   // version, checked above
   entry_header h;
   h.header_length = *len;
+  h.header_sum = sum;
   if (r.u32() != 0)
     return make_error(ec::incompatible_format, "unknown header flags");
   r.u32(); // header length

@@ -73,6 +73,9 @@ struct entry_header {
   uint32_t header_length = 0;
   /// End of the last payload: the least size of a whole file.
   uint64_t file_length = 0;
+  /// The header's own checksum (its last 8 bytes), set by `encode` and
+  /// `decode`: equal sums mean the same header.
+  uint64_t header_sum = 0;
 
   /// Offset of the first payload (the header padded to the alignment).
   uint64_t payload_start() const noexcept;
@@ -87,8 +90,9 @@ entry_header layout(const entry& e, const std::string& fingerprint,
 /// Fills every payload's chunk checksums from `e`'s bytes.
 void compute_checksums(entry_header& h, const entry& e);
 
-/// The header as bytes, zero-padded to `payload_start()`.
-buffer_ref encode(const entry_header& h);
+/// The header as bytes, zero-padded to `payload_start()`; sets
+/// `h.header_sum`.
+buffer_ref encode(entry_header& h);
 
 /// The header length and version read from the fixed prefix. Bad magic is
 /// `ec::corrupt_data`; another version is `ec::incompatible_format`.
