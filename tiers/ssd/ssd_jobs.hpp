@@ -7,9 +7,37 @@
 
 #include "tiers/ssd/ssd_tier.hpp"
 
+#include <deque>
+
 namespace kvtier::tiers::ssd {
 
-/// Stages of an entry write, in order.
+/// An op's tag: the job's id above `sub_bits`, which op of the job below.
+inline constexpr int sub_bits = 24;
+
+inline uint64_t op_tag(uint64_t job, uint64_t sub) {
+  return job << sub_bits | sub;
+}
+
+/// Data ops of one job waiting for a slot: at most `limit` run at once, in
+/// file order, so the disk sees a few sequential streams rather than every
+/// op of a large entry at once.
+struct op_window {
+  std::deque<io_op> backlog;
+  unsigned running = 0;
+
+  /// Submits from the backlog while fewer than `limit` run.
+  template <class Submit>
+  void feed(unsigned limit, Submit&& submit) {
+    while (running < limit && !backlog.empty()) {
+      ++running;
+      submit(std::move(backlog.front()));
+      backlog.pop_front();
+    }
+  }
+};
+
+/// Stages of an entry write, in order. Checksums are computed during the
+/// data stage, in parallel with the payload writes; the header follows.
 enum class write_step : uint8_t { prepare, data, sync, rename, sync_dir };
 
 struct write_io {
@@ -31,13 +59,15 @@ struct ssd_tier::write_job {
   uint64_t expected = 0;
   uint64_t done = 0;
   caf::error err;
+  op_window window;
   bool created = false;
   bool renamed = false;
   std::shared_ptr<write_io> io;
 };
 
-/// Stages of a cold read, in order.
-enum class read_step : uint8_t { open, data, verify };
+/// Stages of a cold read, in order. Each payload is verified as soon as
+/// its reads are done, in parallel with the other reads.
+enum class read_step : uint8_t { open, data };
 
 struct read_io {
   file_system* fs = nullptr;
@@ -55,6 +85,9 @@ struct ssd_tier::read_job {
   read_key key;
   read_step stage = read_step::open;
   unsigned outstanding = 0;
+  /// Reads left per payload; at zero that payload is verified.
+  std::vector<unsigned> left;
+  op_window window;
   uint64_t expected = 0;
   uint64_t done = 0;
   caf::error err;

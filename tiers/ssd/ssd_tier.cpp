@@ -142,7 +142,7 @@ void ssd_tier::maybe_finish_flush() {
 }
 
 void ssd_tier::handle(io_completion c) {
-  auto tag = c.tag;
+  auto tag = c.tag >> sub_bits;
   if (writes_.count(tag) > 0) {
     on_write(tag, c);
   } else if (reads_.count(tag) > 0) {
@@ -184,7 +184,7 @@ void ssd_tier::remove_file(const std::string& name, const char* why) {
   auto* fs = &fs_;
   io_op op;
   op.kind = io_kind::call;
-  op.tag = tag;
+  op.tag = op_tag(tag, 0);
   op.call = [fs, p = path(name)] { return fs->remove(p); };
   submit(std::move(op));
 }

@@ -46,6 +46,8 @@ struct ssd_config {
   uint32_t writes_in_flight = 2;
   /// Largest single read or write handed to the engine.
   uint32_t max_op_bytes = 8u << 20;
+  /// Data reads or writes of one entry running at once.
+  uint32_t ops_per_entry = 4;
   /// Where failure lines go; stderr when empty.
   std::function<void(const std::string&)> log;
 };
@@ -133,6 +135,8 @@ private:
   void pump();
   void start_write(write_item& item);
   void write_stage(write_job& job);
+  void write_range(write_job& job, uint64_t off, const std::byte* p,
+                   uint64_t len);
   void write_done(write_job& job);
   void write_failed(write_job& job);
   void on_write(uint64_t tag, io_completion& c);
@@ -142,6 +146,7 @@ private:
   // Read path (ssd_tier_read.cpp).
   read_job& start_read(const ssd_match& m);
   void read_stage(read_job& job);
+  void verify_payload(read_job& job, size_t i);
   void read_done(read_job& job);
   void read_failed(read_job& job);
   void on_read(uint64_t tag, io_completion& c);

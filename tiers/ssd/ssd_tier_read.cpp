@@ -90,7 +90,7 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
   ref.outstanding = 1;
   io_op op;
   op.kind = io_kind::call;
-  op.tag = ref.tag;
+  op.tag = op_tag(ref.tag, 0);
   op.keep = io;
   op.call = [io] {
     auto f = io->fs->open(io->path, open_mode::read);
@@ -110,44 +110,57 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
 
 void ssd_tier::read_stage(read_job& job) {
   auto& io = *job.io;
-  if (job.stage == read_step::data) {
-    for (size_t i = 0; i < io.payloads.size(); ++i) {
-      auto& p = *io.payloads[i];
-      auto len = read_length(*io.header, p, io.need[i]);
-      io.bufs.emplace_back(len, cfg_.alignment);
-      auto* dst = io.bufs.back().data();
-      for (uint64_t done = 0; done < len;) {
-        auto n = std::min<uint64_t>(len - done, cfg_.max_op_bytes);
-        ++job.outstanding;
-        job.expected += n;
-        submit(io_op{io_kind::read, io.in, p.offset + done, dst + done, n,
-                     {}, job.io, job.tag});
-        done += n;
-      }
+  job.left.assign(io.payloads.size(), 0);
+  for (size_t i = 0; i < io.payloads.size(); ++i) {
+    auto& p = *io.payloads[i];
+    auto len = read_length(*io.header, p, io.need[i]);
+    io.bufs.emplace_back(len, cfg_.alignment);
+    auto* dst = io.bufs.back().data();
+    for (uint64_t done = 0; done < len;) {
+      auto n = std::min<uint64_t>(len - done, cfg_.max_op_bytes);
+      ++job.outstanding;
+      ++job.left[i];
+      job.expected += n;
+      job.window.backlog.push_back(io_op{io_kind::read, io.in, p.offset + done,
+                                         dst + done, n, {}, job.io,
+                                         op_tag(job.tag, i + 1)});
+      done += n;
     }
-    return;
   }
-  // Verification touches every byte read: it runs on the engine.
+  job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
+}
+
+void ssd_tier::verify_payload(read_job& job, size_t i) {
+  // Verification touches every byte read: it runs on the engine, while
+  // the other payloads are still being read.
   ++job.outstanding;
   io_op op;
   op.kind = io_kind::call;
-  op.tag = job.tag;
+  op.tag = op_tag(job.tag, 0);
   op.keep = job.io;
-  op.call = [io = job.io] {
-    for (size_t i = 0; i < io->payloads.size(); ++i)
-      if (auto err = verify(*io->header, *io->payloads[i], io->bufs[i].bytes()))
-        return err;
-    return caf::error{};
+  op.call = [io = job.io, i] {
+    return verify(*io->header, *io->payloads[i], io->bufs[i].bytes());
   };
   submit(std::move(op));
 }
 
 void ssd_tier::on_read(uint64_t tag, io_completion& c) {
   auto& job = *reads_.at(tag);
+  auto sub = c.tag & ((uint64_t{1} << sub_bits) - 1);
   --job.outstanding;
   job.done += c.bytes;
   if (c.err && !job.err)
     job.err = std::move(c.err);
+  if (sub > 0) {
+    --job.window.running;
+    if (job.err || job.cancelled) {
+      job.outstanding -= static_cast<unsigned>(job.window.backlog.size());
+      job.window.backlog.clear(); // nothing more worth reading
+    }
+    job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
+    if (--job.left[sub - 1] == 0 && !job.err && !job.cancelled)
+      verify_payload(job, sub - 1);
+  }
   if (job.outstanding > 0)
     return;
   if (job.cancelled) {
@@ -163,13 +176,14 @@ void ssd_tier::on_read(uint64_t tag, io_completion& c) {
     return;
   }
   stats_.bytes_read += job.done;
-  if (job.stage == read_step::verify) {
-    read_done(job);
-    return;
+  if (job.stage == read_step::open) {
+    job.stage = read_step::data;
+    job.done = job.expected = 0;
+    read_stage(job);
+    if (job.outstanding > 0)
+      return;
   }
-  job.stage = static_cast<read_step>(static_cast<int>(job.stage) + 1);
-  job.done = job.expected = 0;
-  read_stage(job);
+  read_done(job);
 }
 
 void ssd_tier::read_done(read_job& job) {

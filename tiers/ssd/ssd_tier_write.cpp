@@ -17,10 +17,11 @@ const char* to_string(write_step s) {
   return "unknown";
 }
 
-io_op call_op(uint64_t tag, std::function<caf::error()> fn) {
+io_op call_op(uint64_t job, std::function<caf::error()> fn,
+             uint64_t sub = 0) {
   io_op op;
   op.kind = io_kind::call;
-  op.tag = tag;
+  op.tag = op_tag(job, sub);
   op.call = std::move(fn);
   return op;
 }
@@ -72,10 +73,7 @@ void ssd_tier::start_write(write_item& item) {
   auto& ref = *job;
   writes_.emplace(job->tag, std::move(job));
   ref.outstanding = 1;
-  // Checksums and encoding run on the engine: they touch every byte.
   auto op = call_op(ref.tag, [io] {
-    compute_checksums(io->header, io->state);
-    io->header_bytes = encode(io->header);
     auto f = io->fs->open(io->temp_path, open_mode::create);
     if (!f)
       return f.error();
@@ -86,49 +84,61 @@ void ssd_tier::start_write(write_item& item) {
   submit(std::move(op));
 }
 
+void ssd_tier::write_range(write_job& job, uint64_t off, const std::byte* p,
+                           uint64_t len) {
+  for (uint64_t done = 0; done < len;) {
+    auto n = std::min<uint64_t>(len - done, cfg_.max_op_bytes);
+    ++job.outstanding;
+    job.expected += n;
+    job.window.backlog.push_back(io_op{io_kind::write, job.io->out,
+                                       off + done,
+                                       const_cast<std::byte*>(p + done), n,
+                                       {}, job.io, op_tag(job.tag, 2)});
+    done += n;
+  }
+  job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
+}
+
 void ssd_tier::write_stage(write_job& job) {
   auto& io = *job.io;
-  auto write = [&](uint64_t off, const std::byte* p, uint64_t len) {
-    for (uint64_t done = 0; done < len;) {
-      auto n = std::min<uint64_t>(len - done, cfg_.max_op_bytes);
-      io_op op{io_kind::write, io.out, off + done,
-               const_cast<std::byte*>(p + done), n, {}, job.io, job.tag};
-      ++job.outstanding;
-      job.expected += n;
-      submit(std::move(op));
-      done += n;
-    }
-  };
   auto payload = [&](const payload_info& pi, const std::vector<view>& segs) {
     uint64_t off = pi.offset;
     for (auto& s : segs) {
-      write(off, s.bytes().data(), s.length);
+      write_range(job, off, s.bytes().data(), s.length);
       off += s.length;
     }
   };
+  ++job.outstanding;
   switch (job.stage) {
     case write_step::prepare: break;
-    case write_step::data:
-      write(0, io.header_bytes->data(), io.header_bytes->size());
+    case write_step::data: {
+      // Checksums touch every byte: they run on the engine beside the
+      // payload writes; the header is written once they are known.
+      auto op = call_op(job.tag, [io = job.io] {
+        compute_checksums(io->header, io->state);
+        io->header_bytes = encode(io->header);
+        return caf::error{};
+      }, 1);
+      op.keep = job.io;
+      submit(std::move(op));
       for (size_t i = 0; i < io.state.layers.size(); ++i)
         payload(io.header.layers[i].payload, io.state.layers[i].segments);
       for (size_t i = 0; i < io.state.attachments.size(); ++i)
         payload(io.header.attachments[i].payload,
                 io.state.attachments[i].segments);
       break;
+    }
     case write_step::sync:
-      ++job.outstanding;
-      submit(io_op{io_kind::sync, io.out, 0, nullptr, 0, {}, job.io, job.tag});
+      submit(io_op{io_kind::sync, io.out, 0, nullptr, 0, {}, job.io,
+                   op_tag(job.tag, 0)});
       break;
     case write_step::rename:
-      ++job.outstanding;
       submit(call_op(job.tag, [fs = &fs_, from = io.temp_path,
                                to = path(job.name)] {
         return fs->rename(from, to);
       }));
       break;
     case write_step::sync_dir:
-      ++job.outstanding;
       submit(call_op(job.tag, [fs = &fs_, dir = root_] {
         return fs->sync_dir(dir);
       }));
@@ -142,6 +152,19 @@ void ssd_tier::on_write(uint64_t tag, io_completion& c) {
   job.done += c.bytes;
   if (c.err && !job.err)
     job.err = std::move(c.err);
+  auto sub = c.tag & ((uint64_t{1} << sub_bits) - 1);
+  if (sub == 2) { // a data write
+    --job.window.running;
+    if (job.err) {
+      job.outstanding -= static_cast<unsigned>(job.window.backlog.size());
+      job.window.backlog.clear();
+    }
+    job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
+  }
+  if (sub == 1 && !job.err) { // checksums known: the header can go
+    auto& hb = job.io->header_bytes;
+    write_range(job, 0, hb->data(), hb->size());
+  }
   if (job.outstanding > 0)
     return;
   if (!job.err && job.done < job.expected)
@@ -200,6 +223,7 @@ void ssd_tier::write_failed(write_job& job) {
   } else if (job.created) {
     auto tag = next_tag_++;
     chore_what_[tag] = "remove temp file " + job.io->temp_path;
+    // (call_op tags it as op 0 of chore `tag`.)
     submit(call_op(tag, [fs = &fs_, p = job.io->temp_path] {
       return fs->remove(p);
     }));
