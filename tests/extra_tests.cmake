@@ -3,7 +3,8 @@
 # The SSD crash test kills a real writer process: the writer is its own
 # program, and the same test binary runs twice: 20 kills in the default
 # suite (ssd.crash, registered by the glob) and 200 under the `soak` label.
-add_executable(ssd_crash_writer ${CMAKE_CURRENT_SOURCE_DIR}/ssd/crash_writer.cpp)
+add_executable(ssd_crash_writer
+  ${CMAKE_CURRENT_SOURCE_DIR}/ssd/crash_writer.cpp)
 target_link_libraries(ssd_crash_writer PRIVATE kvtier)
 set_target_properties(ssd_crash_writer PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

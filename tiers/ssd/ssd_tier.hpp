@@ -8,7 +8,9 @@
 // the owner hands every completion the engine reports back to `handle`
 // (the actor turns the sink into a message to itself; tests drain a
 // `completion_queue`). Callbacks (restore, flush) run inside `handle` (or
-// inside the call, where stated) and may call back into the tier.
+// inside the call, where stated) and may call back into the tier. Destroy
+// the tier when it is not `busy()`, or destroy the engine first: ops hold
+// their own buffers, but completions must not reach a destroyed tier.
 //
 // Files: `<dir>/<fingerprint>/<xxh3-128 of ns+tokens>.kvt`, written to a
 // unique `.tmp` name, fsynced, renamed over the final name, directory
