@@ -19,14 +19,6 @@ entry version(const char* session) {
   return e;
 }
 
-std::vector<engine_choice> engines() {
-  std::vector<engine_choice> out{engine_choice::threads};
-#ifdef KVTIER_HAVE_URING
-  out.push_back(engine_choice::uring);
-#endif
-  return out;
-}
-
 /// The session of what the tier serves for the entry, verified byte for
 /// byte; "" when it serves nothing.
 std::string served(world& w) {
@@ -60,10 +52,29 @@ const std::vector<step> write_steps{
   {fs_op::write, 6},  {fs_op::sync, 1},  {fs_op::rename, 1},
   {fs_op::sync_dir, 1}};
 
+/// An in-memory disk behind a fault injector, with the tier's log lines.
+struct faulty_world {
+  explicit faulty_world(engine_choice e)
+    : faulty{mem}, w{{fs_kind::memory, e}, dir.path, logging(), &faulty} {
+  }
+
+  ssd_config logging() {
+    ssd_config cfg;
+    cfg.log = [this](const std::string& l) { lines.push_back(l); };
+    return cfg;
+  }
+
+  scratch_dir dir;
+  memory_file_system mem;
+  faulty_file_system faulty;
+  std::vector<std::string> lines;
+  world w;
+};
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(every_failing_write_step_keeps_old_or_new_state) {
-  for (auto engine : engines())
+  for (auto engine : all_engines())
     for (auto s : write_steps)
       for (auto kind : {fault_kind::eio, fault_kind::enospc,
                         fault_kind::short_write}) {
@@ -71,15 +82,11 @@ BOOST_AUTO_TEST_CASE(every_failing_write_step_keeps_old_or_new_state) {
           continue;
         BOOST_TEST_CONTEXT(to_string(s.op) << " #" << s.nth << " "
                                            << to_string(kind)) {
-          scratch_dir dir;
-          memory_file_system mem;
-          faulty_file_system faulty{mem};
-          std::vector<std::string> lines;
-          ssd_config cfg;
-          cfg.log = [&](const std::string& l) { lines.push_back(l); };
-          world w{{fs_kind::memory, engine}, dir.path, cfg, &faulty};
-          BOOST_REQUIRE(w.tier->enqueue(version("old"), write_reason::spill));
-          BOOST_REQUIRE(w.flush().durable);
+          faulty_world fw{engine};
+          auto& w = fw.w;
+          auto& lines = fw.lines;
+          auto& faulty = fw.faulty;
+          w.store(version("old"));
           faulty.inject(s.op, s.nth, kind);
           BOOST_REQUIRE(w.tier->enqueue(version("new"), write_reason::spill));
           auto ev = w.flush();
@@ -102,17 +109,14 @@ BOOST_AUTO_TEST_CASE(every_failing_write_step_keeps_old_or_new_state) {
 }
 
 BOOST_AUTO_TEST_CASE(a_crash_at_any_write_step_leaves_no_torn_entry) {
-  for (auto engine : engines())
+  for (auto engine : all_engines())
     for (auto s : write_steps) {
       BOOST_TEST_CONTEXT(to_string(s.op) << " #" << s.nth) {
-        scratch_dir dir;
-        memory_file_system mem;
-        faulty_file_system faulty{mem};
-        ssd_config cfg;
-        cfg.log = [](const std::string&) {};
-        world w{{fs_kind::memory, engine}, dir.path, cfg, &faulty};
-        BOOST_REQUIRE(w.tier->enqueue(version("old"), write_reason::spill));
-        BOOST_REQUIRE(w.flush().durable);
+        faulty_world fw{engine};
+        auto& w = fw.w;
+        auto& mem = fw.mem;
+        auto& faulty = fw.faulty;
+        w.store(version("old"));
         faulty.inject(s.op, s.nth, fault_kind::crash);
         BOOST_REQUIRE(w.tier->enqueue(version("new"), write_reason::spill));
         w.flush();
@@ -134,13 +138,11 @@ BOOST_AUTO_TEST_CASE(a_crash_at_any_write_step_leaves_no_torn_entry) {
 }
 
 BOOST_AUTO_TEST_CASE(a_failed_read_is_a_miss_and_keeps_the_file) {
-  for (auto engine : engines()) {
-    scratch_dir dir;
-    memory_file_system mem;
-    faulty_file_system faulty{mem};
-    world w{{fs_kind::memory, engine}, dir.path, {}, &faulty};
-    BOOST_REQUIRE(w.tier->enqueue(version("old"), write_reason::spill));
-    BOOST_REQUIRE(w.flush().durable);
+  for (auto engine : all_engines()) {
+    faulty_world fw{engine};
+    auto& w = fw.w;
+    auto& faulty = fw.faulty;
+    w.store(version("old"));
     faulty.inject(fs_op::read, 3, fault_kind::eio); // a payload read
     auto m = w.tier->find(tokens(31), "ns");
     BOOST_REQUIRE(m);
@@ -153,14 +155,10 @@ BOOST_AUTO_TEST_CASE(a_failed_read_is_a_miss_and_keeps_the_file) {
 }
 
 BOOST_AUTO_TEST_CASE(disk_full_degrades_to_not_stored) {
-  scratch_dir dir;
-  memory_file_system mem;
-  faulty_file_system faulty{mem};
-  std::vector<std::string> lines;
-  ssd_config cfg;
-  cfg.log = [&](const std::string& l) { lines.push_back(l); };
-  world w{{fs_kind::memory, engine_choice::threads}, dir.path, cfg, &faulty};
-  faulty.inject(fs_op::write, 2, fault_kind::enospc);
+  faulty_world fw{engine_choice::threads};
+  auto& w = fw.w;
+  auto& lines = fw.lines;
+  fw.faulty.inject(fs_op::write, 2, fault_kind::enospc);
   BOOST_REQUIRE(w.tier->enqueue(version("x"), write_reason::demotion));
   auto ev = w.flush();
   BOOST_TEST(!ev.durable);

@@ -10,14 +10,6 @@ using namespace kvtier::tiers::ssd::test;
 
 namespace {
 
-std::vector<engine_choice> engines() {
-  std::vector<engine_choice> out{engine_choice::threads};
-#ifdef KVTIER_HAVE_URING
-  out.push_back(engine_choice::uring);
-#endif
-  return out;
-}
-
 std::vector<io_completion> wait_for(completion_queue& q, size_t n) {
   std::vector<io_completion> out;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -31,7 +23,7 @@ std::vector<io_completion> wait_for(completion_queue& q, size_t n) {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(engines_write_sync_and_read_off_the_caller_thread) {
-  for (auto choice : engines()) {
+  for (auto choice : all_engines()) {
     scratch_dir dir;
     posix_file_system fs;
     completion_queue q;
@@ -80,7 +72,7 @@ BOOST_AUTO_TEST_CASE(engines_write_sync_and_read_off_the_caller_thread) {
 }
 
 BOOST_AUTO_TEST_CASE(destroying_an_engine_delivers_every_completion) {
-  for (auto choice : engines()) {
+  for (auto choice : all_engines()) {
     scratch_dir dir;
     posix_file_system fs;
     completion_queue q;

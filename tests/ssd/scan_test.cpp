@@ -17,8 +17,7 @@ runtime::oracle_engine oracle() {
 /// Writes one entry of `n` tokens and returns its file name.
 std::string write_one(world& w, size_t n, token salt = 0) {
   auto e = oracle().prefill("ns", tokens(n, salt));
-  BOOST_REQUIRE(w.tier->enqueue(e, write_reason::spill));
-  BOOST_REQUIRE(w.flush().durable);
+  w.store(e);
   return file_name("ns", e.tokens);
 }
 
@@ -43,57 +42,45 @@ BOOST_AUTO_TEST_CASE(scan_reads_headers_only) {
 }
 
 BOOST_AUTO_TEST_CASE(corrupt_header_is_removed_at_scan) {
-  for (auto b : all_backends()) {
-    BOOST_TEST_CONTEXT(b.name()) {
-      scratch_dir dir;
-      world w{b, dir.path};
-      auto name = write_one(w, 20);
-      auto keep = write_one(w, 21, 50);
-      w.mutate(name, [](auto& bytes) { bytes[70] ^= std::byte{0x01}; });
-      auto r = w.reopen();
-      BOOST_TEST(r.loaded == 1u);
-      BOOST_TEST(r.corrupt_removed == 1u);
-      BOOST_TEST(!has(w.files(), name));
-      BOOST_TEST(has(w.files(), keep));
-      BOOST_TEST(!w.tier->find(tokens(21), "ns"));
-    }
-  }
+  on_every_backend([&](world& w) {
+    auto name = write_one(w, 20);
+    auto keep = write_one(w, 21, 50);
+    w.mutate(name, [](auto& bytes) { bytes[70] ^= std::byte{0x01}; });
+    auto r = w.reopen();
+    BOOST_TEST(r.loaded == 1u);
+    BOOST_TEST(r.corrupt_removed == 1u);
+    BOOST_TEST(!has(w.files(), name));
+    BOOST_TEST(has(w.files(), keep));
+    BOOST_TEST(!w.tier->find(tokens(21), "ns"));
+  });
 }
 
 BOOST_AUTO_TEST_CASE(corrupt_payload_is_a_miss_and_the_file_goes) {
-  for (auto b : all_backends()) {
-    BOOST_TEST_CONTEXT(b.name()) {
-      scratch_dir dir;
-      world w{b, dir.path};
-      auto name = write_one(w, 20);
-      w.mutate(name, [](auto& bytes) { bytes.back() ^= std::byte{0x80}; });
-      BOOST_TEST(w.reopen().loaded == 1u); // the header is fine
-      auto m = w.tier->find(tokens(21), "ns");
-      BOOST_REQUIRE(m);
-      auto e = w.restore(*m);
-      BOOST_REQUIRE(!e);
-      BOOST_TEST((e.error() == ec::corrupt_data));
-      drive(*w.tier, w.queue);
-      BOOST_TEST(!w.tier->find(tokens(21), "ns"));
-      BOOST_TEST(!has(w.files(), name));
-      BOOST_TEST(w.tier->stats().corrupt_removed == 1u);
-    }
-  }
+  on_every_backend([&](world& w) {
+    auto name = write_one(w, 20);
+    w.mutate(name, [](auto& bytes) { bytes.back() ^= std::byte{0x80}; });
+    BOOST_TEST(w.reopen().loaded == 1u); // the header is fine
+    auto m = w.tier->find(tokens(21), "ns");
+    BOOST_REQUIRE(m);
+    auto e = w.restore(*m);
+    BOOST_REQUIRE(!e);
+    BOOST_TEST((e.error() == ec::corrupt_data));
+    drive(*w.tier, w.queue);
+    BOOST_TEST(!w.tier->find(tokens(21), "ns"));
+    BOOST_TEST(!has(w.files(), name));
+    BOOST_TEST(w.tier->stats().corrupt_removed == 1u);
+  });
 }
 
 BOOST_AUTO_TEST_CASE(truncated_file_is_removed_at_scan) {
-  for (auto b : all_backends()) {
-    BOOST_TEST_CONTEXT(b.name()) {
-      scratch_dir dir;
-      world w{b, dir.path};
-      auto name = write_one(w, 20);
-      w.mutate(name, [](auto& bytes) { bytes.resize(bytes.size() - 1); });
-      auto r = w.reopen();
-      BOOST_TEST(r.loaded == 0u);
-      BOOST_TEST(r.corrupt_removed == 1u);
-      BOOST_TEST(w.files().empty());
-    }
-  }
+  on_every_backend([&](world& w) {
+    auto name = write_one(w, 20);
+    w.mutate(name, [](auto& bytes) { bytes.resize(bytes.size() - 1); });
+    auto r = w.reopen();
+    BOOST_TEST(r.loaded == 0u);
+    BOOST_TEST(r.corrupt_removed == 1u);
+    BOOST_TEST(w.files().empty());
+  });
 }
 
 BOOST_AUTO_TEST_CASE(orphan_temp_is_removed_at_scan) {

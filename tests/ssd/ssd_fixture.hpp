@@ -51,6 +51,15 @@ inline std::vector<backend> all_backends() {
   return out;
 }
 
+/// Every engine that can start here.
+inline std::vector<engine_choice> all_engines() {
+  std::vector<engine_choice> out{engine_choice::threads};
+#ifdef KVTIER_HAVE_URING
+  out.push_back(engine_choice::uring);
+#endif
+  return out;
+}
+
 /// Feeds completions to `tier` until it is idle (fails the test after 60 s).
 inline void drive(ssd_tier& tier, completion_queue& q) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -102,6 +111,12 @@ public:
     drive(*tier, queue);
     BOOST_REQUIRE(out.has_value());
     return std::move(*out);
+  }
+
+  /// Queues `e` as a spill and flushes until it is durable.
+  void store(entry e) {
+    BOOST_REQUIRE(tier->enqueue(std::move(e), write_reason::spill));
+    BOOST_REQUIRE(flush().durable);
   }
 
   durability_evidence flush() {
@@ -161,6 +176,19 @@ private:
   ssd_config cfg_;
   file_system* fs_ = nullptr;
 };
+
+/// Runs `body` once per backend, each on a fresh directory: one test body
+/// for every file system and engine.
+template <class Body>
+void on_every_backend(Body&& body, const ssd_config& cfg = {}) {
+  for (auto b : all_backends()) {
+    BOOST_TEST_CONTEXT(b.name()) {
+      scratch_dir dir;
+      world w{b, dir.path, cfg};
+      body(w);
+    }
+  }
+}
 
 /// A geometry with every layer kind: kv, ring (window 16), recurrent,
 /// object.

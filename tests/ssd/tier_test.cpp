@@ -67,9 +67,7 @@ BOOST_AUTO_TEST_CASE(partial_restore_reads_only_the_prefix_chunks) {
       ssd_config cfg;
       cfg.checksum_chunk = 4096;
       world w{b, dir.path, cfg};
-      BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(64)),
-                                    write_reason::spill));
-      w.flush();
+      w.store(o.prefill("ns", tokens(64)));
       auto prompt = tokens(20);
       prompt.push_back(999999); // diverges after 20 tokens
       auto m = w.tier->find(prompt, "ns");
@@ -90,9 +88,7 @@ BOOST_AUTO_TEST_CASE(untrimmable_entry_with_divergent_tail_is_never_found) {
   auto o = every_kind_oracle();
   scratch_dir dir;
   world w{all_backends().front(), dir.path};
-  BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(30)),
-                                write_reason::spill));
-  w.flush();
+  w.store(o.prefill("ns", tokens(30)));
   auto prompt = tokens(20);
   prompt.push_back(424242);
   BOOST_TEST(!w.tier->find(prompt, "ns"));
@@ -102,103 +98,81 @@ BOOST_AUTO_TEST_CASE(untrimmable_entry_with_divergent_tail_is_never_found) {
 
 BOOST_AUTO_TEST_CASE(identical_concurrent_restores_issue_one_read) {
   auto o = every_kind_oracle();
-  for (auto b : all_backends()) {
-    BOOST_TEST_CONTEXT(b.name()) {
-      scratch_dir dir;
-      world w{b, dir.path};
-      BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(24)),
-                                    write_reason::spill));
-      w.flush();
-      auto m = w.tier->find(tokens(25), "ns");
-      BOOST_REQUIRE(m);
-      int served = 0;
-      for (int i = 0; i < 16; ++i)
-        w.tier->restore(*m, [&](caf::expected<entry> e) {
-          BOOST_REQUIRE(e);
-          check_verified(o, *e);
-          ++served;
-        });
-      drive(*w.tier, w.queue);
-      BOOST_TEST(served == 16);
-      BOOST_TEST(w.tier->stats().reads == 1u);
-      BOOST_TEST(w.tier->stats().coalesced == 15u);
-    }
-  }
+  on_every_backend([&](world& w) {
+    w.store(o.prefill("ns", tokens(24)));
+    auto m = w.tier->find(tokens(25), "ns");
+    BOOST_REQUIRE(m);
+    int served = 0;
+    for (int i = 0; i < 16; ++i)
+      w.tier->restore(*m, [&](caf::expected<entry> e) {
+        BOOST_REQUIRE(e);
+        check_verified(o, *e);
+        ++served;
+      });
+    drive(*w.tier, w.queue);
+    BOOST_TEST(served == 16);
+    BOOST_TEST(w.tier->stats().reads == 1u);
+    BOOST_TEST(w.tier->stats().coalesced == 15u);
+  });
 }
 
 BOOST_AUTO_TEST_CASE(prefetch_lease_keeps_the_restored_donor_until_release) {
   auto o = every_kind_oracle();
-  for (auto b : all_backends()) {
-    BOOST_TEST_CONTEXT(b.name()) {
-      scratch_dir dir;
-      world w{b, dir.path};
-      BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(24)),
-                                    write_reason::spill));
-      w.flush();
-      auto lease = w.tier->prefetch(tokens(25), "ns");
-      BOOST_REQUIRE(lease);
-      drive(*w.tier, w.queue);
-      auto m = w.tier->find(tokens(25), "ns");
-      bool served = false;
-      w.tier->restore(*m, [&](caf::expected<entry> e) {
-        BOOST_REQUIRE(e);
-        check_verified(o, *e);
-        served = true;
-      });
-      BOOST_TEST(served); // held: answered inside the call, no new read
-      BOOST_TEST(w.tier->stats().reads == 1u);
-      w.tier->release(*lease);
-      BOOST_REQUIRE(w.restore(*m));
-      BOOST_TEST(w.tier->stats().reads == 2u);
-    }
-  }
+  on_every_backend([&](world& w) {
+    w.store(o.prefill("ns", tokens(24)));
+    auto lease = w.tier->prefetch(tokens(25), "ns");
+    BOOST_REQUIRE(lease);
+    drive(*w.tier, w.queue);
+    auto m = w.tier->find(tokens(25), "ns");
+    bool served = false;
+    w.tier->restore(*m, [&](caf::expected<entry> e) {
+      BOOST_REQUIRE(e);
+      check_verified(o, *e);
+      served = true;
+    });
+    BOOST_TEST(served); // held: answered inside the call, no new read
+    BOOST_TEST(w.tier->stats().reads == 1u);
+    w.tier->release(*lease);
+    BOOST_REQUIRE(w.restore(*m));
+    BOOST_TEST(w.tier->stats().reads == 2u);
+  });
 }
 
 BOOST_AUTO_TEST_CASE(cancelling_the_last_interest_discards_without_leaks) {
   auto o = every_kind_oracle();
-  for (auto b : all_backends()) {
-    BOOST_TEST_CONTEXT(b.name()) {
-      scratch_dir dir;
-      world w{b, dir.path};
-      BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(24)),
-                                    write_reason::spill));
-      w.flush();
-      auto live_before = buffer::live_count();
-      auto l1 = w.tier->prefetch(tokens(25), "ns");
-      auto l2 = w.tier->prefetch(tokens(25), "ns");
-      BOOST_REQUIRE(l1 && l2);
-      w.tier->release(*l1);
-      w.tier->release(*l2);
-      drive(*w.tier, w.queue);
-      BOOST_TEST(w.tier->stats().cancelled == 1u);
-      BOOST_TEST(w.tier->stats().reads == 1u);
-      BOOST_TEST(w.tier->stats().restores_ok == 0u);
-      BOOST_TEST(buffer::live_count() == live_before);
-    }
-  }
+  on_every_backend([&](world& w) {
+    w.store(o.prefill("ns", tokens(24)));
+    auto live_before = buffer::live_count();
+    auto l1 = w.tier->prefetch(tokens(25), "ns");
+    auto l2 = w.tier->prefetch(tokens(25), "ns");
+    BOOST_REQUIRE(l1 && l2);
+    w.tier->release(*l1);
+    w.tier->release(*l2);
+    drive(*w.tier, w.queue);
+    BOOST_TEST(w.tier->stats().cancelled == 1u);
+    BOOST_TEST(w.tier->stats().reads == 1u);
+    BOOST_TEST(w.tier->stats().restores_ok == 0u);
+    BOOST_TEST(buffer::live_count() == live_before);
+  });
 }
 
 BOOST_AUTO_TEST_CASE(restart_recovers_the_index_from_headers) {
   auto o = every_kind_oracle();
-  for (auto b : all_backends()) {
-    BOOST_TEST_CONTEXT(b.name()) {
-      scratch_dir dir;
-      world w{b, dir.path};
-      for (token salt = 0; salt < 5; ++salt)
-        BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(10 + salt,
-                                                             salt * 100)),
-                                      write_reason::demotion));
-      BOOST_TEST(w.flush().durable);
-      auto r = w.reopen();
-      BOOST_TEST(r.loaded == 5u);
-      BOOST_TEST(r.corrupt_removed == 0u);
-      BOOST_TEST(w.tier->saved_prefixes().size() == 5u);
-      auto m = w.tier->find(tokens(15, 400), "ns");
-      BOOST_REQUIRE(m);
-      auto e = w.restore(*m);
-      BOOST_REQUIRE(e);
-      BOOST_TEST(e->tokens == tokens(14, 400));
-      check_verified(o, *e);
-    }
-  }
+  on_every_backend([&](world& w) {
+    for (token salt = 0; salt < 5; ++salt)
+      BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(10 + salt,
+                                                           salt * 100)),
+                                    write_reason::demotion));
+    BOOST_TEST(w.flush().durable);
+    auto r = w.reopen();
+    BOOST_TEST(r.loaded == 5u);
+    BOOST_TEST(r.corrupt_removed == 0u);
+    BOOST_TEST(w.tier->saved_prefixes().size() == 5u);
+    auto m = w.tier->find(tokens(15, 400), "ns");
+    BOOST_REQUIRE(m);
+    auto e = w.restore(*m);
+    BOOST_REQUIRE(e);
+    BOOST_TEST(e->tokens == tokens(14, 400));
+    check_verified(o, *e);
+  });
 }
