@@ -96,6 +96,7 @@ BOOST_AUTO_TEST_CASE(every_failing_write_step_keeps_old_or_new_state) {
           BOOST_TEST(lines.size() == 1u); // one clear line per failure
           BOOST_TEST(w.tier->stats().write_no_space
                      == (kind == fault_kind::enospc ? 1u : 0u));
+          BOOST_TEST(!w.tier->contains("ns", tokens(30))); // not durable
           auto now = served(w);
           BOOST_TEST((now == (s.op == fs_op::sync_dir ? "new" : "old")));
           BOOST_TEST(!has_temp(w));

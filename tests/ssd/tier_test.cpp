@@ -32,7 +32,10 @@ BOOST_AUTO_TEST_CASE(round_trip_of_every_kind_is_byte_exact) {
         auto unwrapped = window.prefill("w", tokens(10));
         BOOST_REQUIRE(w.tier->enqueue(wrapped, write_reason::spill));
         BOOST_REQUIRE(w.tier->enqueue(unwrapped, write_reason::snapshot));
+        // A pending write is not on SSD.
+        BOOST_TEST(!w.tier->contains("ns", wrapped.tokens));
         auto ev = w.flush();
+        BOOST_TEST(w.tier->contains("ns", wrapped.tokens));
         BOOST_TEST(ev.durable);
         BOOST_TEST(ev.entries == 2u);
         BOOST_TEST(ev.longest_durable_prefix == 40u);

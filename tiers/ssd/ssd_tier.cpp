@@ -111,7 +111,10 @@ std::optional<ssd_match> ssd_tier::find(std::span<const token> prompt,
 
 bool ssd_tier::contains(std::string_view ns,
                         std::span<const token> tokens) const {
-  return index_.contains(ns, tokens);
+  // A newer state of the key waiting to be written (or failed) is not on
+  // SSD yet, whatever older file of that key is.
+  return index_.contains(ns, tokens)
+         && !queue_.holds(file_name(ns, tokens));
 }
 
 std::vector<saved_prefix> ssd_tier::saved_prefixes() const {

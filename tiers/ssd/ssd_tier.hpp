@@ -78,7 +78,8 @@ public:
   std::optional<ssd_match> find(std::span<const token> prompt,
                                 std::string_view ns) const;
 
-  /// Whether (ns, tokens) is durable on SSD (pending writes are not).
+  /// Whether (ns, tokens) is durable on SSD and no newer write of it is
+  /// pending or failed: only then may RAM drop it as "on SSD".
   bool contains(std::string_view ns, std::span<const token> tokens) const;
 
   /// Prefixes on SSD, from headers only.

@@ -67,6 +67,11 @@ write_item* write_queue::find(uint64_t id) {
   return i == items_.end() ? nullptr : &*i;
 }
 
+bool write_queue::holds(const std::string& key) const noexcept {
+  return std::any_of(items_.begin(), items_.end(),
+                     [&](const write_item& w) { return w.key == key; });
+}
+
 void write_queue::done(uint64_t id) {
   auto i = std::find_if(items_.begin(), items_.end(),
                         [id](const write_item& w) { return w.id == id; });

@@ -61,6 +61,9 @@ public:
   /// The item with `id`, or nullptr.
   write_item* find(uint64_t id);
 
+  /// Whether an item for `key` is queued, in flight or failed.
+  bool holds(const std::string& key) const noexcept;
+
   /// Removes a written item, releasing its buffers.
   void done(uint64_t id);
 
