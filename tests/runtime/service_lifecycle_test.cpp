@@ -222,4 +222,17 @@ BOOST_AUTO_TEST_CASE(flush_without_a_cold_tier_is_not_durable) {
   BOOST_CHECK(!f->errors.empty());
 }
 
+BOOST_AUTO_TEST_CASE(invalid_options_are_refused_naming_key_and_range) {
+  opts.ram_cap_bytes = 1000; // below 1 MiB
+  runtime::service bad{opts, runtime::service_parts{fs}};
+  auto err = bad.start_error();
+  BOOST_REQUIRE(err);
+  BOOST_CHECK(err == ec::invalid_config);
+  BOOST_CHECK_NE(describe(err).find("ram-tier.cap-bytes"), std::string::npos);
+  BOOST_CHECK_NE(describe(err).find("1 MiB"), std::string::npos);
+  auto call = bad.acquire(request(1, seq(10)), "ns");
+  BOOST_REQUIRE(!call);
+  BOOST_CHECK(call.error() == ec::invalid_config);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
