@@ -72,6 +72,12 @@ bool write_queue::holds(const std::string& key) const noexcept {
                      [&](const write_item& w) { return w.key == key; });
 }
 
+bool write_queue::failed(const std::string& key) const noexcept {
+  return std::any_of(items_.begin(), items_.end(), [&](const write_item& w) {
+    return w.key == key && w.failed;
+  });
+}
+
 void write_queue::done(uint64_t id) {
   auto i = std::find_if(items_.begin(), items_.end(),
                         [id](const write_item& w) { return w.id == id; });
@@ -102,8 +108,8 @@ size_t write_queue::in_flight() const noexcept {
 }
 
 size_t write_queue::failed() const noexcept {
-  return static_cast<size_t>(std::count_if(
-    items_.begin(), items_.end(), [](auto& i) { return i.failed; }));
+  return static_cast<size_t>(std::count_if(items_.begin(), items_.end(),
+                                           [](auto& i) { return i.failed; }));
 }
 
 bool write_queue::active() const noexcept {

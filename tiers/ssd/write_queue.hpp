@@ -48,8 +48,8 @@ struct push_result {
 
 class write_queue {
 public:
-  explicit write_queue(uint64_t byte_cap) : byte_cap_(byte_cap) {
-  }
+  explicit write_queue(uint64_t byte_cap)
+    : byte_cap_(byte_cap) {}
 
   /// Appends an item and makes room as the policy says.
   push_result push(std::string key, entry e, write_reason reason);
@@ -63,6 +63,9 @@ public:
 
   /// Whether an item for `key` is queued, in flight or failed.
   bool holds(const std::string& key) const noexcept;
+
+  /// Whether the item for `key` is marked failed (waiting for a retry).
+  bool failed(const std::string& key) const noexcept;
 
   /// Removes a written item, releasing its buffers.
   void done(uint64_t id);
