@@ -190,6 +190,23 @@ BOOST_AUTO_TEST_CASE(close_reports_a_failed_disk_and_still_clears) {
   svc.reset(); // before `faulty` goes
 }
 
+BOOST_AUTO_TEST_CASE(demotion_on_a_failing_disk_keeps_the_entry_in_ram) {
+  tiers::ssd::faulty_file_system faulty{memory};
+  fs = &faulty;
+  start();
+  put("ns", seq(100));
+  faulty.inject(tiers::ssd::fs_op::write, 1, tiers::ssd::fault_kind::crash);
+  auto d = svc->demote_idle(0); // answered, not held until a flush
+  BOOST_REQUIRE(d);
+  BOOST_CHECK_EQUAL(*d, 0u);
+  BOOST_CHECK(get("ns", seq(101)).source == state_source::ram);
+  BOOST_CHECK_EQUAL(report().ssd.writes_failed, 1u);
+  faulty.clear();
+  BOOST_CHECK(svc->flush()->durable); // the retry writes it
+  BOOST_CHECK_EQUAL(*svc->demote_idle(0), 1u);
+  svc.reset();
+}
+
 BOOST_AUTO_TEST_CASE(concurrent_closes_share_one_result_and_calls_fail_after) {
   start();
   put("ns", seq(100));
