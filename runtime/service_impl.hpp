@@ -81,19 +81,24 @@ struct service::impl {
       p->set_value(start_error);
       return f;
     }
-    sys->spawn([facade = handles.facade, m = std::move(m), conv,
-                p](caf::event_based_actor* self) {
-      self->request(facade, caf::infinite, m)
-        .then(
-          [self, conv, p](const reply& r) {
-            p->set_value(conv(r));
-            self->quit();
-          },
-          [self, p](caf::error& err) {
-            p->set_value(std::move(err));
-            self->quit();
-          });
-    });
+    // The promise travels as a spawn argument: CAF 0.17 binds a reference
+    // to a null argument tuple when a spawned function takes none (UBSan).
+    sys->spawn(
+      [facade = handles.facade, m = std::move(m),
+       conv](caf::event_based_actor* self,
+             std::shared_ptr<std::promise<caf::expected<T>>> p) {
+        self->request(facade, caf::infinite, m)
+          .then(
+            [self, conv, p](const reply& r) {
+              p->set_value(conv(r));
+              self->quit();
+            },
+            [self, p](caf::error& err) {
+              p->set_value(std::move(err));
+              self->quit();
+            });
+      },
+      p);
     return f;
   }
 };
