@@ -112,7 +112,10 @@ void search_tiers(self_ptr self, const lookup_ptr& s) {
     lend.root().getSession().setId(req.getSession().getId());
   auto& t = self->state.tiers;
   s->left = t.ssd ? 2 : 1;
-  self->request(t.ram, caf::infinite, std::move(lend).seal())
+  // Lookups jump the tiers' queues (spill replies, I/O completions): an
+  // acquire waits for them, background writes do not.
+  constexpr auto urgent = caf::message_priority::high;
+  self->request<urgent>(t.ram, caf::infinite, std::move(lend).seal())
     .then(
       [self, s](const sealed<msg::LendPrefixReply>& r) {
         s->ram = r;
@@ -124,7 +127,7 @@ void search_tiers(self_ptr self, const lookup_ptr& s) {
   msg::draft<msg::FindPrefix> find;
   find.root().setNs(req.getNs());
   find.root().setPrompt(req.getPrompt());
-  self->request(t.ssd, caf::infinite, std::move(find).seal())
+  self->request<urgent>(t.ssd, caf::infinite, std::move(find).seal())
     .then(
       [self, s](const sealed<msg::FindPrefixReply>& r) {
         s->ssd = r;

@@ -19,6 +19,7 @@
 
 #include <list>
 #include <string>
+#include <unordered_map>
 
 namespace kvtier::tiers::ssd {
 
@@ -103,11 +104,17 @@ public:
 
 private:
   void erase(std::list<write_item>::iterator i);
+  static void count(std::unordered_map<std::string, uint32_t>& m,
+                    const std::string& key, int delta);
 
   uint64_t byte_cap_;
   uint64_t bytes_ = 0;
   uint64_t next_id_ = 1;
   std::list<write_item> items_;
+  /// Items per key, and failed items per key: `holds` and `failed` answer
+  /// in O(1), as the SSD actor asks them for every waiting spill order.
+  std::unordered_map<std::string, uint32_t> keys_;
+  std::unordered_map<std::string, uint32_t> failed_keys_;
 };
 
 } // namespace kvtier::tiers::ssd
