@@ -155,6 +155,7 @@ private:
   void on_read(uint64_t tag, io_completion& c);
 
   // Shared.
+  void scan_file(const std::string& name, scan_report& r);
   void remove_file(const std::string& name, const char* why);
   void submit(io_op op);
   void log(const std::string& line) const;
