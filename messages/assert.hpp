@@ -10,7 +10,7 @@
 #define KVTIER_ASSERT(expr)                                                    \
   do {                                                                         \
     if (!(expr)) {                                                             \
-      std::fprintf(stderr, "%s:%d: kvtier assertion failed: %s\n", __FILE__,  \
+      std::fprintf(stderr, "%s:%d: kvtier assertion failed: %s\n", __FILE__,   \
                    __LINE__, #expr);                                           \
       std::abort();                                                            \
     }                                                                          \

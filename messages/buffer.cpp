@@ -17,10 +17,10 @@ std::atomic<uint64_t> live_bytes_{0};
 } // namespace
 
 buffer::buffer(std::byte* data, size_t size, std::function<void()> release)
-  : data_(data),
-    size_(size),
-    id_(next_id.fetch_add(1, std::memory_order_relaxed)),
-    release_(std::move(release)) {
+  : data_(data)
+  , size_(size)
+  , id_(next_id.fetch_add(1, std::memory_order_relaxed))
+  , release_(std::move(release)) {
   live_count_.fetch_add(1, std::memory_order_relaxed);
   live_bytes_.fetch_add(size, std::memory_order_relaxed);
 }
@@ -56,8 +56,8 @@ uint64_t buffer::live_bytes() noexcept {
 buffer_builder::buffer_builder(size_t size, size_t alignment) {
   KVTIER_ASSERT(alignment > 0 && (alignment & (alignment - 1)) == 0);
   // Round the allocation up so O_DIRECT reads may fill whole blocks.
-  auto padded = (std::max<size_t>(size, 1) + alignment - 1) / alignment
-                * alignment;
+  auto padded =
+    (std::max<size_t>(size, 1) + alignment - 1) / alignment * alignment;
   auto al = std::align_val_t{alignment};
   auto* mem = static_cast<std::byte*>(::operator new(padded, al));
   buf_.reset(new buffer(mem, size, [mem, al] { ::operator delete(mem, al); }));

@@ -33,11 +33,12 @@ public:
   ~buffer();
 
   /// Wraps memory owned elsewhere; `release` runs when the last ref drops.
-  static std::shared_ptr<const buffer>
-  adopt(const std::byte* data, size_t size, std::function<void()> release);
+  static std::shared_ptr<const buffer> adopt(const std::byte* data, size_t size,
+                                             std::function<void()> release);
 
   /// Copies `bytes` into a new buffer (for tests and small metadata).
-  static std::shared_ptr<const buffer> copy_of(std::span<const std::byte> bytes);
+  static std::shared_ptr<const buffer>
+  copy_of(std::span<const std::byte> bytes);
 
   const std::byte* data() const noexcept {
     return data_;

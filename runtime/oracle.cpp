@@ -103,8 +103,8 @@ view blob(uint64_t size, uint64_t seed) {
 /// Walks a segment list as one byte string, comparing against expectations.
 class segment_cursor {
 public:
-  explicit segment_cursor(const std::vector<view>& segs) : segs_(segs) {
-  }
+  explicit segment_cursor(const std::vector<view>& segs)
+    : segs_(segs) {}
 
   /// Compares the next `want.size()` bytes; returns the index of the first
   /// differing byte, or `want.size()` when all match.
@@ -115,8 +115,8 @@ public:
         return done;
       auto have = segs_[seg_].bytes().subspan(pos_);
       auto n = std::min(have.size(), want.size() - done);
-      auto mm = std::mismatch(have.begin(), have.begin() + n,
-                              want.begin() + done);
+      auto mm =
+        std::mismatch(have.begin(), have.begin() + n, want.begin() + done);
       if (mm.first != have.begin() + n)
         return done + static_cast<size_t>(mm.first - have.begin());
       done += n;
@@ -146,8 +146,8 @@ caf::error mismatch(size_t layer, uint64_t row, size_t byte) {
 
 oracle_engine::oracle_engine(tiers::model_geometry geometry,
                              uint32_t attachment_bytes)
-  : geometry_(std::move(geometry)), attachment_bytes_(attachment_bytes) {
-}
+  : geometry_(std::move(geometry))
+  , attachment_bytes_(attachment_bytes) {}
 
 namespace {
 
@@ -185,8 +185,9 @@ entry oracle_engine::prefill(std::string_view ns,
     e.layers.push_back(make_layer(geometry_.layers[l], l, h, nsh));
   if (attachment_bytes_ > 0)
     e.attachments.push_back(
-      {"draft", {blob(attachment_bytes_,
-                      (h.empty() ? nsh : h.back()) ^ attachment_salt)}});
+      {"draft",
+       {blob(attachment_bytes_,
+             (h.empty() ? nsh : h.back()) ^ attachment_salt)}});
   return e;
 }
 
@@ -217,8 +218,8 @@ oracle_engine::extend(const entry& reused,
     if (old.kind != s.kind)
       return make_error(ec::invalid_argument,
                         "layer " + std::to_string(l) + " kind differs");
-    bool token_major = s.kind == layer_kind::kv
-                       || (s.kind == layer_kind::ring && n <= s.window);
+    bool token_major =
+      s.kind == layer_kind::kv || (s.kind == layer_kind::ring && n <= s.window);
     if (token_major || s.kind == layer_kind::object) {
       auto out = old;
       out.tokens = s.kind == layer_kind::object ? 0 : n;
@@ -231,8 +232,9 @@ oracle_engine::extend(const entry& reused,
   }
   if (attachment_bytes_ > 0)
     e.attachments.push_back(
-      {"draft", {blob(attachment_bytes_,
-                      (h.empty() ? nsh : h.back()) ^ attachment_salt)}});
+      {"draft",
+       {blob(attachment_bytes_,
+             (h.empty() ? nsh : h.back()) ^ attachment_salt)}});
   return e;
 }
 
@@ -267,9 +269,8 @@ caf::error oracle_engine::verify(const entry& e) const {
     switch (s.kind) {
       case layer_kind::kv:
       case layer_kind::ring: {
-        uint64_t slots = s.kind == layer_kind::kv
-                           ? n
-                           : std::min<uint64_t>(n, s.window);
+        uint64_t slots =
+          s.kind == layer_kind::kv ? n : std::min<uint64_t>(n, s.window);
         for (uint64_t r = 0; r < slots && !err; ++r) {
           auto i = s.kind == layer_kind::kv ? r : ring_token(r, n, s.window);
           err = check(r, s.bytes_per_token, layer_seed(h[i], l));

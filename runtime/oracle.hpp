@@ -56,8 +56,8 @@ public:
   /// `count` deterministic "generated" tokens continuing `tokens` (a pure
   /// function of the prefix), drawn from [0, vocab).
   tiers::token_seq generate(std::string_view ns,
-                            std::span<const tiers::token> tokens,
-                            size_t count, uint32_t vocab = 32000) const;
+                            std::span<const tiers::token> tokens, size_t count,
+                            uint32_t vocab = 32000) const;
 
 private:
   tiers::model_geometry geometry_;

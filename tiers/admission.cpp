@@ -15,15 +15,16 @@ std::string human_bytes(uint64_t n) {
   }
   char buf[32];
   if (u == 0)
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+    std::snprintf(buf, sizeof buf, "%llu B",
+                  static_cast<unsigned long long>(n));
   else
     std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
   return buf;
 }
 
 admission::admission(model_geometry geometry, admission_limits limits)
-  : geometry_(std::move(geometry)), limits_(limits) {
-}
+  : geometry_(std::move(geometry))
+  , limits_(limits) {}
 
 uint64_t admission::projected_bytes(const admission_request& r) const noexcept {
   return geometry_.projected_bytes(r.prompt_tokens, r.max_new_tokens);
@@ -73,9 +74,8 @@ caf::expected<bool> admission::admit(const admission_request& r) {
     return err;
   }
   if (held_.count(r.id) > 0)
-    return make_error(ec::invalid_argument,
-                      "request " + std::to_string(r.id)
-                        + " is already admitted");
+    return make_error(ec::invalid_argument, "request " + std::to_string(r.id)
+                                              + " is already admitted");
   auto bytes = projected_bytes(r);
   if (!queue_.empty() || !room_for(bytes)) {
     ++counters_.refused;
@@ -92,8 +92,8 @@ caf::expected<bool> admission::enqueue(const admission_request& r) {
   auto dup = std::any_of(queue_.begin(), queue_.end(),
                          [&](const auto& q) { return q.id == r.id; });
   if (dup)
-    return make_error(ec::invalid_argument,
-                      "request " + std::to_string(r.id) + " is already waiting");
+    return make_error(ec::invalid_argument, "request " + std::to_string(r.id)
+                                              + " is already waiting");
   queue_.push_back(r);
   counters_.waiting = queue_.size();
   return false;

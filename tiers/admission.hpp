@@ -44,11 +44,11 @@ struct admission_limits {
 };
 
 struct admission_counters {
-  uint64_t admitted = 0;  // requests that started holding bytes
-  uint64_t refused = 0;   // admit/enqueue answers "wait"
-  uint64_t errors = 0;    // requests that can never be admitted
-  uint64_t released = 0;  // requests that gave their bytes back
-  uint64_t waiting = 0;   // requests queued by enqueue right now
+  uint64_t admitted = 0; // requests that started holding bytes
+  uint64_t refused = 0;  // admit/enqueue answers "wait"
+  uint64_t errors = 0;   // requests that can never be admitted
+  uint64_t released = 0; // requests that gave their bytes back
+  uint64_t waiting = 0;  // requests queued by enqueue right now
   uint64_t held_bytes = 0;
   uint64_t holders = 0;
 };

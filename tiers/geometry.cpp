@@ -34,9 +34,9 @@ uint64_t model_geometry::bytes_per_token() const noexcept {
 }
 
 size_t model_geometry::count(layer_kind k) const noexcept {
-  return static_cast<size_t>(std::count_if(
-    layers.begin(), layers.end(),
-    [k](const layer_spec& l) { return l.kind == k; }));
+  return static_cast<size_t>(
+    std::count_if(layers.begin(), layers.end(),
+                  [k](const layer_spec& l) { return l.kind == k; }));
 }
 
 namespace {
@@ -122,12 +122,9 @@ model_geometry tiny_hybrid() {
 
 const std::map<std::string, std::function<model_geometry()>>& presets() {
   static const std::map<std::string, std::function<model_geometry()>> m{
-    {"llama-3.1-8b", llama_3_1_8b},
-    {"llama-3.1-70b", llama_3_1_70b},
-    {"gemma-3-12b", gemma_3_12b},
-    {"qwen3-next-80b-a3b", qwen3_next_80b},
-    {"tiny-dense", tiny_dense},
-    {"tiny-window", tiny_window},
+    {"llama-3.1-8b", llama_3_1_8b}, {"llama-3.1-70b", llama_3_1_70b},
+    {"gemma-3-12b", gemma_3_12b},   {"qwen3-next-80b-a3b", qwen3_next_80b},
+    {"tiny-dense", tiny_dense},     {"tiny-window", tiny_window},
     {"tiny-hybrid", tiny_hybrid},
   };
   return m;
@@ -146,9 +143,9 @@ T scaled(T bytes, double scale) {
 caf::expected<model_geometry> model_geometry::preset(const std::string& name,
                                                      double scale) {
   if (!(scale > 0.0 && scale <= 1.0))
-    return make_error(ec::invalid_argument,
-                      "geometry scale " + std::to_string(scale)
-                        + " is outside (0, 1]");
+    return make_error(ec::invalid_argument, "geometry scale "
+                                              + std::to_string(scale)
+                                              + " is outside (0, 1]");
   auto i = presets().find(name);
   if (i == presets().end()) {
     std::string names;

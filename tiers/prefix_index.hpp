@@ -79,8 +79,7 @@ public:
   }
 
   /// Removes (ns, key) if present.
-  std::optional<Handle> erase(std::string_view ns,
-                              std::span<const token> key) {
+  std::optional<Handle> erase(std::string_view ns, std::span<const token> key) {
     if (auto r = tree_.find(ns, key))
       return erase(r);
     return std::nullopt;

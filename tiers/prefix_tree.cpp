@@ -117,6 +117,25 @@ std::unique_ptr<token[]> copy_run(const token* src, size_t n) {
   return out;
 }
 
+/// Walks `pr` down from `root` as far as it matches: the number of tokens
+/// matched and the node whose edge the walk ended in (or at).
+std::pair<node*, size_t> descend(node* root, std::span<const token> pr) {
+  node* y = root;
+  size_t m = 0;
+  while (m < pr.size()) {
+    auto c = y->child(pr[m]);
+    if (!c)
+      break;
+    auto l = lcp(c->run.get(), pr.data() + m,
+                 std::min<size_t>(c->run_len, pr.size() - m));
+    m += l;
+    y = c;
+    if (l < c->run_len)
+      break;
+  }
+  return {y, m};
+}
+
 /// The highest-stamped trimmable entry at or below `y` with floor <= k
 /// (`y` itself only when `with_own`), by branch and bound over aggregates.
 node* pick(node* y, bool with_own, uint32_t k) {
@@ -161,12 +180,11 @@ prefix_tree::~prefix_tree() {
 }
 
 prefix_tree::prefix_tree(prefix_tree&& other) noexcept
-  : roots_(std::move(other.roots_)),
-    entries_(std::exchange(other.entries_, 0)),
-    nodes_(std::exchange(other.nodes_, 0)),
-    tokens_(std::exchange(other.tokens_, 0)),
-    clock_(other.clock_) {
-}
+  : roots_(std::move(other.roots_))
+  , entries_(std::exchange(other.entries_, 0))
+  , nodes_(std::exchange(other.nodes_, 0))
+  , tokens_(std::exchange(other.tokens_, 0))
+  , clock_(other.clock_) {}
 
 prefix_tree& prefix_tree::operator=(prefix_tree&& other) noexcept {
   if (this != &other) {
@@ -244,10 +262,7 @@ void prefix_tree::remove_up(node* e, uint32_t f) {
   }
 }
 
-prefix_tree::insert_result
-prefix_tree::insert(std::string_view ns, std::span<const token> key,
-                    uint64_t value, uint64_t floor) {
-  KVTIER_ASSERT(!key.empty() && key.size() < no_floor);
+node* prefix_tree::make_path(std::string_view ns, std::span<const token> key) {
   auto it = roots_.find(ns);
   if (it == roots_.end()) {
     auto r = std::make_unique<root_node>();
@@ -259,7 +274,7 @@ prefix_tree::insert(std::string_view ns, std::span<const token> key,
   size_t i = 0;
   while (i < key.size()) {
     auto c = n->child(key[i]);
-    if (!c) {
+    if (!c) { // the rest of the key becomes one new leaf
       auto leaf = new node;
       leaf->parent = n;
       leaf->run = copy_run(key.data() + i, key.size() - i);
@@ -268,14 +283,21 @@ prefix_tree::insert(std::string_view ns, std::span<const token> key,
       n->children.emplace(n->child_at(key[i]), key[i], leaf);
       ++nodes_;
       tokens_ += leaf->run_len;
-      n = leaf;
-      break;
+      return leaf;
     }
     auto l = lcp(c->run.get(), key.data() + i,
                  std::min<size_t>(c->run_len, key.size() - i));
     n = l < c->run_len ? split(c, static_cast<uint32_t>(l)) : c;
     i += l;
   }
+  return n;
+}
+
+prefix_tree::insert_result prefix_tree::insert(std::string_view ns,
+                                               std::span<const token> key,
+                                               uint64_t value, uint64_t floor) {
+  KVTIER_ASSERT(!key.empty() && key.size() < no_floor);
+  auto n = make_path(ns, key);
   insert_result out{entry_ref{n}, std::nullopt};
   if (n->has_entry) {
     out.replaced = n->value;
@@ -373,20 +395,7 @@ prefix_tree::longest_usable(std::string_view ns,
   auto it = roots_.find(ns);
   if (it == roots_.end())
     return std::nullopt;
-  // Walk the prompt down as far as it matches: m tokens, ending in `y`.
-  node* y = it->second.get();
-  size_t m = 0;
-  while (m < pr.size()) {
-    auto c = y->child(pr[m]);
-    if (!c)
-      break;
-    auto l = lcp(c->run.get(), pr.data() + m,
-                 std::min<size_t>(c->run_len, pr.size() - m));
-    m += l;
-    y = c;
-    if (l < c->run_len)
-      break;
-  }
+  auto [y, m] = descend(it->second.get(), pr);
   auto q = static_cast<uint32_t>(std::min(m, pr.size() - 1));
   if (q == 0)
     return std::nullopt;
@@ -409,8 +418,7 @@ prefix_tree::longest_usable(std::string_view ns,
     // usable lengths (else the deeper levels would have answered), so
     // below_min <= depth means an entry branching off right here.
     if (z->below_min <= z->depth)
-      return usable_match{entry_ref{pick(z, false, z->depth)}, z->depth,
-                          true};
+      return usable_match{entry_ref{pick(z, false, z->depth)}, z->depth, true};
   }
   return std::nullopt;
 }

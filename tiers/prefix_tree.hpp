@@ -40,8 +40,8 @@ public:
 
 private:
   friend class prefix_tree;
-  explicit entry_ref(void* n) : node_(n) {
-  }
+  explicit entry_ref(void* n)
+    : node_(n) {}
   void* node_ = nullptr;
 };
 
@@ -132,6 +132,7 @@ public:
 
 private:
   node* walk_to(std::string_view ns, std::span<const token> key) const;
+  node* make_path(std::string_view ns, std::span<const token> key);
   node* split(node* c, uint32_t at);
   void add_up(node* e);
   void remove_up(node* e, uint32_t floor);

@@ -17,15 +17,15 @@ const char* to_string(layer_kind k) {
 
 layer_state layer_state::kv(uint32_t bytes_per_token, uint64_t tokens,
                             std::vector<view> segments, uint64_t min_offset) {
-  return {layer_kind::kv, bytes_per_token, 0, tokens, min_offset,
-          std::move(segments)};
+  return {layer_kind::kv, bytes_per_token, 0,
+          tokens,         min_offset,      std::move(segments)};
 }
 
 layer_state layer_state::ring(uint32_t bytes_per_token, uint32_t window,
                               uint64_t tokens, std::vector<view> segments,
                               uint64_t min_offset) {
-  return {layer_kind::ring, bytes_per_token, window, tokens, min_offset,
-          std::move(segments)};
+  return {layer_kind::ring, bytes_per_token, window,
+          tokens,           min_offset,      std::move(segments)};
 }
 
 layer_state layer_state::recurrent(uint64_t tokens, std::vector<view> segs) {
@@ -125,8 +125,11 @@ caf::error layer_state::validate() const {
 bool entry::can_trim_to(uint64_t n) const noexcept {
   if (n > tokens.size())
     return false;
-  return std::all_of(layers.begin(), layers.end(),
-                     [n](const layer_state& l) { return l.can_trim_to(n); });
+  // An object layer encodes no tokens: it is exact, valid only at the
+  // entry's own length.
+  return std::all_of(layers.begin(), layers.end(), [&](const layer_state& l) {
+    return l.kind == layer_kind::object ? n == tokens.size() : l.can_trim_to(n);
+  });
 }
 
 bool entry::trimmable() const noexcept {
@@ -144,6 +147,10 @@ caf::expected<entry> entry::trimmed(uint64_t n) const {
   out.tokens.assign(tokens.begin(), tokens.begin() + n);
   out.layers.reserve(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].kind == layer_kind::object && n == tokens.size()) {
+      out.layers.push_back(layers[i]);
+      continue;
+    }
     auto l = layers[i].trimmed(n);
     if (!l)
       return make_error(ec::not_trimmable, "layer " + std::to_string(i) + ": "
@@ -204,8 +211,8 @@ std::optional<uint64_t> usable_prefix(const entry& e,
                                       std::span<const token> prompt) {
   if (prompt.empty())
     return std::nullopt;
-  uint64_t p = std::min<uint64_t>(common_prefix(e.tokens, prompt),
-                                  prompt.size() - 1);
+  uint64_t p =
+    std::min<uint64_t>(common_prefix(e.tokens, prompt), prompt.size() - 1);
   if (p == 0)
     return std::nullopt;
   if (p == e.tokens.size() || e.can_trim_to(p))

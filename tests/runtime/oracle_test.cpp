@@ -29,8 +29,7 @@ BOOST_AUTO_TEST_CASE(prefill_is_deterministic_and_verifies) {
     auto a = eng.prefill("ns", t);
     auto b = eng.prefill("ns", t);
     for (size_t l = 0; l < a.layers.size(); ++l)
-      BOOST_TEST(flatten(a.layers[l].segments)
-                   == flatten(b.layers[l].segments),
+      BOOST_TEST(flatten(a.layers[l].segments) == flatten(b.layers[l].segments),
                  name << " layer " << l);
     BOOST_TEST(!eng.verify(a), name);
   }

@@ -68,10 +68,12 @@ BOOST_AUTO_TEST_CASE(over_the_whole_budget_alone_is_an_error_not_a_wait) {
 }
 
 BOOST_AUTO_TEST_CASE(ring_and_recurrent_layers_project_their_caps) {
-  admission w{model_geometry::preset("tiny-window").value(), {1 << 30, 1 << 20}};
+  admission w{model_geometry::preset("tiny-window").value(),
+              {1 << 30, 1 << 20}};
   // 2 rings of window 16 × 32 B + 1 kv × 32 B per token.
   BOOST_TEST(w.projected_bytes({1, 100, 0}) == 2u * 16 * 32 + 100u * 32);
-  admission h{model_geometry::preset("tiny-hybrid").value(), {1 << 30, 1 << 20}};
+  admission h{model_geometry::preset("tiny-hybrid").value(),
+              {1 << 30, 1 << 20}};
   BOOST_TEST(h.projected_bytes({1, 100, 0}) == 3u * 256 + 100u * 32);
 }
 

@@ -1,4 +1,5 @@
 #define BOOST_TEST_MODULE tiers_prefix_index
+#include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include "runtime/oracle.hpp"
@@ -6,13 +7,14 @@
 #include "tiers/prefix_index.hpp"
 
 #include <map>
-#include <set>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 
 using namespace kvtier;
 using namespace kvtier::tiers;
+namespace bdata = boost::unit_test::data;
 
 namespace {
 
@@ -72,18 +74,18 @@ BOOST_AUTO_TEST_CASE(trimmed_donor_below_a_divergence_point) {
   BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"long", 3, true}));
   ix.insert("a", seq({1, 2, 3, 4, 5}), "long-floor4", 4);
   BOOST_TEST(!lookup(ix, "a", seq({1, 2, 3, 9})), "floor 4 > p 3");
-  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 4, 9}))
-              == answer{"long-floor4", 4, true}));
+  BOOST_TEST(
+    (lookup(ix, "a", seq({1, 2, 3, 4, 9})) == answer{"long-floor4", 4, true}));
 }
 
 BOOST_AUTO_TEST_CASE(untrimmable_divergent_entry_is_no_candidate) {
   index_t ix;
   ix.insert("a", seq({1, 2}), "short", trims);
   ix.insert("a", seq({1, 2, 3, 4, 5}), "ssm", 5); // exact-only
-  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 4, 9})) == answer{"short", 2,
-                                                              false}));
-  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 4, 5, 6}))
-              == answer{"ssm", 5, false}));
+  BOOST_TEST(
+    (lookup(ix, "a", seq({1, 2, 3, 4, 9})) == answer{"short", 2, false}));
+  BOOST_TEST(
+    (lookup(ix, "a", seq({1, 2, 3, 4, 5, 6})) == answer{"ssm", 5, false}));
 }
 
 BOOST_AUTO_TEST_CASE(ties_go_to_no_trim_then_most_recent) {
@@ -95,8 +97,7 @@ BOOST_AUTO_TEST_CASE(ties_go_to_no_trim_then_most_recent) {
   ix.touch(ix.find("a", seq({1, 2, 3, 7})));
   BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"x", 3, true}));
   ix.insert("a", seq({1, 2, 3}), "exact", 3);
-  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"exact", 3,
-                                                           false}));
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"exact", 3, false}));
 }
 
 BOOST_AUTO_TEST_CASE(most_recent_that_trims_far_enough_wins) {
@@ -105,8 +106,8 @@ BOOST_AUTO_TEST_CASE(most_recent_that_trims_far_enough_wins) {
   ix.insert("a", seq({1, 2, 3, 8, 8}), "mid-trims", 2);
   ix.insert("a", seq({1, 2, 3, 6, 6}), "new-floor4", 4);
   // The newest trimmable entry cannot reach 3: the next newest serves.
-  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"mid-trims", 3,
-                                                           true}));
+  BOOST_TEST(
+    (lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"mid-trims", 3, true}));
   BOOST_TEST((lookup(ix, "a", seq({1, 9})) == answer{"old-trims", 1, true}));
 }
 
@@ -156,8 +157,8 @@ BOOST_AUTO_TEST_CASE(trim_floor_matches_can_trim_to) {
           l.min_offset = 3;
       auto f = trim_floor(e);
       for (uint64_t k = 1; k < n; ++k)
-        BOOST_TEST(e.can_trim_to(k) == (k >= f), name << " n=" << n
-                                                       << " k=" << k);
+        BOOST_TEST(e.can_trim_to(k) == (k >= f),
+                   name << " n=" << n << " k=" << k);
     }
   }
 }
@@ -210,15 +211,19 @@ struct naive_index {
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(random_operations_match_a_linear_scan) {
-  std::mt19937_64 rng(7);
+// Short keys over 3 tokens collide most; long binary keys make deep chains
+// of splits and merges; 16 tokens make wide nodes.
+BOOST_DATA_TEST_CASE(random_operations_match_a_linear_scan,
+                     bdata::make({3, 2, 16}) ^ bdata::make({9, 24, 6}),
+                     alphabet, max_len) {
+  std::mt19937_64 rng(7 + alphabet);
   auto pick = [&](uint64_t n) { return rng() % n; };
   index_t ix;
   naive_index ref;
   auto random_key = [&] {
-    token_seq k(1 + pick(9));
+    token_seq k(1 + pick(max_len));
     for (auto& t : k)
-      t = static_cast<token>(pick(3));
+      t = static_cast<token>(pick(alphabet));
     return k;
   };
   size_t checked = 0;
@@ -255,8 +260,8 @@ BOOST_AUTO_TEST_CASE(random_operations_match_a_linear_scan) {
       auto got = lookup(ix, ns, k);
       auto want = ref.lookup(ns, k);
       BOOST_REQUIRE_MESSAGE(got == want, "step " << step << ": index "
-                                                   << show(got) << ", scan "
-                                                   << show(want));
+                                                 << show(got) << ", scan "
+                                                 << show(want));
       if (got && op == 9) { // serve it: the owner touches the donor
         ix.touch(ix.longest_usable(ns, k)->ref);
         for (auto& i : ref.items)

@@ -74,7 +74,7 @@ BOOST_AUTO_TEST_CASE(ring_trims_only_while_offset_below_window) {
   auto full = ring_layer(w, w); // offset == window: wrapped by definition
   BOOST_TEST(full.wrapped());
   BOOST_TEST(!full.can_trim_to(w - 1));
-  BOOST_TEST(full.can_trim_to(w)); // identity always works
+  BOOST_TEST(full.can_trim_to(w));  // identity always works
   auto past = ring_layer(w, w + 5); // offset > window
   BOOST_TEST(!past.can_trim_to(w + 4));
   auto err = past.trimmed(3);
@@ -110,15 +110,15 @@ BOOST_AUTO_TEST_CASE(view_keeps_bytes_alive_after_donor_is_dropped) {
   auto before = buffer::live_count();
   view kept;
   {
-    auto e = runtime::oracle_engine(
-               model_geometry::preset("tiny-dense").value())
-               .prefill("ns", token_seq{1, 2, 3, 4, 5});
+    auto e =
+      runtime::oracle_engine(model_geometry::preset("tiny-dense").value())
+        .prefill("ns", token_seq{1, 2, 3, 4, 5});
     kept = e.layers[2].trimmed(3).value().segments.at(0);
     BOOST_TEST(buffer::live_count() > before);
   } // the donor entry is gone; the view's buffer is not
-  auto expect = runtime::oracle_engine(
-                  model_geometry::preset("tiny-dense").value())
-                  .prefill("ns", token_seq{1, 2, 3});
+  auto expect =
+    runtime::oracle_engine(model_geometry::preset("tiny-dense").value())
+      .prefill("ns", token_seq{1, 2, 3});
   auto want = flatten(expect.layers[2].segments);
   BOOST_TEST(buffer::live_count() == before + 1 + 4); // kept + expect's 4
   BOOST_REQUIRE(kept.length == want.size());
@@ -176,9 +176,13 @@ BOOST_AUTO_TEST_CASE(validate_rejects_lengths_that_disagree_with_geometry) {
   auto err = l.validate();
   BOOST_REQUIRE(err);
   BOOST_TEST(code_of(err) == ec::invalid_argument);
-  entry e{"ns", {1, 2, 3}, {layer_state::kv(8, 4, {view::of(
-                                              counting_buffer(32))})}, {}, {}};
-  BOOST_TEST(describe(e.validate()).find("encodes 4 tokens") != std::string::npos);
+  entry e{"ns",
+          {1, 2, 3},
+          {layer_state::kv(8, 4, {view::of(counting_buffer(32))})},
+          {},
+          {}};
+  BOOST_TEST(describe(e.validate()).find("encodes 4 tokens")
+             != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(geometry_presets_have_their_real_per_token_sizes) {
@@ -210,4 +214,24 @@ BOOST_AUTO_TEST_CASE(projected_bytes_follow_each_kind) {
   auto qwen = model_geometry::preset("qwen3-next-80b-a3b").value();
   BOOST_TEST(qwen.projected_bytes(10, 0) - qwen.projected_bytes(0, 0)
              == 12ull * 10 * 2 * 2 * 256 * 2);
+}
+
+BOOST_AUTO_TEST_CASE(an_object_layer_makes_the_entry_exact_only) {
+  entry e{"ns",
+          {1, 2, 3},
+          {layer_state::kv(8, 3, {view::of(counting_buffer(24))}),
+           layer_state::object({view::of(counting_buffer(10))})},
+          {},
+          {}};
+  BOOST_TEST(!e.validate());
+  BOOST_TEST(e.can_trim_to(3));
+  BOOST_TEST(!e.can_trim_to(2));
+  BOOST_TEST(!e.trimmable());
+  auto same = e.trimmed(3);
+  BOOST_REQUIRE(same);
+  BOOST_TEST(same->layers[1].segments[0].buf.get()
+             == e.layers[1].segments[0].buf.get());
+  BOOST_TEST(!e.trimmed(2));
+  token_seq longer{1, 2, 3, 4};
+  BOOST_TEST(usable_prefix(e, longer).value() == 3u);
 }

@@ -1,0 +1,262 @@
+#include "messages/carrier.hpp"
+
+#include "messages/assert.hpp"
+#include "messages/sealed.hpp"
+#include "messages/walk.hpp"
+
+#include <capnp/dynamic.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <cstdio>
+#include <limits>
+
+namespace kvtier::msg {
+
+namespace detail {
+
+/// What every copy of a carrier shares. Built completely before it is
+/// shared, never changed afterwards.
+struct frame {
+  buffer_ref words;
+  std::vector<view> sides;
+  capnp::StructSchema schema;
+  std::unique_ptr<capnp::FlatArrayMessageReader> reader;
+  capnp::AnyPointer::Reader body;
+  uint64_t root_type = 0;
+};
+
+} // namespace detail
+
+namespace {
+
+using detail::frame;
+
+kj::ArrayPtr<const capnp::word> word_span(const buffer& b) {
+  return {reinterpret_cast<const capnp::word*>(b.data()),
+          b.size() / sizeof(capnp::word)};
+}
+
+/// Shares a Cap'n Proto word array as a buffer (no copy).
+buffer_ref share_words(kj::Array<capnp::word> words) {
+  auto holder = std::make_shared<kj::Array<capnp::word>>(kj::mv(words));
+  auto bytes = holder->asBytes();
+  return buffer::adopt(reinterpret_cast<const std::byte*>(bytes.begin()),
+                       bytes.size(), [holder]() mutable { holder.reset(); });
+}
+
+/// A frame over `words`, which must hold a well-formed envelope (built
+/// here, or checked by `decode`). Its reader never runs out of traversal
+/// budget: the message was bounded before.
+std::shared_ptr<const frame> make_frame(buffer_ref words,
+                                        std::vector<view> sides,
+                                        capnp::StructSchema schema,
+                                        int nesting) {
+  auto f = std::make_shared<frame>();
+  f->words = std::move(words);
+  f->sides = std::move(sides);
+  f->schema = schema;
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = std::numeric_limits<uint64_t>::max();
+  options.nestingLimit = nesting;
+  f->reader = std::make_unique<capnp::FlatArrayMessageReader>(
+    word_span(*f->words), options);
+  auto env = f->reader->getRoot<Envelope>();
+  f->root_type = env.getRootType();
+  f->body = env.getBody();
+  return f;
+}
+
+std::string hex(uint64_t x) {
+  char out[24];
+  std::snprintf(out, sizeof out, "0x%016llx",
+                static_cast<unsigned long long>(x));
+  return out;
+}
+
+caf::error malformed(std::string what) {
+  return make_error(ec::malformed_message, std::move(what));
+}
+
+/// Cap'n Proto reports limit breaches as plain exceptions: tell them apart
+/// by their (stable, documented) descriptions.
+caf::error from_exception(const kj::Exception& e) {
+  std::string text = e.getDescription().cStr();
+  if (text.find("traversal limit") != std::string::npos
+      || text.find("too deeply-nested") != std::string::npos)
+    return make_error(ec::message_limit_exceeded, text);
+  return malformed(text);
+}
+
+/// The envelope checks and the full walk, under `limits`.
+caf::error check_flat(const buffer& flat, capnp::StructSchema root,
+                      const reader_limits& limits) {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = limits.traversal_words;
+  options.nestingLimit = limits.nesting;
+  auto words = word_span(flat);
+  capnp::FlatArrayMessageReader reader{words, options};
+  if (reader.getEnd() != words.end())
+    return malformed(std::to_string((words.end() - reader.getEnd()) * 8)
+                     + " bytes follow the message");
+  auto env = reader.getRoot<Envelope>();
+  // The 64-bit type tag first: bytes that are no kvtier message at all
+  // fail here, not as a plausible protocol mismatch.
+  auto want = root.getProto().getId();
+  if (env.getRootType() != want)
+    return malformed("the message holds type " + hex(env.getRootType())
+                     + ", expected " + root.getShortDisplayName().cStr() + " ("
+                     + hex(want) + ")");
+  if (env.getProtocol() != PROTOCOL_VERSION)
+    return make_error(ec::incompatible_format,
+                      "protocol " + std::to_string(env.getProtocol())
+                        + ", this build reads "
+                        + std::to_string(PROTOCOL_VERSION));
+  if (env.getBody().isNull())
+    return malformed("the envelope has no body");
+  return detail::check_tree(env.getBody().getAs<capnp::DynamicStruct>(root),
+                            {});
+}
+
+} // namespace
+
+uint64_t carrier::root_type() const noexcept {
+  return frame_ ? frame_->root_type : 0;
+}
+
+std::string carrier::root_name() const {
+  return frame_ ? frame_->schema.getShortDisplayName().cStr() : "";
+}
+
+const std::vector<view>& carrier::sides() const noexcept {
+  static const std::vector<view> none;
+  return frame_ ? frame_->sides : none;
+}
+
+bool carrier::has_side_buffers() const noexcept {
+  return frame_ && !frame_->sides.empty();
+}
+
+const buffer_ref& carrier::words() const noexcept {
+  static const buffer_ref none;
+  return frame_ ? frame_->words : none;
+}
+
+capnp::AnyPointer::Reader carrier::body() const {
+  KVTIER_ASSERT(frame_ != nullptr);
+  return frame_->body;
+}
+
+caf::expected<view> carrier::payload(Payload::Reader p) const {
+  KVTIER_ASSERT(frame_ != nullptr);
+  if (auto err = detail::check_payload(p, frame_->sides, "payload"))
+    return err;
+  if (p.isSide())
+    return frame_->sides[p.getSide()];
+  auto d = p.getData();
+  if (d.size() == 0)
+    return view{frame_->words, 0, 0};
+  auto* base = reinterpret_cast<const kj::byte*>(frame_->words->data());
+  KVTIER_ASSERT(d.begin() >= base && d.end() <= base + frame_->words->size());
+  return view{frame_->words, static_cast<uint64_t>(d.begin() - base), d.size()};
+}
+
+caf::expected<buffer_ref> carrier::to_flat() const {
+  KVTIER_ASSERT(frame_ != nullptr);
+  if (frame_->sides.empty())
+    return frame_->words;
+  uint64_t want = frame_->words->size() / 8 + 64;
+  for (auto& s : frame_->sides)
+    want += (s.length + 7) / 8 + 1;
+  want = std::min<uint64_t>(want, std::numeric_limits<uint32_t>::max());
+  try {
+    capnp::MallocMessageBuilder out{static_cast<unsigned>(want)};
+    out.setRoot(frame_->reader->getRoot<Envelope>());
+    auto body = out.getRoot<Envelope>().getBody();
+    auto dyn = body.getAs<capnp::DynamicStruct>(frame_->schema);
+    if (auto err = detail::inline_payloads(dyn, frame_->sides))
+      return err;
+    return share_words(capnp::messageToFlatArray(out));
+  } catch (const kj::Exception& e) {
+    return from_exception(e);
+  }
+}
+
+caf::expected<std::shared_ptr<const frame>>
+carrier::decode(buffer_ref flat, capnp::StructSchema root,
+                const reader_limits& limits) {
+  if (!flat || flat->size() == 0)
+    return malformed("no bytes");
+  if (flat->size() % sizeof(capnp::word) != 0)
+    return malformed(std::to_string(flat->size())
+                     + " bytes are not whole 8-byte words (truncated?)");
+  if (flat->size() / sizeof(capnp::word) > limits.traversal_words)
+    return make_error(ec::message_limit_exceeded,
+                      std::to_string(flat->size()) + " bytes exceed the "
+                        + "reader's traversal limit of "
+                        + std::to_string(limits.traversal_words) + " words");
+  if (reinterpret_cast<uintptr_t>(flat->data()) % alignof(capnp::word) != 0)
+    flat = buffer::copy_of(flat->bytes());
+  try {
+    if (auto err = check_flat(*flat, root, limits))
+      return err;
+    return make_frame(std::move(flat), {}, root, limits.nesting);
+  } catch (const kj::Exception& e) {
+    return from_exception(e);
+  }
+}
+
+draft_base::draft_base(capnp::StructSchema root)
+  : root_(root) {
+  auto env = builder_.initRoot<Envelope>();
+  env.setRootType(root.getProto().getId());
+  env.setProtocol(PROTOCOL_VERSION);
+}
+
+capnp::AnyPointer::Builder draft_base::body() {
+  return builder_.getRoot<Envelope>().getBody();
+}
+
+uint32_t draft_base::add_side(view v) {
+  KVTIER_ASSERT(!sealed_);
+  KVTIER_ASSERT(sides_.size() < std::numeric_limits<uint32_t>::max());
+  sides_.push_back(std::move(v));
+  return static_cast<uint32_t>(sides_.size() - 1);
+}
+
+void draft_base::set_payload(Payload::Builder p, view v) {
+  p.setLength(v.length);
+  p.setSide(add_side(std::move(v)));
+}
+
+std::shared_ptr<const frame> draft_base::seal_frame() {
+  KVTIER_ASSERT(!sealed_);
+  sealed_ = true;
+  auto words = share_words(capnp::messageToFlatArray(builder_));
+  /// Built here, so trusted: Cap'n Proto's default nesting bound suffices.
+  return make_frame(std::move(words), std::move(sides_), root_,
+                    capnp::ReaderOptions{}.nestingLimit);
+}
+
+caf::error save_flat(const carrier& x, std::string& bytes) {
+  if (!x.valid())
+    return make_error(ec::invalid_argument, "cannot serialize an empty "
+                                            "carrier");
+  if (x.has_side_buffers())
+    return make_error(ec::invalid_argument,
+                      x.root_name() + " holds side buffers, which never "
+                        + "leave the process: send to_flat() bytes as a "
+                        + "chunked transfer");
+  auto& w = x.words();
+  bytes.assign(reinterpret_cast<const char*>(w->data()), w->size());
+  return {};
+}
+
+std::string to_string(const carrier& x) {
+  if (!x.valid())
+    return "sealed(empty)";
+  return "sealed<" + x.root_name() + ">(" + std::to_string(x.words()->size())
+         + " bytes, " + std::to_string(x.sides().size()) + " side buffers)";
+}
+
+} // namespace kvtier::msg

@@ -1,0 +1,357 @@
+# Messages between the engine-facing API (runtime/) and the cache_service
+# facade actor, one request/reply pair per call of DESIGN.md section 2, plus
+# the put-observer event. Owned by messages/.
+#
+# State rides as `Entry` values whose payloads are side-buffer references
+# in-process. Failures of a whole call travel as CAF errors (kvtier::ec);
+# `Error` fields below carry detail inside replies that otherwise succeed.
+@0x9660d2da5dd30441;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("kvtier::msg");
+
+using Common = import "common.capnp";
+using Entry = Common.Entry;
+using EntryKey = Common.EntryKey;
+using Error = Common.Error;
+using RequestIdentity = Common.RequestIdentity;
+using Tier = Common.Tier;
+
+struct PeekPrefix {
+  # Longest prefix of `prompt` held in RAM under `ns`; takes nothing.
+  ns @0 :Text;
+  prompt @1 :List(UInt32);
+}
+
+struct PeekPrefixReply {
+  tokens @0 :UInt64;       # usable prefix length in RAM; 0 when none
+}
+
+struct AcquireState {
+  # The request's checkpoint, else its longest usable prefix, else fresh.
+  request @0 :RequestIdentity;
+}
+
+struct AcquireStateReply {
+  source @0 :Tier;         # where the state came from; none: fresh
+  usableTokens @1 :UInt64; # prompt tokens the state covers
+  entry @2 :Entry;         # the lent state, trimmed to usableTokens
+}
+
+enum PutOutcome {
+  kept @0;                 # stored as a new entry
+  replaced @1;             # stored, replacing the entry with the same key
+  droppedOverCap @2;       # larger than the whole cap: spilled, then dropped
+  droppedByPolicy @3;      # the retention policy declined it
+  droppedClosed @4;        # the service is closing or closed
+}
+
+struct PublishState {
+  # The engine offers state covering `tokens` for reuse.
+  request @0 :RequestIdentity;
+  entry @1 :Entry;         # ns, tokens and layers of the offered state
+}
+
+struct PublishStateReply {
+  kept @0 :Bool;           # whether the cache holds the state now
+  outcome @1 :PutOutcome;  # why
+  superseded @2 :UInt32;   # prefix-ancestors removed without spill
+}
+
+struct WouldKeep {
+  # Whether state this request would publish could be kept (keeps()).
+  request @0 :RequestIdentity;
+}
+
+struct WouldKeepReply {
+  keeps @0 :Bool;
+}
+
+struct AdmitRequest {
+  # Hold the request's projected KV bytes now, or say it must wait.
+  request @0 :RequestIdentity;
+  queue @1 :Bool;          # true: wait in arrival order; the reply comes
+                           # once admitted (an awaitable admit, never false)
+}
+
+struct AdmitRequestReply {
+  union {
+    admitted @0 :Bool;     # true: bytes held until release; false: wait
+    never @1 :Error;       # position_limit_exceeded or over_budget
+  }
+  projectedBytes @2 :UInt64; # the request's projected KV bytes
+  availableBytes @3 :UInt64; # budget left before this decision
+}
+
+struct FitsRequest {
+  # Whether AdmitRequest would admit now; holds nothing.
+  request @0 :RequestIdentity;
+}
+
+struct FitsRequestReply {
+  union {
+    fits @0 :Bool;
+    never @1 :Error;       # as in AdmitRequestReply
+  }
+  projectedBytes @2 :UInt64;
+  availableBytes @3 :UInt64;
+}
+
+struct ReleaseRequest {
+  # The request is done: return its budget, settle its checkpoints.
+  request @0 :RequestIdentity;
+  completed @1 :Bool;      # true removes its checkpoints, false keeps them
+}
+
+struct ReleaseRequestReply {
+  releasedBytes @0 :UInt64;       # 0 when the request held nothing
+  checkpointsRemoved @1 :UInt32;
+  checkpointsKept @2 :UInt32;
+}
+
+struct SaveCheckpoint {
+  # A resumable point of the request's generation; the cache owns it.
+  request @0 :RequestIdentity;
+  entry @1 :Entry;         # prompt + generated tokens so far, and state
+}
+
+struct SaveCheckpointReply {
+  kept @0 :Bool;           # false: disposed (e.g. over the cap, closed)
+  tokens @1 :UInt64;       # tokens the newest kept checkpoint covers
+}
+
+struct CloseSession {
+  # Drop a session's affinity; reusable state stays.
+  session @0 :Text;
+}
+
+struct CloseSessionReply {
+  unprotected @0 :UInt32;  # entries that lost session protection
+}
+
+struct PrefetchPrefix {
+  # Start cold reads for a prompt while its request is being prepared.
+  ns @0 :Text;
+  prompt @1 :List(UInt32);
+  session :union {
+    none @2 :Void;
+    id @3 :Text;
+  }
+}
+
+struct PrefetchPrefixReply {
+  leaseId @0 :UInt64;      # ends the interest via ReleasePrefetch
+  readsStarted @1 :UInt32; # new reads this prefetch started
+  readsJoined @2 :UInt32;  # in-flight reads it joined (coalesced)
+  tokens @3 :UInt64;       # longest prefix the reads will restore
+}
+
+struct ReleasePrefetch {
+  # End a prefetch's interest (the lease's release or its cancellation).
+  leaseId @0 :UInt64;
+}
+
+struct ReleasePrefetchReply {
+  released @0 :Bool;       # false: unknown or already released lease
+}
+
+struct DurabilityResult {
+  # Evidence of what flush or close made durable.
+  durable @0 :Bool;        # everything kept is on storage
+  pending @1 :UInt64;      # writes still in flight
+  dropped @2 :UInt64;      # entries that could not be stored (no room)
+  failed @3 :UInt64;       # writes that failed
+  entries @4 :UInt64;      # durable entries
+  longestDurablePrefix @5 :UInt64; # tokens of the longest durable entry
+  errors @6 :List(Error);  # distinct failures, for the operator
+}
+
+struct FlushState {
+  # Make every kept prefix and checkpoint durable as far as storage allows.
+  unused @0 :Void;
+}
+
+struct FlushStateReply {
+  result @0 :DurabilityResult;
+}
+
+struct CloseService {
+  # After every request drained: flush, then clear. Idempotent.
+  unused @0 :Void;
+}
+
+struct CloseServiceReply {
+  result @0 :DurabilityResult;
+  alreadyClosed @1 :Bool;  # an earlier close produced `result`
+}
+
+struct DemoteIdle {
+  # Make entries unused for idleMs durable, then drop them from RAM.
+  idleMs @0 :UInt64;
+}
+
+struct DemoteIdleReply {
+  demoted @0 :UInt64;      # entries that left RAM; 0 without a cold tier
+}
+
+struct StopIdleDemotion {
+  # Stop idle demotion ahead of a drain; state stays.
+  unused @0 :Void;
+}
+
+struct StopIdleDemotionReply {
+  stopped @0 :Bool;        # false: it was not running
+}
+
+struct RelievePressure {
+  # Release LRU entries (finishing their SSD writes) until RAM holds at
+  # most targetBytes; the engine repeats while its memory check fails.
+  targetBytes @0 :UInt64;
+}
+
+struct RelievePressureReply {
+  released @0 :UInt64;     # entries released
+  releasedBytes @1 :UInt64;
+  heldBytes @2 :UInt64;    # RAM bytes held afterwards
+}
+
+struct ReclaimAtBoundary {
+  # An execution boundary passed: give optional snapshots back. No I/O.
+  targetBytes @0 :UInt64;  # bytes the engine would like back
+}
+
+struct ReclaimAtBoundaryReply {
+  released @0 :UInt64;     # optional snapshots released
+  releasedBytes @1 :UInt64;
+}
+
+struct ReadStats {
+  unused @0 :Void;
+}
+
+struct ReadStatsReply {
+  # Pending persistence.
+  pendingSnapshots @0 :UInt64;       # prefix snapshots not yet durable
+  pendingSpills @1 :UInt64;          # spill writes in flight
+  pendingCheckpointWrites @2 :UInt64;
+}
+
+struct IoCounters {
+  tier @0 :Tier;
+  reads @1 :UInt64;
+  writes @2 :UInt64;
+  bytesRead @3 :UInt64;
+  bytesWritten @4 :UInt64;
+  failures @5 :UInt64;
+}
+
+struct RamCounters {
+  # Mirrors the RAM tier's counters (tiers/ram_types.hpp).
+  entries @0 :UInt64;
+  bytes @1 :UInt64;        # shared buffers counted once
+  capBytes @2 :UInt64;
+  hits @3 :UInt64;         # lookups that lent a prefix (RAM candidacy only)
+  misses @4 :UInt64;
+  sessionHits @5 :UInt64;  # lookups naming a session, served from it
+  sessionMisses @6 :UInt64;
+  prefixScans @7 :UInt64;  # index walks (lookups and peeks)
+  evictions @8 :UInt64;    # over the cap or for pressure relief
+  supersessions @9 :UInt64; # ancestors removed by a trimmable newcomer
+  replacements @10 :UInt64; # puts replacing the same key
+  oversize @11 :UInt64;    # puts larger than the whole cap
+  observerErrors @12 :UInt64; # put observers that threw (contained)
+}
+
+struct SsdCounters {
+  # Mirrors the SSD tier's counters (tiers/ssd/ssd_stats.hpp).
+  files @0 :UInt64;
+  fileBytes @1 :UInt64;
+  capBytes @2 :UInt64;
+  queueItems @3 :UInt64;   # writes waiting in the write-behind queue
+  queueBytes @4 :UInt64;
+  writesOk @5 :UInt64;
+  writesFailed @6 :UInt64;
+  writeNoSpace @7 :UInt64;
+  dropped @8 :UInt64;      # spills dropped over the queue cap
+  superseded @9 :UInt64;   # queued writes replaced by a newer one
+  rejectedTooLarge @10 :UInt64;
+  evicted @11 :UInt64;     # files removed over the byte cap
+  restoresOk @12 :UInt64;  # cold restores (counted here, not as RAM hits)
+  restoresFailed @13 :UInt64;
+  coalesced @14 :UInt64;   # restores that joined a read in flight
+  cancelled @15 :UInt64;   # reads whose last interest ended first
+  corruptRemoved @16 :UInt64; # files dropped as corrupt at scan or read
+}
+
+struct SessionCounters {
+  open @0 :UInt64;
+  protectedEntries @1 :UInt64;
+  closed @2 :UInt64;
+}
+
+struct ObjectCounters {
+  entries @0 :UInt64;
+  bytes @1 :UInt64;
+  hits @2 :UInt64;
+  misses @3 :UInt64;
+}
+
+struct AdmissionCounters {
+  admitted @0 :UInt64;     # requests that started holding bytes
+  refused @1 :UInt64;      # admit answers "wait"
+  errors @2 :UInt64;       # requests that could never be admitted
+  released @3 :UInt64;     # requests that gave their bytes back
+  waiting @4 :UInt64;      # requests queued right now
+  heldBytes @5 :UInt64;
+  holders @6 :UInt64;      # requests holding bytes right now
+  budgetBytes @7 :UInt64;
+}
+
+struct ReadReport {
+  unused @0 :Void;
+}
+
+struct ReadReportReply {
+  ram @0 :RamCounters;
+  ssd @1 :SsdCounters;
+  sessions @2 :SessionCounters;
+  objects @3 :ObjectCounters;
+  demotions @4 :UInt64;    # entries demoted by idle demotion
+  admission @5 :AdmissionCounters;
+  io @6 :List(IoCounters); # one per tier doing I/O
+}
+
+struct ListSavedPrefixes {
+  # The token prefixes on SSD, from file headers only.
+  unused @0 :Void;
+}
+
+struct ListSavedPrefixesReply {
+  prefixes @0 :List(EntryKey);
+}
+
+struct PutEvent {
+  # To the put observer: a put succeeded (observers cannot undo it).
+  key @0 :EntryKey;
+}
+
+struct PutObject {
+  # An exact tensor object (encoder output) under the same budget; the key
+  # names it exactly (the engine folds model and inputs into it).
+  object @0 :Common.StoredObject;
+}
+
+struct PutObjectReply {
+  kept @0 :Bool;           # false: larger than the whole cap
+}
+
+struct GetObject {
+  key @0 :Text;
+}
+
+struct GetObjectReply {
+  union {
+    missing @0 :Void;
+    object @1 :Common.StoredObject;
+  }
+}

@@ -1,0 +1,126 @@
+# Messages between the cache_service facade and the tier actors (RAM, SSD,
+# checkpoints), and from the RAM tier to the SSD tier. Owned by messages/.
+#
+# The RAM tier never touches storage: eviction, demotion, snapshots and
+# checkpoint persistence all become SpillEntry orders to the SSD actor,
+# which replies when the write is durable or has failed.
+@0xe1f98df181ab373e;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("kvtier::msg");
+
+using Common = import "common.capnp";
+using Service = import "service.capnp";
+using Entry = Common.Entry;
+using EntryKey = Common.EntryKey;
+using Error = Common.Error;
+
+struct LendPrefix {
+  # Service -> RAM: lend zero-copy views of the best usable donor.
+  ns @0 :Text;
+  prompt @1 :List(UInt32);
+  betterThan @2 :UInt64;   # answer only a strictly longer usable prefix
+}
+
+struct LendPrefixReply {
+  usableTokens @0 :UInt64; # 0: no candidate
+  entry @1 :Entry;         # the donor trimmed to usableTokens
+}
+
+struct FindPrefix {
+  # Service -> SSD: the longest usable saved prefix, from the index only.
+  ns @0 :Text;
+  prompt @1 :List(UInt32);
+  betterThan @2 :UInt64;   # only strictly longer prefixes are candidates
+}
+
+struct FindPrefixReply {
+  usableTokens @0 :UInt64; # 0: no candidate
+  key @1 :EntryKey;        # the file's entry (may be longer than usable)
+}
+
+struct RestoreEntry {
+  # Service -> SSD: read a saved entry back into RAM-ready buffers.
+  key @0 :EntryKey;
+  usableTokens @1 :UInt64; # trim to this many tokens after the read
+  requestId @2 :UInt64;    # whose interest keeps the result resident
+}
+
+struct RestoreEntryReply {
+  union {
+    entry @0 :Entry;       # the restored state, trimmed to usableTokens
+    failed @1 :Error;      # not_found, corrupt_data, io_error...
+  }
+  coalesced @2 :Bool;      # joined a read already in flight
+}
+
+enum SpillReason {
+  spill @0;                # evicted over the RAM cap
+  demote @1;               # idle demotion
+  snapshot @2;             # prefix snapshot for durability (stays in RAM)
+  checkpoint @3;           # a generation checkpoint
+}
+
+struct SpillEntry {
+  # RAM -> SSD: write this item durably (temp, fsync, rename).
+  orderId @0 :UInt64;      # the RAM tier's id for this order
+  reason @1 :SpillReason;
+  item :union {
+    entry @2 :Entry;       # a prefix entry
+    object @3 :Common.StoredObject; # an exact tensor object
+  }
+  parent :union {
+    none @4 :Void;
+    key @5 :EntryKey;      # a file holding a shared prefix of the entry
+  }
+}
+
+enum SpillOutcome {
+  durable @0;              # written and fsynced
+  alreadyDurable @1;       # its file existed: nothing written
+  failed @2;               # the write failed (see error)
+  refused @3;              # larger than the SSD cap, or the tier is closed
+  dropped @4;              # the write-behind queue was full
+  superseded @5;           # a newer write of the same key replaced it
+}
+
+struct SpillEntryReply {
+  orderId @0 :UInt64;
+  outcome @1 :SpillOutcome;
+  error @2 :Error;         # code 0 unless failed or refused
+  fileBytes @3 :UInt64;    # bytes the file takes on storage
+}
+
+struct FindCheckpoint {
+  # Service -> checkpoints: the request's newest resumable generation.
+  request @0 :Common.RequestIdentity;
+}
+
+struct FindCheckpointReply {
+  union {
+    none @0 :Void;
+    entry @1 :Entry;       # prompt + generated tokens and their state
+  }
+  fromSsd @2 :Bool;        # found after a restart, read from storage
+}
+
+struct InstallEntry {
+  # Service -> RAM: place an entry that came from another tier (a restore
+  # from SSD, a fetch from a peer) so later requests find it in RAM.
+  entry @0 :Entry;
+  durable @1 :Bool;        # its SSD file exists: leaving RAM needs no write
+  interest @2 :UInt64;     # request or prefetch lease keeping it resident;
+                           # 0 for none
+}
+
+struct InstallEntryReply {
+  kept @0 :Bool;
+  outcome @1 :Service.PutOutcome;
+}
+
+struct SsdEvictEvent {
+  # SSD -> RAM: a file left the SSD tier (cap or corruption), so the RAM
+  # copy of that entry is no longer backed and must be written before it
+  # is dropped.
+  key @0 :EntryKey;
+}

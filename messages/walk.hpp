@@ -1,0 +1,41 @@
+// Schema-driven walks over a message body, used by the carrier only (not a
+// public API). Both follow the Cap'n Proto schema of the body, so a new
+// message type or field needs no code here.
+//
+// `check_tree` reads every field a reader could touch (every pointer, text,
+// enum and active union member) and checks every `Payload` against the
+// carrier's side views; run under a limited reader it turns any hostile
+// shape into an exception or an error before a handler sees the message.
+// `inline_payloads` replaces side references by inline Data in a copy that
+// is about to leave the process. Single-threaded; they may throw
+// kj::Exception, which the carrier catches.
+#pragma once
+
+#include "messages/buffer.hpp"
+#include "messages/common.capnp.h"
+
+#include <caf/error.hpp>
+#include <capnp/dynamic.h>
+
+#include <string>
+#include <vector>
+
+namespace kvtier::msg::detail {
+
+/// Checks one payload against `sides` (a side reference) or its own Data:
+/// the index must be in range and the lengths must agree. Errors are
+/// `malformed_message` prefixed with `path`.
+caf::error check_payload(Payload::Reader p, const std::vector<view>& sides,
+                         const std::string& path);
+
+/// Reads all of `body`; fails with `malformed_message` on an unknown enum
+/// value or union member, or a payload that disagrees with `sides`.
+caf::error check_tree(capnp::DynamicStruct::Reader body,
+                      const std::vector<view>& sides);
+
+/// Copies each side payload under `body` into inline Data. Fails with
+/// `message_limit_exceeded` for a payload larger than one Data can hold.
+caf::error inline_payloads(capnp::DynamicStruct::Builder body,
+                           const std::vector<view>& sides);
+
+} // namespace kvtier::msg::detail

@@ -1,0 +1,169 @@
+#include "runtime/config.hpp"
+
+#include "tiers/geometry.hpp"
+
+#include <caf/settings.hpp>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace kvtier::runtime {
+
+namespace {
+
+constexpr uint64_t KiB = 1024, MiB = KiB * 1024, GiB = MiB * 1024,
+                   TiB = GiB * 1024, PiB = TiB * 1024;
+
+caf::error out_of_range(const char* key, const std::string& value,
+                        const char* range) {
+  return make_error(ec::invalid_config, std::string{key} + " = " + value
+                                          + " is outside the accepted range "
+                                          + range);
+}
+
+caf::error check(const char* key, uint64_t v, uint64_t lo, uint64_t hi,
+                 const char* range) {
+  if (v < lo || v > hi)
+    return out_of_range(key, std::to_string(v), range);
+  return {};
+}
+
+/// The options each kvtier section declares (for refusing unknown keys).
+const std::map<std::string, std::set<std::string>>& known_keys() {
+  static const std::map<std::string, std::set<std::string>> m{
+    {"ram-tier", {"cap-bytes"}},
+    {"ssd-tier",
+     {"dir", "cap-bytes", "alignment", "write-behind-cap-bytes", "io-engine"}},
+    {"admission",
+     {"model", "model-scale", "kv-budget-bytes", "position-limit"}},
+    {"service", {"idle-demotion-ms", "checkpoint-every-tokens"}},
+  };
+  return m;
+}
+
+/// Section names in `ini` that CAF would ignore or kvtier does not know.
+caf::error check_sections(const std::string& ini) {
+  std::istringstream in(ini);
+  std::string line, section;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == ';')
+      continue;
+    if (line[first] == '[') {
+      section = line.substr(first + 1, line.find(']') - first - 1);
+      if (section.find('.') != std::string::npos)
+        return make_error(ec::invalid_config,
+                          "line " + std::to_string(n) + ": section [" + section
+                            + "] has a dot; use one level, e.g. ["
+                            + section.substr(section.rfind('.') + 1) + "]");
+      continue;
+    }
+    auto keys = known_keys().find(section);
+    if (keys == known_keys().end())
+      continue; // CAF's own sections ([scheduler], [middleman], ...)
+    auto key = line.substr(first, line.find('=') - first);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    if (keys->second.count(key) == 0)
+      return make_error(ec::invalid_config, "line " + std::to_string(n)
+                                              + ": unknown key " + section + "."
+                                              + key);
+  }
+  return {};
+}
+
+} // namespace
+
+caf::error service_options::validate() const {
+  if (auto e = check("ram-tier.cap-bytes", ram_cap_bytes, MiB, 16 * TiB,
+                     "1 MiB .. 16 TiB"))
+    return e;
+  if (auto e =
+        check("ssd-tier.cap-bytes", ssd_cap_bytes, MiB, PiB, "1 MiB .. 1 PiB"))
+    return e;
+  if (alignment < 512 || alignment > MiB || (alignment & (alignment - 1)))
+    return out_of_range("ssd-tier.alignment", std::to_string(alignment),
+                        "a power of two, 512 .. 1048576");
+  if (auto e = check("ssd-tier.write-behind-cap-bytes", write_behind_cap_bytes,
+                     MiB, TiB, "1 MiB .. 1 TiB"))
+    return e;
+  if (io_engine != "auto" && io_engine != "uring" && io_engine != "threads")
+    return out_of_range("ssd-tier.io-engine", "\"" + io_engine + "\"",
+                        "\"auto\", \"uring\" or \"threads\"");
+  if (auto g = tiers::model_geometry::preset(model, model_scale); !g)
+    return make_error(ec::invalid_config,
+                      "admission.model / admission.model-scale: "
+                        + describe(g.error()));
+  if (auto e = check("admission.kv-budget-bytes", kv_budget_bytes, MiB,
+                     16 * TiB, "1 MiB .. 16 TiB"))
+    return e;
+  if (auto e = check("admission.position-limit", position_limit, 1,
+                     uint64_t{1} << 24, "1 .. 16777216"))
+    return e;
+  if (auto e = check("service.idle-demotion-ms", idle_demotion_ms, 0,
+                     7ull * 24 * 3600 * 1000, "0 .. 604800000 (one week)"))
+    return e;
+  if (auto e = check("service.checkpoint-every-tokens", checkpoint_every_tokens,
+                     0, uint64_t{1} << 20, "0 .. 1048576"))
+    return e;
+  return {};
+}
+
+kvtier_config::kvtier_config() {
+  auto& o = options;
+  opt_group{custom_options_, "ram-tier"}.add(o.ram_cap_bytes, "cap-bytes",
+                                             "bytes of state kept in RAM");
+  opt_group{custom_options_, "ssd-tier"}
+    .add(o.ssd_dir, "dir", "SSD tier directory (empty: no cold tier)")
+    .add(o.ssd_cap_bytes, "cap-bytes", "bytes of entry files kept")
+    .add(o.alignment, "alignment", "payload alignment in entry files")
+    .add(o.write_behind_cap_bytes, "write-behind-cap-bytes",
+         "bytes of writes that may wait for the disk")
+    .add(o.io_engine, "io-engine", "auto, uring or threads");
+  opt_group{custom_options_, "admission"}
+    .add(o.model, "model", "geometry preset for projected bytes")
+    .add(o.model_scale, "model-scale", "scale of the preset's byte sizes")
+    .add(o.kv_budget_bytes, "kv-budget-bytes", "bytes admitted requests hold")
+    .add(o.position_limit, "position-limit", "max prompt + new tokens");
+  opt_group{custom_options_, "service"}
+    .add(o.idle_demotion_ms, "idle-demotion-ms", "0: off")
+    .add(o.checkpoint_every_tokens, "checkpoint-every-tokens", "0: none");
+  register_error_category(*this);
+}
+
+caf::error kvtier_config::load(int argc, char** argv,
+                               const std::string& ini_text) {
+  if (auto err = check_sections(ini_text))
+    return err;
+  std::istringstream ini(ini_text);
+  if (auto err = parse(argc, argv, ini))
+    return make_error(ec::invalid_config,
+                      "cannot parse the configuration: " + to_string(err));
+  return options.validate();
+}
+
+caf::error kvtier_config::load(int argc, char** argv) {
+  std::string path;
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    std::string_view a{argv[i]};
+    if (i > 0 && a.substr(0, 14) == "--config-file=")
+      path = std::string{a.substr(14)};
+    else
+      rest.push_back(argv[i]);
+  }
+  if (path.empty())
+    return load(static_cast<int>(rest.size()), rest.data(),
+                embedded_default_config());
+  std::ifstream in(path);
+  if (!in)
+    return make_error(ec::invalid_config,
+                      "cannot read configuration file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return load(static_cast<int>(rest.size()), rest.data(), text.str());
+}
+
+} // namespace kvtier::runtime

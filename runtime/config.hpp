@@ -1,0 +1,65 @@
+// kvtier's configuration: CAF's config file format (INI, one level of
+// sections) with command-line overrides (`--section.key=value`), read into
+// one plain `service_options` value and validated before anything starts.
+//
+// Policy: every invalid value is refused at start with an `ec::invalid_config`
+// error naming the key and the accepted range; an unknown key inside one of
+// kvtier's sections, and a dotted section such as [kvtier.ram-tier] (which
+// CAF would silently ignore), are refused too. Defaults live in
+// conf/kvtier.conf, which is compiled in as the embedded default.
+//
+// A `kvtier_config` is used by one thread while loading; afterwards the
+// options are plain values to copy anywhere.
+#pragma once
+
+#include "messages/error.hpp"
+
+#include <caf/actor_system_config.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace kvtier::runtime {
+
+/// Every kvtier option (see conf/kvtier.conf for meanings and ranges).
+struct service_options {
+  // [ram-tier]
+  uint64_t ram_cap_bytes = 2ull << 30;
+  // [ssd-tier]
+  std::string ssd_dir;
+  uint64_t ssd_cap_bytes = 16ull << 30;
+  uint64_t alignment = 4096;
+  uint64_t write_behind_cap_bytes = 512ull << 20;
+  std::string io_engine = "auto";
+  // [admission]
+  std::string model = "llama-3.1-8b";
+  double model_scale = 1.0 / 64;
+  uint64_t kv_budget_bytes = 4ull << 30;
+  uint64_t position_limit = 131072;
+  // [service]
+  uint64_t idle_demotion_ms = 0;
+  uint64_t checkpoint_every_tokens = 0;
+
+  /// Checks every value against its accepted range.
+  caf::error validate() const;
+};
+
+/// The CAF actor system configuration with kvtier's options declared.
+class kvtier_config : public caf::actor_system_config {
+public:
+  kvtier_config();
+
+  /// Parses `ini_text` then the command line (which wins), then validates.
+  caf::error load(int argc, char** argv, const std::string& ini_text);
+
+  /// `load` with the embedded default, or the file named by
+  /// `--config-file=FILE` on the command line.
+  caf::error load(int argc, char** argv);
+
+  service_options options;
+};
+
+/// conf/kvtier.conf as compiled into the program.
+const char* embedded_default_config();
+
+} // namespace kvtier::runtime

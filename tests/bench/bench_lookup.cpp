@@ -1,0 +1,369 @@
+// bench_lookup: longest-usable-prefix lookup time of the radix prefix index
+// against the number of stored entries and the prompt length, next to the
+// naive linear scan over the same entries (the seed's store) and a floor
+// pass (memcmp of the prompt against a copy of itself).
+//
+// Data (docs/ram-tier.md, "Benchmark"): one namespace of conversations.
+// 32 system prompts of 1k-3k random tokens; 8 long conversations of 64
+// turns of 2.5k tokens (~162k tokens each, an entry per turn: 512 entries)
+// so every prompt length has a deep path; the rest are filler
+// conversations of 4-16 turns of 32-256 tokens on a random system prompt,
+// an entry per turn. Three in four entries trim to any length (floor 0),
+// one in four is exact-only. The same generator feeds every size, so a
+// smaller set is a prefix of a larger one. A prompt of length L is the
+// first L - 64 tokens of a long conversation plus 64 fresh tokens; the 8
+// long conversations take turns so the caches see different paths.
+//
+// Usage: bench_lookup [--quick] [--json FILE]
+#include "tiers/prefix_index.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <malloc.h>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace kvtier::tiers;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int system_prompts = 32;
+constexpr int long_convs = 8;
+constexpr int long_turns = 64;
+constexpr int long_turn_tokens = 2500;
+constexpr int prompts_per_size = long_convs;
+constexpr int fresh_tail = 64;
+
+/// One stored entry: a prefix of a conversation (system prompt + turns).
+struct bench_entry {
+  uint32_t conv;
+  uint32_t len; // tokens, system prompt included
+  uint32_t floor;
+};
+
+struct conversation {
+  uint32_t system;
+  token_seq own; // tokens after the system prompt
+};
+
+struct dataset {
+  std::vector<token_seq> systems;
+  std::vector<conversation> convs;
+  std::vector<bench_entry> entries;
+};
+
+token_seq random_run(std::mt19937_64& rng, size_t n) {
+  token_seq t(n);
+  for (auto& x : t)
+    x = static_cast<token>(rng() % 128000);
+  return t;
+}
+
+void add_conv(dataset& d, std::mt19937_64& rng, uint32_t sys, int turns,
+              int min_turn, int max_turn, size_t max_entries) {
+  conversation c{sys, {}};
+  auto id = static_cast<uint32_t>(d.convs.size());
+  auto base = d.systems[sys].size();
+  for (int t = 0; t < turns && d.entries.size() < max_entries; ++t) {
+    auto n = min_turn + rng() % (max_turn - min_turn + 1);
+    auto more = random_run(rng, n);
+    c.own.insert(c.own.end(), more.begin(), more.end());
+    auto len = static_cast<uint32_t>(base + c.own.size());
+    d.entries.push_back({id, len, rng() % 4 == 0 ? len : 0});
+  }
+  d.convs.push_back(std::move(c));
+}
+
+dataset make_dataset(size_t entries) {
+  std::mt19937_64 rng(42);
+  dataset d;
+  for (int s = 0; s < system_prompts; ++s)
+    d.systems.push_back(random_run(rng, 1000 + rng() % 2001));
+  for (int c = 0; c < long_convs; ++c) {
+    add_conv(d, rng, c % system_prompts, long_turns, long_turn_tokens,
+             long_turn_tokens, entries);
+    for (auto i = d.entries.size() - long_turns; i < d.entries.size(); ++i)
+      d.entries[i].floor = 0; // long conversations trim (dense model)
+  }
+  while (d.entries.size() < entries)
+    add_conv(d, rng, rng() % system_prompts, 4 + rng() % 13, 32, 256, entries);
+  return d;
+}
+
+/// The whole key of conversation `c` (system prompt + own tokens).
+token_seq full_key(const dataset& d, uint32_t c) {
+  auto k = d.systems[d.convs[c].system];
+  k.insert(k.end(), d.convs[c].own.begin(), d.convs[c].own.end());
+  return k;
+}
+
+size_t lcp(const token* a, const token* b, size_t n) {
+  size_t i = 0;
+  while (i + 64 <= n && std::memcmp(a + i, b + i, 64 * sizeof(token)) == 0)
+    i += 64;
+  while (i < n && a[i] == b[i])
+    ++i;
+  return i;
+}
+
+/// The seed's way: every entry, compared with the prompt, one by one.
+struct linear_answer {
+  uint64_t length = 0;
+  uint32_t entry = 0;
+  bool needs_trim = false;
+};
+
+/// Over the first `n` entries of `d`.
+std::optional<linear_answer> linear_lookup(const dataset& d, size_t n_entries,
+                                           std::span<const token> pr) {
+  std::optional<linear_answer> best;
+  for (uint32_t i = 0; i < n_entries; ++i) {
+    auto& e = d.entries[i];
+    auto& c = d.convs[e.conv];
+    auto& sys = d.systems[c.system];
+    auto n = std::min<size_t>(e.len, pr.size());
+    auto m = lcp(sys.data(), pr.data(), std::min(n, sys.size()));
+    if (m == sys.size() && n > m)
+      m += lcp(c.own.data(), pr.data() + m, n - m);
+    auto p = std::min<uint64_t>(m, pr.size() - 1);
+    bool exact = p == e.len;
+    if (p == 0 || (!exact && p < e.floor))
+      continue;
+    // Later entries carry higher stamps: >= keeps the most recent.
+    if (!best || p > best->length
+        || (p == best->length && (exact || best->needs_trim)))
+      best = linear_answer{p, i, !exact};
+  }
+  return best;
+}
+
+template <class F>
+double ns_per_call(F&& f, double budget_s, int min_rounds) {
+  std::vector<double> rounds;
+  auto stop = clock_type::now() + std::chrono::duration<double>(budget_s);
+  f(); // warm
+  do {
+    auto t0 = clock_type::now();
+    f();
+    auto t1 = clock_type::now();
+    rounds.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
+  } while (static_cast<int>(rounds.size()) < min_rounds
+           || clock_type::now() < stop);
+  std::sort(rounds.begin(), rounds.end());
+  return rounds[rounds.size() / 2] / prompts_per_size; // median
+}
+
+struct row {
+  size_t entries;
+  size_t prompt_tokens;
+  double lookup_ns;
+  std::optional<double> linear_ns;
+  double floor_ns;
+  double bytes_per_token;
+  double bytes_per_token_heap;
+};
+
+} // namespace
+
+namespace {
+
+using index_t = prefix_index<uint32_t>;
+
+void build(index_t& ix, const dataset& d, size_t entries) {
+  token_seq key;
+  uint32_t conv = UINT32_MAX;
+  for (uint32_t i = 0; i < entries; ++i) {
+    auto& e = d.entries[i];
+    if (e.conv != conv) {
+      conv = e.conv;
+      key = full_key(d, conv);
+    }
+    ix.insert("bench", std::span{key}.first(e.len), i, e.floor);
+  }
+}
+
+std::vector<token_seq> make_prompts(const dataset& d, size_t len) {
+  std::mt19937_64 rng(len);
+  std::vector<token_seq> out;
+  for (uint32_t c = 0; c < prompts_per_size; ++c) {
+    auto k = full_key(d, c);
+    k.resize(len - fresh_tail);
+    auto tail = random_run(rng, fresh_tail);
+    k.insert(k.end(), tail.begin(), tail.end());
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+/// Checks the index against the scan (when given) and the data's shape.
+void check(const index_t& ix, const dataset& d, size_t n, const token_seq& pr,
+           bool against_scan) {
+  auto m = ix.longest_usable("bench", pr);
+  if (!m || m->length != pr.size() - fresh_tail) {
+    std::fprintf(stderr, "bench_lookup: unexpected answer for %zu tokens\n",
+                 pr.size());
+    std::exit(1);
+  }
+  if (!against_scan)
+    return;
+  auto l = linear_lookup(d, n, pr);
+  if (!l || l->length != m->length || l->entry != ix.handle(m->ref)
+      || l->needs_trim != m->needs_trim) {
+    std::fprintf(stderr,
+                 "bench_lookup: index and scan disagree on %zu tokens: "
+                 "index %u@%llu%s, scan %u@%llu%s\n",
+                 pr.size(), ix.handle(m->ref),
+                 static_cast<unsigned long long>(m->length),
+                 m->needs_trim ? "~" : "", l ? l->entry : 0,
+                 static_cast<unsigned long long>(l ? l->length : 0),
+                 l && l->needs_trim ? "~" : "");
+    std::exit(1);
+  }
+}
+
+void write_json(const std::string& file, const std::vector<row>& rows) {
+  std::ofstream out(file);
+  out << std::fixed << std::setprecision(1) << "[\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto& r = rows[i];
+    out << "  {\"entries\": " << r.entries
+        << ", \"prompt_tokens\": " << r.prompt_tokens
+        << ", \"lookup_ns\": " << r.lookup_ns << ", \"linear_ns\": ";
+    if (r.linear_ns)
+      out << *r.linear_ns;
+    else
+      out << "null";
+    out << ", \"floor_ns\": " << r.floor_ns
+        << ", \"index_bytes_per_token\": " << r.bytes_per_token << "}"
+        << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  out << "]\n";
+}
+
+volatile int sink;
+
+const std::vector<size_t> sizes{1000, 10000, 100000, 1000000};
+const std::vector<size_t> lens{1024, 8192, 32768, 131072};
+
+struct options {
+  size_t scan_limit; // entries up to which the linear scan runs
+  double budget_s;   // timing budget per measurement
+};
+
+/// Times the three passes for prompts of `len` tokens on `ix`.
+row measure(const index_t& ix, const dataset& d, size_t n, size_t len,
+            const options& o) {
+  auto prompts = make_prompts(d, len);
+  auto copies = prompts;
+  bool scan = n <= o.scan_limit;
+  for (auto& p : prompts)
+    check(ix, d, n, p, scan);
+  row r{n, len, 0, std::nullopt, 0, 0, 0};
+  r.lookup_ns = ns_per_call(
+    [&] {
+      for (auto& p : prompts)
+        sink = sink + static_cast<int>(ix.longest_usable("bench", p)->length);
+    },
+    o.budget_s, 5);
+  if (scan)
+    r.linear_ns = ns_per_call(
+      [&] {
+        for (auto& p : prompts)
+          sink = sink + static_cast<int>(linear_lookup(d, n, p)->length);
+      },
+      0, 3);
+  r.floor_ns = ns_per_call(
+    [&] {
+      for (size_t k = 0; k < prompts.size(); ++k)
+        sink = sink
+               + std::memcmp(prompts[k].data(), copies[k].data(),
+                             len * sizeof(token));
+    },
+    o.budget_s, 5);
+  return r;
+}
+
+/// Builds the index over the first `n` entries and measures every length.
+void run_size(const dataset& d, size_t n, const options& o,
+              std::vector<row>& rows) {
+  index_t ix;
+  auto heap0 = mallinfo2().uordblks;
+  auto t0 = clock_type::now();
+  build(ix, d, n);
+  auto build_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  auto heap = static_cast<double>(mallinfo2().uordblks - heap0);
+  auto tokens = static_cast<double>(ix.token_count());
+  for (auto len : lens) {
+    auto r = measure(ix, d, n, len, o);
+    r.bytes_per_token = static_cast<double>(ix.memory_bytes()) / tokens;
+    r.bytes_per_token_heap = heap / tokens;
+    rows.push_back(r);
+    char lin[32] = "skipped";
+    if (r.linear_ns)
+      std::snprintf(lin, sizeof lin, "%.0f", *r.linear_ns);
+    std::printf("%9zu %8zu %11.0f %13s %10.0f %7.2f %9.1f %9.1f %8.2f\n", n,
+                len, r.lookup_ns, lin, r.floor_ns, r.lookup_ns / r.floor_ns,
+                r.bytes_per_token, r.bytes_per_token_heap, build_s);
+    std::fflush(stdout);
+  }
+  double key_tokens = 0;
+  for (size_t i = 0; i < n; ++i)
+    key_tokens += d.entries[i].len;
+  std::printf("  %zu entries: %zu nodes, %.0f tree tokens (%.1f key tokens "
+              "per tree token), index %.1f MiB\n",
+              n, ix.node_count(), tokens, key_tokens / tokens,
+              static_cast<double>(ix.memory_bytes()) / (1 << 20));
+}
+
+/// Lookup time at the most entries over the fewest, per prompt length.
+void print_flatness(const std::vector<row>& rows) {
+  for (auto len : lens) {
+    double small = 0, big = 0;
+    for (auto& r : rows) {
+      if (r.prompt_tokens == len && r.entries == sizes.front())
+        small = r.lookup_ns;
+      if (r.prompt_tokens == len && r.entries == sizes.back())
+        big = r.lookup_ns;
+    }
+    std::printf("prompt %6zu: %zu entries / %zu entries = %.2fx\n", len,
+                sizes.back(), sizes.front(), big / small);
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string json;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--json" && i + 1 < argc) {
+      json = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: bench_lookup [--quick] [--json FILE]\n");
+      return 2;
+    }
+  }
+  // Quick: every size, but the scan only up to 100k and shorter rounds.
+  auto o = quick ? options{100000, 0.03} : options{sizes.back(), 0.25};
+  auto d = make_dataset(sizes.back());
+  std::vector<row> rows;
+  std::printf("%9s %8s %11s %13s %10s %7s %9s %9s %8s\n", "entries", "prompt",
+              "lookup_ns", "linear_ns", "floor_ns", "x_floor", "B/token",
+              "heap_B/t", "build_s");
+  for (auto n : sizes)
+    run_size(d, n, o, rows);
+  print_flatness(rows);
+  if (!json.empty())
+    write_json(json, rows);
+  return 0;
+}

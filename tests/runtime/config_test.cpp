@@ -1,0 +1,110 @@
+#define BOOST_TEST_MODULE runtime_config
+#include <boost/test/unit_test.hpp>
+
+#include "runtime/config.hpp"
+
+#include <fstream>
+#include <vector>
+
+using namespace kvtier;
+using kvtier::runtime::kvtier_config;
+
+namespace {
+
+/// Loads `ini` with command-line `args` (argv[0] added here).
+caf::error load(kvtier_config& cfg, const std::string& ini,
+                std::vector<std::string> args = {}) {
+  std::vector<char*> argv{const_cast<char*>("kvtier")};
+  for (auto& a : args)
+    argv.push_back(a.data());
+  return cfg.load(static_cast<int>(argv.size()), argv.data(), ini);
+}
+
+std::string error_text(const std::string& ini,
+                       std::vector<std::string> args = {}) {
+  kvtier_config cfg;
+  auto err = load(cfg, ini, std::move(args));
+  BOOST_REQUIRE(err);
+  BOOST_TEST(static_cast<ec>(err.code()) == ec::invalid_config);
+  return describe(err);
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(embedded_default_loads_and_validates) {
+  kvtier_config cfg;
+  auto err = load(cfg, runtime::embedded_default_config());
+  BOOST_TEST(!err, describe(err));
+  BOOST_TEST(cfg.options.ram_cap_bytes == 2ull << 30);
+  BOOST_TEST(cfg.options.ssd_dir == "demo-data/ssd");
+  BOOST_TEST(cfg.options.model == "llama-3.1-8b");
+  BOOST_TEST(cfg.options.model_scale == 1.0 / 64);
+  BOOST_TEST(caf::get_or(cfg, "scheduler.policy", caf::atom("none"))
+             == caf::atom("sharing"));
+}
+
+BOOST_AUTO_TEST_CASE(command_line_overrides_the_file) {
+  kvtier_config cfg;
+  auto err = load(cfg, runtime::embedded_default_config(),
+                  {"--ram-tier.cap-bytes=4194304", "--ssd-tier.dir=/x"});
+  BOOST_TEST(!err, describe(err));
+  BOOST_TEST(cfg.options.ram_cap_bytes == 4194304u);
+  BOOST_TEST(cfg.options.ssd_dir == "/x");
+}
+
+BOOST_AUTO_TEST_CASE(out_of_range_values_name_key_and_range) {
+  auto t = error_text("[ram-tier]\ncap-bytes=1000\n");
+  BOOST_TEST(contains(t, "ram-tier.cap-bytes = 1000"), t);
+  BOOST_TEST(contains(t, "1 MiB .. 16 TiB"), t);
+  t = error_text("[ssd-tier]\nalignment=3000\n");
+  BOOST_TEST(contains(t, "ssd-tier.alignment = 3000"), t);
+  BOOST_TEST(contains(t, "power of two"), t);
+  t = error_text("[ssd-tier]\nio-engine=\"fast\"\n");
+  BOOST_TEST(contains(t, "\"auto\", \"uring\" or \"threads\""), t);
+  t = error_text("[admission]\nmodel=\"gpt-9\"\n");
+  BOOST_TEST(contains(t, "unknown geometry preset 'gpt-9'"), t);
+  t = error_text("[admission]\nmodel-scale=2.0\n");
+  BOOST_TEST(contains(t, "outside (0, 1]"), t);
+  t = error_text("", {"--admission.position-limit=0"});
+  BOOST_TEST(contains(t, "admission.position-limit = 0"), t);
+}
+
+BOOST_AUTO_TEST_CASE(dotted_sections_and_unknown_keys_are_refused) {
+  auto t = error_text("[kvtier.ram-tier]\ncap-bytes=4194304\n");
+  BOOST_TEST(contains(t, "section [kvtier.ram-tier] has a dot"), t);
+  BOOST_TEST(contains(t, "[ram-tier]"), t);
+  t = error_text("[ram-tier]\ncapacity=4194304\n");
+  BOOST_TEST(contains(t, "line 2: unknown key ram-tier.capacity"), t);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_values_and_options_are_refused) {
+  auto t = error_text("", {"--ram-tier.cap-bytes=lots"});
+  BOOST_TEST(contains(t, "cannot parse"), t);
+  t = error_text("", {"--no-such-option=1"});
+  BOOST_TEST(contains(t, "no-such-option"), t);
+}
+
+BOOST_AUTO_TEST_CASE(config_file_flag_reads_another_file) {
+  auto path = std::string{"/tmp/kvtier_config_test.conf"};
+  {
+    std::ofstream out(path);
+    out << "[ram-tier]\ncap-bytes=8388608\n";
+  }
+  kvtier_config cfg;
+  std::string flag = "--config-file=" + path;
+  char* argv[] = {const_cast<char*>("kvtier"), flag.data()};
+  auto err = cfg.load(2, argv);
+  BOOST_TEST(!err, describe(err));
+  BOOST_TEST(cfg.options.ram_cap_bytes == 8388608u);
+  std::remove(path.c_str());
+  std::string missing = "--config-file=/nonexistent/kvtier.conf";
+  char* argv2[] = {const_cast<char*>("kvtier"), missing.data()};
+  kvtier_config cfg2;
+  auto err2 = cfg2.load(2, argv2);
+  BOOST_REQUIRE(err2);
+  BOOST_TEST(contains(describe(err2), "/nonexistent/kvtier.conf"));
+}

@@ -1,0 +1,119 @@
+// The trace readers must reproduce the figures ../shared/traces/README.md
+// publishes for each trace (computed there by an independent replay).
+#define BOOST_TEST_MODULE runtime_trace
+#include <boost/test/unit_test.hpp>
+
+#include "runtime/trace.hpp"
+
+#include <cmath>
+#include <fstream>
+
+using namespace kvtier;
+using namespace kvtier::runtime;
+
+namespace {
+
+const std::string traces =
+  std::string{KVTIER_SOURCE_DIR} + "/../shared/traces/";
+
+double round3(double x) {
+  return std::round(x * 1000.0) / 1000.0;
+}
+
+/// The error text of a failed load, "" otherwise (Boost evaluates messages
+/// even when the check passes).
+std::string why(const caf::expected<trace>& t) {
+  return t ? std::string{} : describe(t.error());
+}
+
+uint64_t sum_input(const trace& t) {
+  uint64_t n = 0;
+  for (auto& r : t.requests)
+    n += r.input_tokens;
+  return n;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(mooncake_conversation_matches_published_figures) {
+  auto t = load_trace(traces + "mooncake-fast25/conversation_trace.jsonl");
+  BOOST_REQUIRE_MESSAGE(t, why(t));
+  BOOST_TEST(to_string(t->format) == std::string{"mooncake"});
+  BOOST_TEST(t->requests.size() == 12031u);
+  BOOST_TEST(sum_input(*t) == 144793823u);
+  auto inf = infinite_cache_hits(*t);
+  BOOST_TEST(inf.referenced_blocks == 288500u);
+  BOOST_TEST(round3(inf.block_ratio()) == 0.366);
+  BOOST_TEST(round3(inf.token_ratio()) == 0.374);
+  BOOST_TEST(round3(lru_block_hits(*t, 1024).block_ratio()) == 0.045);
+  BOOST_TEST(round3(lru_block_hits(*t, 16384).block_ratio()) == 0.266);
+}
+
+BOOST_AUTO_TEST_CASE(mooncake_synthetic_matches_published_figures) {
+  auto t = load_trace(traces + "mooncake-fast25/synthetic_trace.jsonl");
+  BOOST_REQUIRE_MESSAGE(t, why(t));
+  BOOST_TEST(t->requests.size() == 3993u);
+  auto inf = infinite_cache_hits(*t);
+  BOOST_TEST(round3(inf.block_ratio()) == 0.640);
+  BOOST_TEST(round3(lru_block_hits(*t, 4096).block_ratio()) == 0.244);
+}
+
+BOOST_AUTO_TEST_CASE(weka_directory_merges_conversations) {
+  auto t = load_trace(traces + "kv-cache-tester-weka");
+  BOOST_REQUIRE_MESSAGE(t, why(t));
+  BOOST_TEST(to_string(t->format) == std::string{"weka"});
+  BOOST_TEST(t->block_size == 64u);
+  BOOST_TEST(t->requests.size() == 3878u);
+  BOOST_TEST(sum_input(*t) == 565515277u);
+  auto inf = infinite_cache_hits(*t);
+  BOOST_TEST(inf.referenced_blocks == 8834278u);
+  BOOST_TEST(round3(inf.block_ratio()) == 0.964);
+  BOOST_TEST(round3(lru_block_hits(*t, 16384).block_ratio()) == 0.512);
+  auto staggered = load_trace(traces + "kv-cache-tester-weka", {0, 600});
+  BOOST_TEST(round3(lru_block_hits(*staggered, 16384).block_ratio()) == 0.923);
+}
+
+BOOST_AUTO_TEST_CASE(azure_gives_lengths_and_no_shared_blocks) {
+  auto t = load_trace(traces
+                      + "azure-llm-inference-2023/"
+                        "AzureLLMInferenceTrace_code.csv");
+  BOOST_REQUIRE_MESSAGE(t, why(t));
+  BOOST_TEST(t->requests.size() == 8819u);
+  BOOST_TEST(sum_input(*t) == 18059974u);
+  BOOST_TEST(infinite_cache_hits(*t).hit_blocks == 0u);
+  BOOST_TEST(t->requests.back().arrival_s > 3400.0);
+}
+
+BOOST_AUTO_TEST_CASE(shared_blocks_expand_to_shared_prefixes) {
+  auto t =
+    load_trace(traces + "mooncake-fast25/conversation_trace.jsonl", {10, 0});
+  BOOST_REQUIRE(t);
+  BOOST_TEST(t->requests.size() == 10u);
+  auto& a = t->requests[0]; // blocks 0, 1, ...
+  auto& b = t->requests[1]; // blocks 0, 14, ...
+  auto pa = prompt_tokens(a, 512);
+  auto pb = prompt_tokens(b, 512);
+  BOOST_TEST(pa.size() == a.input_tokens);
+  BOOST_TEST(pb.size() == b.input_tokens);
+  BOOST_TEST(tiers::common_prefix(pa, pb) >= 512u);
+  BOOST_TEST(tiers::common_prefix(pa, pb) < 1024u);
+  BOOST_TEST(prompt_tokens(a, 512) == pa); // deterministic
+}
+
+BOOST_AUTO_TEST_CASE(malformed_traces_name_file_and_line) {
+  auto path = std::string{"/tmp/kvtier_bad_trace.jsonl"};
+  {
+    std::ofstream out(path);
+    out
+      << R"({"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [0]})"
+      << "\n{\"timestamp\": 1, \"input_length\": }\n";
+  }
+  auto t = load_trace(path);
+  BOOST_REQUIRE(!t);
+  BOOST_TEST(static_cast<ec>(t.error().code()) == ec::invalid_argument);
+  BOOST_TEST(describe(t.error()).find("kvtier_bad_trace.jsonl:2")
+               != std::string::npos,
+             describe(t.error()));
+  std::remove(path.c_str());
+  BOOST_TEST(!load_trace("/nonexistent/trace.jsonl"));
+}

@@ -1,0 +1,581 @@
+#define BOOST_TEST_MODULE tiers_ram_tier
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "check_helpers.hpp"
+#include "runtime/oracle.hpp"
+#include "tiers/geometry.hpp"
+#include "tiers/ram_tier.hpp"
+
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+
+using namespace kvtier;
+using namespace kvtier::tiers;
+using kvtier::testing::ok;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+
+const char* const families[] = {"tiny-dense", "tiny-window", "tiny-hybrid"};
+
+runtime::oracle_engine engine(const std::string& name,
+                              uint32_t attachment_bytes = 0) {
+  return runtime::oracle_engine(*model_geometry::preset(name),
+                                attachment_bytes);
+}
+
+/// `n` tokens: `base`, base + 1, ...
+token_seq run(size_t n, token base = 100) {
+  token_seq t(n);
+  std::iota(t.begin(), t.end(), base);
+  return t;
+}
+
+/// `a` followed by `b`.
+token_seq cat(token_seq a, const token_seq& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+put_result must_put(ram_tier& t, entry e, uint64_t now = 0,
+                    bool durable = false) {
+  auto r = t.put(std::move(e), now, durable);
+  if (!r)
+    BOOST_FAIL(describe(r.error()));
+  return std::move(*r);
+}
+
+std::set<uint64_t> buffer_ids(const entry& e) {
+  std::vector<buffer_ref> bufs;
+  collect_buffers(e, bufs);
+  std::set<uint64_t> out;
+  for (auto& b : bufs)
+    out.insert(b->id());
+  return out;
+}
+
+std::vector<token_seq> keys(const std::vector<spill_order>& v) {
+  std::vector<token_seq> out;
+  for (auto& s : v)
+    out.push_back(s.key.tokens);
+  return out;
+}
+
+} // namespace
+
+// Every family: the tier serves exactly what the reference definition
+// (usable_prefix) allows, byte for byte, without copying the donor.
+BOOST_DATA_TEST_CASE(lookups_serve_the_usable_prefix_zero_copy,
+                     bdata::make(families), family) {
+  auto eng = engine(family);
+  ram_tier t(1 << 24);
+  std::vector<entry> stored;
+  for (size_t n : {6, 12, 40}) {
+    stored.push_back(eng.prefill("ns", run(n)));
+    auto copy = stored.back();
+    must_put(t, std::move(copy));
+  }
+  for (size_t lcp : {1, 3, 6, 9, 12, 20, 39, 40}) {
+    for (size_t extra : {0, 1, 5}) {
+      auto prompt = cat(run(lcp), run(extra, 7));
+      std::optional<uint64_t> want;
+      for (auto& e : stored)
+        if (auto p = usable_prefix(e, prompt); p && (!want || *p > *want))
+          want = p;
+      auto live = buffer::live_count();
+      auto hit = t.lookup(prompt, "ns", std::nullopt, 1);
+      BOOST_TEST(buffer::live_count() == live, "lookups never copy bytes");
+      BOOST_TEST_CONTEXT(family << " lcp " << lcp << " extra " << extra) {
+        BOOST_TEST(hit.has_value() == want.has_value());
+        BOOST_TEST(t.peek_prefix_len(prompt, "ns") == want.value_or(0));
+        if (!hit || !want)
+          continue;
+        BOOST_TEST(hit->state.size() == *want);
+        BOOST_TEST(ok(eng.verify(hit->state)));
+        auto donor = std::find_if(stored.begin(), stored.end(), [&](auto& e) {
+          return e.size() == hit->donor_length;
+        });
+        for (auto id : buffer_ids(hit->state))
+          BOOST_TEST(buffer_ids(*donor).contains(id));
+      }
+    }
+  }
+  // Dense: 12 and then 40 supersede the shorter ones. Window: 40 has
+  // wrapped, so only 12 supersedes 6. Hybrid: nothing trims.
+  auto family_entries = std::map<std::string, uint64_t>{
+    {"tiny-dense", 1}, {"tiny-window", 2}, {"tiny-hybrid", 3}};
+  BOOST_TEST(t.counters().entries == family_entries.at(family));
+}
+
+BOOST_AUTO_TEST_CASE(many_lookups_share_one_donor) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(1 << 24);
+  must_put(t, eng.prefill("ns", run(32)));
+  auto bytes = t.bytes();
+  auto live = buffer::live_count();
+  std::vector<ram_hit> lent;
+  for (int i = 0; i < 10; ++i) {
+    auto hit = t.lookup(cat(run(20), {token(i)}), "ns", std::nullopt, i);
+    BOOST_REQUIRE(hit);
+    BOOST_TEST(ok(eng.verify(hit->state)));
+    lent.push_back(std::move(*hit));
+  }
+  BOOST_TEST(buffer::live_count() == live);
+  BOOST_TEST(t.bytes() == bytes);
+  BOOST_TEST(t.counters().entries == 1u);
+  BOOST_TEST(t.counters().hits == 10u);
+  t.clear();
+  BOOST_TEST(ok(eng.verify(lent.front().state)),
+             "lent views outlive the donor");
+}
+
+BOOST_AUTO_TEST_CASE(exact_duplicate_replaces_whatever_the_kinds) {
+  auto dense = engine("tiny-dense");
+  auto hybrid = engine("tiny-hybrid");
+  ram_tier t(1 << 24);
+  must_put(t, dense.prefill("ns", run(10)));
+  t.mark_durable({false, "ns", run(10)});
+  auto r = must_put(t, hybrid.prefill("ns", run(10)));
+  BOOST_TEST(r.replaced);
+  BOOST_TEST(t.counters().entries == 1u);
+  BOOST_TEST(t.counters().replacements == 1u);
+  auto hit = t.lookup(run(11), "ns", std::nullopt, 1);
+  BOOST_REQUIRE(hit);
+  BOOST_TEST(ok(hybrid.verify(hit->state)), "the newcomer serves");
+  BOOST_TEST(!t.lookup(cat(run(5), {1}), "ns", std::nullopt, 2),
+             "and it is exact-only now");
+  BOOST_TEST(t.bytes() == hybrid.geometry().bytes_at(10));
+  auto gone = t.remove({false, "ns", run(10)});
+  BOOST_TEST(gone->needs_spill, "a replacement is not known durable");
+}
+
+BOOST_DATA_TEST_CASE(trimmable_newcomer_supersedes_its_ancestors,
+                     bdata::make(families), family) {
+  auto eng = engine(family);
+  ram_tier t(1 << 24);
+  must_put(t, eng.prefill("ns", run(4)));
+  must_put(t, eng.prefill("other", run(4)));
+  auto hit = t.lookup(run(9), "ns", std::nullopt, 1);
+  BOOST_REQUIRE(hit);
+  auto ext = *eng.extend(hit->state, run(12)); // shares the donor's segments
+  bool trims = ext.trimmable();
+  auto r = must_put(t, std::move(ext));
+  BOOST_TEST(r.superseded == (trims ? 1u : 0u));
+  BOOST_TEST(r.evicted.empty(), "superseded entries are not spilled");
+  BOOST_TEST(t.contains("ns", run(4)) == !trims,
+             "an untrimmable newcomer leaves shorter ancestors alone");
+  BOOST_TEST(t.contains("other", run(4)), "other namespaces are untouched");
+  auto again = t.lookup(cat(run(4), {7}), "ns", std::nullopt, 2);
+  BOOST_REQUIRE(again);
+  BOOST_TEST(again->state.size() == 4u);
+  BOOST_TEST(again->donor_length == (trims ? 12u : 4u));
+  BOOST_TEST(ok(eng.verify(again->state)));
+}
+
+BOOST_AUTO_TEST_CASE(newcomer_keeps_ancestors_below_its_floor) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(1 << 24);
+  must_put(t, eng.prefill("ns", run(3)));
+  auto exact = eng.prefill("ns", run(8));
+  for (auto& l : exact.layers)
+    l.min_offset = 8; // exact-only: supersedes nothing
+  must_put(t, std::move(exact));
+  BOOST_TEST(t.contains("ns", run(3)));
+  auto e = eng.prefill("ns", run(12));
+  for (auto& l : e.layers)
+    l.min_offset = 6; // converted at 6: cannot stand in for 3 tokens
+  auto r = must_put(t, std::move(e));
+  BOOST_TEST(r.superseded == 1u);
+  BOOST_TEST(t.contains("ns", run(3)));
+  BOOST_TEST(!t.contains("ns", run(8)));
+  BOOST_TEST(t.peek_prefix_len(cat(run(5), {1}), "ns") == 3u);
+  BOOST_TEST(t.peek_prefix_len(cat(run(7), {1}), "ns") == 7u);
+}
+
+BOOST_AUTO_TEST_CASE(lru_eviction_spills_in_order_unless_durable) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(3 * one);
+  for (token b : {1000, 2000, 3000})
+    must_put(t, eng.prefill("ns", run(8, b)), b);
+  t.lookup(run(9, 1000), "ns", std::nullopt, 3500); // 1000 is now recent
+  t.mark_durable({false, "ns", run(8, 3000)});
+  auto r = must_put(t, eng.prefill("ns", run(8, 4000)), 4000);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 2000)});
+  BOOST_TEST(r.evicted[0].needs_spill);
+  BOOST_TEST(ok(eng.verify(r.evicted[0].state)), "the spill carries the state");
+  r = must_put(t, eng.prefill("ns", run(8, 5000)), 5000);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 3000)});
+  BOOST_TEST(!r.evicted[0].needs_spill, "durable on SSD: nothing to write");
+  BOOST_TEST(t.counters().evictions == 2u);
+  BOOST_TEST(t.bytes() == 3 * one);
+}
+
+BOOST_AUTO_TEST_CASE(pending_or_failed_write_is_not_durable) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(one);
+  must_put(t, eng.prefill("ns", run(8, 1000)));
+  ram_key k{false, "ns", run(8, 1000)};
+  BOOST_TEST(t.mark_durable(k, true));
+  BOOST_TEST(t.contains("ns", k.tokens), "a finished write keeps the RAM copy");
+  BOOST_TEST(t.mark_durable(k, false)); // e.g. the file was lost
+  auto r = must_put(t, eng.prefill("ns", run(8, 2000)));
+  BOOST_REQUIRE(r.evicted.size() == 1u);
+  BOOST_TEST(r.evicted[0].needs_spill);
+  BOOST_TEST(!t.mark_durable(k), "no longer held");
+}
+
+BOOST_AUTO_TEST_CASE(entry_larger_than_the_cap_is_handed_back) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(eng.geometry().bytes_at(8));
+  must_put(t, eng.prefill("ns", run(4, 7)));
+  int seen = 0;
+  t.set_put_observer([&](auto&, auto&) { ++seen; });
+  auto r = must_put(t, eng.prefill("ns", run(9)));
+  BOOST_TEST(!r.kept);
+  BOOST_REQUIRE(r.evicted.size() == 1u);
+  BOOST_TEST(r.evicted[0].key.tokens == run(9));
+  BOOST_TEST(r.evicted[0].needs_spill);
+  BOOST_TEST(ok(eng.verify(r.evicted[0].state)));
+  BOOST_TEST(t.contains("ns", run(4, 7)), "nothing else was evicted");
+  BOOST_TEST(!t.contains("ns", run(9)));
+  BOOST_TEST(seen == 0);
+  BOOST_TEST(t.counters().oversize == 1u);
+  BOOST_TEST(!t.keeps(eng.geometry().bytes_at(9)));
+  BOOST_TEST(t.keeps(eng.geometry().bytes_at(8)));
+}
+
+BOOST_AUTO_TEST_CASE(put_observer_sees_every_put_and_cannot_undo_it) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(1 << 24);
+  std::vector<std::pair<token_seq, std::string>> seen;
+  t.set_put_observer([&](const token_seq& tok, const std::string& ns) {
+    seen.emplace_back(tok, ns);
+    if (seen.size() == 2)
+      throw std::runtime_error("observer bug");
+  });
+  must_put(t, eng.prefill("a", run(3)));
+  must_put(t, eng.prefill("b", run(5)));
+  must_put(t, eng.prefill("a", run(3)));
+  BOOST_REQUIRE(seen.size() == 3u);
+  BOOST_TEST(seen[1].first == run(5));
+  BOOST_TEST(seen[1].second == "b");
+  BOOST_TEST(t.contains("b", run(5)), "a throwing observer undoes nothing");
+  BOOST_TEST(t.counters().observer_errors == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(peek_changes_no_lru_order_and_no_counter) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one);
+  must_put(t, eng.prefill("ns", run(8, 1000)), 1);
+  must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  auto before = t.counters();
+  BOOST_TEST(t.peek_prefix_len(run(20, 1000), "ns") == 8u);
+  BOOST_TEST(t.peek_prefix_len(run(20, 5), "ns") == 0u);
+  auto after = t.counters();
+  BOOST_TEST(after.prefix_scans == before.prefix_scans + 2);
+  after.prefix_scans = before.prefix_scans;
+  BOOST_TEST(std::memcmp(&after, &before, sizeof after) == 0);
+  auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 3);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 1000)},
+             "the peeked entry is still least recently used");
+}
+
+BOOST_AUTO_TEST_CASE(hit_miss_and_session_counters) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(1 << 24);
+  auto e = eng.prefill("ns", run(8));
+  e.session = "s1";
+  must_put(t, std::move(e));
+  t.lookup(run(9), "ns", std::string{"s1"}, 1);    // hit, own session
+  t.lookup(run(9), "ns", std::string{"s2"}, 2);    // hit, someone else's
+  t.lookup(run(9), "ns", std::nullopt, 3);         // hit, no session
+  t.lookup(run(9, 5), "ns", std::string{"s1"}, 4); // miss
+  t.lookup(run(9), "nope", std::nullopt, 5);       // miss
+  auto c = t.counters();
+  BOOST_TEST(c.hits == 3u);
+  BOOST_TEST(c.misses == 2u);
+  BOOST_TEST(c.session_hits == 1u);
+  BOOST_TEST(c.session_misses == 2u);
+  BOOST_TEST(c.prefix_scans == 5u);
+  BOOST_TEST(c.entries == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(open_session_newest_entry_is_protected_until_cap) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one);
+  auto tagged = [&](token base, const char* s) {
+    auto e = eng.prefill("ns", run(8, base));
+    e.session = s;
+    return e;
+  };
+  must_put(t, tagged(1000, "s"), 1); // s's newest, protected
+  must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  BOOST_TEST(t.is_protected("ns", run(8, 1000)));
+  auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 3);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 2000)},
+             "the unprotected entry goes first although more recent");
+  must_put(t, tagged(4000, "u"), 4); // evicts 3000, unprotected
+  BOOST_TEST(!t.contains("ns", run(8, 3000)));
+  // Only protected entries left: the cap always wins, oldest first.
+  r = must_put(t, tagged(5000, "v"), 5);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 1000)});
+  BOOST_TEST(t.bytes() <= t.capacity());
+  t.close_session("v");
+  BOOST_TEST(!t.is_protected("ns", run(8, 5000)));
+  BOOST_TEST(t.contains("ns", run(8, 5000)), "closing deletes nothing");
+  auto p = t.pop_lru(); // 4000 (u) is older but protected; 5000 is not
+  BOOST_TEST(p->key.tokens == run(8, 5000));
+}
+
+BOOST_DATA_TEST_CASE(shared_buffers_are_counted_once, bdata::make(families),
+                     family) {
+  auto eng = engine(family);
+  ram_tier t(1 << 24);
+  must_put(t, eng.prefill("ns", run(10)));
+  auto donor_bytes = t.bytes();
+  auto hit = t.lookup(run(11), "ns", std::nullopt, 1);
+  auto ext = *eng.extend(hit->state, run(14));
+  for (auto& l : ext.layers) // exact-only: the donor is not superseded
+    l.min_offset = l.tokens;
+  std::vector<buffer_ref> bufs;
+  collect_buffers(ext, bufs);
+  uint64_t fresh = 0;
+  auto donor_ids = buffer_ids(hit->state);
+  for (auto& b : bufs)
+    if (!donor_ids.contains(b->id()))
+      fresh += b->size();
+  must_put(t, std::move(ext));
+  BOOST_TEST(t.counters().entries == 2u);
+  BOOST_TEST(t.bytes() == donor_bytes + fresh, "the extension costs its news");
+  auto gone = t.remove({false, "ns", run(10)});
+  BOOST_REQUIRE(gone);
+  uint64_t still_shared = 0;
+  for (auto& b : bufs)
+    if (donor_ids.contains(b->id()))
+      still_shared += b->size();
+  BOOST_TEST(t.bytes() == fresh + still_shared,
+             "evicting the donor frees only what nobody else holds");
+  t.remove({false, "ns", run(14)});
+  BOOST_TEST(t.bytes() == 0u);
+}
+
+BOOST_DATA_TEST_CASE(attachments_ride_only_at_the_exact_boundary,
+                     bdata::make(families), family) {
+  auto eng = engine(family, 48);
+  ram_tier t(1 << 24);
+  must_put(t, eng.prefill("ns", run(12)));
+  auto exact = t.lookup(run(13), "ns", std::nullopt, 1);
+  BOOST_REQUIRE(exact);
+  BOOST_TEST(exact->state.attachments.size() == 1u);
+  BOOST_TEST(ok(eng.verify(exact->state)));
+  auto cut = t.lookup(cat(run(7), {1}), "ns", std::nullopt, 2);
+  BOOST_TEST(cut.has_value() == (family != std::string{"tiny-hybrid"}));
+  if (cut) {
+    BOOST_TEST(cut->state.attachments.empty());
+    BOOST_TEST(ok(eng.verify(cut->state)));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(objects_share_the_budget_and_count_hits) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one);
+  auto blob = [](size_t n, uint8_t v) {
+    std::vector<std::byte> b(n, std::byte{v});
+    return std::vector<attachment>{{"enc", {view::of(buffer::copy_of(b))}}};
+  };
+  BOOST_TEST(t.put_object("img-1", blob(one, 1), 1).kept);
+  must_put(t, eng.prefill("ns", run(8)), 2);
+  BOOST_TEST(!t.object("img-2", 3));
+  auto got = t.object("img-1", 4); // img-1 is now the most recent
+  BOOST_REQUIRE(got);
+  BOOST_TEST(std::to_integer<int>(flatten(got->front().segments)[0]) == 1);
+  auto r = t.put_object("img-3", blob(one, 3), 5);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8)});
+  BOOST_TEST(t.contains("ns", run(8)) == false);
+  r = t.put_object("img-1", blob(one, 9), 6);
+  BOOST_TEST(r.replaced);
+  BOOST_TEST(
+    std::to_integer<int>(flatten(t.object("img-1", 7)->front().segments)[0])
+    == 9);
+  r = t.put_object("huge", blob(3 * one, 4), 8);
+  BOOST_TEST(!r.kept);
+  BOOST_TEST(r.evicted.at(0).key.object);
+  auto c = t.counters();
+  BOOST_TEST(c.object_hits == 2u);
+  BOOST_TEST(c.object_misses == 1u);
+  BOOST_TEST(c.objects == 2u);
+  BOOST_TEST(c.bytes == 2 * one);
+  BOOST_TEST(t.mark_durable({true, "img-3", {}}));
+  auto popped = t.pop_lru();
+  BOOST_TEST(popped->key.name == "img-3");
+  BOOST_TEST(!popped->needs_spill);
+}
+
+BOOST_AUTO_TEST_CASE(idle_lists_least_recent_first_and_remove_hands_back) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(1 << 24);
+  must_put(t, eng.prefill("ns", run(4, 10)), 100);
+  must_put(t, eng.prefill("ns", run(4, 20)), 200);
+  must_put(t, eng.prefill("ns", run(4, 30)), 300);
+  t.lookup(run(5, 10), "ns", std::nullopt, 350);
+  auto idle = t.idle(400, 100);
+  BOOST_REQUIRE(idle.size() == 2u);
+  BOOST_TEST(idle[0].tokens == run(4, 20));
+  BOOST_TEST(idle[1].tokens == run(4, 30));
+  BOOST_TEST(t.idle(400, 1000).empty());
+  auto gone = t.remove(idle[0]);
+  BOOST_REQUIRE(gone);
+  BOOST_TEST(ok(eng.verify(gone->state)));
+  BOOST_TEST(!t.remove(idle[0]));
+  BOOST_TEST(t.counters().evictions == 0u, "removal is not eviction");
+  BOOST_TEST(t.pop_lru()->key.tokens == run(4, 30));
+  BOOST_TEST(t.pop_lru()->key.tokens == run(4, 10));
+  BOOST_TEST(!t.pop_lru());
+  BOOST_TEST(t.bytes() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(refused_put_leaves_ownership_with_the_caller) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(1 << 24);
+  entry empty;
+  empty.ns = "ns";
+  BOOST_TEST(!t.put(std::move(empty), 0));
+  auto bad = eng.prefill("ns", run(6));
+  bad.layers[0].tokens = 5;
+  auto r = t.put(std::move(bad), 0);
+  BOOST_TEST(!r);
+  BOOST_TEST(bad.layers.size() == 4u, "the caller still holds its state");
+  BOOST_TEST(t.counters().entries == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(worked_example_from_the_docs) {
+  auto dense = engine("tiny-dense");
+  auto hybrid = engine("tiny-hybrid");
+  ram_tier t(5120);
+  auto S = run(8);
+  must_put(t, dense.prefill("chat", S), 1);
+  BOOST_TEST(t.bytes() == 2048u);
+  auto hit = t.lookup(cat(S, {1}), "chat", std::nullopt, 2);
+  BOOST_REQUIRE(hit);
+  BOOST_TEST(hit->state.size() == 8u);
+  BOOST_TEST(hit->donor_length == 8u);
+  auto r = must_put(t, *dense.extend(hit->state, cat(S, run(4, 7))), 3);
+  BOOST_TEST(r.superseded == 1u);
+  BOOST_TEST(t.bytes() == 3072u);
+  auto other = t.lookup(cat(S, {2}), "chat", std::nullopt, 4);
+  BOOST_REQUIRE(other);
+  BOOST_TEST(other->state.size() == 8u);
+  BOOST_TEST(other->donor_length == 12u);
+  BOOST_TEST(ok(dense.verify(other->state)));
+  BOOST_TEST(other->state.layers[0].byte_length() == 512u);
+  must_put(t, hybrid.prefill("ssm", run(12, 500)), 5);
+  BOOST_TEST(t.bytes() == 3072u + 1152u);
+  BOOST_TEST(!t.lookup(cat(run(10, 500), {3}), "ssm", std::nullopt, 6));
+  r = must_put(t, dense.prefill("chat", run(8, 900)), 7);
+  BOOST_REQUIRE(r.evicted.size() == 1u);
+  BOOST_TEST(r.evicted[0].key.tokens == cat(S, run(4, 7)));
+  BOOST_TEST(r.evicted[0].needs_spill);
+  BOOST_TEST(t.bytes() == 1152u + 2048u);
+}
+
+BOOST_AUTO_TEST_CASE(lookup_lends_only_when_better_than_asked) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one);
+  must_put(t, eng.prefill("ns", run(8, 1000)), 1);
+  must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  // The SSD tier has 8 tokens too: RAM must offer more, and does not.
+  BOOST_TEST(!t.lookup(run(12, 1000), "ns", std::nullopt, 3, 8));
+  BOOST_TEST(t.counters().misses == 1u);
+  auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 4);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 1000)},
+             "a refused lookup touches nothing");
+  auto hit = t.lookup(run(12, 2000), "ns", std::nullopt, 5, 7);
+  BOOST_REQUIRE(hit);
+  BOOST_TEST(hit->state.size() == 8u);
+}
+
+BOOST_AUTO_TEST_CASE(restored_entry_leaves_without_a_write) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(eng.geometry().bytes_at(8));
+  must_put(t, eng.prefill("ns", run(8, 1000)), 1, true); // from SSD
+  auto r = must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  BOOST_REQUIRE(r.evicted.size() == 1u);
+  BOOST_TEST(!r.evicted[0].needs_spill);
+  r = must_put(t, eng.prefill("ns", run(8, 3000)), 3);
+  BOOST_TEST(r.evicted.at(0).needs_spill, "a fresh put is not durable");
+}
+
+BOOST_AUTO_TEST_CASE(a_puts_own_entry_is_never_its_victim) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one);
+  for (token b : {1000, 2000}) {
+    auto e = eng.prefill("ns", run(8, b));
+    e.session = "s" + std::to_string(b);
+    must_put(t, std::move(e), b);
+  }
+  // Both older entries are protected; the newcomer is not, yet it stays.
+  auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 3000);
+  BOOST_TEST(r.kept);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 1000)});
+  BOOST_TEST(t.contains("ns", run(8, 3000)));
+}
+
+BOOST_AUTO_TEST_CASE(interest_keeps_an_item_resident_until_dropped) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one);
+  auto tagged = eng.prefill("ns", run(8, 1000));
+  tagged.session = "s";
+  must_put(t, std::move(tagged), 1); // protected
+  must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  ram_key held{false, "ns", run(8, 2000)};
+  BOOST_TEST(t.add_interest(held, 42));
+  BOOST_TEST(!t.add_interest({false, "ns", run(8, 5)}, 42), "not held");
+  BOOST_TEST(t.idle(100, 10).size() == 1u, "an item with interest is not idle");
+  // Protected and held: the protected one goes first, the held one last.
+  auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 3);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 1000)});
+  r = must_put(t, eng.prefill("ns", run(8, 4000)), 4);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 3000)});
+  BOOST_TEST(t.pop_lru()->key.tokens == run(8, 4000));
+  t.drop_interest(42);
+  BOOST_TEST(t.contains("ns", held.tokens),
+             "dropping interest removes nothing");
+  must_put(t, eng.prefill("ns", run(8, 5000)), 5);
+  r = must_put(t, eng.prefill("ns", run(8, 6000)), 6);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{held.tokens});
+}
+
+BOOST_AUTO_TEST_CASE(boundary_reclaim_drops_only_durable_plain_items) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(8 * one);
+  for (token b : {1000, 2000, 3000, 4000})
+    must_put(t, eng.prefill("ns", run(8, b)), b, b != 2000);
+  auto prot = eng.prefill("ns", run(8, 5000));
+  prot.session = "s";
+  must_put(t, std::move(prot), 5000, true);
+  t.add_interest({false, "ns", run(8, 3000)}, 1);
+  // 1000 and 4000 are durable, unprotected and not held; 2000 is not
+  // durable, 3000 is held, 5000 is protected.
+  auto [n, freed] = t.reclaim(one);
+  BOOST_TEST(n == 1u);
+  BOOST_TEST(freed == one);
+  BOOST_TEST(!t.contains("ns", run(8, 1000)));
+  std::tie(n, freed) = t.reclaim(10 * one);
+  BOOST_TEST(n == 1u);
+  BOOST_TEST(!t.contains("ns", run(8, 4000)));
+  BOOST_TEST(t.counters().entries == 3u);
+  BOOST_TEST(t.counters().evictions == 0u);
+}

@@ -1,0 +1,178 @@
+#include "tiers/entry_message.hpp"
+
+#include "messages/assert.hpp"
+
+namespace kvtier::tiers {
+
+namespace {
+
+capnp::Text::Reader text(const std::string& s) {
+  return {s.c_str(), s.size()};
+}
+
+std::string text(capnp::Text::Reader t) {
+  return {t.cStr(), t.size()};
+}
+
+caf::error malformed(const std::string& where, const caf::error& why) {
+  return make_error(ec::malformed_message, where + ": " + describe(why));
+}
+
+void write_segments(msg::draft_base& d, capnp::List<msg::Payload>::Builder out,
+                    const std::vector<view>& segments) {
+  for (uint32_t i = 0; i < segments.size(); ++i)
+    d.set_payload(out[i], segments[i]);
+}
+
+caf::expected<std::vector<view>>
+read_segments(const msg::carrier& c, capnp::List<msg::Payload>::Reader in,
+              const std::string& where) {
+  std::vector<view> out;
+  out.reserve(in.size());
+  for (auto p : in) {
+    auto v = c.payload(p);
+    if (!v)
+      return malformed(where, v.error());
+    out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+caf::expected<layer_state> read_layer(const msg::carrier& c,
+                                      msg::Layer::Reader in,
+                                      const std::string& where) {
+  auto l = read_descriptor(in.getDescriptor());
+  if (!l)
+    return malformed(where, l.error());
+  auto segs = read_segments(c, in.getSegments(), where);
+  if (!segs)
+    return std::move(segs.error());
+  auto want = in.getDescriptor().getByteLength();
+  if (total_length(*segs) != want)
+    return make_error(ec::malformed_message,
+                      where + ": descriptor says " + std::to_string(want)
+                        + " bytes, segments hold "
+                        + std::to_string(total_length(*segs)));
+  l->segments = std::move(*segs);
+  return l;
+}
+
+} // namespace
+
+void write_tokens(capnp::List<uint32_t>::Builder out,
+                  std::span<const token> tokens) {
+  KVTIER_ASSERT(out.size() == tokens.size());
+  for (uint32_t i = 0; i < tokens.size(); ++i)
+    out.set(i, tokens[i]);
+}
+
+token_seq read_tokens(capnp::List<uint32_t>::Reader in) {
+  token_seq out;
+  out.reserve(in.size());
+  for (auto t : in)
+    out.push_back(t);
+  return out;
+}
+
+void write_key(msg::EntryKey::Builder out, std::string_view ns,
+               std::span<const token> tokens) {
+  auto name = std::string{ns};
+  out.setNs(text(name));
+  write_tokens(out.initTokens(tokens.size()), tokens);
+}
+
+void write_descriptor(msg::LayerDescriptor::Builder out, const layer_state& l) {
+  out.setKind(static_cast<msg::LayerKind>(l.kind));
+  out.setBytesPerToken(l.bytes_per_token);
+  out.setWindow(l.window);
+  out.setTokens(l.tokens);
+  out.setMinOffset(l.min_offset);
+  out.setByteLength(l.byte_length());
+}
+
+caf::expected<layer_state> read_descriptor(msg::LayerDescriptor::Reader in) {
+  layer_state l;
+  switch (in.getKind()) {
+    case msg::LayerKind::KV: l.kind = layer_kind::kv; break;
+    case msg::LayerKind::RING: l.kind = layer_kind::ring; break;
+    case msg::LayerKind::RECURRENT: l.kind = layer_kind::recurrent; break;
+    case msg::LayerKind::OBJECT: l.kind = layer_kind::object; break;
+    default:
+      return make_error(ec::malformed_message,
+                        "unknown layer kind "
+                          + std::to_string(static_cast<int>(in.getKind())));
+  }
+  l.bytes_per_token = in.getBytesPerToken();
+  l.window = in.getWindow();
+  l.tokens = in.getTokens();
+  l.min_offset = in.getMinOffset();
+  return l;
+}
+
+void write_attachments(msg::draft_base& d,
+                       capnp::List<msg::Attachment>::Builder out,
+                       const std::vector<attachment>& in) {
+  KVTIER_ASSERT(out.size() == in.size());
+  for (uint32_t i = 0; i < in.size(); ++i) {
+    out[i].setName(text(in[i].name));
+    write_segments(d, out[i].initSegments(in[i].segments.size()),
+                   in[i].segments);
+  }
+}
+
+caf::expected<std::vector<attachment>>
+read_attachments(const msg::carrier& c,
+                 capnp::List<msg::Attachment>::Reader in) {
+  std::vector<attachment> out;
+  out.reserve(in.size());
+  for (auto a : in) {
+    auto segs =
+      read_segments(c, a.getSegments(), "attachment " + text(a.getName()));
+    if (!segs)
+      return std::move(segs.error());
+    out.push_back({text(a.getName()), std::move(*segs)});
+  }
+  return out;
+}
+
+void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e) {
+  out.setNs(text(e.ns));
+  write_tokens(out.initTokens(e.tokens.size()), e.tokens);
+  auto layers = out.initLayers(e.layers.size());
+  for (uint32_t i = 0; i < e.layers.size(); ++i) {
+    auto& l = e.layers[i];
+    write_descriptor(layers[i].initDescriptor(), l);
+    write_segments(d, layers[i].initSegments(l.segments.size()), l.segments);
+  }
+  write_attachments(d, out.initAttachments(e.attachments.size()),
+                    e.attachments);
+  if (e.session)
+    out.getSession().setId(text(*e.session));
+  else
+    out.getSession().setNone();
+}
+
+caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in) {
+  entry e;
+  e.ns = text(in.getNs());
+  e.tokens = read_tokens(in.getTokens());
+  auto layers = in.getLayers();
+  e.layers.reserve(layers.size());
+  for (uint32_t i = 0; i < layers.size(); ++i) {
+    auto l = read_layer(c, layers[i], "layer " + std::to_string(i));
+    if (!l)
+      return std::move(l.error());
+    e.layers.push_back(std::move(*l));
+  }
+  auto atts = read_attachments(c, in.getAttachments());
+  if (!atts)
+    return std::move(atts.error());
+  e.attachments = std::move(*atts);
+  if (in.getSession().isId())
+    e.session = text(in.getSession().getId());
+  if (auto err = e.validate())
+    return malformed("entry", err);
+  return e;
+}
+
+} // namespace kvtier::tiers

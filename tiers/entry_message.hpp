@@ -1,0 +1,59 @@
+// Conversions between the state model (`tiers::entry`, state.hpp) and its
+// message form (`msg::Entry`, messages/common.capnp). Owned by tiers/; used
+// by every actor that sends or receives state.
+//
+// Writing never copies tensor bytes: each segment becomes a side view of
+// the draft (a reference to the same buffer). Reading turns each payload
+// back into a view: of the carrier's side buffer in-process, or of the
+// flat message's inline Data after `from_flat` (the view keeps the flat
+// bytes alive). Reading validates what the schema cannot: known layer
+// kinds, descriptor lengths that match the segments, and the geometry
+// rules of `entry::validate()`. Plain functions, no state; a carrier may be
+// read from any thread.
+#pragma once
+
+#include "messages/sealed.hpp"
+#include "tiers/state.hpp"
+
+#include <span>
+
+namespace kvtier::tiers {
+
+/// Writes `e` into `out`; its segments become side views of `d`.
+void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e);
+
+/// Reads an entry out of carrier `c`; fails with `ec::malformed_message`
+/// (naming the layer) on an unknown kind, a length mismatch, an
+/// out-of-range side index, or geometry `entry::validate()` rejects.
+caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in);
+
+/// Writes `in` into `out` (initialized with `in.size()` elements); the
+/// segments become side views of `d`. Also the form of a stored object.
+void write_attachments(msg::draft_base& d,
+                       capnp::List<msg::Attachment>::Builder out,
+                       const std::vector<attachment>& in);
+
+/// Reads attachments back as views; fails like `read_entry`.
+caf::expected<std::vector<attachment>>
+read_attachments(const msg::carrier& c,
+                 capnp::List<msg::Attachment>::Reader in);
+
+/// Writes a layer's kind and geometry (no bytes).
+void write_descriptor(msg::LayerDescriptor::Builder out, const layer_state& l);
+
+/// Reads a layer's kind and geometry; segments stay empty. Fails with
+/// `ec::malformed_message` on an unknown kind.
+caf::expected<layer_state> read_descriptor(msg::LayerDescriptor::Reader in);
+
+/// Writes an entry's key (namespace and tokens).
+void write_key(msg::EntryKey::Builder out, std::string_view ns,
+               std::span<const token> tokens);
+
+/// The tokens of a token list.
+token_seq read_tokens(capnp::List<uint32_t>::Reader in);
+
+/// Copies `tokens` into `out`, initialized with `tokens.size()` elements.
+void write_tokens(capnp::List<uint32_t>::Builder out,
+                  std::span<const token> tokens);
+
+} // namespace kvtier::tiers

@@ -1,0 +1,48 @@
+// The RAM tier's object cache (declared in tiers/ram_tier.hpp): exact tensor
+// objects keyed exactly, in the same LRU and under the same byte cap as the
+// prefix entries.
+#include "tiers/ram_tier.hpp"
+
+namespace kvtier::tiers {
+
+put_result ram_tier::put_object(std::string key,
+                                std::vector<attachment> tensors, uint64_t now) {
+  entry holder; // collect_buffers walks entries
+  holder.attachments = tensors;
+  std::vector<buffer_ref> bufs;
+  collect_buffers(holder, bufs);
+  if (distinct_bytes(bufs) > capacity_)
+    return hand_back(
+      {{true, std::move(key), {}}, {}, std::move(tensors), true});
+  put_result out;
+  auto r = emplace(
+    record{.is_object = true, .object_key = key, .object = std::move(tensors)},
+    bufs, now);
+  auto [it, fresh] = objects_.try_emplace(std::move(key), r);
+  if (!fresh) {
+    auto old = it->second;
+    it->second = r;
+    r->leases = std::move(old->leases); // interests follow the key
+    drop(old);
+    ++counters_.replacements;
+    out.replaced = true;
+  }
+  out.serial = r->serial;
+  out.evicted = evict_over_cap(r);
+  out.kept = true;
+  return out;
+}
+
+std::optional<std::vector<attachment>> ram_tier::object(const std::string& key,
+                                                        uint64_t now) {
+  auto o = objects_.find(key);
+  if (o == objects_.end()) {
+    ++counters_.object_misses;
+    return std::nullopt;
+  }
+  ++counters_.object_hits;
+  touch(o->second, now);
+  return o->second->object;
+}
+
+} // namespace kvtier::tiers

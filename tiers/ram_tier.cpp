@@ -1,0 +1,324 @@
+#include "tiers/ram_tier.hpp"
+
+#include "messages/assert.hpp"
+
+#include <algorithm>
+
+namespace kvtier::tiers {
+
+ram_tier::ram_tier(uint64_t capacity_bytes)
+  : capacity_(capacity_bytes) {}
+
+ram_key ram_tier::key_of(const record& r) {
+  if (r.is_object)
+    return {true, r.object_key, {}};
+  return {false, r.state.ns, r.state.tokens};
+}
+
+ram_tier::record_it ram_tier::emplace(record rec,
+                                      const std::vector<buffer_ref>& bufs,
+                                      uint64_t now) {
+  rec.last_used = now;
+  rec.serial = ++serials_;
+  rec.buffers.reserve(bufs.size());
+  for (auto& b : bufs)
+    rec.buffers.push_back(b->id());
+  ledger_.hold(bufs);
+  lru_.push_back(std::move(rec));
+  return std::prev(lru_.end());
+}
+
+uint64_t ram_tier::drop(record_it r) {
+  if (r->is_object) {
+    auto o = objects_.find(r->object_key);
+    if (o != objects_.end() && o->second == r)
+      objects_.erase(o);
+  } else {
+    if (r->ref)
+      index_.erase(r->ref);
+    if (r->state.session) {
+      auto s = sessions_.find(*r->state.session);
+      if (s != sessions_.end() && s->second == r)
+        sessions_.erase(s);
+    }
+  }
+  auto freed = ledger_.release(r->buffers);
+  lru_.erase(r);
+  return freed;
+}
+
+spill_order ram_tier::take(record_it r) {
+  spill_order out;
+  out.key = key_of(*r);
+  out.needs_spill = !r->durable;
+  out.state = std::move(r->state);
+  out.object = std::move(r->object);
+  r->state.session = out.state.session; // drop() still needs it
+  drop(r);
+  return out;
+}
+
+void ram_tier::touch(record_it r, uint64_t now) {
+  lru_.splice(lru_.end(), lru_, r);
+  r->last_used = now;
+  if (!r->is_object)
+    index_.touch(r->ref);
+}
+
+bool ram_tier::protects(record_it r) const {
+  if (r->is_object || !r->state.session)
+    return false;
+  auto s = sessions_.find(*r->state.session);
+  return s != sessions_.end() && s->second == r;
+}
+
+bool ram_tier::any(record_it) const {
+  return true;
+}
+
+bool ram_tier::unleased(record_it r) const {
+  return r->leases.empty();
+}
+
+bool ram_tier::evictable(record_it r) const {
+  return r->leases.empty() && !protects(r);
+}
+
+ram_tier::record_it ram_tier::lru_where(bool (ram_tier::*ok)(record_it) const,
+                                        record_it skip) {
+  for (auto r = lru_.begin(); r != lru_.end(); ++r)
+    if (r != skip && (this->*ok)(r))
+      return r;
+  return lru_.end();
+}
+
+ram_tier::record_it ram_tier::victim(record_it skip) {
+  // Plain items first, then protected ones, then those an interest holds:
+  // the cap wins in the end. `skip` (a put's newcomer) is never chosen.
+  auto r = lru_where(&ram_tier::evictable, skip);
+  if (r == lru_.end())
+    r = lru_where(&ram_tier::unleased, skip);
+  if (r == lru_.end())
+    r = lru_where(&ram_tier::any, skip);
+  return r;
+}
+
+std::vector<spill_order> ram_tier::evict_over_cap(record_it keep) {
+  // `keep` alone fits the cap (puts refuse larger items), so evicting
+  // everything else always gets under it.
+  std::vector<spill_order> out;
+  while (ledger_.bytes() > capacity_) {
+    auto v = victim(keep);
+    KVTIER_ASSERT(v != lru_.end());
+    out.push_back(take(v));
+    ++counters_.evictions;
+  }
+  return out;
+}
+
+size_t ram_tier::supersede(record_it r) {
+  auto floor = index_.floor(r->ref);
+  if (floor >= r->state.size())
+    return 0; // untrimmable: shorter ancestors must survive
+  size_t n = 0;
+  for (auto a : index_.ancestors(r->ref)) {
+    if (index_.length(a) < floor)
+      break; // ancestors come nearest first: the rest are shorter still
+    drop(index_.handle(a));
+    ++n;
+  }
+  return n;
+}
+
+void ram_tier::notify(const record& r) {
+  if (!observer_)
+    return;
+  try {
+    observer_(r.state.tokens, r.state.ns);
+  } catch (...) {
+    ++counters_.observer_errors; // contained: the put stands
+  }
+}
+
+put_result ram_tier::hand_back(spill_order&& s) {
+  ++counters_.oversize;
+  put_result out;
+  out.evicted.push_back(std::move(s));
+  return out;
+}
+
+caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable) {
+  if (e.tokens.empty())
+    return make_error(ec::invalid_argument, "put of an entry with no tokens");
+  if (auto err = e.validate())
+    return err;
+  std::vector<buffer_ref> bufs;
+  collect_buffers(e, bufs);
+  if (distinct_bytes(bufs) > capacity_)
+    return hand_back({{false, e.ns, e.tokens}, std::move(e), {}, true});
+  put_result out;
+  auto floor = trim_floor(e);
+  auto r =
+    emplace(record{.state = std::move(e), .durable = durable}, bufs, now);
+  auto ins = index_.insert(r->state.ns, r->state.tokens, r, floor);
+  r->ref = ins.ref;
+  if (ins.replaced) {
+    auto old = *ins.replaced;
+    old->ref = entry_ref{};             // the index already points at r
+    r->leases = std::move(old->leases); // interests follow the key
+    drop(old);
+    ++counters_.replacements;
+    out.replaced = true;
+  }
+  if (r->state.session)
+    sessions_[*r->state.session] = r;
+  out.serial = r->serial;
+  out.superseded = supersede(r);
+  counters_.supersessions += out.superseded;
+  out.evicted = evict_over_cap(r);
+  out.kept = true;
+  notify(*r);
+  return out;
+}
+
+std::optional<ram_hit>
+ram_tier::lookup(std::span<const token> prompt, std::string_view ns,
+                 const std::optional<std::string>& session, uint64_t now,
+                 uint64_t better_than) {
+  ++counters_.prefix_scans;
+  auto m = index_.longest_usable(ns, prompt);
+  if (!m || m->length <= better_than) {
+    ++counters_.misses;
+    if (session)
+      ++counters_.session_misses;
+    return std::nullopt;
+  }
+  auto r = index_.handle(m->ref);
+  auto served = r->state.trimmed(m->length);
+  KVTIER_ASSERT(static_cast<bool>(served)); // the index offers only trimmable p
+  ++counters_.hits;
+  if (session)
+    ++(r->state.session == session ? counters_.session_hits
+                                   : counters_.session_misses);
+  touch(r, now);
+  return ram_hit{std::move(*served), r->state.size(), r->serial};
+}
+
+uint64_t ram_tier::peek_prefix_len(std::span<const token> prompt,
+                                   std::string_view ns) const {
+  ++counters_.prefix_scans;
+  auto m = index_.longest_usable(ns, prompt);
+  return m ? m->length : 0;
+}
+
+bool ram_tier::contains(std::string_view ns,
+                        std::span<const token> tokens) const {
+  return static_cast<bool>(index_.find(ns, tokens));
+}
+
+ram_tier::record_it ram_tier::find(const ram_key& key) const {
+  auto none = const_cast<std::list<record>&>(lru_).end();
+  if (key.object) {
+    auto o = objects_.find(key.name);
+    return o == objects_.end() ? none : o->second;
+  }
+  auto ref = index_.find(key.name, key.tokens);
+  return ref ? index_.handle(ref) : none;
+}
+
+bool ram_tier::mark_durable(const ram_key& key, bool durable) {
+  auto r = find(key);
+  if (r == lru_.end())
+    return false;
+  r->durable = durable;
+  return true;
+}
+
+std::vector<ram_key> ram_tier::idle(uint64_t now, uint64_t idle_ms) const {
+  std::vector<ram_key> out;
+  for (auto& r : lru_)
+    if (r.leases.empty() && r.last_used <= now && now - r.last_used >= idle_ms)
+      out.push_back(key_of(r));
+  return out;
+}
+
+std::optional<spill_order> ram_tier::remove(const ram_key& key) {
+  auto r = find(key);
+  if (r == lru_.end())
+    return std::nullopt;
+  return take(r);
+}
+
+std::optional<spill_order> ram_tier::pop_lru() {
+  if (lru_.empty())
+    return std::nullopt;
+  ++counters_.evictions;
+  return take(victim(lru_.end()));
+}
+
+std::pair<uint64_t, uint64_t> ram_tier::reclaim(uint64_t want_bytes) {
+  uint64_t n = 0, freed = 0;
+  for (auto r = lru_.begin(); r != lru_.end() && freed < want_bytes;) {
+    auto next = std::next(r);
+    if (r->durable && evictable(r)) {
+      freed += drop(r);
+      ++n;
+    }
+    r = next;
+  }
+  return {n, freed};
+}
+
+bool ram_tier::add_interest(const ram_key& key, uint64_t lease) {
+  auto r = find(key);
+  if (r == lru_.end())
+    return false;
+  r->leases.push_back(lease);
+  leases_[lease].push_back(key);
+  return true;
+}
+
+void ram_tier::drop_interest(uint64_t lease) {
+  auto l = leases_.find(lease);
+  if (l == leases_.end())
+    return;
+  for (auto& key : l->second) {
+    auto r = find(key); // maybe gone, or another item under the same key
+    if (r == lru_.end())
+      continue;
+    auto it = std::find(r->leases.begin(), r->leases.end(), lease);
+    if (it != r->leases.end())
+      r->leases.erase(it);
+  }
+  leases_.erase(l);
+}
+
+void ram_tier::close_session(const std::string& session) {
+  sessions_.erase(session);
+}
+
+bool ram_tier::is_protected(std::string_view ns,
+                            std::span<const token> tokens) const {
+  auto ref = index_.find(ns, tokens);
+  return ref && protects(index_.handle(ref));
+}
+
+void ram_tier::clear() {
+  index_.clear();
+  objects_.clear();
+  sessions_.clear();
+  leases_.clear();
+  lru_.clear();
+  ledger_.clear();
+}
+
+ram_counters ram_tier::counters() const {
+  auto c = counters_;
+  c.entries = index_.size();
+  c.objects = objects_.size();
+  c.bytes = ledger_.bytes();
+  c.capacity = capacity_;
+  return c;
+}
+
+} // namespace kvtier::tiers

@@ -1,0 +1,193 @@
+// The RAM tier: a byte-capped LRU of whole-prefix entries and exact tensor
+// objects, on a `prefix_index` per namespace. Owned by the ram_tier actor,
+// its only user: single-threaded, no locks, no I/O, no clocks (callers pass
+// `now` in milliseconds of any monotonic clock).
+//
+// Policy (DESIGN.md section 2, docs/ram-tier.md):
+// - `lookup` lends zero-copy views of the donor trimmed to the longest usable
+//   prefix; the donor stays in place and becomes most recently used, so any
+//   number of lookups share one donor. `peek_prefix_len` answers the same
+//   length and changes nothing (it only counts a prefix scan).
+// - `put` of an existing (ns, tokens) replaces it whatever the kinds. A
+//   trimmable newcomer supersedes its strict prefix-ancestors that it can
+//   stand in for (ancestor length >= its trim floor); an untrimmable one
+//   supersedes nothing. Replaced and superseded entries leave without spill.
+// - Over the cap, least-recently-used items leave as ordered spill orders;
+//   `needs_spill` is false only for items marked durable on SSD. A put's
+//   own item is never among them; an item larger than the whole cap is
+//   handed back instead, never stored.
+// - Bytes are counted per buffer, once, however many items hold views of it.
+// - An open session's newest entry is evicted only when nothing else is
+//   left to evict (the cap always wins); `close_session` drops that
+//   protection and nothing else. An item held by an interest (a request or
+//   prefetch lease about to consume it) leaves after everything else, the
+//   cap still winning in the end.
+// - Recurrent layers and wrapped rings are exact-boundary: the index never
+//   offers such an entry below its own length. Attachments ride along only
+//   at full length; below it the entry is lent without them.
+#pragma once
+
+#include "tiers/byte_ledger.hpp"
+#include "tiers/prefix_index.hpp"
+#include "tiers/ram_types.hpp"
+#include "tiers/state.hpp"
+
+#include <functional>
+#include <list>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace kvtier::tiers {
+
+class ram_tier {
+public:
+  /// Called with (tokens, ns) after every put that stored an entry.
+  using put_observer =
+    std::function<void(const token_seq& tokens, const std::string& ns)>;
+
+  /// A tier holding at most `capacity_bytes`.
+  explicit ram_tier(uint64_t capacity_bytes);
+
+  /// Offers `e`. Fails with `ec::invalid_argument` (leaving `e` untouched)
+  /// for an empty token list or a state that does not validate. Otherwise
+  /// ownership moves into the tier or into the returned spill orders.
+  /// `durable`: a copy is already on SSD (an entry restored from there).
+  caf::expected<put_result> put(entry&& e, uint64_t now, bool durable = false);
+
+  /// The longest usable prefix of `prompt` in `ns`, lent as views, when it
+  /// is longer than `better_than` tokens; else nullopt (a miss, nothing
+  /// touched). `session` only feeds the session counters.
+  std::optional<ram_hit> lookup(std::span<const token> prompt,
+                                std::string_view ns,
+                                const std::optional<std::string>& session,
+                                uint64_t now, uint64_t better_than = 0);
+
+  /// The usable prefix length `lookup` would lend (0 for none); changes no
+  /// LRU order and no counter but `prefix_scans`.
+  uint64_t peek_prefix_len(std::span<const token> prompt,
+                           std::string_view ns) const;
+
+  /// Whether an entry of `projected_bytes` could be kept (fits the cap).
+  bool keeps(uint64_t projected_bytes) const noexcept {
+    return projected_bytes <= capacity_;
+  }
+
+  /// Whether (ns, tokens) is held.
+  bool contains(std::string_view ns, std::span<const token> tokens) const;
+
+  /// Records whether the item has a durable copy on SSD (false while a
+  /// write is pending or after it failed). Returns false when not held.
+  /// A put replacing the item clears the mark.
+  bool mark_durable(const ram_key& key, bool durable = true);
+
+  /// Items last used at or before `now - idle_ms`, least recent first
+  /// (items an interest holds are not idle).
+  std::vector<ram_key> idle(uint64_t now, uint64_t idle_ms) const;
+
+  /// Removes one item (e.g. once idle demotion made it durable) and hands
+  /// it back; nullopt when not held. Not counted as an eviction.
+  std::optional<spill_order> remove(const ram_key& key);
+
+  /// Pressure relief: removes the least recently used item (unprotected
+  /// ones first) and hands it back; nullopt when empty.
+  std::optional<spill_order> pop_lru();
+
+  /// At an execution boundary: drops least-recently-used items that are
+  /// durable on SSD (nothing to write, so no I/O), unprotected and held by
+  /// no interest, until `want_bytes` were freed or none is left. Returns
+  /// {items dropped, bytes freed}. Not counted as evictions.
+  std::pair<uint64_t, uint64_t> reclaim(uint64_t want_bytes);
+
+  /// Lease `lease` keeps `key` resident (see the eviction order above);
+  /// false when `key` is not held. A lease may hold several items.
+  bool add_interest(const ram_key& key, uint64_t lease);
+
+  /// Ends `lease` on every item it holds; removes nothing.
+  void drop_interest(uint64_t lease);
+
+  /// Drops the protection of `session`'s newest entry; deletes nothing.
+  void close_session(const std::string& session);
+
+  /// Whether (ns, tokens) is an open session's protected newest entry.
+  bool is_protected(std::string_view ns, std::span<const token> tokens) const;
+
+  /// Stores an exact tensor object under `key` (same budget and LRU as
+  /// prefix entries). Replaces an object with the same key.
+  put_result put_object(std::string key, std::vector<attachment> tensors,
+                        uint64_t now);
+
+  /// The object stored under `key` (views), counting a hit or a miss.
+  std::optional<std::vector<attachment>> object(const std::string& key,
+                                                uint64_t now);
+
+  void set_put_observer(put_observer f) {
+    observer_ = std::move(f);
+  }
+
+  /// Drops everything, never spilling.
+  void clear();
+
+  ram_counters counters() const;
+
+  uint64_t bytes() const noexcept {
+    return ledger_.bytes();
+  }
+  uint64_t capacity() const noexcept {
+    return capacity_;
+  }
+  /// Heap bytes of the prefix index (O(nodes) walk).
+  uint64_t index_bytes() const {
+    return index_.memory_bytes();
+  }
+
+private:
+  struct record {
+    bool is_object = false;
+    std::string object_key{};
+    entry state{}; // a prefix entry (empty for an object)
+    std::vector<attachment> object{};
+    std::vector<uint64_t> buffers{}; // ids held in the ledger
+    uint64_t last_used = 0;
+    uint64_t serial = 0;
+    entry_ref ref{};
+    bool durable = false;
+    std::vector<uint64_t> leases{}; // interests holding it
+  };
+  using record_it = std::list<record>::iterator;
+
+  record_it emplace(record rec, const std::vector<buffer_ref>& bufs,
+                    uint64_t now);
+  spill_order take(record_it r);
+  /// A put refused for size: `s` is the only spill order.
+  put_result hand_back(spill_order&& s);
+  static ram_key key_of(const record& r);
+  uint64_t drop(record_it r);
+  void touch(record_it r, uint64_t now);
+  bool protects(record_it r) const;
+  record_it victim(record_it skip);
+  record_it lru_where(bool (ram_tier::*ok)(record_it) const, record_it skip);
+  bool evictable(record_it r) const;
+  bool unleased(record_it r) const;
+  bool any(record_it r) const;
+  std::vector<spill_order> evict_over_cap(record_it keep);
+  size_t supersede(record_it r);
+  void notify(const record& r);
+  record_it find(const ram_key& key) const;
+
+  uint64_t capacity_;
+  std::list<record> lru_; // front: least recently used
+  prefix_index<record_it> index_;
+  std::unordered_map<std::string, record_it> objects_;
+  std::unordered_map<std::string, record_it> sessions_; // newest per session
+  std::unordered_map<uint64_t, std::vector<ram_key>> leases_;
+  byte_ledger ledger_;
+  put_observer observer_;
+  uint64_t serials_ = 0;
+  mutable ram_counters counters_;
+};
+
+} // namespace kvtier::tiers

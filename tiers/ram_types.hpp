@@ -1,0 +1,95 @@
+// Value types the RAM tier (tiers/ram_tier.hpp) hands to its owner: what a
+// lookup lends, what a put did, what left RAM and must be spilled, and the
+// counters. Plain values; they hold buffer references, never copies of
+// bytes, and are safe to move to another thread or actor.
+#pragma once
+
+#include "tiers/state.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvtier::tiers {
+
+/// What a RAM lookup lends: zero-copy views of the donor, trimmed.
+struct ram_hit {
+  /// The donor's state cut to `state.size()` tokens (the usable prefix);
+  /// attachments only when that is the donor's whole length.
+  entry state;
+  /// The donor's own length (> state.size() when it was trimmed).
+  uint64_t donor_length = 0;
+  /// The donor's serial (see `put_result::serial`).
+  uint64_t donor_serial = 0;
+};
+
+/// Names an item in RAM: a prefix entry (ns, tokens) or an object (key).
+struct ram_key {
+  bool object = false;
+  /// The namespace of a prefix entry, or the key of an object.
+  std::string name;
+  token_seq tokens;
+
+  bool operator==(const ram_key&) const = default;
+};
+
+/// An item that left RAM by eviction, handed to the caller in order.
+struct spill_order {
+  ram_key key;
+  /// The whole prefix entry (empty for an object).
+  entry state;
+  /// The object's tensors (empty for a prefix entry).
+  std::vector<attachment> object;
+  /// False when a durable copy is already on SSD (`mark_durable`): the
+  /// caller may drop it. True otherwise, also while a write is pending.
+  bool needs_spill = true;
+};
+
+/// What a put did. When `kept` is false the offered item was larger than
+/// the whole cap: it comes back as the only spill order, and RAM is as it
+/// was.
+struct put_result {
+  bool kept = false;
+  /// Identity of the stored item: the tier's count of puts that stored one
+  /// (1, 2, ...); 0 when not kept.
+  uint64_t serial = 0;
+  /// An item with the same key was replaced (removed without spill).
+  bool replaced = false;
+  /// Strict prefix-ancestors removed without spill.
+  size_t superseded = 0;
+  /// Items evicted over the cap, least recently used first.
+  std::vector<spill_order> evicted;
+};
+
+/// Every counter of the RAM tier.
+struct ram_counters {
+  uint64_t entries = 0;
+  uint64_t objects = 0;
+  /// Bytes held, each shared buffer counted once.
+  uint64_t bytes = 0;
+  uint64_t capacity = 0;
+  /// `lookup` calls that lent a prefix / found none.
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  /// `lookup` calls naming a session: served from an entry that session
+  /// published / not.
+  uint64_t session_hits = 0;
+  uint64_t session_misses = 0;
+  /// Index walks: every `lookup` and every `peek_prefix_len`.
+  uint64_t prefix_scans = 0;
+  /// Items evicted over the cap or popped for pressure relief.
+  uint64_t evictions = 0;
+  /// Ancestors removed by a trimmable newcomer.
+  uint64_t supersessions = 0;
+  /// Items replaced by a put with the same key.
+  uint64_t replacements = 0;
+  /// Puts refused because the item alone exceeds the cap.
+  uint64_t oversize = 0;
+  uint64_t object_hits = 0;
+  uint64_t object_misses = 0;
+  /// Put observers that threw (contained).
+  uint64_t observer_errors = 0;
+};
+
+} // namespace kvtier::tiers
