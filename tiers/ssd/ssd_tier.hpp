@@ -73,8 +73,10 @@ struct ssd_config {
   uint32_t writes_in_flight = 2;
   /// Largest single read or write handed to the engine.
   uint32_t max_op_bytes = 8u << 20;
-  /// Data reads or writes of one entry running at once.
-  uint32_t ops_per_entry = 4;
+  /// Data reads or writes of one entry running at once. One sequential
+  /// stream per file lets kernel readahead work; concurrent reads of one
+  /// file measured 45-65% of a sequential raw read here, one 65-100%.
+  uint32_t ops_per_entry = 1;
   /// Where failure lines go; stderr when empty.
   std::function<void(const std::string&)> log;
   /// Told what became of each queued write (e.g. so the RAM tier can mark
