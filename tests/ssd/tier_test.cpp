@@ -199,7 +199,14 @@ BOOST_AUTO_TEST_CASE(the_owner_hears_what_became_of_every_write) {
                                 write_reason::demotion));
   BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(10, 90)),
                                 write_reason::snapshot));
-  w.flush();
+  auto ev = w.flush();
+  BOOST_TEST(!ev.durable); // a drop since the last flush: not all stored
+  BOOST_TEST(ev.dropped == 1u);
+  BOOST_TEST(ev.pending == 0u);
+  BOOST_TEST(ev.entries == 3u);
+  auto again = w.flush();
+  BOOST_TEST(again.durable);
+  BOOST_TEST(again.dropped == 0u);
   // The first write is in flight at once; the second of the same key waits
   // behind it; the third and fourth overflow the queue: the oldest idle
   // item (the waiting same-key one) is dropped.
