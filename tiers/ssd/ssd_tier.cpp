@@ -35,12 +35,11 @@ caf::expected<entry_header> read_header(file& f) {
 }
 
 ssd_tier::ssd_tier(ssd_config cfg, file_system& fs, io_engine& engine)
-  : cfg_(std::move(cfg)),
-    fs_(fs),
-    engine_(engine),
-    root_(join_path(cfg_.dir, cfg_.fingerprint)),
-    queue_(cfg_.queue_cap) {
-}
+  : cfg_(std::move(cfg))
+  , fs_(fs)
+  , engine_(engine)
+  , root_(join_path(cfg_.dir, cfg_.fingerprint))
+  , queue_(cfg_.queue_cap) {}
 
 ssd_tier::~ssd_tier() = default;
 
@@ -99,8 +98,8 @@ void ssd_tier::scan_file(const std::string& name, scan_report& r) {
     return;
   }
   auto bytes = h->file_length;
-  index_.insert(ssd_file{name, std::make_shared<const entry_header>(
-                                 std::move(*h)), bytes});
+  index_.insert(
+    ssd_file{name, std::make_shared<const entry_header>(std::move(*h)), bytes});
   ++r.loaded;
 }
 
@@ -113,8 +112,7 @@ bool ssd_tier::contains(std::string_view ns,
                         std::span<const token> tokens) const {
   // A newer state of the key waiting to be written (or failed) is not on
   // SSD yet, whatever older file of that key is.
-  return index_.contains(ns, tokens)
-         && !queue_.holds(file_name(ns, tokens));
+  return index_.contains(ns, tokens) && !queue_.holds(file_name(ns, tokens));
 }
 
 std::vector<saved_prefix> ssd_tier::saved_prefixes() const {
