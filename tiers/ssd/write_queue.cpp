@@ -104,8 +104,8 @@ size_t write_queue::in_flight() const noexcept {
 }
 
 size_t write_queue::failed() const noexcept {
-  return static_cast<size_t>(std::count_if(
-    items_.begin(), items_.end(), [](auto& i) { return i.failed; }));
+  return static_cast<size_t>(std::count_if(items_.begin(), items_.end(),
+                                           [](auto& i) { return i.failed; }));
 }
 
 bool write_queue::active() const noexcept {

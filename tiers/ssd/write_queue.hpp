@@ -52,8 +52,8 @@ struct push_result {
 
 class write_queue {
 public:
-  explicit write_queue(uint64_t byte_cap) : byte_cap_(byte_cap) {
-  }
+  explicit write_queue(uint64_t byte_cap)
+    : byte_cap_(byte_cap) {}
 
   /// Appends an item and makes room as the policy says.
   push_result push(std::string key, entry e, write_reason reason);
