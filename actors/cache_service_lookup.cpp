@@ -65,7 +65,7 @@ void install(
           [then](const caf::error&) { then(); });
 }
 
-/// The SSD's candidate is strictly longer: restore it, serve it, install
+/// The SSD's candidate is strictly longer: restore it, install it, serve
 /// it; a failed restore serves the RAM candidate instead.
 void serve_ssd(self_ptr self, const lookup_ptr& s) {
   auto found = s->ssd->root();
@@ -80,8 +80,9 @@ void serve_ssd(self_ptr self, const lookup_ptr& s) {
                                     : caf::expected<tiers::entry>{caf::error{}};
         if (!r.root().isEntry() || !e)
           return serve_ram(s);
-        s->rp.deliver(answer(msg::Tier::SSD, e->size(), &*e));
-        install(self, *e, 0);
+        // Installed before the answer, so the next acquire finds it in RAM.
+        auto out = answer(msg::Tier::SSD, e->size(), &*e);
+        install(self, *e, 0, [s, out] { s->rp.deliver(out); });
       },
       [s](const caf::error&) { serve_ram(s); });
 }
