@@ -1,0 +1,326 @@
+// bench_ssd: SSD tier throughput next to the raw disk, on one directory.
+//
+//   spill    enqueue one entry + flush until durable (checksums, temp file,
+//            writes, fsync, rename, directory fsync), vs. raw sequential
+//            pwrite of the same bytes + fsync.
+//   restore  cold restore of that entry (page cache dropped for the file
+//            with posix_fadvise DONTNEED, read into fresh buffers, chunk
+//            checksums verified), vs. raw sequential pread of the same
+//            bytes into a fresh buffer, cache dropped the same way.
+//   coalesce 64 concurrent identical cold restores: reads issued.
+//
+// Entries have the llama-3.1-8b shape (32 kv layers, 128 KiB per token):
+// 64 MiB = 512 tokens, 1 GiB = 8192 tokens. Each figure is the best of
+// `--reps` runs (both sides alike, interleaved, each after a sync() so
+// earlier writeback stays outside the timed region). Usage:
+//   bench_ssd [--quick] [--json] [--dir DIR] [--engine auto|uring|threads]
+//             [--reps N] [--window OPS] [--op-mib MIB]
+#include "runtime/oracle.hpp"
+#include "tiers/ssd/ssd_tier.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+using namespace kvtier;
+using namespace kvtier::tiers;
+using namespace kvtier::tiers::ssd;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+struct options {
+  bool quick = false;
+  bool json = false;
+  std::string dir;
+  std::string engine = "auto";
+  int reps = 5;
+  /// ssd_config::ops_per_entry and max_op_bytes (MiB); 0 keeps the default.
+  uint32_t window = 0;
+  uint32_t op_mib = 0;
+};
+
+struct row {
+  std::string op;
+  uint64_t bytes = 0;
+  double kvtier_gbps = 0;
+  double raw_gbps = 0;
+};
+
+double gbps(uint64_t bytes, clk::duration d) {
+  return static_cast<double>(bytes)
+         / std::chrono::duration<double>(d).count() / 1e9;
+}
+
+void drop_cache(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+/// Raw floor: the entry's bytes written sequentially, then fsync.
+clk::duration raw_write(const std::string& path, const entry& e) {
+  ::unlink(path.c_str());
+  ::sync(); // settle earlier writes and frees outside the timed region
+  auto t0 = clk::now();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    throw std::runtime_error("cannot create " + path);
+  uint64_t off = 0;
+  for (auto& l : e.layers)
+    for (auto& s : l.segments)
+      for (uint64_t done = 0; done < s.length;) {
+        auto n = std::min<uint64_t>(s.length - done, 8u << 20);
+        auto w = ::pwrite(fd, s.bytes().data() + done, n,
+                          static_cast<off_t>(off));
+        if (w <= 0)
+          throw std::runtime_error("raw write failed");
+        done += static_cast<uint64_t>(w);
+        off += static_cast<uint64_t>(w);
+      }
+  ::fsync(fd);
+  ::close(fd);
+  return clk::now() - t0;
+}
+
+/// Raw floor: the same bytes read back sequentially into one buffer.
+clk::duration raw_read(const std::string& path, uint64_t bytes) {
+  drop_cache(path);
+  ::sync();
+  auto t0 = clk::now();
+  buffer_builder b(bytes);
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    throw std::runtime_error("cannot open " + path);
+  for (uint64_t off = 0; off < bytes;) {
+    auto n = std::min<uint64_t>(bytes - off, 8u << 20);
+    auto r = ::pread(fd, b.data() + off, n, static_cast<off_t>(off));
+    if (r <= 0)
+      throw std::runtime_error("raw read failed");
+    off += static_cast<uint64_t>(r);
+  }
+  ::close(fd);
+  return clk::now() - t0;
+}
+
+/// The tier and its engine on `dir`.
+struct bench_tier {
+  bench_tier(const options& o, const std::string& dir) {
+    auto choice = parse_engine_choice(o.engine);
+    if (!choice)
+      throw std::runtime_error(describe(choice.error()));
+    auto e = make_io_engine(*choice, q.sink());
+    if (!e)
+      throw std::runtime_error(describe(e.error()));
+    engine = std::move(*e);
+    ssd_config cfg;
+    cfg.dir = dir;
+    cfg.fingerprint = "bench";
+    if (o.window > 0)
+      cfg.ops_per_entry = o.window;
+    if (o.op_mib > 0)
+      cfg.max_op_bytes = o.op_mib << 20;
+    tier = std::make_unique<ssd_tier>(cfg, fs, *engine);
+    if (!tier->open())
+      throw std::runtime_error("scan failed");
+  }
+  ~bench_tier() {
+    drive();
+  }
+  void drive() {
+    while (tier->busy())
+      for (auto& c : q.wait(std::chrono::milliseconds(50)))
+        tier->handle(std::move(c));
+  }
+  posix_file_system fs;
+  completion_queue q;
+  std::unique_ptr<io_engine> engine;
+  std::unique_ptr<ssd_tier> tier;
+};
+
+clk::duration spill(bench_tier& b, const entry& e) {
+  ::sync();
+  auto t0 = clk::now();
+  bool durable = false;
+  if (!b.tier->enqueue(e, write_reason::spill))
+    throw std::runtime_error("enqueue refused");
+  b.tier->flush(
+    [&](const durability_evidence& ev) { durable = ev.durable; });
+  b.drive();
+  if (!durable)
+    throw std::runtime_error("spill was not durable");
+  return clk::now() - t0;
+}
+
+clk::duration restore(bench_tier& b, std::string_view ns,
+                      const token_seq& tokens, int waiters) {
+  auto prompt = tokens;
+  prompt.push_back(1);
+  auto m = b.tier->find(prompt, ns);
+  if (!m)
+    throw std::runtime_error("entry not found");
+  drop_cache(join_path(b.tier->root(), m->name));
+  ::sync();
+  int ok = 0;
+  auto t0 = clk::now();
+  for (int i = 0; i < waiters; ++i)
+    b.tier->restore(*m, [&](caf::expected<entry> r) { ok += r ? 1 : 0; });
+  b.drive();
+  auto d = clk::now() - t0;
+  if (ok != waiters)
+    throw std::runtime_error("restore failed");
+  return d;
+}
+
+token_seq bench_tokens(uint64_t n) {
+  token_seq t(n);
+  for (uint64_t i = 0; i < n; ++i)
+    t[i] = static_cast<token>(i * 31 + n);
+  return t;
+}
+
+/// Spill and restore of one entry of `tokens` tokens, each next to raw.
+std::vector<row> measure(const options& o, bench_tier& b,
+                         const std::string& dir, uint64_t tokens) {
+  auto g = *model_geometry::preset("llama-3.1-8b");
+  auto e = runtime::oracle_engine{g}.prefill("bench", bench_tokens(tokens));
+  auto bytes = e.byte_length();
+  auto raw_path = join_path(dir, "raw.bin");
+  auto inf = clk::duration::max();
+  auto spill_t = inf, raw_w = inf, restore_t = inf, raw_r = inf;
+  for (int rep = 0; rep < o.reps; ++rep) {
+    // A new key per run (same bytes): every spill writes a new file, as the
+    // raw side does, instead of replacing (and freeing) the previous one.
+    e.tokens[0] = static_cast<token>(rep);
+    raw_w = std::min(raw_w, raw_write(raw_path, e));
+    spill_t = std::min(spill_t, spill(b, e));
+    raw_r = std::min(raw_r, raw_read(raw_path, bytes));
+    restore_t = std::min(restore_t, restore(b, e.ns, e.tokens, 1));
+  }
+  ::unlink(raw_path.c_str());
+  return {{"spill", bytes, gbps(bytes, spill_t), gbps(bytes, raw_w)},
+          {"restore", bytes, gbps(bytes, restore_t), gbps(bytes, raw_r)}};
+}
+
+bool enough_space(const std::string& dir, uint64_t need) {
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0)
+    return false;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize > need;
+}
+
+std::optional<options> parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick")
+      o.quick = true;
+    else if (a == "--json")
+      o.json = true;
+    else if (a == "--dir" && i + 1 < argc)
+      o.dir = argv[++i];
+    else if (a == "--engine" && i + 1 < argc)
+      o.engine = argv[++i];
+    else if (a == "--reps" && i + 1 < argc)
+      o.reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--window" && i + 1 < argc)
+      o.window = static_cast<uint32_t>(std::max(1, std::atoi(argv[++i])));
+    else if (a == "--op-mib" && i + 1 < argc)
+      o.op_mib = static_cast<uint32_t>(std::max(1, std::atoi(argv[++i])));
+    else
+      return std::nullopt;
+  }
+  return o;
+}
+
+void print(const options& o, const std::vector<row>& rows, uint64_t waiters,
+           uint64_t reads, const char* engine) {
+  if (o.json) {
+    std::printf("[\n");
+    for (auto& r : rows)
+      std::printf("  {\"op\": \"%s\", \"bytes\": %llu, \"kvtier_gbps\": %.3f, "
+                  "\"raw_gbps\": %.3f},\n",
+                  r.op.c_str(), static_cast<unsigned long long>(r.bytes),
+                  r.kvtier_gbps, r.raw_gbps);
+    std::printf("  {\"op\": \"coalesce\", \"waiters\": %llu, \"reads\": "
+                "%llu}\n]\n",
+                static_cast<unsigned long long>(waiters),
+                static_cast<unsigned long long>(reads));
+    return;
+  }
+  std::printf("bench_ssd (engine %s, best of %d)\n", engine, o.reps);
+  std::printf("%-8s %12s %12s %12s %8s\n", "op", "bytes", "kvtier GB/s",
+              "raw GB/s", "ratio");
+  for (auto& r : rows)
+    std::printf("%-8s %12llu %12.3f %12.3f %7.0f%%\n", r.op.c_str(),
+                static_cast<unsigned long long>(r.bytes), r.kvtier_gbps,
+                r.raw_gbps, 100.0 * r.kvtier_gbps / r.raw_gbps);
+  std::printf("coalesce: %llu concurrent identical cold restores -> %llu "
+              "read(s)\n",
+              static_cast<unsigned long long>(waiters),
+              static_cast<unsigned long long>(reads));
+}
+
+int run(options& o) {
+  bench_tier b{o, o.dir};
+  std::vector<row> rows;
+  std::vector<uint64_t> sizes{512};
+  if (!o.quick)
+    sizes.push_back(8192);
+  for (auto tokens : sizes) {
+    uint64_t bytes = tokens * (128u << 10);
+    if (!enough_space(o.dir, 3 * bytes + (1ull << 30))) {
+      std::fprintf(stderr, "bench_ssd: skipped %llu bytes: not enough free "
+                           "space in %s\n",
+                   static_cast<unsigned long long>(bytes), o.dir.c_str());
+      continue;
+    }
+    for (auto& r : measure(o, b, o.dir, tokens))
+      rows.push_back(r);
+  }
+  // 64 identical cold restores of the 64 MiB entry at once.
+  auto before = b.tier->stats().reads;
+  auto first = bench_tokens(512);
+  first[0] = 0; // the 64 MiB entry of the first run
+  restore(b, "bench", first, 64);
+  print(o, rows, 64, b.tier->stats().reads - before, b.tier->engine_name());
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto o = parse(argc, argv);
+  if (!o) {
+    std::fprintf(stderr, "usage: bench_ssd [--quick] [--json] [--dir DIR] "
+                         "[--engine auto|uring|threads] [--reps N] "
+                         "[--window OPS] [--op-mib MIB]\n");
+    return 2;
+  }
+  bool own_dir = o->dir.empty();
+  if (own_dir) {
+    char tmpl[] = "/tmp/kvtier-bench-ssd-XXXXXX";
+    o->dir = ::mkdtemp(tmpl);
+  }
+  int rc = 1;
+  try {
+    rc = run(*o);
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "bench_ssd: %s\n", ex.what());
+  }
+  if (own_dir)
+    std::filesystem::remove_all(o->dir);
+  return rc;
+}

@@ -1,0 +1,15 @@
+# Extra CTest registrations (included from tests/CMakeLists.txt).
+#
+# The SSD crash test kills a real writer process: the writer is its own
+# program, and the same test binary runs twice: 20 kills in the default
+# suite (ssd.crash, registered by the glob) and 200 under the `soak` label.
+add_executable(ssd_crash_writer
+  ${CMAKE_CURRENT_SOURCE_DIR}/ssd/crash_writer.cpp)
+target_link_libraries(ssd_crash_writer PRIVATE kvtier)
+set_target_properties(ssd_crash_writer PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_compile_definitions(test_ssd_crash_test PRIVATE
+  KVTIER_CRASH_WRITER="$<TARGET_FILE:ssd_crash_writer>")
+add_dependencies(test_ssd_crash_test ssd_crash_writer)
+add_test(NAME ssd.crash_soak COMMAND test_ssd_crash_test -- 200)
+set_tests_properties(ssd.crash_soak PROPERTIES LABELS soak)

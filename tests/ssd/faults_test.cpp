@@ -1,0 +1,173 @@
+#define BOOST_TEST_MODULE ssd_faults
+#include "tests/ssd/ssd_fixture.hpp"
+
+using namespace kvtier;
+using namespace kvtier::tiers;
+using namespace kvtier::tiers::ssd;
+using namespace kvtier::tiers::ssd::test;
+
+namespace {
+
+const runtime::oracle_engine& oracle() {
+  static const runtime::oracle_engine o{every_kind(), 40};
+  return o;
+}
+
+entry version(const char* session) {
+  auto e = oracle().prefill("ns", tokens(30));
+  e.session = session;
+  return e;
+}
+
+/// The session of what the tier serves for the entry, verified byte for
+/// byte; "" when it serves nothing.
+std::string served(world& w) {
+  auto m = w.tier->find(tokens(31), "ns");
+  if (!m)
+    return "";
+  auto e = w.restore(*m);
+  if (!e)
+    BOOST_FAIL(describe(e.error()));
+  auto err = oracle().verify(*e);
+  BOOST_TEST(!err, describe(err));
+  return e->session.value_or("?");
+}
+
+bool has_temp(world& w) {
+  for (auto& n : w.files())
+    if (n.ends_with(".tmp"))
+      return true;
+  return false;
+}
+
+struct step {
+  fs_op op;
+  uint64_t nth;
+};
+
+// Six writes per entry file: the header, four layers, one attachment.
+const std::vector<step> write_steps{
+  {fs_op::create, 1}, {fs_op::write, 1}, {fs_op::write, 2},
+  {fs_op::write, 3},  {fs_op::write, 4}, {fs_op::write, 5},
+  {fs_op::write, 6},  {fs_op::sync, 1},  {fs_op::rename, 1},
+  {fs_op::sync_dir, 1}};
+
+/// An in-memory disk behind a fault injector, with the tier's log lines.
+struct faulty_world {
+  explicit faulty_world(engine_choice e)
+    : faulty{mem}, w{{fs_kind::memory, e}, dir.path, logging(), &faulty} {
+  }
+
+  ssd_config logging() {
+    ssd_config cfg;
+    cfg.log = [this](const std::string& l) { lines.push_back(l); };
+    return cfg;
+  }
+
+  scratch_dir dir;
+  memory_file_system mem;
+  faulty_file_system faulty;
+  std::vector<std::string> lines;
+  world w;
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(every_failing_write_step_keeps_old_or_new_state) {
+  for (auto engine : all_engines())
+    for (auto s : write_steps)
+      for (auto kind : {fault_kind::eio, fault_kind::enospc,
+                        fault_kind::short_write}) {
+        if (kind == fault_kind::short_write && s.op != fs_op::write)
+          continue;
+        BOOST_TEST_CONTEXT(to_string(s.op) << " #" << s.nth << " "
+                                           << to_string(kind)) {
+          faulty_world fw{engine};
+          auto& w = fw.w;
+          auto& lines = fw.lines;
+          auto& faulty = fw.faulty;
+          w.store(version("old"));
+          faulty.inject(s.op, s.nth, kind);
+          BOOST_REQUIRE(w.tier->enqueue(version("new"), write_reason::spill));
+          auto ev = w.flush();
+          BOOST_TEST(!ev.durable);
+          BOOST_TEST(ev.failed == 1u);
+          BOOST_TEST(ev.pending == 1u);
+          BOOST_TEST(lines.size() == 1u); // one clear line per failure
+          BOOST_TEST(w.tier->stats().write_no_space
+                     == (kind == fault_kind::enospc ? 1u : 0u));
+          BOOST_TEST(!w.tier->contains("ns", tokens(30))); // not durable
+          auto now = served(w);
+          BOOST_TEST((now == (s.op == fs_op::sync_dir ? "new" : "old")));
+          BOOST_TEST(!has_temp(w));
+          // The failed item is retryable: the next flush stores it.
+          BOOST_TEST(w.flush().durable);
+          BOOST_TEST(served(w) == "new");
+          w.reopen();
+          BOOST_TEST(served(w) == "new");
+        }
+      }
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_at_any_write_step_leaves_no_torn_entry) {
+  for (auto engine : all_engines())
+    for (auto s : write_steps) {
+      BOOST_TEST_CONTEXT(to_string(s.op) << " #" << s.nth) {
+        faulty_world fw{engine};
+        auto& w = fw.w;
+        auto& mem = fw.mem;
+        auto& faulty = fw.faulty;
+        w.store(version("old"));
+        faulty.inject(s.op, s.nth, fault_kind::crash);
+        BOOST_REQUIRE(w.tier->enqueue(version("new"), write_reason::spill));
+        w.flush();
+        BOOST_TEST(faulty.crashed());
+        // The process died here; its successor scans what is on "disk".
+        faulty.clear();
+        w.reopen(&mem);
+        BOOST_TEST(!has_temp(w));
+        auto after = served(w);
+        BOOST_TEST((after == "old" || after == "new"));
+        // And after a power loss only what was made durable remains: the
+        // new file's name was never synced, so the old entry serves.
+        mem.power_loss();
+        w.reopen(&mem);
+        BOOST_TEST(!has_temp(w));
+        BOOST_TEST(served(w) == "old");
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_read_is_a_miss_and_keeps_the_file) {
+  for (auto engine : all_engines()) {
+    faulty_world fw{engine};
+    auto& w = fw.w;
+    auto& faulty = fw.faulty;
+    w.store(version("old"));
+    faulty.inject(fs_op::read, 3, fault_kind::eio); // a payload read
+    auto m = w.tier->find(tokens(31), "ns");
+    BOOST_REQUIRE(m);
+    auto e = w.restore(*m);
+    BOOST_REQUIRE(!e);
+    BOOST_TEST((e.error() == ec::io_error));
+    BOOST_TEST(served(w) == "old");
+    BOOST_TEST(w.tier->stats().restores_failed == 1u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(disk_full_degrades_to_not_stored) {
+  faulty_world fw{engine_choice::threads};
+  auto& w = fw.w;
+  auto& lines = fw.lines;
+  fw.faulty.inject(fs_op::write, 2, fault_kind::enospc);
+  BOOST_REQUIRE(w.tier->enqueue(version("x"), write_reason::demotion));
+  auto ev = w.flush();
+  BOOST_TEST(!ev.durable);
+  BOOST_TEST(ev.entries == 0u);
+  BOOST_TEST(!w.tier->contains("ns", tokens(30)));
+  BOOST_TEST(!w.tier->find(tokens(31), "ns"));
+  BOOST_TEST(w.tier->stats().write_no_space == 1u);
+  BOOST_REQUIRE(lines.size() == 1u);
+  BOOST_TEST(lines[0].find("no_space") != std::string::npos, lines[0]);
+  BOOST_TEST(w.files().empty());
+}

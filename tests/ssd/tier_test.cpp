@@ -1,0 +1,181 @@
+#define BOOST_TEST_MODULE ssd_tier
+#include "tests/ssd/ssd_fixture.hpp"
+
+using namespace kvtier;
+using namespace kvtier::tiers;
+using namespace kvtier::tiers::ssd;
+using namespace kvtier::tiers::ssd::test;
+
+namespace {
+
+runtime::oracle_engine every_kind_oracle() {
+  return runtime::oracle_engine{every_kind(), 40};
+}
+
+void check_verified(const runtime::oracle_engine& o, const entry& e) {
+  auto err = o.verify(e);
+  BOOST_TEST(!err, describe(err));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(round_trip_of_every_kind_is_byte_exact) {
+  auto o = every_kind_oracle();
+  auto window = runtime::oracle_engine{*model_geometry::preset("tiny-window")};
+  for (auto b : all_backends()) {
+    BOOST_TEST_CONTEXT(b.name()) {
+      scratch_dir dir;
+      auto live_before = buffer::live_count();
+      {
+        world w{b, dir.path};
+        auto wrapped = o.prefill("ns", tokens(40));    // ring has wrapped
+        auto unwrapped = window.prefill("w", tokens(10));
+        BOOST_REQUIRE(w.tier->enqueue(wrapped, write_reason::spill));
+        BOOST_REQUIRE(w.tier->enqueue(unwrapped, write_reason::snapshot));
+        // A pending write is not on SSD.
+        BOOST_TEST(!w.tier->contains("ns", wrapped.tokens));
+        auto ev = w.flush();
+        BOOST_TEST(w.tier->contains("ns", wrapped.tokens));
+        BOOST_TEST(ev.durable);
+        BOOST_TEST(ev.entries == 2u);
+        BOOST_TEST(ev.longest_durable_prefix == 40u);
+        auto prompt = tokens(41);
+        auto m = w.tier->find(prompt, "ns");
+        BOOST_REQUIRE(m);
+        BOOST_TEST(m->length == 40u);
+        auto e = w.restore(*m);
+        BOOST_REQUIRE(e);
+        BOOST_TEST(e->attachments.size() == 1u);
+        BOOST_TEST(e->layers.size() == 4u);
+        check_verified(o, *e);
+        auto m2 = w.tier->find(tokens(11), "w");
+        BOOST_REQUIRE(m2);
+        auto e2 = w.restore(*m2);
+        BOOST_REQUIRE(e2);
+        check_verified(window, *e2);
+        BOOST_TEST(w.tier->stats().writes_ok == 2u);
+      }
+      BOOST_TEST(buffer::live_count() == live_before);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(partial_restore_reads_only_the_prefix_chunks) {
+  model_geometry g{"wide", {{layer_kind::kv, 1024, 0, 0},
+                            {layer_kind::ring, 1024, 128, 0}}};
+  runtime::oracle_engine o{g};
+  for (auto b : all_backends()) {
+    BOOST_TEST_CONTEXT(b.name()) {
+      scratch_dir dir;
+      ssd_config cfg;
+      cfg.checksum_chunk = 4096;
+      world w{b, dir.path, cfg};
+      w.store(o.prefill("ns", tokens(64)));
+      auto prompt = tokens(20);
+      prompt.push_back(999999); // diverges after 20 tokens
+      auto m = w.tier->find(prompt, "ns");
+      BOOST_REQUIRE(m);
+      BOOST_TEST(m->length == 20u);
+      BOOST_TEST(m->needs_trim);
+      auto e = w.restore(*m);
+      BOOST_REQUIRE(e);
+      BOOST_TEST(e->tokens.size() == 20u);
+      check_verified(o, *e);
+      // 20 rows of 1 KiB = 5 whole chunks per layer; the file holds 64.
+      BOOST_TEST(w.tier->stats().bytes_read == 2u * 20480u);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(untrimmable_entry_with_divergent_tail_is_never_found) {
+  auto o = every_kind_oracle();
+  scratch_dir dir;
+  world w{all_backends().front(), dir.path};
+  w.store(o.prefill("ns", tokens(30)));
+  auto prompt = tokens(20);
+  prompt.push_back(424242);
+  BOOST_TEST(!w.tier->find(prompt, "ns"));
+  BOOST_TEST(!w.tier->find(tokens(31), "other-ns"));
+  BOOST_TEST(w.tier->find(tokens(31), "ns").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(identical_concurrent_restores_issue_one_read) {
+  auto o = every_kind_oracle();
+  on_every_backend([&](world& w) {
+    w.store(o.prefill("ns", tokens(24)));
+    auto m = w.tier->find(tokens(25), "ns");
+    BOOST_REQUIRE(m);
+    int served = 0;
+    for (int i = 0; i < 16; ++i)
+      w.tier->restore(*m, [&](caf::expected<entry> e) {
+        BOOST_REQUIRE(e);
+        check_verified(o, *e);
+        ++served;
+      });
+    drive(*w.tier, w.queue);
+    BOOST_TEST(served == 16);
+    BOOST_TEST(w.tier->stats().reads == 1u);
+    BOOST_TEST(w.tier->stats().coalesced == 15u);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(prefetch_lease_keeps_the_restored_donor_until_release) {
+  auto o = every_kind_oracle();
+  on_every_backend([&](world& w) {
+    w.store(o.prefill("ns", tokens(24)));
+    auto lease = w.tier->prefetch(tokens(25), "ns");
+    BOOST_REQUIRE(lease);
+    drive(*w.tier, w.queue);
+    auto m = w.tier->find(tokens(25), "ns");
+    bool served = false;
+    w.tier->restore(*m, [&](caf::expected<entry> e) {
+      BOOST_REQUIRE(e);
+      check_verified(o, *e);
+      served = true;
+    });
+    BOOST_TEST(served); // held: answered inside the call, no new read
+    BOOST_TEST(w.tier->stats().reads == 1u);
+    w.tier->release(*lease);
+    BOOST_REQUIRE(w.restore(*m));
+    BOOST_TEST(w.tier->stats().reads == 2u);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_the_last_interest_discards_without_leaks) {
+  auto o = every_kind_oracle();
+  on_every_backend([&](world& w) {
+    w.store(o.prefill("ns", tokens(24)));
+    auto live_before = buffer::live_count();
+    auto l1 = w.tier->prefetch(tokens(25), "ns");
+    auto l2 = w.tier->prefetch(tokens(25), "ns");
+    BOOST_REQUIRE(l1 && l2);
+    w.tier->release(*l1);
+    w.tier->release(*l2);
+    drive(*w.tier, w.queue);
+    BOOST_TEST(w.tier->stats().cancelled == 1u);
+    BOOST_TEST(w.tier->stats().reads == 1u);
+    BOOST_TEST(w.tier->stats().restores_ok == 0u);
+    BOOST_TEST(buffer::live_count() == live_before);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(restart_recovers_the_index_from_headers) {
+  auto o = every_kind_oracle();
+  on_every_backend([&](world& w) {
+    for (token salt = 0; salt < 5; ++salt)
+      BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(10 + salt,
+                                                           salt * 100)),
+                                    write_reason::demotion));
+    BOOST_TEST(w.flush().durable);
+    auto r = w.reopen();
+    BOOST_TEST(r.loaded == 5u);
+    BOOST_TEST(r.corrupt_removed == 0u);
+    BOOST_TEST(w.tier->saved_prefixes().size() == 5u);
+    auto m = w.tier->find(tokens(15, 400), "ns");
+    BOOST_REQUIRE(m);
+    auto e = w.restore(*m);
+    BOOST_REQUIRE(e);
+    BOOST_TEST(e->tokens == tokens(14, 400));
+    check_verified(o, *e);
+  });
+}

@@ -1,0 +1,86 @@
+#define BOOST_TEST_MODULE ssd_write_queue
+#include <boost/test/unit_test.hpp>
+
+#include "runtime/oracle.hpp"
+#include "tiers/ssd/write_queue.hpp"
+
+using namespace kvtier;
+using namespace kvtier::tiers;
+using namespace kvtier::tiers::ssd;
+
+namespace {
+
+/// An entry of exactly `tokens` x 100 bytes.
+entry sized(size_t tokens, token salt) {
+  model_geometry g{"kv", {{layer_kind::kv, 100, 0, 0}}};
+  return runtime::oracle_engine{g}.prefill("ns", token_seq(tokens, salt));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(over_the_cap_the_oldest_idle_item_is_dropped) {
+  auto live = buffer::live_count();
+  {
+    write_queue q{1000};
+    q.push("a", sized(4, 1), write_reason::spill); // 400 bytes
+    q.push("b", sized(4, 2), write_reason::spill); // 800
+    auto* a = q.start_next();
+    BOOST_REQUIRE(a);
+    BOOST_TEST(a->key == "a"); // in flight: never dropped
+    auto r = q.push("c", sized(4, 3), write_reason::demotion); // 1200
+    BOOST_TEST(r.dropped == 1u); // b went, a stays
+    BOOST_TEST(q.size() == 2u);
+    BOOST_TEST(q.bytes() == 800u);
+    BOOST_TEST(q.items().front().key == "a");
+    BOOST_TEST(q.items().back().key == "c");
+  }
+  BOOST_TEST(buffer::live_count() == live);
+}
+
+BOOST_AUTO_TEST_CASE(the_newest_item_is_never_its_own_victim) {
+  write_queue q{100};
+  auto r = q.push("big", sized(5, 1), write_reason::snapshot); // 500 > cap
+  BOOST_TEST(r.dropped == 0u);
+  BOOST_TEST(q.size() == 1u);
+  r = q.push("big2", sized(5, 2), write_reason::snapshot);
+  BOOST_TEST(r.dropped == 1u);
+  BOOST_TEST(q.items().front().key == "big2");
+}
+
+BOOST_AUTO_TEST_CASE(same_key_supersedes_and_never_overlaps_in_flight) {
+  write_queue q{10000};
+  q.push("k", sized(2, 1), write_reason::spill);
+  auto* first = q.start_next();
+  BOOST_REQUIRE(first);
+  auto id1 = first->id;
+  q.push("k", sized(2, 2), write_reason::spill);
+  auto r = q.push("k", sized(2, 3), write_reason::spill);
+  BOOST_TEST(r.superseded == 1u); // the queued one, not the in-flight one
+  BOOST_TEST(q.start_next() == nullptr); // "k" is being written
+  q.done(id1);
+  auto* next = q.start_next();
+  BOOST_REQUIRE(next);
+  BOOST_TEST(next->id == r.id);
+}
+
+BOOST_AUTO_TEST_CASE(failed_items_stay_until_retried_and_release_buffers) {
+  auto live = buffer::live_count();
+  {
+    write_queue q{10000};
+    q.push("k", sized(2, 1), write_reason::spill);
+    auto* w = q.start_next();
+    BOOST_REQUIRE(w);
+    auto id = w->id;
+    q.fail(id);
+    BOOST_TEST(q.failed() == 1u);
+    BOOST_TEST(!q.active());
+    BOOST_TEST(q.start_next() == nullptr);
+    BOOST_TEST(q.retry_failed() == 1u);
+    BOOST_TEST(q.active());
+    BOOST_REQUIRE(q.start_next());
+    BOOST_TEST(q.find(id)->attempts == 2u);
+    q.done(id);
+    BOOST_TEST(q.size() == 0u);
+    BOOST_TEST(buffer::live_count() == live);
+  }
+}

@@ -1,0 +1,443 @@
+#include "tiers/ssd/entry_format.hpp"
+
+#include "messages/assert.hpp"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace kvtier::tiers::ssd {
+
+namespace {
+
+uint64_t align_up(uint64_t n, uint64_t a) {
+  return (n + a - 1) / a * a;
+}
+
+/// Little-endian appends to a byte vector.
+class writer {
+public:
+  void u8(uint8_t v) {
+    out.push_back(std::byte{v});
+  }
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i)
+      u8(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  void u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i)
+      u8(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  void str(const std::string& s) {
+    u32(static_cast<uint32_t>(s.size()));
+    auto p = reinterpret_cast<const std::byte*>(s.data());
+    out.insert(out.end(), p, p + s.size());
+  }
+  std::vector<std::byte> out;
+};
+
+/// Bounds-checked little-endian reads; any overrun sets `bad`.
+class reader {
+public:
+  explicit reader(std::span<const std::byte> in) : in_(in) {
+  }
+  bool take(size_t n) {
+    if (bad || in_.size() - pos_ < n) {
+      bad = true;
+      return false;
+    }
+    return true;
+  }
+  uint64_t uint(int bytes) {
+    if (!take(static_cast<size_t>(bytes)))
+      return 0;
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i)
+      v |= static_cast<uint64_t>(in_[pos_ + i]) << (8 * i);
+    pos_ += static_cast<size_t>(bytes);
+    return v;
+  }
+  uint8_t u8() {
+    return static_cast<uint8_t>(uint(1));
+  }
+  uint32_t u32() {
+    return static_cast<uint32_t>(uint(4));
+  }
+  uint64_t u64() {
+    return uint(8);
+  }
+  std::string str() {
+    auto n = u32();
+    if (!take(n))
+      return {};
+    std::string s(reinterpret_cast<const char*>(in_.data() + pos_), n);
+    pos_ += n;
+    return s;
+  }
+  size_t pos() const {
+    return pos_;
+  }
+  bool bad = false;
+
+private:
+  std::span<const std::byte> in_;
+  size_t pos_ = 0;
+};
+
+uint64_t chunk_count(uint64_t len, uint64_t chunk) {
+  return (len + chunk - 1) / chunk;
+}
+
+caf::error corrupt(const std::string& why) {
+  return make_error(ec::corrupt_data, "entry header: " + why);
+}
+
+void write_payload_sums(writer& w, const payload_info& p) {
+  for (auto s : p.chunk_sums)
+    w.u64(s);
+}
+
+/// Sums over the concatenation of `segs`, `chunk` bytes at a time.
+std::vector<uint64_t> sums_of(const std::vector<view>& segs, uint64_t chunk) {
+  std::vector<uint64_t> out;
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  uint64_t filled = 0;
+  for (auto& s : segs) {
+    auto b = s.bytes();
+    while (!b.empty()) {
+      auto n = std::min<uint64_t>(b.size(), chunk - filled);
+      XXH3_64bits_update(st, b.data(), n);
+      filled += n;
+      b = b.subspan(n);
+      if (filled == chunk) {
+        out.push_back(XXH3_64bits_digest(st));
+        XXH3_64bits_reset(st);
+        filled = 0;
+      }
+    }
+  }
+  if (filled > 0)
+    out.push_back(XXH3_64bits_digest(st));
+  XXH3_freeState(st);
+  return out;
+}
+
+} // namespace
+
+uint64_t entry_header::payload_start() const noexcept {
+  return align_up(header_length, alignment);
+}
+
+entry_header layout(const entry& e, const std::string& fingerprint,
+                    uint32_t alignment, uint32_t checksum_chunk) {
+  KVTIER_ASSERT(alignment > 0 && (alignment & (alignment - 1)) == 0);
+  KVTIER_ASSERT(checksum_chunk % alignment == 0 && checksum_chunk > 0);
+  entry_header h;
+  h.alignment = alignment;
+  h.checksum_chunk = checksum_chunk;
+  h.fingerprint = fingerprint;
+  h.ns = e.ns;
+  h.session = e.session;
+  h.tokens = e.tokens;
+  // Header length is known before offsets: every field has a fixed size.
+  uint64_t n = fixed_header_size + 4 + fingerprint.size() + 4 + e.ns.size()
+               + 1 + (e.session ? 4 + e.session->size() : 0) + 4 + 8
+               + 4 * e.tokens.size() + 48 * e.layers.size() + 8;
+  uint64_t sums = 0;
+  for (auto& l : e.layers)
+    sums += chunk_count(l.byte_length(), checksum_chunk);
+  for (auto& a : e.attachments) {
+    n += 4 + a.name.size() + 16;
+    sums += chunk_count(total_length(a.segments), checksum_chunk);
+  }
+  n += 8 * sums;
+  KVTIER_ASSERT(n <= max_header_size);
+  h.header_length = static_cast<uint32_t>(n);
+  uint64_t at = h.payload_start();
+  auto place = [&](uint64_t len) {
+    payload_info p{at, len, {}};
+    h.file_length = at + len;
+    at = align_up(at + len, alignment);
+    return p;
+  };
+  h.file_length = h.header_length;
+  for (auto& l : e.layers)
+    h.layers.push_back({l.kind, l.bytes_per_token, l.window, l.tokens,
+                        l.min_offset, place(l.byte_length())});
+  for (auto& a : e.attachments)
+    h.attachments.push_back({a.name, place(total_length(a.segments))});
+  return h;
+}
+
+void compute_checksums(entry_header& h, const entry& e) {
+  for (size_t i = 0; i < e.layers.size(); ++i)
+    h.layers[i].payload.chunk_sums = sums_of(e.layers[i].segments,
+                                             h.checksum_chunk);
+  for (size_t i = 0; i < e.attachments.size(); ++i)
+    h.attachments[i].payload.chunk_sums = sums_of(e.attachments[i].segments,
+                                                  h.checksum_chunk);
+}
+
+buffer_ref encode(entry_header& h) {
+  writer w;
+  auto m = reinterpret_cast<const std::byte*>(file_magic);
+  w.out.assign(m, m + 8);
+  w.u32(format_version);
+  w.u32(0); // flags
+  w.u32(h.header_length);
+  w.u32(h.alignment);
+  w.u32(h.checksum_chunk);
+  w.u32(static_cast<uint32_t>(h.layers.size()));
+  w.u32(static_cast<uint32_t>(h.attachments.size()));
+  w.u32(0); // reserved
+  w.u64(h.tokens.size());
+  w.u64(h.file_length);
+  w.u64(0); // reserved
+  w.str(h.fingerprint);
+  w.str(h.ns);
+  w.u8(h.session ? 1 : 0);
+  if (h.session)
+    w.str(*h.session);
+  w.str(h.parent);
+  w.u64(h.parent_tokens);
+  for (auto t : h.tokens)
+    w.u32(t);
+  for (auto& l : h.layers) {
+    w.u8(static_cast<uint8_t>(l.kind));
+    w.u8(0), w.u8(0), w.u8(0);
+    w.u32(l.bytes_per_token);
+    w.u32(l.window);
+    w.u32(0);
+    w.u64(l.tokens);
+    w.u64(l.min_offset);
+    w.u64(l.payload.offset);
+    w.u64(l.payload.length);
+  }
+  for (auto& a : h.attachments) {
+    w.str(a.name);
+    w.u64(a.payload.offset);
+    w.u64(a.payload.length);
+  }
+  for (auto& l : h.layers)
+    write_payload_sums(w, l.payload);
+  for (auto& a : h.attachments)
+    write_payload_sums(w, a.payload);
+  h.header_sum = XXH3_64bits(w.out.data(), w.out.size());
+  w.u64(h.header_sum);
+  KVTIER_ASSERT(w.out.size() == h.header_length);
+  buffer_builder b(h.payload_start(), h.alignment);
+  std::memset(b.data(), 0, b.size());
+  std::memcpy(b.data(), w.out.data(), w.out.size());
+  return std::move(b).freeze();
+}
+
+caf::expected<uint32_t> decode_header_length(std::span<const std::byte> p) {
+  if (p.size() < fixed_header_size)
+    return corrupt("shorter than the fixed prefix");
+  if (std::memcmp(p.data(), file_magic, 8) != 0)
+    return corrupt("bad magic");
+  reader r{p.subspan(8)};
+  auto version = r.u32();
+  if (version != format_version)
+    return make_error(ec::incompatible_format,
+                      "entry format version " + std::to_string(version));
+  r.u32(); // flags
+  auto len = r.u32();
+  if (len < fixed_header_size + 8 || len > max_header_size)
+    return corrupt("header length " + std::to_string(len));
+  return len;
+}
+
+namespace {
+
+/// Checks a payload's placement and reads its checksum count from `r`.
+caf::error read_sums(reader& r, const entry_header& h, payload_info& p,
+                     uint64_t& end) {
+  if (p.offset % h.alignment != 0 || p.offset < end
+      || p.length > h.file_length || p.offset > h.file_length - p.length)
+    return corrupt("payload at " + std::to_string(p.offset) + " of "
+                   + std::to_string(p.length) + " bytes is misplaced");
+  end = p.offset + p.length;
+  auto n = chunk_count(p.length, h.checksum_chunk);
+  if (!r.take(8 * n))
+    return corrupt("checksum table truncated");
+  p.chunk_sums.resize(n);
+  for (auto& s : p.chunk_sums)
+    s = r.u64();
+  return {};
+}
+
+caf::error check_layer(const layer_info& l, uint64_t tokens) {
+  if (l.kind > layer_kind::object)
+    return corrupt("unknown layer kind");
+  uint64_t want = l.payload.length;
+  if (l.kind == layer_kind::kv)
+    want = l.tokens * l.bytes_per_token;
+  else if (l.kind == layer_kind::ring)
+    want = std::min<uint64_t>(l.tokens, l.window) * l.bytes_per_token;
+  if ((l.kind == layer_kind::ring && l.window == 0)
+      || (l.kind != layer_kind::object && l.tokens != tokens)
+      || l.min_offset > l.tokens || want != l.payload.length)
+    return corrupt("layer geometry does not match its payload");
+  return {};
+}
+
+void read_layers(reader& r, entry_header& h, uint32_t count) {
+  for (uint32_t i = 0; i < count && !r.bad; ++i) {
+    layer_info l;
+    auto kind = r.u8();
+    l.kind = static_cast<layer_kind>(kind > 3 ? 255 : kind);
+    r.u8(), r.u8(), r.u8();
+    l.bytes_per_token = r.u32();
+    l.window = r.u32();
+    r.u32();
+    l.tokens = r.u64();
+    l.min_offset = r.u64();
+    l.payload.offset = r.u64();
+    l.payload.length = r.u64();
+    h.layers.push_back(std::move(l));
+  }
+}
+
+caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
+  r.u32(); // reserved
+  auto ntokens = r.u64();
+  h.file_length = r.u64();
+  r.u64(); // reserved
+  h.fingerprint = r.str();
+  h.ns = r.str();
+  if (r.u8() != 0)
+    h.session = r.str();
+  h.parent = r.str();
+  h.parent_tokens = r.u64();
+  if (r.bad || ntokens > len / 4)
+    return corrupt("token count " + std::to_string(ntokens));
+  h.tokens.resize(ntokens);
+  for (auto& t : h.tokens)
+    t = r.u32();
+  return {};
+}
+
+} // namespace
+
+caf::expected<entry_header> decode(std::span<const std::byte> bytes) {
+  auto len = decode_header_length(bytes);
+  if (!len)
+    return len.error();
+  if (bytes.size() < *len)
+    return corrupt("truncated header");
+  reader tail{bytes.subspan(*len - 8, 8)};
+  auto sum = tail.u64();
+  if (sum != XXH3_64bits(bytes.data(), *len - 8))
+    return corrupt("header checksum mismatch");
+  reader r{bytes.first(*len - 8)};
+  r.uint(8); // magic, checked above
+  r.u32();   // version, checked above
+  entry_header h;
+  h.header_length = *len;
+  h.header_sum = sum;
+  if (r.u32() != 0)
+    return make_error(ec::incompatible_format, "unknown header flags");
+  r.u32(); // header length
+  h.alignment = r.u32();
+  h.checksum_chunk = r.u32();
+  auto nlayers = r.u32();
+  auto nattach = r.u32();
+  if (h.alignment == 0 || (h.alignment & (h.alignment - 1)) != 0
+      || h.checksum_chunk == 0 || h.checksum_chunk % h.alignment != 0)
+    return corrupt("bad alignment or checksum chunk");
+  if (auto err = decode_body(r, h, *len))
+    return err;
+  if (!h.parent.empty())
+    return make_error(ec::incompatible_format,
+                      "parent files are not supported by format version 1");
+  if (nlayers > *len / 48 || nattach > *len / 20)
+    return corrupt("layer or attachment count");
+  read_layers(r, h, nlayers);
+  for (uint32_t i = 0; i < nattach && !r.bad; ++i) {
+    attachment_info a;
+    a.name = r.str();
+    a.payload.offset = r.u64();
+    a.payload.length = r.u64();
+    h.attachments.push_back(std::move(a));
+  }
+  if (r.bad)
+    return corrupt("truncated layer table");
+  uint64_t end = h.payload_start();
+  for (auto& l : h.layers) {
+    if (auto err = read_sums(r, h, l.payload, end))
+      return err;
+    if (auto err = check_layer(l, h.tokens.size()))
+      return err;
+  }
+  for (auto& a : h.attachments)
+    if (auto err = read_sums(r, h, a.payload, end))
+      return err;
+  if (r.bad || r.pos() != *len - 8)
+    return corrupt("header length does not match its fields");
+  bool none = h.layers.empty() && h.attachments.empty();
+  if (h.file_length != (none ? uint64_t{*len} : end))
+    return corrupt("file length does not match the payloads");
+  return h;
+}
+
+uint64_t read_length(const entry_header& h, const payload_info& p,
+                     uint64_t need) noexcept {
+  auto n = align_up(std::min(need, p.length), h.checksum_chunk);
+  return std::min(n, p.length);
+}
+
+caf::error verify(const entry_header& h, const payload_info& p,
+                  std::span<const std::byte> data) {
+  uint64_t chunk = h.checksum_chunk;
+  for (uint64_t i = 0; i * chunk < data.size(); ++i) {
+    auto n = std::min<uint64_t>(chunk, data.size() - i * chunk);
+    if (i >= p.chunk_sums.size()
+        || XXH3_64bits(data.data() + i * chunk, n) != p.chunk_sums[i])
+      return make_error(ec::corrupt_data,
+                        "payload at " + std::to_string(p.offset)
+                          + ": checksum mismatch in chunk "
+                          + std::to_string(i));
+  }
+  return {};
+}
+
+uint64_t restore_bytes(const layer_info& l, uint64_t p) noexcept {
+  if (p == l.tokens || l.kind == layer_kind::recurrent
+      || l.kind == layer_kind::object)
+    return l.payload.length;
+  return p * l.bytes_per_token;
+}
+
+bool can_restore(const entry_header& h, uint64_t p) noexcept {
+  if (p > h.tokens.size())
+    return false;
+  if (p == h.tokens.size())
+    return true;
+  for (auto& l : h.layers) {
+    layer_state probe{l.kind, l.bytes_per_token, l.window, l.tokens,
+                      l.min_offset, {}};
+    if (!probe.can_trim_to(p))
+      return false;
+  }
+  return true;
+}
+
+std::string file_name(std::string_view ns, std::span<const token> tokens) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_128bits_reset(st);
+  uint64_t n = ns.size();
+  XXH3_128bits_update(st, &n, sizeof n);
+  XXH3_128bits_update(st, ns.data(), ns.size());
+  XXH3_128bits_update(st, tokens.data(), tokens.size_bytes());
+  auto h = XXH3_128bits_digest(st);
+  XXH3_freeState(st);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx",
+                static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return std::string{buf} + ".kvt";
+}
+
+} // namespace kvtier::tiers::ssd

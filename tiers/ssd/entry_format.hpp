@@ -1,0 +1,127 @@
+// The on-disk format of one SSD entry file (docs/ssd-format.md has it byte
+// by byte): a hand-laid little-endian header followed by one payload per
+// layer and per attachment at aligned offsets.
+//
+// Why hand-laid and not Cap'n Proto: the header is a file format that must be
+// readable with nothing but its own checksum to trust, must give exact
+// payload offsets before any payload is read, and must stay stable across
+// schema evolutions of the messages; a fixed 64-byte prefix with a length
+// and a trailing XXH3 checksum does that with no decoder to harden.
+//
+// Payload bytes are checksummed in chunks (XXH3-64 per `checksum_chunk`
+// bytes), so a restore of a shorter prefix can read and verify only the
+// chunks it needs. Plain functions on values; safe from any thread.
+#pragma once
+
+#include "tiers/state.hpp"
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kvtier::tiers::ssd {
+
+/// The 8 magic bytes that open every entry file.
+inline constexpr char file_magic[8] = {'K', 'V', 'T', 'I', 'E', 'R', 0x1a,
+                                       '\n'};
+/// The format version this code writes and reads.
+inline constexpr uint32_t format_version = 1;
+/// Bytes of the fixed header prefix.
+inline constexpr size_t fixed_header_size = 64;
+/// Largest header a reader accepts.
+inline constexpr uint32_t max_header_size = 64u << 20;
+
+/// Where a payload lies in the file and its chunk checksums.
+struct payload_info {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  std::vector<uint64_t> chunk_sums;
+};
+
+/// One layer as the header describes it.
+struct layer_info {
+  layer_kind kind = layer_kind::kv;
+  uint32_t bytes_per_token = 0;
+  uint32_t window = 0;
+  uint64_t tokens = 0;
+  uint64_t min_offset = 0;
+  payload_info payload;
+};
+
+/// One method attachment as the header describes it.
+struct attachment_info {
+  std::string name;
+  payload_info payload;
+};
+
+/// The decoded header of an entry file: everything but the payload bytes.
+struct entry_header {
+  uint32_t alignment = 4096;
+  uint32_t checksum_chunk = 1u << 20;
+  std::string fingerprint;
+  std::string ns;
+  std::optional<std::string> session;
+  /// Reserved for incremental files: the file holding the shared prefix.
+  /// Version 1 writes it empty and rejects files that name one.
+  std::string parent;
+  uint64_t parent_tokens = 0;
+  token_seq tokens;
+  std::vector<layer_info> layers;
+  std::vector<attachment_info> attachments;
+  /// Encoded header bytes (including the trailing checksum).
+  uint32_t header_length = 0;
+  /// End of the last payload: the least size of a whole file.
+  uint64_t file_length = 0;
+  /// The header's own checksum (its last 8 bytes), set by `encode` and
+  /// `decode`: equal sums mean the same header.
+  uint64_t header_sum = 0;
+
+  /// Offset of the first payload (the header padded to the alignment).
+  uint64_t payload_start() const noexcept;
+};
+
+/// The header for writing `e`: geometry, offsets and lengths filled in,
+/// checksums empty. `alignment` is a power of two, `checksum_chunk` a
+/// multiple of it.
+entry_header layout(const entry& e, const std::string& fingerprint,
+                    uint32_t alignment, uint32_t checksum_chunk);
+
+/// Fills every payload's chunk checksums from `e`'s bytes.
+void compute_checksums(entry_header& h, const entry& e);
+
+/// The header as bytes, zero-padded to `payload_start()`; sets
+/// `h.header_sum`.
+buffer_ref encode(entry_header& h);
+
+/// The header length and version read from the fixed prefix. Bad magic is
+/// `ec::corrupt_data`; another version is `ec::incompatible_format`.
+caf::expected<uint32_t> decode_header_length(std::span<const std::byte> p);
+
+/// Decodes and verifies a whole header (`header_length` bytes).
+/// `ec::corrupt_data` for anything inconsistent, `ec::incompatible_format`
+/// for a parent reference this version cannot follow.
+caf::expected<entry_header> decode(std::span<const std::byte> bytes);
+
+/// Bytes to read from the start of `p` so that its first `need` bytes can
+/// be verified: `need` rounded up to whole chunks, at most the payload.
+uint64_t read_length(const entry_header& h, const payload_info& p,
+                     uint64_t need) noexcept;
+
+/// Verifies `data` (the first bytes of payload `p`, a `read_length`) against
+/// the chunk checksums; `ec::corrupt_data` names the first bad chunk.
+caf::error verify(const entry_header& h, const payload_info& p,
+                  std::span<const std::byte> data);
+
+/// Bytes of layer `l` a restore of `p` tokens needs (kv and unwrapped ring:
+/// p rows; recurrent, object, wrapped ring: all).
+uint64_t restore_bytes(const layer_info& l, uint64_t p) noexcept;
+
+/// Whether the header's entry can serve exactly `p` tokens.
+bool can_restore(const entry_header& h, uint64_t p) noexcept;
+
+/// The file name of the entry (ns, tokens): 32 hex digits of XXH3-128 and
+/// ".kvt". Same key, same name, so a rename replaces the older version.
+std::string file_name(std::string_view ns, std::span<const token> tokens);
+
+} // namespace kvtier::tiers::ssd

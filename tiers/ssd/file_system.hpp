@@ -1,0 +1,110 @@
+// The file layer of the SSD tier: every OS file access of tiers/ssd goes
+// through `file_system` and `file`, so the same tier code runs on the real
+// disk (`posix_file_system`), in memory with a power-loss model
+// (`memory_file_system`) and with injected faults (`faulty_file_system`).
+//
+// Threads: a `file_system` and the `file`s it opens may be used from several
+// threads at once (the I/O engine calls `read_at`/`write_at` on pool threads
+// while the owner opens and renames); implementations lock what they share.
+//
+// Errors are values. errno maps to `ec::no_space` (ENOSPC, EDQUOT),
+// `ec::not_found` (ENOENT) and `ec::io_error` (everything else, retryable).
+// Not an error: a read that stops at end of file (it returns fewer bytes),
+// a write that writes fewer bytes than asked (callers check the count).
+#pragma once
+
+#include "messages/error.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kvtier::tiers::ssd {
+
+/// An open file. Positional reads and writes only (no cursor), so one file
+/// may serve concurrent operations at distinct offsets.
+class file {
+public:
+  virtual ~file();
+
+  /// Reads up to `dst.size()` bytes at `offset`; fewer only at end of file.
+  virtual caf::expected<size_t> read_at(uint64_t offset,
+                                        std::span<std::byte> dst) = 0;
+
+  /// Writes up to `src.size()` bytes at `offset`; returns how many.
+  virtual caf::expected<size_t> write_at(uint64_t offset,
+                                         std::span<const std::byte> src) = 0;
+
+  /// Makes written bytes durable (fsync).
+  virtual caf::error sync() = 0;
+
+  /// Current length in bytes.
+  virtual caf::expected<uint64_t> size() = 0;
+
+  /// The OS descriptor when there is one (io_uring may use it), else -1.
+  virtual int native_handle() const noexcept {
+    return -1;
+  }
+};
+
+using file_ref = std::shared_ptr<file>;
+
+/// How `file_system::open` opens a path.
+enum class open_mode : uint8_t {
+  /// Existing file, read only.
+  read,
+  /// A new file for writing; fails when the path exists.
+  create,
+};
+
+/// Names, opens, renames and removes files. Paths are plain strings joined
+/// with '/'.
+class file_system {
+public:
+  virtual ~file_system();
+
+  /// Opens `path` as `mode` says.
+  virtual caf::expected<file_ref> open(const std::string& path,
+                                       open_mode mode) = 0;
+
+  /// Atomically replaces `to` with `from` (POSIX rename semantics).
+  virtual caf::error rename(const std::string& from, const std::string& to) = 0;
+
+  /// Removes a file. Removing a missing file is `ec::not_found`.
+  virtual caf::error remove(const std::string& path) = 0;
+
+  /// Makes the directory's entries (creations, renames, removals) durable.
+  virtual caf::error sync_dir(const std::string& dir) = 0;
+
+  /// Names (not paths) of the regular files in `dir`, in no given order.
+  /// A missing directory is `ec::not_found`.
+  virtual caf::expected<std::vector<std::string>>
+  list(const std::string& dir) = 0;
+
+  /// Creates `dir` and its parents; existing directories are fine.
+  virtual caf::error make_dirs(const std::string& dir) = 0;
+};
+
+/// The real disk, through POSIX calls.
+class posix_file_system final : public file_system {
+public:
+  caf::expected<file_ref> open(const std::string& path,
+                               open_mode mode) override;
+  caf::error rename(const std::string& from, const std::string& to) override;
+  caf::error remove(const std::string& path) override;
+  caf::error sync_dir(const std::string& dir) override;
+  caf::expected<std::vector<std::string>>
+  list(const std::string& dir) override;
+  caf::error make_dirs(const std::string& dir) override;
+};
+
+/// Maps an errno value to a kvtier error naming `what` and the OS message.
+caf::error errno_error(int err, const std::string& what);
+
+/// `a + "/" + b`.
+std::string join_path(const std::string& a, const std::string& b);
+
+} // namespace kvtier::tiers::ssd

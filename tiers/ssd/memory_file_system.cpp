@@ -1,0 +1,165 @@
+#include "tiers/ssd/memory_file_system.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace kvtier::tiers::ssd {
+
+struct memory_file_system::inode {
+  std::mutex mtx;
+  std::vector<std::byte> data;
+  std::vector<std::byte> synced;
+};
+
+namespace {
+
+std::string parent_of(const std::string& path) {
+  auto pos = path.rfind('/');
+  return pos == std::string::npos ? std::string{} : path.substr(0, pos);
+}
+
+class memory_file final : public file {
+public:
+  using inode = memory_file_system::inode;
+
+  memory_file(std::shared_ptr<inode> node, bool writable)
+    : node_(std::move(node)), writable_(writable) {
+  }
+
+  caf::expected<size_t> read_at(uint64_t offset,
+                                std::span<std::byte> dst) override {
+    std::lock_guard guard{node_->mtx};
+    auto& d = node_->data;
+    if (offset >= d.size())
+      return size_t{0};
+    auto n = std::min<uint64_t>(dst.size(), d.size() - offset);
+    std::memcpy(dst.data(), d.data() + offset, n);
+    return static_cast<size_t>(n);
+  }
+
+  caf::expected<size_t> write_at(uint64_t offset,
+                                 std::span<const std::byte> src) override {
+    if (!writable_)
+      return make_error(ec::io_error, "write to a file opened for reading");
+    std::lock_guard guard{node_->mtx};
+    auto& d = node_->data;
+    if (d.size() < offset + src.size())
+      d.resize(offset + src.size());
+    if (!src.empty())
+      std::memcpy(d.data() + offset, src.data(), src.size());
+    return src.size();
+  }
+
+  caf::error sync() override {
+    std::lock_guard guard{node_->mtx};
+    node_->synced = node_->data;
+    return {};
+  }
+
+  caf::expected<uint64_t> size() override {
+    std::lock_guard guard{node_->mtx};
+    return static_cast<uint64_t>(node_->data.size());
+  }
+
+private:
+  std::shared_ptr<inode> node_;
+  bool writable_;
+};
+
+} // namespace
+
+memory_file_system::memory_file_system() = default;
+
+memory_file_system::~memory_file_system() = default;
+
+caf::expected<file_ref> memory_file_system::open(const std::string& path,
+                                                 open_mode mode) {
+  std::lock_guard guard{mtx_};
+  auto i = live_.find(path);
+  if (mode == open_mode::read) {
+    if (i == live_.end())
+      return make_error(ec::not_found, "open " + path);
+    return file_ref{std::make_shared<memory_file>(i->second, false)};
+  }
+  if (i != live_.end())
+    return make_error(ec::io_error, "open " + path + ": file exists");
+  auto node = std::make_shared<inode>();
+  live_.emplace(path, node);
+  return file_ref{std::make_shared<memory_file>(node, true)};
+}
+
+caf::error memory_file_system::rename(const std::string& from,
+                                      const std::string& to) {
+  std::lock_guard guard{mtx_};
+  auto i = live_.find(from);
+  if (i == live_.end())
+    return make_error(ec::not_found, "rename " + from);
+  auto node = i->second;
+  live_.erase(i);
+  live_[to] = std::move(node);
+  return {};
+}
+
+caf::error memory_file_system::remove(const std::string& path) {
+  std::lock_guard guard{mtx_};
+  if (live_.erase(path) == 0)
+    return make_error(ec::not_found, "remove " + path);
+  return {};
+}
+
+caf::error memory_file_system::sync_dir(const std::string& dir) {
+  std::lock_guard guard{mtx_};
+  std::erase_if(durable_, [&](auto& kv) { return parent_of(kv.first) == dir; });
+  for (auto& [path, node] : live_)
+    if (parent_of(path) == dir)
+      durable_[path] = node;
+  return {};
+}
+
+caf::expected<std::vector<std::string>>
+memory_file_system::list(const std::string& dir) {
+  std::lock_guard guard{mtx_};
+  std::vector<std::string> out;
+  for (auto& [path, node] : live_)
+    if (parent_of(path) == dir)
+      out.push_back(path.substr(dir.size() + 1));
+  return out;
+}
+
+caf::error memory_file_system::make_dirs(const std::string&) {
+  // Directories are implicit in the paths of their files.
+  return {};
+}
+
+void memory_file_system::power_loss() {
+  std::lock_guard guard{mtx_};
+  live_ = durable_;
+  for (auto& [path, node] : live_) {
+    std::lock_guard file_guard{node->mtx};
+    node->data = node->synced;
+  }
+}
+
+caf::expected<std::vector<std::byte>>
+memory_file_system::contents(const std::string& path) {
+  std::lock_guard guard{mtx_};
+  auto i = live_.find(path);
+  if (i == live_.end())
+    return make_error(ec::not_found, path);
+  std::lock_guard file_guard{i->second->mtx};
+  return i->second->data;
+}
+
+caf::error memory_file_system::overwrite(const std::string& path,
+                                         std::vector<std::byte> bytes) {
+  std::lock_guard guard{mtx_};
+  auto i = live_.find(path);
+  if (i == live_.end())
+    return make_error(ec::not_found, path);
+  std::lock_guard file_guard{i->second->mtx};
+  i->second->synced = bytes;
+  i->second->data = std::move(bytes);
+  return {};
+}
+
+} // namespace kvtier::tiers::ssd

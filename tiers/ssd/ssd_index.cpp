@@ -1,0 +1,111 @@
+#include "tiers/ssd/ssd_index.hpp"
+
+namespace kvtier::tiers::ssd {
+
+uint64_t header_floor(const entry_header& h) {
+  entry probe;
+  probe.tokens = h.tokens;
+  for (auto& l : h.layers)
+    probe.layers.push_back({l.kind, l.bytes_per_token, l.window, l.tokens,
+                            l.min_offset, {}});
+  // Attachments are exact-boundary: they never block a trim (they are
+  // dropped from trimmed restores), as in `entry::trimmed`.
+  return trim_floor(probe);
+}
+
+std::optional<ssd_file> ssd_index::insert(ssd_file f) {
+  auto name = f.name;
+  auto header = f.header;
+  auto bytes = f.bytes;
+  auto replaced = erase(name);
+  auto r = index_.insert(header->ns, header->tokens, std::move(f),
+                         header_floor(*header));
+  if (r.replaced) {
+    // Same key under another name: only possible for a hash collision or
+    // a renamed file; the newer one wins either way.
+    auto old = std::move(*r.replaced);
+    auto i = by_name_.find(old.name);
+    if (i != by_name_.end()) {
+      lru_.erase(i->second.lru);
+      by_name_.erase(i);
+    }
+    bytes_ -= old.bytes;
+    replaced = std::move(old);
+  }
+  lru_.push_back(name);
+  by_name_[name] = slot{r.ref, std::prev(lru_.end())};
+  bytes_ += bytes;
+  return replaced;
+}
+
+std::optional<ssd_file> ssd_index::erase(const std::string& name) {
+  auto i = by_name_.find(name);
+  if (i == by_name_.end())
+    return std::nullopt;
+  auto f = index_.erase(i->second.ref);
+  lru_.erase(i->second.lru);
+  by_name_.erase(i);
+  bytes_ -= f.bytes;
+  return f;
+}
+
+std::optional<ssd_match> ssd_index::find(std::span<const token> prompt,
+                                         std::string_view ns) const {
+  auto m = index_.longest_usable(ns, prompt);
+  if (!m)
+    return std::nullopt;
+  auto& f = index_.handle(m->ref);
+  if (!can_restore(*f.header, m->length))
+    return std::nullopt; // the index and the format disagree: no hit
+  return ssd_match{f.name, f.header, m->length, m->needs_trim};
+}
+
+const ssd_file* ssd_index::file(const std::string& name) const {
+  auto i = by_name_.find(name);
+  return i == by_name_.end() ? nullptr : &index_.handle(i->second.ref);
+}
+
+bool ssd_index::contains(std::string_view ns,
+                         std::span<const token> tokens) const {
+  return static_cast<bool>(index_.find(ns, tokens));
+}
+
+void ssd_index::touch(const std::string& name) {
+  auto i = by_name_.find(name);
+  if (i == by_name_.end())
+    return;
+  lru_.splice(lru_.end(), lru_, i->second.lru);
+  index_.touch(i->second.ref);
+}
+
+std::vector<std::string> ssd_index::over_cap(uint64_t cap,
+                                             const std::string& keep) const {
+  std::vector<std::string> out;
+  uint64_t bytes = bytes_;
+  for (auto i = lru_.begin(); bytes > cap && i != lru_.end(); ++i) {
+    if (*i == keep)
+      continue;
+    bytes -= file(*i)->bytes;
+    out.push_back(*i);
+  }
+  return out;
+}
+
+std::vector<saved_prefix> ssd_index::saved() const {
+  std::vector<saved_prefix> out;
+  out.reserve(by_name_.size());
+  for (auto& name : lru_) {
+    auto& h = *file(name)->header;
+    out.push_back({h.ns, h.tokens});
+  }
+  return out;
+}
+
+uint64_t ssd_index::longest() const {
+  uint64_t n = 0;
+  for (auto& [name, s] : by_name_)
+    n = std::max<uint64_t>(n, index_.length(s.ref));
+  return n;
+}
+
+} // namespace kvtier::tiers::ssd

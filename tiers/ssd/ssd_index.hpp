@@ -1,0 +1,102 @@
+// The SSD tier's index: which entry files exist, what each holds (its
+// decoded header), their recency and their bytes. Built on the shared
+// `prefix_index` (tiers/prefix_index.hpp), so the longest usable prefix is
+// found in O(len(prompt)) with the same rules as the RAM tier, and an
+// untrimmable entry with a divergent tail is never an answer.
+//
+// Only files that are durable (renamed into place) are indexed: a pending
+// write is not "on SSD". Recency for byte-cap eviction is an LRU list kept
+// here: `insert` and `touch` make a file the most recently used; `find`
+// changes nothing. Owned by the SSD tier; single-threaded; no I/O.
+#pragma once
+
+#include "tiers/prefix_index.hpp"
+#include "tiers/ssd/entry_format.hpp"
+
+#include <list>
+#include <memory>
+#include <unordered_map>
+
+namespace kvtier::tiers::ssd {
+
+/// One indexed entry file.
+struct ssd_file {
+  std::string name;
+  std::shared_ptr<const entry_header> header;
+  /// Bytes the file occupies (its file length).
+  uint64_t bytes = 0;
+};
+
+/// A usable file for a prompt.
+struct ssd_match {
+  std::string name;
+  std::shared_ptr<const entry_header> header;
+  /// Usable prefix p the file serves.
+  uint64_t length = 0;
+  bool needs_trim = false;
+};
+
+/// A prefix saved on SSD, as its header says.
+struct saved_prefix {
+  std::string ns;
+  token_seq tokens;
+};
+
+class ssd_index {
+public:
+  /// Indexes `f` as the most recently used file; returns a file it replaced
+  /// (same ns and tokens).
+  std::optional<ssd_file> insert(ssd_file f);
+
+  /// Forgets the file `name`; returns it.
+  std::optional<ssd_file> erase(const std::string& name);
+
+  /// The best usable file for `prompt` in `ns` (no recency change).
+  std::optional<ssd_match> find(std::span<const token> prompt,
+                                std::string_view ns) const;
+
+  /// The file `name`, or nullptr.
+  const ssd_file* file(const std::string& name) const;
+
+  /// Whether (ns, tokens) has a file.
+  bool contains(std::string_view ns, std::span<const token> tokens) const;
+
+  /// Makes `name` the most recently used file.
+  void touch(const std::string& name);
+
+  /// Least recently used files whose removal brings the bytes to at most
+  /// `cap`, oldest first, never `keep`.
+  std::vector<std::string> over_cap(uint64_t cap,
+                                    const std::string& keep) const;
+
+  /// Every indexed prefix.
+  std::vector<saved_prefix> saved() const;
+
+  /// The longest indexed prefix, in tokens.
+  uint64_t longest() const;
+
+  uint64_t bytes() const noexcept {
+    return bytes_;
+  }
+
+  size_t size() const noexcept {
+    return by_name_.size();
+  }
+
+private:
+  struct slot {
+    entry_ref ref;
+    std::list<std::string>::iterator lru;
+  };
+
+  prefix_index<ssd_file> index_;
+  std::unordered_map<std::string, slot> by_name_;
+  /// Front: least recently used.
+  std::list<std::string> lru_;
+  uint64_t bytes_ = 0;
+};
+
+/// The trim floor of the entry a header describes (see `trim_floor`).
+uint64_t header_floor(const entry_header& h);
+
+} // namespace kvtier::tiers::ssd

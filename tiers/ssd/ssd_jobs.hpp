@@ -1,0 +1,108 @@
+// Internal to the SSD tier's sources: the state of one entry write and one
+// cold read while their ops run on the I/O engine. The `*_io` parts are
+// shared with engine threads (held by each op's `keep`), written there only
+// by the one op of a stage that runs alone (prepare, open, verify) and read
+// by the owner after that op's completion has been handed to `handle`.
+#pragma once
+
+#include "tiers/ssd/ssd_tier.hpp"
+
+#include <deque>
+
+namespace kvtier::tiers::ssd {
+
+/// An op's tag: the job's id above `sub_bits`, which op of the job below.
+inline constexpr int sub_bits = 24;
+
+inline uint64_t op_tag(uint64_t job, uint64_t sub) {
+  return job << sub_bits | sub;
+}
+
+/// Data ops of one job waiting for a slot: at most `limit` run at once, in
+/// file order, so the disk sees a few sequential streams rather than every
+/// op of a large entry at once.
+struct op_window {
+  std::deque<io_op> backlog;
+  unsigned running = 0;
+
+  /// Submits from the backlog while fewer than `limit` run.
+  template <class Submit>
+  void feed(unsigned limit, Submit&& submit) {
+    while (running < limit && !backlog.empty()) {
+      ++running;
+      submit(std::move(backlog.front()));
+      backlog.pop_front();
+    }
+  }
+};
+
+/// Stages of an entry write, in order. Checksums are computed during the
+/// data stage, in parallel with the payload writes; the header follows.
+enum class write_step : uint8_t { prepare, data, sync, rename, sync_dir };
+
+struct write_io {
+  file_system* fs = nullptr;
+  std::string temp_path;
+  entry state;
+  entry_header header;
+  buffer_ref header_bytes;
+  file_ref out;
+};
+
+struct ssd_tier::write_job {
+  uint64_t tag = 0;
+  uint64_t item_id = 0;
+  std::string name;
+  write_step stage = write_step::prepare;
+  unsigned outstanding = 0;
+  /// Bytes the stage's ops asked for and got.
+  uint64_t expected = 0;
+  uint64_t done = 0;
+  caf::error err;
+  op_window window;
+  bool created = false;
+  bool renamed = false;
+  std::shared_ptr<write_io> io;
+};
+
+/// Stages of a cold read, in order. Each payload is verified as soon as
+/// its reads are done, in parallel with the other reads.
+enum class read_step : uint8_t { open, data };
+
+struct read_io {
+  file_system* fs = nullptr;
+  std::string path;
+  std::shared_ptr<const entry_header> header;
+  file_ref in;
+  /// One per payload restored: layers, then attachments when exact.
+  std::vector<const payload_info*> payloads;
+  std::vector<uint64_t> need;
+  std::vector<buffer_builder> bufs;
+};
+
+struct ssd_tier::read_job {
+  uint64_t tag = 0;
+  read_key key;
+  read_step stage = read_step::open;
+  unsigned outstanding = 0;
+  /// Reads left per payload; at zero that payload is verified.
+  std::vector<unsigned> left;
+  op_window window;
+  uint64_t expected = 0;
+  uint64_t done = 0;
+  caf::error err;
+  std::vector<restore_callback> waiters;
+  uint64_t leases = 0;
+  bool cancelled = false;
+  std::shared_ptr<read_io> io;
+};
+
+} // namespace kvtier::tiers::ssd
+
+namespace kvtier::tiers::ssd {
+
+/// Reads and decodes the header of an open entry file and checks that the
+/// file is as long as the header says (`ec::corrupt_data` when truncated).
+caf::expected<entry_header> read_header(file& f);
+
+} // namespace kvtier::tiers::ssd

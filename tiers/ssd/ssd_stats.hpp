@@ -1,0 +1,67 @@
+// Plain value types the SSD tier reports: the start-up scan, flush evidence
+// (DESIGN.md section 2, "Durability and shutdown") and its counters.
+// Copy freely; no behaviour.
+#pragma once
+
+#include <cstdint>
+
+namespace kvtier::tiers::ssd {
+
+/// What the header-only scan at start found.
+struct scan_report {
+  /// Entry files indexed.
+  uint64_t loaded = 0;
+  /// Corrupt or truncated entry files removed.
+  uint64_t corrupt_removed = 0;
+  /// Orphan temp files (writes a crash interrupted) removed.
+  uint64_t temps_removed = 0;
+  /// Files of another fingerprint or format version, left alone.
+  uint64_t ignored = 0;
+  /// Files removed at once because the byte cap is smaller than the data.
+  uint64_t evicted = 0;
+};
+
+/// The outcome of `flush`.
+struct durability_evidence {
+  /// Everything queued since the last flush is on disk: nothing pending,
+  /// nothing failed, nothing dropped.
+  bool durable = false;
+  /// Items still in the write-behind queue (failed ones included).
+  uint64_t pending = 0;
+  /// Items dropped over the queue cap since the previous flush report.
+  uint64_t dropped = 0;
+  /// Items whose write failed and that stay queued for a retry.
+  uint64_t failed = 0;
+  /// Durable entry files.
+  uint64_t entries = 0;
+  /// Tokens of the longest durable entry.
+  uint64_t longest_durable_prefix = 0;
+};
+
+/// Counters since construction (and the current sizes).
+struct ssd_stats {
+  uint64_t files = 0;
+  uint64_t file_bytes = 0;
+  uint64_t queue_items = 0;
+  uint64_t queue_bytes = 0;
+  uint64_t writes_ok = 0;
+  uint64_t writes_failed = 0;
+  uint64_t write_no_space = 0;
+  uint64_t bytes_written = 0;
+  uint64_t dropped = 0;
+  uint64_t superseded = 0;
+  uint64_t rejected_too_large = 0;
+  uint64_t evicted = 0;
+  /// Reads issued to the engine (one per distinct restore in flight).
+  uint64_t reads = 0;
+  /// Restores that joined a read already in flight or a held result.
+  uint64_t coalesced = 0;
+  uint64_t restores_ok = 0;
+  uint64_t restores_failed = 0;
+  uint64_t corrupt_removed = 0;
+  /// Reads whose last interest ended before they completed.
+  uint64_t cancelled = 0;
+  uint64_t bytes_read = 0;
+};
+
+} // namespace kvtier::tiers::ssd

@@ -1,0 +1,210 @@
+#include "tiers/ssd/ssd_tier.hpp"
+
+#include "tiers/ssd/ssd_jobs.hpp"
+
+#include <algorithm>
+#include <iostream>
+
+namespace kvtier::tiers::ssd {
+
+caf::expected<entry_header> read_header(file& f) {
+  std::vector<std::byte> buf(fixed_header_size);
+  auto n = f.read_at(0, buf);
+  if (!n)
+    return n.error();
+  buf.resize(*n);
+  auto len = decode_header_length(buf);
+  if (!len)
+    return len.error();
+  buf.resize(*len);
+  n = f.read_at(0, buf);
+  if (!n)
+    return n.error();
+  buf.resize(*n);
+  auto h = decode(buf);
+  if (!h)
+    return h.error();
+  auto size = f.size();
+  if (!size)
+    return size.error();
+  if (*size < h->file_length)
+    return make_error(ec::corrupt_data,
+                      "truncated: " + std::to_string(*size) + " of "
+                        + std::to_string(h->file_length) + " bytes");
+  return h;
+}
+
+ssd_tier::ssd_tier(ssd_config cfg, file_system& fs, io_engine& engine)
+  : cfg_(std::move(cfg)),
+    fs_(fs),
+    engine_(engine),
+    root_(join_path(cfg_.dir, cfg_.fingerprint)),
+    queue_(cfg_.queue_cap) {
+}
+
+ssd_tier::~ssd_tier() = default;
+
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size()
+         && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+} // namespace
+
+caf::expected<scan_report> ssd_tier::open() {
+  scan_report r;
+  if (auto err = fs_.make_dirs(root_))
+    return err;
+  auto names = fs_.list(root_);
+  if (!names)
+    return names.error();
+  std::sort(names->begin(), names->end());
+  for (auto& name : *names) {
+    if (ends_with(name, ".tmp")) {
+      if (!fs_.remove(path(name)))
+        ++r.temps_removed;
+      continue;
+    }
+    if (!ends_with(name, ".kvt")) {
+      ++r.ignored;
+      continue;
+    }
+    auto f = fs_.open(path(name), open_mode::read);
+    auto h = f ? read_header(**f) : caf::expected<entry_header>{f.error()};
+    if (!h && h.error() == ec::corrupt_data) {
+      log("ssd: removing corrupt file " + name + ": " + describe(h.error()));
+      if (!fs_.remove(path(name)))
+        ++r.corrupt_removed;
+      continue;
+    }
+    if (!h || h->fingerprint != cfg_.fingerprint) {
+      ++r.ignored; // other version or fingerprint; or unreadable right now
+      continue;
+    }
+    if (file_name(h->ns, h->tokens) != name) {
+      log("ssd: removing misnamed file " + name);
+      if (!fs_.remove(path(name)))
+        ++r.corrupt_removed;
+      continue;
+    }
+    auto bytes = h->file_length;
+    index_.insert(ssd_file{name, std::make_shared<const entry_header>(
+                                   std::move(*h)), bytes});
+    ++r.loaded;
+  }
+  for (auto& name : index_.over_cap(cfg_.byte_cap, {})) {
+    index_.erase(name);
+    if (!fs_.remove(path(name)))
+      ++r.evicted;
+  }
+  stats_.corrupt_removed += r.corrupt_removed;
+  stats_.evicted += r.evicted;
+  return r;
+}
+
+std::optional<ssd_match> ssd_tier::find(std::span<const token> prompt,
+                                        std::string_view ns) const {
+  return index_.find(prompt, ns);
+}
+
+bool ssd_tier::contains(std::string_view ns,
+                        std::span<const token> tokens) const {
+  // A newer state of the key waiting to be written (or failed) is not on
+  // SSD yet, whatever older file of that key is.
+  return index_.contains(ns, tokens)
+         && !queue_.holds(file_name(ns, tokens));
+}
+
+std::vector<saved_prefix> ssd_tier::saved_prefixes() const {
+  return index_.saved();
+}
+
+void ssd_tier::flush(flush_callback cb) {
+  queue_.retry_failed();
+  flushes_.push_back(std::move(cb));
+  pump();
+  maybe_finish_flush();
+}
+
+void ssd_tier::maybe_finish_flush() {
+  if (flushes_.empty() || queue_.active() || !writes_.empty())
+    return;
+  durability_evidence ev;
+  ev.pending = queue_.size();
+  ev.failed = queue_.failed();
+  ev.dropped = stats_.dropped - dropped_at_flush_;
+  dropped_at_flush_ = stats_.dropped;
+  ev.entries = index_.size();
+  ev.longest_durable_prefix = index_.longest();
+  ev.durable = ev.pending == 0 && ev.failed == 0 && ev.dropped == 0;
+  auto cbs = std::exchange(flushes_, {});
+  for (auto& cb : cbs)
+    cb(ev);
+}
+
+void ssd_tier::handle(io_completion c) {
+  auto tag = c.tag >> sub_bits;
+  if (writes_.count(tag) > 0) {
+    on_write(tag, c);
+  } else if (reads_.count(tag) > 0) {
+    on_read(tag, c);
+  } else if (auto i = chore_what_.find(tag); i != chore_what_.end()) {
+    if (c.err && c.err != ec::not_found)
+      log("ssd: " + i->second + ": " + describe(c.err));
+    chore_what_.erase(i);
+  }
+}
+
+bool ssd_tier::busy() const noexcept {
+  return !writes_.empty() || !reads_.empty() || !chore_what_.empty()
+         || (queue_.active() && queue_.in_flight() < cfg_.writes_in_flight);
+}
+
+ssd_stats ssd_tier::stats() const {
+  auto s = stats_;
+  s.files = index_.size();
+  s.file_bytes = index_.bytes();
+  s.queue_items = queue_.size();
+  s.queue_bytes = queue_.bytes();
+  return s;
+}
+
+const char* ssd_tier::engine_name() const noexcept {
+  return engine_.name();
+}
+
+void ssd_tier::remove_file(const std::string& name, const char* why) {
+  index_.erase(name);
+  // A write of the same key may rename a fresh file over this name at any
+  // moment; removing now could delete that one. Let the write replace it.
+  for (auto& [tag, job] : writes_)
+    if (job->name == name)
+      return;
+  auto tag = next_tag_++;
+  chore_what_[tag] = std::string{why} + " " + name;
+  auto* fs = &fs_;
+  io_op op;
+  op.kind = io_kind::call;
+  op.tag = op_tag(tag, 0);
+  op.call = [fs, p = path(name)] { return fs->remove(p); };
+  submit(std::move(op));
+}
+
+void ssd_tier::submit(io_op op) {
+  engine_.submit(std::move(op));
+}
+
+void ssd_tier::log(const std::string& line) const {
+  if (cfg_.log)
+    cfg_.log(line);
+  else
+    std::cerr << "kvtier " << line << '\n';
+}
+
+std::string ssd_tier::path(const std::string& name) const {
+  return join_path(root_, name);
+}
+
+} // namespace kvtier::tiers::ssd

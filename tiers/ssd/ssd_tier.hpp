@@ -1,0 +1,192 @@
+// The SSD tier: entry files as the database, an index over their headers,
+// a byte-capped write-behind queue, coalesced cold reads with interest
+// leases, and flush with durability evidence (DESIGN.md sections 2 and 5).
+//
+// Owner and threads: one owner (the SSD actor) calls every method from one
+// thread; no method blocks on a disk except `open` (the header-only scan at
+// start). Reads, writes, fsyncs, renames and removals run on the I/O engine;
+// the owner hands every completion the engine reports back to `handle`
+// (the actor turns the sink into a message to itself; tests drain a
+// `completion_queue`). Callbacks (restore, flush) run inside `handle` (or
+// inside the call, where stated) and may call back into the tier. Destroy
+// the tier when it is not `busy()`, or destroy the engine first: ops hold
+// their own buffers, but completions must not reach a destroyed tier.
+//
+// Files: `<dir>/<fingerprint>/<xxh3-128 of ns+tokens>.kvt`, written to a
+// unique `.tmp` name, fsynced, renamed over the final name, directory
+// fsynced. Only renamed-and-synced files enter the index; a pending write
+// is not "on SSD". The byte cap evicts least-recently-used files.
+//
+// Every failure degrades to "no hit" or "not stored", counted, with one log
+// line per failed write or corrupt file; never a wrong state, never a crash.
+#pragma once
+
+#include "tiers/ssd/io_engine.hpp"
+#include "tiers/ssd/ssd_index.hpp"
+#include "tiers/ssd/ssd_stats.hpp"
+#include "tiers/ssd/write_queue.hpp"
+
+#include <functional>
+#include <map>
+
+namespace kvtier::tiers::ssd {
+
+struct ssd_config {
+  /// Root directory; this tier uses `<dir>/<fingerprint>/` only.
+  std::string dir;
+  /// Model fingerprint: a file-name-safe string naming what the state means.
+  std::string fingerprint = "default";
+  /// Bytes of entry files kept; least recently used files go first.
+  uint64_t byte_cap = 64ull << 30;
+  /// Bytes the write-behind queue may hold.
+  uint64_t queue_cap = 1ull << 30;
+  /// Payload alignment in the files (power of two).
+  uint32_t alignment = 4096;
+  /// Payload bytes per checksum (multiple of `alignment`).
+  uint32_t checksum_chunk = 1u << 20;
+  /// Entry writes running at once.
+  uint32_t writes_in_flight = 2;
+  /// Largest single read or write handed to the engine.
+  uint32_t max_op_bytes = 8u << 20;
+  /// Data reads or writes of one entry running at once.
+  uint32_t ops_per_entry = 4;
+  /// Where failure lines go; stderr when empty.
+  std::function<void(const std::string&)> log;
+};
+
+/// Called once with the restored entry (trimmed to the match) or an error:
+/// `ec::corrupt_data` (file removed), `ec::not_found`, `ec::io_error`,
+/// `ec::cancelled`. Every error means "miss".
+using restore_callback = std::function<void(caf::expected<entry>)>;
+
+using flush_callback = std::function<void(const durability_evidence&)>;
+
+class ssd_tier {
+public:
+  ssd_tier(ssd_config cfg, file_system& fs, io_engine& engine);
+  ~ssd_tier();
+
+  ssd_tier(const ssd_tier&) = delete;
+  ssd_tier& operator=(const ssd_tier&) = delete;
+
+  /// Scans headers only (no payload reads) and rebuilds the index; removes
+  /// orphan temps and corrupt or truncated files; ignores other fingerprints
+  /// and format versions. Blocking: call once before serving.
+  caf::expected<scan_report> open();
+
+  /// The best usable file for `prompt` in `ns`; no I/O.
+  std::optional<ssd_match> find(std::span<const token> prompt,
+                                std::string_view ns) const;
+
+  /// Whether (ns, tokens) is durable on SSD and no newer write of it is
+  /// pending or failed: only then may RAM drop it as "on SSD".
+  bool contains(std::string_view ns, std::span<const token> tokens) const;
+
+  /// Prefixes on SSD, from headers only.
+  std::vector<saved_prefix> saved_prefixes() const;
+
+  /// Queues `e` for writing; returns the item id. An entry larger than the
+  /// whole byte cap is not stored (`ec::no_space`); an invalid one is
+  /// `ec::invalid_argument`.
+  caf::expected<uint64_t> enqueue(entry e, write_reason reason);
+
+  /// Restores `m` (from `find`). Identical restores in flight share one
+  /// read. When a prefetched result is held, `cb` runs before this returns.
+  void restore(const ssd_match& m, restore_callback cb);
+
+  /// Starts (or joins) the read for the best file for `prompt`; returns a
+  /// lease that keeps the restored entry available until `release`, or
+  /// nullopt when there is nothing to read.
+  std::optional<uint64_t> prefetch(std::span<const token> prompt,
+                                   std::string_view ns);
+
+  /// Ends an interest; the last one ending before the read completes
+  /// cancels it (its result is discarded, its buffers released).
+  void release(uint64_t lease);
+
+  /// Writes everything queued (retrying failed items once) and calls `cb`
+  /// with the evidence when nothing is left in flight; at once when idle.
+  /// Concurrent flushes share one result.
+  void flush(flush_callback cb);
+
+  /// Feeds one engine completion back; runs callbacks it completes.
+  void handle(io_completion c);
+
+  /// Whether any op is in flight or any write could start.
+  bool busy() const noexcept;
+
+  ssd_stats stats() const;
+
+  /// "io_uring" or "threads".
+  const char* engine_name() const noexcept;
+
+  /// `<dir>/<fingerprint>`.
+  const std::string& root() const noexcept {
+    return root_;
+  }
+
+private:
+  struct write_job;
+  struct read_job;
+  struct read_key {
+    std::string name;
+    uint64_t length;
+    auto operator<=>(const read_key&) const = default;
+  };
+
+  // Write path (ssd_tier_write.cpp).
+  void pump();
+  void start_write(write_item& item);
+  void write_stage(write_job& job);
+  void write_range(write_job& job, uint64_t off, const std::byte* p,
+                   uint64_t len);
+  void write_done(write_job& job);
+  void write_failed(write_job& job);
+  void on_write(uint64_t tag, io_completion& c);
+  void evict_over_cap(const std::string& keep);
+  void maybe_finish_flush();
+
+  // Read path (ssd_tier_read.cpp).
+  read_job& start_read(const ssd_match& m);
+  void read_stage(read_job& job);
+  void verify_payload(read_job& job, size_t i);
+  void read_done(read_job& job);
+  void read_failed(read_job& job);
+  void on_read(uint64_t tag, io_completion& c);
+
+  // Shared.
+  void remove_file(const std::string& name, const char* why);
+  void submit(io_op op);
+  void log(const std::string& line) const;
+  std::string path(const std::string& name) const;
+
+  ssd_config cfg_;
+  file_system& fs_;
+  io_engine& engine_;
+  std::string root_;
+  ssd_index index_;
+  write_queue queue_;
+  ssd_stats stats_;
+  uint64_t next_tag_ = 1;
+  uint64_t temp_seq_ = 0;
+  std::map<uint64_t, std::unique_ptr<write_job>> writes_;
+  std::map<uint64_t, std::unique_ptr<read_job>> reads_;
+  /// Read in flight per key (coalescing).
+  std::map<read_key, uint64_t> reading_;
+  /// Restored entries held for leases.
+  struct held {
+    entry state;
+    uint64_t leases = 0;
+  };
+  std::map<read_key, held> held_;
+  /// Lease id -> key.
+  std::map<uint64_t, read_key> leases_;
+  uint64_t next_lease_ = 1;
+  /// Ops in flight that belong to no job (removals), and what they do.
+  std::map<uint64_t, std::string> chore_what_;
+  std::vector<flush_callback> flushes_;
+  /// Dropped and failed counts at the last flush report.
+  uint64_t dropped_at_flush_ = 0;
+};
+
+} // namespace kvtier::tiers::ssd

@@ -1,0 +1,244 @@
+// The write path of the SSD tier: write-behind queue -> temp file ->
+// payload writes -> fsync -> rename -> directory fsync -> index.
+#include "tiers/ssd/ssd_jobs.hpp"
+
+namespace kvtier::tiers::ssd {
+
+namespace {
+
+const char* to_string(write_step s) {
+  switch (s) {
+    case write_step::prepare: return "create";
+    case write_step::data: return "write";
+    case write_step::sync: return "fsync";
+    case write_step::rename: return "rename";
+    case write_step::sync_dir: return "directory fsync";
+  }
+  return "unknown";
+}
+
+io_op call_op(uint64_t job, std::function<caf::error()> fn,
+             uint64_t sub = 0) {
+  io_op op;
+  op.kind = io_kind::call;
+  op.tag = op_tag(job, sub);
+  op.call = std::move(fn);
+  return op;
+}
+
+} // namespace
+
+caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason) {
+  if (e.tokens.empty())
+    return make_error(ec::invalid_argument, "entry without tokens");
+  if (auto err = e.validate())
+    return err;
+  auto h = layout(e, cfg_.fingerprint, cfg_.alignment, cfg_.checksum_chunk);
+  if (h.file_length > cfg_.byte_cap) {
+    ++stats_.rejected_too_large;
+    log("ssd: not storing an entry of " + std::to_string(h.file_length)
+        + " bytes: larger than the byte cap");
+    return make_error(ec::no_space, "entry larger than the SSD byte cap");
+  }
+  auto name = file_name(e.ns, e.tokens);
+  auto r = queue_.push(std::move(name), std::move(e), reason);
+  stats_.dropped += r.dropped;
+  stats_.superseded += r.superseded;
+  pump();
+  return r.id;
+}
+
+void ssd_tier::pump() {
+  while (queue_.in_flight() < cfg_.writes_in_flight) {
+    auto* item = queue_.start_next();
+    if (item == nullptr)
+      return;
+    start_write(*item);
+  }
+}
+
+void ssd_tier::start_write(write_item& item) {
+  auto job = std::make_unique<write_job>();
+  job->tag = next_tag_++;
+  job->item_id = item.id;
+  job->name = item.key;
+  auto io = std::make_shared<write_io>();
+  io->fs = &fs_;
+  io->temp_path = path(item.key + "." + std::to_string(temp_seq_++) + "."
+                       + std::to_string(job->tag) + ".tmp");
+  io->state = item.state;
+  io->header = layout(item.state, cfg_.fingerprint, cfg_.alignment,
+                      cfg_.checksum_chunk);
+  job->io = io;
+  auto& ref = *job;
+  writes_.emplace(job->tag, std::move(job));
+  ref.outstanding = 1;
+  auto op = call_op(ref.tag, [io] {
+    auto f = io->fs->open(io->temp_path, open_mode::create);
+    if (!f)
+      return f.error();
+    io->out = std::move(*f);
+    return caf::error{};
+  });
+  op.keep = io;
+  submit(std::move(op));
+}
+
+void ssd_tier::write_range(write_job& job, uint64_t off, const std::byte* p,
+                           uint64_t len) {
+  for (uint64_t done = 0; done < len;) {
+    auto n = std::min<uint64_t>(len - done, cfg_.max_op_bytes);
+    ++job.outstanding;
+    job.expected += n;
+    job.window.backlog.push_back(io_op{io_kind::write, job.io->out,
+                                       off + done,
+                                       const_cast<std::byte*>(p + done), n,
+                                       {}, job.io, op_tag(job.tag, 2)});
+    done += n;
+  }
+  job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
+}
+
+void ssd_tier::write_stage(write_job& job) {
+  auto& io = *job.io;
+  auto payload = [&](const payload_info& pi, const std::vector<view>& segs) {
+    uint64_t off = pi.offset;
+    for (auto& s : segs) {
+      write_range(job, off, s.bytes().data(), s.length);
+      off += s.length;
+    }
+  };
+  ++job.outstanding;
+  switch (job.stage) {
+    case write_step::prepare: break;
+    case write_step::data: {
+      // Checksums touch every byte: they run on the engine beside the
+      // payload writes; the header is written once they are known.
+      auto op = call_op(job.tag, [io = job.io] {
+        compute_checksums(io->header, io->state);
+        io->header_bytes = encode(io->header);
+        return caf::error{};
+      }, 1);
+      op.keep = job.io;
+      submit(std::move(op));
+      for (size_t i = 0; i < io.state.layers.size(); ++i)
+        payload(io.header.layers[i].payload, io.state.layers[i].segments);
+      for (size_t i = 0; i < io.state.attachments.size(); ++i)
+        payload(io.header.attachments[i].payload,
+                io.state.attachments[i].segments);
+      break;
+    }
+    case write_step::sync:
+      submit(io_op{io_kind::sync, io.out, 0, nullptr, 0, {}, job.io,
+                   op_tag(job.tag, 0)});
+      break;
+    case write_step::rename:
+      submit(call_op(job.tag, [fs = &fs_, from = io.temp_path,
+                               to = path(job.name)] {
+        return fs->rename(from, to);
+      }));
+      break;
+    case write_step::sync_dir:
+      submit(call_op(job.tag, [fs = &fs_, dir = root_] {
+        return fs->sync_dir(dir);
+      }));
+      break;
+  }
+}
+
+void ssd_tier::on_write(uint64_t tag, io_completion& c) {
+  auto& job = *writes_.at(tag);
+  --job.outstanding;
+  job.done += c.bytes;
+  if (c.err && !job.err)
+    job.err = std::move(c.err);
+  auto sub = c.tag & ((uint64_t{1} << sub_bits) - 1);
+  if (sub == 2) { // a data write
+    --job.window.running;
+    if (job.err) {
+      job.outstanding -= static_cast<unsigned>(job.window.backlog.size());
+      job.window.backlog.clear();
+    }
+    job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
+  }
+  if (sub == 1 && !job.err) { // checksums known: the header can go
+    auto& hb = job.io->header_bytes;
+    write_range(job, 0, hb->data(), hb->size());
+  }
+  if (job.outstanding > 0)
+    return;
+  if (!job.err && job.done < job.expected)
+    job.err = make_error(ec::io_error, "short write: "
+                                         + std::to_string(job.done) + " of "
+                                         + std::to_string(job.expected));
+  if (job.err) {
+    write_failed(job);
+    return;
+  }
+  switch (job.stage) {
+    case write_step::prepare: job.created = true; break;
+    case write_step::data: break;
+    case write_step::sync: job.io->out.reset(); break; // closes the file
+    case write_step::rename:
+      job.renamed = true;
+      // The older file of this key is gone from disk: forget it now.
+      index_.erase(job.name);
+      break;
+    case write_step::sync_dir: write_done(job); return;
+  }
+  job.stage = static_cast<write_step>(static_cast<int>(job.stage) + 1);
+  job.done = job.expected = 0;
+  write_stage(job);
+}
+
+void ssd_tier::write_done(write_job& job) {
+  auto header = std::make_shared<const entry_header>(job.io->header);
+  auto bytes = header->file_length;
+  auto name = job.name;
+  index_.insert(ssd_file{name, std::move(header), bytes});
+  ++stats_.writes_ok;
+  stats_.bytes_written += bytes;
+  queue_.done(job.item_id);
+  writes_.erase(job.tag);
+  evict_over_cap(name);
+  pump();
+  maybe_finish_flush();
+}
+
+void ssd_tier::write_failed(write_job& job) {
+  auto* item = queue_.find(job.item_id);
+  log("ssd: " + std::string{item ? to_string(item->reason) : "write"}
+      + " of " + job.name + " failed at " + to_string(job.stage) + ": "
+      + describe(job.err) + "; not stored, kept for a retry");
+  ++stats_.writes_failed;
+  if (job.err == ec::no_space)
+    ++stats_.write_no_space;
+  if (job.renamed) {
+    // Only the directory sync failed: the file is whole and readable under
+    // its final name, so serve it; the item stays queued until a retry
+    // makes the name durable.
+    auto header = std::make_shared<const entry_header>(job.io->header);
+    auto bytes = header->file_length;
+    index_.insert(ssd_file{job.name, std::move(header), bytes});
+  } else if (job.created) {
+    auto tag = next_tag_++;
+    chore_what_[tag] = "remove temp file " + job.io->temp_path;
+    // (call_op tags it as op 0 of chore `tag`.)
+    submit(call_op(tag, [fs = &fs_, p = job.io->temp_path] {
+      return fs->remove(p);
+    }));
+  }
+  queue_.fail(job.item_id);
+  writes_.erase(job.tag);
+  pump();
+  maybe_finish_flush();
+}
+
+void ssd_tier::evict_over_cap(const std::string& keep) {
+  for (auto& name : index_.over_cap(cfg_.byte_cap, keep)) {
+    ++stats_.evicted;
+    remove_file(name, "evict");
+  }
+}
+
+} // namespace kvtier::tiers::ssd
