@@ -1,0 +1,224 @@
+// The embedded API: the C++ handle an inference engine links against, one
+// call per method of the seed's KvCacheService (DESIGN.md section 2) plus
+// `demote_idle` and `relieve_pressure`. Each call has a blocking form and a
+// future-returning form (`*_async`); both send one Cap'n Proto request to
+// the cache_service facade actor and convert its reply (docs/api.md).
+//
+// Owner and threads: a `service` boots (or joins) a CAF actor system and
+// spawns the actor map of docs/actors.md; any number of engine threads may
+// call any method at once. Blocking calls wait on the calling thread;
+// futures complete on an actor thread. Destroying the service closes it
+// (as `close()`, if it was not closed) and then stops its actors.
+//
+// Ownership: what `acquire` returns is the caller's (its views keep the
+// donor's buffers alive); what `publish`/`checkpoint` take is the cache's
+// once the call returns, the caller's when it fails. Failures are
+// `caf::expected` errors with a kvtier `ec` code; "no hit" and "not kept"
+// are answers, not errors. Every call after `close()` fails with
+// `ec::closed`, except `close()` itself (idempotent), `report()`, `stats()`
+// and `saved_prefixes()`.
+#pragma once
+
+#include "runtime/config.hpp"
+#include "runtime/service_types.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <functional>
+#include <future>
+#include <memory>
+
+namespace kvtier::tiers::ssd {
+class file_system;
+}
+
+namespace kvtier::runtime {
+
+/// Parts a service may be given instead of building them (tests, replay).
+struct service_parts {
+  /// The SSD tier's file system (in-memory, faulty); the POSIX one when
+  /// null. Must outlive the service.
+  tiers::ssd::file_system* fs = nullptr;
+};
+
+class service;
+
+/// `prefetch`'s release: ends the interest once (explicitly or when
+/// destroyed). Move-only.
+class prefetch_lease {
+public:
+  prefetch_lease() = default;
+  prefetch_lease(prefetch_lease&&) noexcept;
+  prefetch_lease& operator=(prefetch_lease&&) noexcept;
+  ~prefetch_lease();
+
+  /// What the prefetch started (lease 0: nothing to read).
+  const prefetch_info& info() const noexcept {
+    return info_;
+  }
+
+  /// Ends the interest; false when already released or empty.
+  bool release();
+
+private:
+  friend class service;
+  prefetch_lease(service* owner, prefetch_info info);
+  service* owner_ = nullptr;
+  prefetch_info info_;
+};
+
+/// Exact tensor objects (encoder outputs) under the RAM tier's budget.
+class object_cache {
+public:
+  /// Stores `tensors` under `key`; false when larger than the whole cap.
+  caf::expected<bool> put(const std::string& key,
+                          std::vector<tiers::attachment> tensors);
+  /// The object under `key`, as views; nullopt when absent.
+  caf::expected<std::optional<std::vector<tiers::attachment>>>
+  get(const std::string& key);
+
+private:
+  friend class service;
+  explicit object_cache(service* owner)
+    : owner_(owner) {}
+  service* owner_;
+};
+
+class service {
+public:
+  using put_observer =
+    std::function<void(const tiers::token_seq& tokens, const std::string& ns)>;
+  template <class T>
+  using result = caf::expected<T>;
+  template <class T>
+  using future = std::future<caf::expected<T>>;
+
+  /// Boots its own actor system (scheduler settings of conf/kvtier.conf).
+  explicit service(service_options opts, service_parts parts = {});
+  /// Boots an actor system from `cfg` (which must outlive the service).
+  explicit service(kvtier_config& cfg, service_parts parts = {});
+  /// Spawns its actors in `sys` (which must outlive the service).
+  service(caf::actor_system& sys, service_options opts,
+          service_parts parts = {});
+  ~service();
+
+  service(const service&) = delete;
+  service& operator=(const service&) = delete;
+
+  /// Whether start-up (e.g. the SSD scan) succeeded; calls fail otherwise.
+  caf::error start_error() const;
+
+  /// Resumed generation, else longest usable prefix in `ns`, else fresh.
+  result<acquired_state> acquire(const state_request& r, const std::string& ns);
+  future<acquired_state> acquire_async(const state_request& r,
+                                       const std::string& ns);
+
+  /// Longest usable prefix in RAM; takes nothing, changes no LRU order.
+  result<uint64_t> peek_prefix_len(const tiers::token_seq& prompt,
+                                   const std::string& ns);
+  future<uint64_t> peek_prefix_len_async(const tiers::token_seq& prompt,
+                                         const std::string& ns);
+
+  /// Offers `state` (covering `state.tokens` in `state.ns`) for reuse.
+  result<publish_result> publish(const state_request& r, tiers::entry state);
+  future<publish_result> publish_async(const state_request& r,
+                                       tiers::entry state);
+
+  /// Whether state `r` would publish could be kept.
+  result<bool> keeps(const state_request& r);
+  future<bool> keeps_async(const state_request& r);
+
+  /// Holds `r`'s projected KV bytes (true) or says wait (false).
+  result<admit_decision> admit(const state_request& r);
+  future<admit_decision> admit_async(const state_request& r);
+  /// Awaitable admit: completes once admitted, in arrival order.
+  future<admit_decision> admit_queued(const state_request& r);
+
+  /// Whether `admit` would admit now; holds nothing.
+  result<admit_decision> fits(const state_request& r);
+  future<admit_decision> fits_async(const state_request& r);
+
+  /// `r` is done: budget back; checkpoints removed when `completed`.
+  result<release_result> release(const state_request& r, bool completed);
+  future<release_result> release_async(const state_request& r, bool completed);
+
+  /// Saves a resumable point of `r`'s generation (the cache owns it).
+  result<bool> checkpoint(const state_request& r, tiers::entry state);
+  future<bool> checkpoint_async(const state_request& r, tiers::entry state);
+
+  /// Drops `session`'s affinity; reusable state stays.
+  result<uint32_t> close_session(const std::string& session);
+  future<uint32_t> close_session_async(const std::string& session);
+
+  /// Starts cold reads for `prompt`; completes when they are done.
+  result<prefetch_lease> prefetch(const tiers::token_seq& prompt,
+                                  const std::string& ns,
+                                  std::optional<std::string> session = {});
+  future<prefetch_lease>
+  prefetch_async(const tiers::token_seq& prompt, const std::string& ns,
+                 std::optional<std::string> session = {});
+
+  /// Makes every kept prefix and checkpoint durable as far as possible.
+  result<durability_result> flush();
+  future<durability_result> flush_async();
+
+  /// After every request drained: flush, then clear. Idempotent.
+  result<durability_result> close();
+  future<durability_result> close_async();
+
+  /// An execution boundary: give optional snapshots back. No I/O.
+  result<reclaim_result> boundary(uint64_t want_bytes = UINT64_MAX);
+  future<reclaim_result> boundary_async(uint64_t want_bytes = UINT64_MAX);
+
+  /// Entries unused for `idle_ms` made durable, then out of RAM.
+  result<uint64_t> demote_idle(uint64_t idle_ms);
+  future<uint64_t> demote_idle_async(uint64_t idle_ms);
+
+  /// Stops the idle-demotion timer; false when it was not running.
+  result<bool> stop_idle_demotion();
+  future<bool> stop_idle_demotion_async();
+
+  /// Releases LRU entries (finishing their writes) until `check()` holds.
+  result<reclaim_result> relieve_pressure(std::function<bool()> check);
+  future<reclaim_result> relieve_pressure_async(std::function<bool()> check);
+
+  /// Pending persistence.
+  result<persistence_stats> stats();
+  future<persistence_stats> stats_async();
+
+  /// Every counter.
+  result<service_report> report();
+  future<service_report> report_async();
+
+  /// Token prefixes on SSD, from headers only.
+  result<std::vector<saved_prefix>> saved_prefixes();
+  future<std::vector<saved_prefix>> saved_prefixes_async();
+
+  /// Observes every stored prefix; runs on an actor thread, must be quick;
+  /// an observer that throws is contained. Null removes it.
+  void set_put_observer(put_observer f);
+
+  /// Exact tensor objects; never null (the RAM tier is a prefix store).
+  object_cache* objects() noexcept {
+    return &objects_;
+  }
+
+  /// Checkpoint interval in tokens; nullopt: the service keeps none.
+  std::optional<uint64_t> checkpoint_every_tokens() const noexcept;
+
+  const service_options& options() const noexcept;
+
+  caf::actor_system& system() noexcept;
+
+  struct impl;
+
+private:
+  friend class prefetch_lease;
+  friend class object_cache;
+  bool end_prefetch(uint64_t lease);
+
+  std::unique_ptr<impl> impl_;
+  object_cache objects_{this};
+};
+
+} // namespace kvtier::runtime

@@ -1,0 +1,171 @@
+// Value types of the embedded API (runtime/service.hpp): what a call takes
+// and what it answers. Plain values; entries hold buffer references (views),
+// never copies of tensor bytes, and may be moved to any thread.
+//
+// Ownership (DESIGN.md section 2): an `acquired_state` belongs to the caller
+// (its views keep the donor's buffers alive however long it is held); an
+// entry given to `publish` or `checkpoint` belongs to the cache once the call
+// returns successfully, and stays the caller's when it fails.
+#pragma once
+
+#include "tiers/state.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvtier::runtime {
+
+/// One engine request as the cache sees it (the seed's StateRequest).
+/// Its identity for checkpoints is (`id`, namespace): the engine must hand
+/// the same id again to resume a generation, also after a restart.
+struct state_request {
+  /// The engine's request id, unique while the request lives.
+  uint64_t id = 0;
+  /// Prompt tokens.
+  tiers::token_seq prompt;
+  /// Generation budget (admission projects prompt + this many tokens).
+  uint32_t max_new_tokens = 0;
+  /// The conversation it belongs to (session affinity), if any.
+  std::optional<std::string> session;
+};
+
+/// Where acquired state came from.
+enum class state_source : uint8_t { none, ram, ssd, checkpoint };
+
+const char* to_string(state_source s);
+
+/// What `acquire` hands over: the caller's from now on.
+struct acquired_state {
+  state_source source = state_source::none;
+  /// Tokens the state covers: the usable prefix of the prompt, or the
+  /// whole checkpoint (prompt + generated tokens) when resuming.
+  uint64_t usable_tokens = 0;
+  /// The state, trimmed to `usable_tokens` (no layers when fresh).
+  tiers::entry state;
+};
+
+/// Why a publish kept or dropped its state.
+enum class put_outcome : uint8_t {
+  kept,
+  replaced,
+  dropped_over_cap,
+  dropped_by_policy,
+  dropped_closed,
+};
+
+const char* to_string(put_outcome o);
+
+struct publish_result {
+  bool kept = false;
+  put_outcome outcome = put_outcome::kept;
+  /// Prefix-ancestors removed without spill.
+  uint32_t superseded = 0;
+};
+
+/// An admission answer. A request that can never be admitted is an error
+/// (`ec::position_limit_exceeded`, `ec::over_budget`), not a decision.
+struct admit_decision {
+  /// admit: true holds the bytes until release; fits: true would admit.
+  bool admitted = false;
+  uint64_t projected_bytes = 0;
+  /// Budget left before this decision.
+  uint64_t available_bytes = 0;
+};
+
+struct release_result {
+  uint64_t released_bytes = 0;
+  uint32_t checkpoints_removed = 0;
+  uint32_t checkpoints_kept = 0;
+};
+
+/// Evidence of what `flush` or `close` made durable.
+struct durability_result {
+  /// Everything kept is on storage (false without a cold tier when state
+  /// was held, and whenever a write failed or was dropped).
+  bool durable = false;
+  uint64_t pending = 0;
+  uint64_t dropped = 0;
+  uint64_t failed = 0;
+  uint64_t entries = 0;
+  uint64_t longest_durable_prefix = 0;
+  /// Distinct failures, for the operator.
+  std::vector<std::string> errors;
+  /// close only: an earlier close produced this result.
+  bool already_closed = false;
+};
+
+/// Pending persistence (`stats()`).
+struct persistence_stats {
+  uint64_t pending_snapshots = 0;
+  uint64_t pending_spills = 0;
+  uint64_t pending_checkpoint_writes = 0;
+};
+
+/// What pressure relief and a boundary gave back.
+struct reclaim_result {
+  uint64_t released = 0;
+  uint64_t released_bytes = 0;
+  /// RAM bytes held afterwards.
+  uint64_t held_bytes = 0;
+};
+
+/// One prefetch: its lease and what the reads will restore.
+struct prefetch_info {
+  uint64_t lease = 0;
+  uint32_t reads_started = 0;
+  uint32_t reads_joined = 0;
+  uint64_t tokens = 0;
+};
+
+/// Operations submitted to storage by one tier.
+struct io_counters {
+  uint64_t reads = 0;
+  uint64_t writes = 0;
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
+  uint64_t failures = 0;
+  /// Every op handed to the I/O engine (reads, writes, syncs, calls).
+  uint64_t submitted = 0;
+};
+
+/// Every counter (`report()`), mirroring ReadReportReply.
+struct service_report {
+  struct ram_part {
+    uint64_t entries = 0, bytes = 0, cap_bytes = 0, hits = 0, misses = 0,
+             session_hits = 0, session_misses = 0, prefix_scans = 0,
+             evictions = 0, supersessions = 0, replacements = 0, oversize = 0,
+             observer_errors = 0;
+  } ram;
+  struct ssd_part {
+    uint64_t files = 0, file_bytes = 0, cap_bytes = 0, queue_items = 0,
+             queue_bytes = 0, writes_ok = 0, writes_failed = 0,
+             write_no_space = 0, dropped = 0, superseded = 0,
+             rejected_too_large = 0, evicted = 0, restores_ok = 0,
+             restores_failed = 0, coalesced = 0, cancelled = 0,
+             corrupt_removed = 0;
+  } ssd;
+  struct sessions_part {
+    uint64_t open = 0, protected_entries = 0, closed = 0;
+  } sessions;
+  struct objects_part {
+    uint64_t entries = 0, bytes = 0, hits = 0, misses = 0;
+  } objects;
+  uint64_t demotions = 0;
+  struct admission_part {
+    uint64_t admitted = 0, refused = 0, errors = 0, released = 0, waiting = 0,
+             held_bytes = 0, holders = 0, budget_bytes = 0;
+  } admission;
+  /// Storage operations per tier: RAM (always zero) and SSD.
+  io_counters ram_io;
+  io_counters ssd_io;
+};
+
+/// A prefix saved on SSD (from its file header).
+struct saved_prefix {
+  std::string ns;
+  tiers::token_seq tokens;
+};
+
+} // namespace kvtier::runtime
