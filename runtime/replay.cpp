@@ -62,12 +62,16 @@ private:
 caf::error driver::settle() {
   // Spills are written behind the call that caused them; wait until the
   // SSD tier has none pending so every run sees the same SSD contents.
+  auto until = clock_type::now() + std::chrono::seconds(30);
   for (;;) {
     auto s = svc_.stats();
     if (!s)
       return s.error();
     if (s->pending_spills == 0)
       return {};
+    if (clock_type::now() > until)
+      return make_error(ec::io_error, "spills still pending after 30 s "
+                                      "(a failing disk?)");
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
