@@ -144,6 +144,8 @@ struct PrefetchPrefixReply {
   readsStarted @1 :UInt32; # new reads this prefetch started
   readsJoined @2 :UInt32;  # in-flight reads it joined (coalesced)
   tokens @3 :UInt64;       # longest prefix the reads will restore
+  entry @4 :Entry;         # SSD -> facade only: the restored state, which
+                           # the facade installs in RAM under the lease
 }
 
 struct ReleasePrefetch {
@@ -243,6 +245,9 @@ struct IoCounters {
   bytesRead @3 :UInt64;
   bytesWritten @4 :UInt64;
   failures @5 :UInt64;
+  submitted @6 :UInt64;    # every op handed to the I/O engine
+  syncs @7 :UInt64;        # fsync ops submitted
+  calls @8 :UInt64;        # blocking file-system calls (create, rename...)
 }
 
 struct RamCounters {

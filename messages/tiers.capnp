@@ -20,6 +20,10 @@ struct LendPrefix {
   ns @0 :Text;
   prompt @1 :List(UInt32);
   betterThan @2 :UInt64;   # answer only a strictly longer usable prefix
+  session :union {
+    none @3 :Void;
+    id @4 :Text;           # the asking request's session (counters only)
+  }
 }
 
 struct LendPrefixReply {
@@ -123,4 +127,24 @@ struct SsdEvictEvent {
   # copy of that entry is no longer backed and must be written before it
   # is dropped.
   key @0 :EntryKey;
+}
+
+struct KeepsBytes {
+  # Service -> RAM: whether state of this many projected bytes could be
+  # kept (WouldKeep, once the service has projected the request's bytes).
+  bytes @0 :UInt64;
+}
+
+struct KeepsBytesReply {
+  keeps @0 :Bool;
+}
+
+struct EraseEntry {
+  # Service/checkpoints -> SSD: remove the file of exactly this key (a
+  # completed generation's checkpoint). Not an error when absent.
+  key @0 :EntryKey;
+}
+
+struct EraseEntryReply {
+  erased @0 :Bool;         # false: no such file
 }

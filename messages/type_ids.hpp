@@ -59,7 +59,9 @@ class actor_system_config;
   X(FetchChunk) X(FetchChunkReply)                                             \
   X(CancelTransfer) X(CancelTransferReply)                                     \
   X(InstallEntry) X(InstallEntryReply)                                         \
-  X(SsdEvictEvent)
+  X(SsdEvictEvent)                                                             \
+  X(KeepsBytes) X(KeepsBytesReply)                                             \
+  X(EraseEntry) X(EraseEntryReply)
 // clang-format on
 
 #define KVTIER_ADD_MESSAGE_TYPE_ID(Root)                                       \

@@ -119,8 +119,9 @@ public:
   future<uint64_t> peek_prefix_len_async(const tiers::token_seq& prompt,
                                          const std::string& ns);
 
-  /// Offers `state` (covering `state.tokens` in `state.ns`) for reuse.
-  result<publish_result> publish(const state_request& r, tiers::entry state);
+  /// Offers `state` (covering `state.tokens` in `state.ns`) for reuse. On
+  /// success `state` is emptied (the cache owns it); on failure untouched.
+  result<publish_result> publish(const state_request& r, tiers::entry&& state);
   future<publish_result> publish_async(const state_request& r,
                                        tiers::entry state);
 
@@ -143,7 +144,9 @@ public:
   future<release_result> release_async(const state_request& r, bool completed);
 
   /// Saves a resumable point of `r`'s generation (the cache owns it).
-  result<bool> checkpoint(const state_request& r, tiers::entry state);
+  /// On success `state` is emptied (the cache owns it); on failure
+  /// untouched.
+  result<bool> checkpoint(const state_request& r, tiers::entry&& state);
   future<bool> checkpoint_async(const state_request& r, tiers::entry state);
 
   /// Drops `session`'s affinity; reusable state stays.

@@ -242,6 +242,21 @@ std::vector<ram_key> ram_tier::idle(uint64_t now, uint64_t idle_ms) const {
   return out;
 }
 
+std::optional<ram_item> ram_tier::item(const ram_key& key) const {
+  auto r = find(key);
+  if (r == lru_.end())
+    return std::nullopt;
+  return ram_item{r->serial, r->durable, r->state};
+}
+
+std::vector<ram_key> ram_tier::undurable() const {
+  std::vector<ram_key> out;
+  for (auto& r : lru_)
+    if (!r.is_object && !r.durable)
+      out.push_back(key_of(r));
+  return out;
+}
+
 std::optional<spill_order> ram_tier::remove(const ram_key& key) {
   auto r = find(key);
   if (r == lru_.end())

@@ -88,6 +88,19 @@ public:
   /// (items an interest holds are not idle).
   std::vector<ram_key> idle(uint64_t now, uint64_t idle_ms) const;
 
+  /// The item `key` as views, without touching its recency or counters
+  /// (the owner copies it into a write order); nullopt when not held.
+  std::optional<ram_item> item(const ram_key& key) const;
+
+  /// Prefix entries not marked durable, least recent first (what a flush
+  /// must snapshot). Objects are not listed: they are never written.
+  std::vector<ram_key> undurable() const;
+
+  /// Sessions whose newest entry is protected right now.
+  size_t open_sessions() const noexcept {
+    return sessions_.size();
+  }
+
   /// Removes one item (e.g. once idle demotion made it durable) and hands
   /// it back; nullopt when not held. Not counted as an eviction.
   std::optional<spill_order> remove(const ram_key& key);

@@ -46,6 +46,16 @@ struct spill_order {
   bool needs_spill = true;
 };
 
+/// A look at one held item without touching it (`ram_tier::item`).
+struct ram_item {
+  /// See `put_result::serial`; a newer put of the key changes it.
+  uint64_t serial = 0;
+  /// Marked durable on SSD.
+  bool durable = false;
+  /// The prefix entry as views (empty for an object).
+  entry state;
+};
+
 /// What a put did. When `kept` is false the offered item was larger than
 /// the whole cap: it comes back as the only spill order, and RAM is as it
 /// was.

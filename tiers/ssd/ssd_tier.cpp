@@ -35,12 +35,11 @@ caf::expected<entry_header> read_header(file& f) {
 }
 
 ssd_tier::ssd_tier(ssd_config cfg, file_system& fs, io_engine& engine)
-  : cfg_(std::move(cfg)),
-    fs_(fs),
-    engine_(engine),
-    root_(join_path(cfg_.dir, cfg_.fingerprint)),
-    queue_(cfg_.queue_cap) {
-}
+  : cfg_(std::move(cfg))
+  , fs_(fs)
+  , engine_(engine)
+  , root_(join_path(cfg_.dir, cfg_.fingerprint))
+  , queue_(cfg_.queue_cap) {}
 
 ssd_tier::~ssd_tier() = default;
 
@@ -90,8 +89,8 @@ caf::expected<scan_report> ssd_tier::open() {
       continue;
     }
     auto bytes = h->file_length;
-    index_.insert(ssd_file{name, std::make_shared<const entry_header>(
-                                   std::move(*h)), bytes});
+    index_.insert(ssd_file{
+      name, std::make_shared<const entry_header>(std::move(*h)), bytes});
     ++r.loaded;
   }
   for (auto& name : index_.over_cap(cfg_.byte_cap, {})) {
@@ -113,8 +112,19 @@ bool ssd_tier::contains(std::string_view ns,
                         std::span<const token> tokens) const {
   // A newer state of the key waiting to be written (or failed) is not on
   // SSD yet, whatever older file of that key is.
-  return index_.contains(ns, tokens)
-         && !queue_.holds(file_name(ns, tokens));
+  return index_.contains(ns, tokens) && !queue_.holds(file_name(ns, tokens));
+}
+
+bool ssd_tier::pending(std::string_view ns,
+                       std::span<const token> tokens) const {
+  return queue_.holds(file_name(ns, tokens));
+}
+
+bool ssd_tier::erase(std::string_view ns, std::span<const token> tokens) {
+  if (!index_.contains(ns, tokens))
+    return false;
+  remove_file(file_name(ns, tokens), "erase");
+  return true;
 }
 
 std::vector<saved_prefix> ssd_tier::saved_prefixes() const {

@@ -82,6 +82,14 @@ public:
   /// pending or failed: only then may RAM drop it as "on SSD".
   bool contains(std::string_view ns, std::span<const token> tokens) const;
 
+  /// Whether a write of (ns, tokens) is queued, in flight or failed.
+  bool pending(std::string_view ns, std::span<const token> tokens) const;
+
+  /// Removes the file of exactly (ns, tokens), e.g. a completed
+  /// generation's checkpoint; false when there is none. A queued write of
+  /// the key is not cancelled.
+  bool erase(std::string_view ns, std::span<const token> tokens);
+
   /// Prefixes on SSD, from headers only.
   std::vector<saved_prefix> saved_prefixes() const;
 

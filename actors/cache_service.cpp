@@ -1,0 +1,150 @@
+#include "actors/cache_service.hpp"
+
+#include "actors/cache_service_ops.hpp"
+
+namespace kvtier::actors {
+
+namespace {
+
+using namespace std::chrono;
+
+/// The timer period: a quarter of the idle time (at least 1 ms), so an
+/// entry leaves RAM within 1.25 x idle_ms of its last use.
+milliseconds idle_period(uint64_t idle_ms) {
+  return milliseconds{std::max<uint64_t>(idle_ms / 4, 1)};
+}
+
+void idle_tick(cache_service_pointer self) {
+  auto& st = self->state;
+  if (!st.idle_running || st.closed || !st.tiers.ssd)
+    return;
+  msg::draft<msg::DemoteIdle> d;
+  d.root().setIdleMs(st.idle_ms);
+  self->request(st.tiers.ram, caf::infinite, std::move(d).seal())
+    .then(
+      [self](const sealed<msg::DemoteIdleReply>& r) {
+        self->state.demotions += r.root().getDemoted();
+        self->delayed_send(self, idle_period(self->state.idle_ms),
+                           idle_tick_atom::value);
+      },
+      [](const caf::error&) {});
+}
+
+sealed<msg::StopIdleDemotionReply> stop_idle(cache_service_pointer self) {
+  msg::draft<msg::StopIdleDemotionReply> d;
+  d.root().setStopped(std::exchange(self->state.idle_running, false));
+  return std::move(d).seal();
+}
+
+sealed<msg::PublishStateReply> dropped_closed() {
+  msg::draft<msg::PublishStateReply> d;
+  d.root().setOutcome(msg::PutOutcome::DROPPED_CLOSED);
+  return std::move(d).seal();
+}
+
+} // namespace
+
+cache_service_actor::behavior_type cache_service(cache_service_pointer self,
+                                                 service_actors tiers,
+                                                 tiers::model_geometry geometry,
+                                                 bool checkpoints_possible,
+                                                 uint64_t idle_ms) {
+  auto& st = self->state;
+  st.tiers = std::move(tiers);
+  st.geometry = std::move(geometry);
+  st.checkpoints_possible = checkpoints_possible;
+  st.idle_ms = idle_ms;
+  st.idle_running = idle_ms > 0 && st.tiers.ssd;
+  if (st.idle_running)
+    self->delayed_send(self, idle_period(idle_ms), idle_tick_atom::value);
+  auto& t = st.tiers;
+  auto closed = [self] { return self->state.closed.has_value(); };
+  return {
+    [self](const sealed<msg::AcquireState>& m) {
+      return ops::acquire(self, m);
+    },
+    [self, &t, closed](const sealed<msg::PeekPrefix>& m)
+      -> caf::result<sealed<msg::PeekPrefixReply>> {
+      if (closed())
+        return ops::closed_error();
+      return self->delegate(t.ram, m);
+    },
+    [self, &t, closed](const sealed<msg::PublishState>& m)
+      -> caf::result<sealed<msg::PublishStateReply>> {
+      if (closed() || self->state.closing)
+        return dropped_closed();
+      return self->delegate(t.ram, m);
+    },
+    [self](const sealed<msg::WouldKeep>& m) { return ops::keeps(self, m); },
+    [self, &t, closed](const sealed<msg::AdmitRequest>& m)
+      -> caf::result<sealed<msg::AdmitRequestReply>> {
+      if (closed())
+        return ops::closed_error();
+      return self->delegate(t.admission, m);
+    },
+    [self, &t](const sealed<msg::FitsRequest>& m)
+      -> caf::result<sealed<msg::FitsRequestReply>> {
+      return self->delegate(t.admission, m);
+    },
+    [self](const sealed<msg::ReleaseRequest>& m) {
+      return ops::release(self, m);
+    },
+    [self, &t, closed](const sealed<msg::SaveCheckpoint>& m)
+      -> caf::result<sealed<msg::SaveCheckpointReply>> {
+      if (closed())
+        return ops::closed_error();
+      return self->delegate(t.checkpoints, m);
+    },
+    [self, &t](const sealed<msg::CloseSession>& m)
+      -> caf::result<sealed<msg::CloseSessionReply>> {
+      return self->delegate(t.ram, m);
+    },
+    [self](const sealed<msg::PrefetchPrefix>& m) {
+      return ops::prefetch(self, m);
+    },
+    [self](const sealed<msg::ReleasePrefetch>& m) {
+      return ops::release_prefetch(self, m);
+    },
+    [self](const sealed<msg::FlushState>&) { return ops::flush(self); },
+    [self](const sealed<msg::CloseService>&) { return ops::close(self); },
+    [self](const sealed<msg::DemoteIdle>& m) {
+      return ops::demote(self, m.root().getIdleMs());
+    },
+    [self](const sealed<msg::StopIdleDemotion>&) { return stop_idle(self); },
+    [self, &t, closed](const sealed<msg::RelievePressure>& m)
+      -> caf::result<sealed<msg::RelievePressureReply>> {
+      if (closed())
+        return ops::closed_error();
+      return self->delegate(t.ram, m);
+    },
+    [self, &t, closed](const sealed<msg::ReclaimAtBoundary>& m)
+      -> caf::result<sealed<msg::ReclaimAtBoundaryReply>> {
+      if (closed())
+        return ops::closed_error();
+      return self->delegate(t.ram, m);
+    },
+    [self, &t](const sealed<msg::ReadStats>& m)
+      -> caf::result<sealed<msg::ReadStatsReply>> {
+      if (!t.ssd)
+        return msg::draft<msg::ReadStatsReply>{}.seal();
+      return self->delegate(t.ssd, m);
+    },
+    [self](const sealed<msg::ReadReport>&) { return ops::report(self); },
+    [self](const sealed<msg::ListSavedPrefixes>&) { return ops::saved(self); },
+    [self, &t, closed](const sealed<msg::PutObject>& m)
+      -> caf::result<sealed<msg::PutObjectReply>> {
+      if (closed())
+        return ops::closed_error();
+      return self->delegate(t.ram, m);
+    },
+    [self, &t, closed](const sealed<msg::GetObject>& m)
+      -> caf::result<sealed<msg::GetObjectReply>> {
+      if (closed())
+        return ops::closed_error();
+      return self->delegate(t.ram, m);
+    },
+    [self](idle_tick_atom) { idle_tick(self); },
+  };
+}
+
+} // namespace kvtier::actors

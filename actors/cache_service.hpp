@@ -1,0 +1,69 @@
+// The cache_service facade (DESIGN.md section 3): the one actor the
+// embedded API talks to. It owns no data: every call becomes requests to
+// the tier actors that own the data (RAM, SSD, admission, checkpoints) and
+// a reply assembled from theirs. Calls that one tier answers alone are
+// delegated (the tier replies to the caller directly, saving a hop).
+//
+// Lookup order (acquire): the request's checkpoint, when checkpoints are
+// possible at all; else RAM and SSD are asked at once and the SSD wins only
+// with a strictly longer usable prefix, in which case its entry is restored
+// (coalesced with reads in flight), served, and installed into RAM as
+// durable. A failed restore falls back to the RAM candidate or fresh
+// state, never to an error.
+//
+// Lifecycle: `close` flushes, then clears RAM and checkpoints even when the
+// flush was not durable, and remembers its result: later closes get it
+// again (alreadyClosed), concurrent ones share it. After close, calls that
+// would change or lend state fail with `ec::closed`; publish answers
+// droppedClosed. Idle demotion runs on a timer of the facade while
+// `idle_ms` > 0, until StopIdleDemotion.
+#pragma once
+
+#include "actors/interfaces.hpp"
+#include "tiers/geometry.hpp"
+
+#include <caf/typed_response_promise.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace kvtier::actors {
+
+/// The actors the facade orchestrates; `ssd` is null without a cold tier.
+struct service_actors {
+  ram_tier_actor ram;
+  ssd_tier_actor ssd;
+  admission_actor admission;
+  checkpoints_actor checkpoints;
+};
+
+struct cache_service_state {
+  static inline const char* name = "cache-service";
+
+  using close_promise =
+    caf::typed_response_promise<sealed<msg::CloseServiceReply>>;
+
+  service_actors tiers;
+  /// Projects a request's bytes for WouldKeep (configuration, not data).
+  tiers::model_geometry geometry;
+  /// Whether any checkpoint can exist (interval set, or files at start).
+  bool checkpoints_possible = false;
+  uint64_t idle_ms = 0;
+  bool idle_running = false;
+  uint64_t demotions = 0;
+  bool closing = false;
+  std::optional<sealed<msg::CloseServiceReply>> closed;
+  std::vector<close_promise> close_waiters;
+};
+
+using cache_service_pointer =
+  cache_service_actor::stateful_pointer<cache_service_state>;
+
+/// The behaviour. `idle_ms` > 0 starts the idle-demotion timer.
+cache_service_actor::behavior_type cache_service(cache_service_pointer self,
+                                                 service_actors tiers,
+                                                 tiers::model_geometry geometry,
+                                                 bool checkpoints_possible,
+                                                 uint64_t idle_ms);
+
+} // namespace kvtier::actors

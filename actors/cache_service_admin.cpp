@@ -1,0 +1,256 @@
+// The facade's durability, lifecycle and bookkeeping calls: flush, close,
+// release, keeps, idle demotion, report and the saved-prefix listing.
+#include "actors/cache_service_ops.hpp"
+#include "actors/codec.hpp"
+#include "tiers/checkpoints.hpp"
+#include "tiers/entry_message.hpp"
+
+namespace kvtier::actors::ops {
+
+namespace {
+
+using flush_done = std::function<void(sealed<msg::FlushStateReply>)>;
+
+template <class Root>
+sealed<Root> empty() {
+  return msg::draft<Root>{}.seal();
+}
+
+/// Without a cold tier nothing can become durable: the evidence is
+/// durable only when RAM holds nothing.
+void flush_without_ssd(self_ptr self, flush_done done) {
+  self->request(self->state.tiers.ram, caf::infinite, empty<msg::ReadReport>())
+    .then(
+      [done](const sealed<msg::ReadReportReply>& r) {
+        msg::draft<msg::FlushStateReply> d;
+        auto held = r.root().getRam().getEntries();
+        d.root().initResult().setDurable(held == 0);
+        if (held != 0)
+          write_error(
+            d.root().getResult().initErrors(1)[0],
+            make_error(ec::not_found, "no cold tier: " + std::to_string(held)
+                                        + " entries cannot be made durable"));
+        done(std::move(d).seal());
+      },
+      [done](const caf::error&) { done(empty<msg::FlushStateReply>()); });
+}
+
+/// Queues RAM and checkpoint snapshots, then asks the SSD to flush (the
+/// SSD mailbox holds the snapshot orders before the flush request).
+void run_flush(self_ptr self, flush_done done) {
+  auto& t = self->state.tiers;
+  if (!t.ssd)
+    return flush_without_ssd(self, std::move(done));
+  auto left = std::make_shared<int>(2);
+  auto then_ssd = [self, left, done] {
+    if (--*left > 0)
+      return;
+    self
+      ->request(self->state.tiers.ssd, caf::infinite, empty<msg::FlushState>())
+      .then([done](const sealed<msg::FlushStateReply>& r) { done(r); },
+            [done](const caf::error& err) {
+              msg::draft<msg::FlushStateReply> d;
+              write_error(d.root().initResult().initErrors(1)[0], err);
+              done(std::move(d).seal());
+            });
+  };
+  for (auto queued : {0, 1}) {
+    auto req =
+      queued == 0
+        ? self->request(t.ram, caf::infinite, empty<msg::FlushState>())
+        : self->request(t.checkpoints, caf::infinite, empty<msg::FlushState>());
+    req.then([then_ssd](const sealed<msg::FlushStateReply>&) { then_ssd(); },
+             [then_ssd](const caf::error&) { then_ssd(); });
+  }
+}
+
+/// Clears RAM and checkpoints, then answers every close waiting.
+void finish_close(self_ptr self, const sealed<msg::FlushStateReply>& f) {
+  auto left = std::make_shared<int>(2);
+  auto done = [self, left, f] {
+    if (--*left > 0)
+      return;
+    msg::draft<msg::CloseServiceReply> d;
+    d.root().setResult(f.root().getResult());
+    self->state.closed = std::move(d).seal();
+    self->state.idle_running = false;
+    for (auto& rp : std::exchange(self->state.close_waiters, {}))
+      rp.deliver(*self->state.closed);
+  };
+  auto& t = self->state.tiers;
+  self->request(t.ram, caf::infinite, empty<msg::CloseService>())
+    .then([done](const sealed<msg::CloseServiceReply>&) { done(); },
+          [done](const caf::error&) { done(); });
+  self->request(t.checkpoints, caf::infinite, empty<msg::CloseService>())
+    .then([done](const sealed<msg::CloseServiceReply>&) { done(); },
+          [done](const caf::error&) { done(); });
+}
+
+} // namespace
+
+caf::error closed_error() {
+  return make_error(ec::closed, "the cache service is closed");
+}
+
+caf::result<sealed<msg::FlushStateReply>> flush(self_ptr self) {
+  if (self->state.closed)
+    return closed_error();
+  auto rp = self->make_response_promise<sealed<msg::FlushStateReply>>();
+  run_flush(self, [rp](sealed<msg::FlushStateReply> r) mutable {
+    rp.deliver(std::move(r));
+  });
+  return rp;
+}
+
+caf::result<sealed<msg::CloseServiceReply>> close(self_ptr self) {
+  auto& st = self->state;
+  if (st.closed) {
+    msg::draft<msg::CloseServiceReply> d;
+    d.root().setResult(st.closed->root().getResult());
+    d.root().setAlreadyClosed(true);
+    return std::move(d).seal();
+  }
+  auto rp = self->make_response_promise<sealed<msg::CloseServiceReply>>();
+  st.close_waiters.push_back(rp);
+  if (!std::exchange(st.closing, true))
+    run_flush(
+      self, [self](sealed<msg::FlushStateReply> f) { finish_close(self, f); });
+  return rp;
+}
+
+caf::result<sealed<msg::ReleaseRequestReply>>
+release(self_ptr self, const sealed<msg::ReleaseRequest>& m) {
+  auto rp = self->make_response_promise<sealed<msg::ReleaseRequestReply>>();
+  auto budget =
+    std::make_shared<std::optional<sealed<msg::ReleaseRequestReply>>>();
+  auto& t = self->state.tiers;
+  self->request(t.admission, caf::infinite, m)
+    .then(
+      [self, rp, m, budget](const sealed<msg::ReleaseRequestReply>& a) mutable {
+        self->request(self->state.tiers.checkpoints, caf::infinite, m)
+          .then(
+            [rp, a](const sealed<msg::ReleaseRequestReply>& c) mutable {
+              msg::draft<msg::ReleaseRequestReply> d;
+              d.root().setReleasedBytes(a.root().getReleasedBytes());
+              d.root().setCheckpointsRemoved(c.root().getCheckpointsRemoved());
+              d.root().setCheckpointsKept(c.root().getCheckpointsKept());
+              rp.deliver(std::move(d).seal());
+            },
+            [rp, a](const caf::error&) mutable { rp.deliver(a); });
+      },
+      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+caf::result<sealed<msg::WouldKeepReply>>
+keeps(self_ptr self, const sealed<msg::WouldKeep>& m) {
+  auto req = admission_of(m.root().getRequest());
+  msg::draft<msg::KeepsBytes> d;
+  d.root().setBytes(self->state.geometry.projected_bytes(req.prompt_tokens,
+                                                         req.max_new_tokens));
+  auto rp = self->make_response_promise<sealed<msg::WouldKeepReply>>();
+  self->request(self->state.tiers.ram, caf::infinite, std::move(d).seal())
+    .then(
+      [rp](const sealed<msg::KeepsBytesReply>& r) mutable {
+        msg::draft<msg::WouldKeepReply> out;
+        out.root().setKeeps(r.root().getKeeps());
+        rp.deliver(std::move(out).seal());
+      },
+      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+caf::result<sealed<msg::DemoteIdleReply>> demote(self_ptr self,
+                                                 uint64_t idle_ms) {
+  if (self->state.closed)
+    return closed_error();
+  msg::draft<msg::DemoteIdle> d;
+  d.root().setIdleMs(idle_ms);
+  auto rp = self->make_response_promise<sealed<msg::DemoteIdleReply>>();
+  self->request(self->state.tiers.ram, caf::infinite, std::move(d).seal())
+    .then(
+      [self, rp](const sealed<msg::DemoteIdleReply>& r) mutable {
+        self->state.demotions += r.root().getDemoted();
+        rp.deliver(r);
+      },
+      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
+  struct parts {
+    std::vector<sealed<msg::ReadReportReply>> got;
+    size_t left = 0;
+  };
+  auto p = std::make_shared<parts>();
+  auto rp = self->make_response_promise<sealed<msg::ReadReportReply>>();
+  auto merge = [self, p, rp]() mutable {
+    if (--p->left > 0)
+      return;
+    msg::draft<msg::ReadReportReply> d;
+    auto out = d.root();
+    out.setDemotions(self->state.demotions);
+    size_t ios = 1;
+    for (auto& g : p->got)
+      ios += g.root().getIo().size();
+    auto io = out.initIo(ios);
+    io[0].setTier(msg::Tier::RAM); // the RAM tier never does storage I/O
+    size_t next = 1;
+    for (auto& g : p->got) {
+      auto r = g.root();
+      if (r.hasRam()) {
+        out.setRam(r.getRam());
+        out.setSessions(r.getSessions());
+        out.setObjects(r.getObjects());
+      }
+      if (r.hasSsd())
+        out.setSsd(r.getSsd());
+      if (r.hasAdmission())
+        out.setAdmission(r.getAdmission());
+      for (auto x : r.getIo())
+        io.setWithCaveats(next++, x);
+    }
+    rp.deliver(std::move(d).seal());
+  };
+  auto ask = [&](auto& to) {
+    ++p->left;
+    self->request(to, caf::infinite, empty<msg::ReadReport>())
+      .then(
+        [p, merge](const sealed<msg::ReadReportReply>& r) mutable {
+          p->got.push_back(r);
+          merge();
+        },
+        [merge](const caf::error&) mutable { merge(); });
+  };
+  auto& t = self->state.tiers;
+  ask(t.ram);
+  ask(t.admission);
+  if (t.ssd)
+    ask(t.ssd);
+  return rp;
+}
+
+caf::result<sealed<msg::ListSavedPrefixesReply>> saved(self_ptr self) {
+  if (!self->state.tiers.ssd)
+    return empty<msg::ListSavedPrefixesReply>();
+  auto rp = self->make_response_promise<sealed<msg::ListSavedPrefixesReply>>();
+  self
+    ->request(self->state.tiers.ssd, caf::infinite,
+              empty<msg::ListSavedPrefixes>())
+    .then(
+      [rp](const sealed<msg::ListSavedPrefixesReply>& r) mutable {
+        std::vector<msg::EntryKey::Reader> keep;
+        for (auto k : r.root().getPrefixes())
+          if (!tiers::checkpoint_store::parse_storage_ns(k.getNs().cStr()))
+            keep.push_back(k);
+        msg::draft<msg::ListSavedPrefixesReply> d;
+        auto out = d.root().initPrefixes(keep.size());
+        for (size_t i = 0; i < keep.size(); ++i)
+          out.setWithCaveats(i, keep[i]);
+        rp.deliver(std::move(d).seal());
+      },
+      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+} // namespace kvtier::actors::ops

@@ -1,0 +1,203 @@
+// The facade's lookups: acquire (checkpoint, then RAM against SSD) and
+// prefetch (cold reads whose result RAM holds for the lease).
+#include "actors/cache_service_ops.hpp"
+#include "actors/codec.hpp"
+#include "tiers/entry_message.hpp"
+
+namespace kvtier::actors::ops {
+
+namespace {
+
+using acquire_promise =
+  caf::typed_response_promise<sealed<msg::AcquireStateReply>>;
+
+/// One acquire in flight: what RAM and SSD answered so far.
+struct lookup {
+  sealed<msg::AcquireState> request;
+  acquire_promise rp;
+  std::optional<sealed<msg::LendPrefixReply>> ram;
+  std::optional<sealed<msg::FindPrefixReply>> ssd;
+  int left = 0;
+  bool failed = false;
+};
+
+using lookup_ptr = std::shared_ptr<lookup>;
+
+sealed<msg::AcquireStateReply> answer(msg::Tier source, uint64_t usable,
+                                      const tiers::entry* e) {
+  msg::draft<msg::AcquireStateReply> d;
+  d.root().setSource(source);
+  d.root().setUsableTokens(usable);
+  if (e)
+    tiers::write_entry(d, d.root().initEntry(), *e);
+  return std::move(d).seal();
+}
+
+/// The RAM candidate, or fresh state when RAM had none.
+void serve_ram(const lookup_ptr& s) {
+  auto& r = *s->ram;
+  auto usable = r.root().getUsableTokens();
+  if (usable == 0) {
+    s->rp.deliver(answer(msg::Tier::NONE, 0, nullptr));
+    return;
+  }
+  auto e = tiers::read_entry(r, r.root().getEntry());
+  if (!e) {
+    s->rp.deliver(std::move(e.error()));
+    return;
+  }
+  s->rp.deliver(answer(msg::Tier::RAM, usable, &*e));
+}
+
+/// Puts a restored entry into RAM (durable: its file exists).
+void install(
+  self_ptr self, const tiers::entry& e, uint64_t interest,
+  std::function<void()> then = [] {}) {
+  msg::draft<msg::InstallEntry> d;
+  tiers::write_entry(d, d.root().initEntry(), e);
+  d.root().setDurable(true);
+  d.root().setInterest(interest);
+  self->request(self->state.tiers.ram, caf::infinite, std::move(d).seal())
+    .then([then](const sealed<msg::InstallEntryReply>&) { then(); },
+          [then](const caf::error&) { then(); });
+}
+
+/// The SSD's candidate is strictly longer: restore it, serve it, install
+/// it; a failed restore serves the RAM candidate instead.
+void serve_ssd(self_ptr self, const lookup_ptr& s) {
+  auto found = s->ssd->root();
+  msg::draft<msg::RestoreEntry> d;
+  d.root().setKey(found.getKey());
+  d.root().setUsableTokens(found.getUsableTokens());
+  d.root().setRequestId(s->request.root().getRequest().getId());
+  self->request(self->state.tiers.ssd, caf::infinite, std::move(d).seal())
+    .then(
+      [self, s](const sealed<msg::RestoreEntryReply>& r) {
+        auto e = r.root().isEntry() ? tiers::read_entry(r, r.root().getEntry())
+                                    : caf::expected<tiers::entry>{caf::error{}};
+        if (!r.root().isEntry() || !e)
+          return serve_ram(s);
+        s->rp.deliver(answer(msg::Tier::SSD, e->size(), &*e));
+        install(self, *e, 0);
+      },
+      [s](const caf::error&) { serve_ram(s); });
+}
+
+void decide(self_ptr self, const lookup_ptr& s) {
+  if (s->failed || --s->left > 0)
+    return;
+  auto ram_len = s->ram->root().getUsableTokens();
+  auto ssd_len = s->ssd ? s->ssd->root().getUsableTokens() : 0;
+  if (ssd_len > ram_len)
+    serve_ssd(self, s);
+  else
+    serve_ram(s);
+}
+
+void fail(const lookup_ptr& s, caf::error err) {
+  if (!std::exchange(s->failed, true))
+    s->rp.deliver(std::move(err));
+}
+
+/// Asks RAM and SSD at once for the longest usable prefix.
+void search_tiers(self_ptr self, const lookup_ptr& s) {
+  auto req = s->request.root().getRequest();
+  msg::draft<msg::LendPrefix> lend;
+  lend.root().setNs(req.getNs());
+  lend.root().setPrompt(req.getPrompt());
+  if (req.getSession().isId())
+    lend.root().getSession().setId(req.getSession().getId());
+  auto& t = self->state.tiers;
+  s->left = t.ssd ? 2 : 1;
+  self->request(t.ram, caf::infinite, std::move(lend).seal())
+    .then(
+      [self, s](const sealed<msg::LendPrefixReply>& r) {
+        s->ram = r;
+        decide(self, s);
+      },
+      [s](caf::error& err) { fail(s, std::move(err)); });
+  if (!t.ssd)
+    return;
+  msg::draft<msg::FindPrefix> find;
+  find.root().setNs(req.getNs());
+  find.root().setPrompt(req.getPrompt());
+  self->request(t.ssd, caf::infinite, std::move(find).seal())
+    .then(
+      [self, s](const sealed<msg::FindPrefixReply>& r) {
+        s->ssd = r;
+        decide(self, s);
+      },
+      [self, s](const caf::error&) { decide(self, s); });
+}
+
+} // namespace
+
+caf::result<sealed<msg::AcquireStateReply>>
+acquire(self_ptr self, const sealed<msg::AcquireState>& m) {
+  if (self->state.closed)
+    return closed_error();
+  auto s = std::make_shared<lookup>();
+  s->request = m;
+  s->rp = self->make_response_promise<sealed<msg::AcquireStateReply>>();
+  if (!self->state.checkpoints_possible) {
+    search_tiers(self, s);
+    return s->rp;
+  }
+  msg::draft<msg::FindCheckpoint> d;
+  d.root().setRequest(m.root().getRequest());
+  self
+    ->request(self->state.tiers.checkpoints, caf::infinite, std::move(d).seal())
+    .then(
+      [self, s](const sealed<msg::FindCheckpointReply>& r) {
+        auto e = r.root().isEntry() ? tiers::read_entry(r, r.root().getEntry())
+                                    : caf::expected<tiers::entry>{caf::error{}};
+        if (!r.root().isEntry() || !e)
+          return search_tiers(self, s);
+        s->rp.deliver(answer(msg::Tier::CHECKPOINT, e->size(), &*e));
+      },
+      [self, s](const caf::error&) { search_tiers(self, s); });
+  return s->rp;
+}
+
+caf::result<sealed<msg::PrefetchPrefixReply>>
+prefetch(self_ptr self, const sealed<msg::PrefetchPrefix>& m) {
+  if (self->state.closed)
+    return closed_error();
+  if (!self->state.tiers.ssd)
+    return msg::draft<msg::PrefetchPrefixReply>{}.seal();
+  auto rp = self->make_response_promise<sealed<msg::PrefetchPrefixReply>>();
+  self->request(self->state.tiers.ssd, caf::infinite, m)
+    .then(
+      [self, rp](const sealed<msg::PrefetchPrefixReply>& r) mutable {
+        // The engine gets the lease and counts; the state goes to RAM.
+        msg::draft<msg::PrefetchPrefixReply> d;
+        auto in = r.root();
+        d.root().setLeaseId(in.getLeaseId());
+        d.root().setReadsStarted(in.getReadsStarted());
+        d.root().setReadsJoined(in.getReadsJoined());
+        d.root().setTokens(in.getTokens());
+        auto out = std::move(d).seal();
+        auto e = in.getLeaseId() != 0
+                   ? tiers::read_entry(r, in.getEntry())
+                   : caf::expected<tiers::entry>{caf::error{}};
+        if (in.getLeaseId() == 0 || !e) {
+          rp.deliver(out);
+          return;
+        }
+        install(self, *e, in.getLeaseId(),
+                [rp, out]() mutable { rp.deliver(out); });
+      },
+      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+caf::result<sealed<msg::ReleasePrefetchReply>>
+release_prefetch(self_ptr self, const sealed<msg::ReleasePrefetch>& m) {
+  if (auto& ssd = self->state.tiers.ssd)
+    self->request(ssd, caf::infinite, m)
+      .then([](const sealed<msg::ReleasePrefetchReply>&) {},
+            [](const caf::error&) {});
+  return self->delegate(self->state.tiers.ram, m);
+}
+
+} // namespace kvtier::actors::ops

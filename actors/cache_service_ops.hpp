@@ -1,0 +1,53 @@
+// Internal to the cache_service facade's sources: the orchestrations too
+// long for a handler lambda, one function per call. Each runs on the
+// facade's thread with `self` and answers through the returned result (a
+// value, a delegation, or a response promise delivered later).
+#pragma once
+
+#include "actors/cache_service.hpp"
+
+namespace kvtier::actors::ops {
+
+using self_ptr = cache_service_pointer;
+
+/// Checkpoint, else RAM vs SSD (strictly longer wins), else fresh.
+caf::result<sealed<msg::AcquireStateReply>>
+acquire(self_ptr self, const sealed<msg::AcquireState>& m);
+
+/// Cold reads for a prompt; the restored donor is installed in RAM under
+/// the lease before the reply.
+caf::result<sealed<msg::PrefetchPrefixReply>>
+prefetch(self_ptr self, const sealed<msg::PrefetchPrefix>& m);
+
+/// Ends a prefetch's interest in the SSD and RAM tiers.
+caf::result<sealed<msg::ReleasePrefetchReply>>
+release_prefetch(self_ptr self, const sealed<msg::ReleasePrefetch>& m);
+
+/// RAM and checkpoint snapshots, then the SSD's flush evidence.
+caf::result<sealed<msg::FlushStateReply>> flush(self_ptr self);
+
+/// Flush, then clear; idempotent, concurrent closes share one result.
+caf::result<sealed<msg::CloseServiceReply>> close(self_ptr self);
+
+/// Budget back (admission) and checkpoints settled, in one reply.
+caf::result<sealed<msg::ReleaseRequestReply>>
+release(self_ptr self, const sealed<msg::ReleaseRequest>& m);
+
+/// Projects the request's bytes and asks the RAM tier whether they fit.
+caf::result<sealed<msg::WouldKeepReply>> keeps(self_ptr self,
+                                               const sealed<msg::WouldKeep>& m);
+
+/// Idle demotion through the RAM tier, counted.
+caf::result<sealed<msg::DemoteIdleReply>> demote(self_ptr self,
+                                                 uint64_t idle_ms);
+
+/// Every tier's part of the report, merged.
+caf::result<sealed<msg::ReadReportReply>> report(self_ptr self);
+
+/// Saved prefixes on SSD, checkpoint files left out.
+caf::result<sealed<msg::ListSavedPrefixesReply>> saved(self_ptr self);
+
+/// The error of a call after close.
+caf::error closed_error();
+
+} // namespace kvtier::actors::ops

@@ -1,0 +1,51 @@
+#include "actors/codec.hpp"
+
+#include "tiers/entry_message.hpp"
+
+namespace kvtier::actors {
+
+void write_error(msg::Error::Builder out, const caf::error& err) {
+  if (!err)
+    return;
+  if (err.category() != caf::atom("kvtier")) {
+    out.setCode(static_cast<uint8_t>(ec::io_error));
+    out.setContext(describe(err));
+    return;
+  }
+  out.setCode(err.code());
+  auto& ctx = err.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+    out.setContext(ctx.get_as<std::string>(0));
+}
+
+caf::error read_error(msg::Error::Reader in) {
+  if (in.getCode() == 0)
+    return {};
+  return make_error(static_cast<ec>(in.getCode()), in.getContext().cStr());
+}
+
+std::optional<std::string> session_of(msg::RequestIdentity::Reader r) {
+  if (r.getSession().isId())
+    return std::string{r.getSession().getId().cStr()};
+  return std::nullopt;
+}
+
+tiers::admission_request admission_of(msg::RequestIdentity::Reader r) {
+  return {r.getId(), r.getPrompt().size(), r.getMaxNewTokens()};
+}
+
+void write_evidence(msg::DurabilityResult::Builder out,
+                    const tiers::ssd::durability_evidence& ev) {
+  out.setDurable(ev.durable);
+  out.setPending(ev.pending);
+  out.setDropped(ev.dropped);
+  out.setFailed(ev.failed);
+  out.setEntries(ev.entries);
+  out.setLongestDurablePrefix(ev.longest_durable_prefix);
+}
+
+tiers::ram_key key_of(msg::EntryKey::Reader k) {
+  return {false, k.getNs().cStr(), tiers::read_tokens(k.getTokens())};
+}
+
+} // namespace kvtier::actors

@@ -1,0 +1,66 @@
+// Small conversions the actors share between Cap'n Proto messages and the
+// values their tiers take: errors as `Error` fields, request identities,
+// durability evidence, ring keys. Plain functions, no state, any thread.
+//
+// Decoding policy (STYLE.md "Messages"): a handler that reads a message
+// runs its body inside `decoding`, which turns a `kj::Exception` thrown by
+// a malformed reader into an `ec::malformed_message` error reply, so no
+// exception crosses a handler.
+#pragma once
+
+#include "messages/type_ids.hpp"
+#include "tiers/admission.hpp"
+#include "tiers/ram_types.hpp"
+#include "tiers/ssd/ssd_stats.hpp"
+
+#include <kj/exception.h>
+
+#include <caf/result.hpp>
+
+#include <optional>
+#include <string>
+
+namespace kvtier::actors {
+
+/// Writes `err` (code and rendered context) into `out`.
+void write_error(msg::Error::Builder out, const caf::error& err);
+
+/// The error an `Error` field carries; none for code 0.
+caf::error read_error(msg::Error::Reader in);
+
+/// The session of a request identity, if any.
+std::optional<std::string> session_of(msg::RequestIdentity::Reader r);
+
+/// What admission needs of a request identity.
+tiers::admission_request admission_of(msg::RequestIdentity::Reader r);
+
+/// Copies durability evidence into a `DurabilityResult`.
+void write_evidence(msg::DurabilityResult::Builder out,
+                    const tiers::ssd::durability_evidence& ev);
+
+/// A RAM key of an `EntryKey`.
+tiers::ram_key key_of(msg::EntryKey::Reader k);
+
+/// Milliseconds of `clock_now` since its epoch (actors pass
+/// `self->clock().now()`, so tests advance it).
+template <class TimePoint>
+uint64_t millis(TimePoint t) {
+  using namespace std::chrono;
+  return static_cast<uint64_t>(
+    duration_cast<milliseconds>(t.time_since_epoch()).count());
+}
+
+/// Runs `f` (returning a `caf::result<T>` or `T`), turning a decode
+/// failure into an `ec::malformed_message` error.
+template <class T, class F>
+caf::result<T> decoding(F&& f) {
+  try {
+    return f();
+  } catch (const kj::Exception& e) {
+    return make_error(ec::malformed_message,
+                      std::string{"undecodable message: "}
+                        + e.getDescription().cStr());
+  }
+}
+
+} // namespace kvtier::actors

@@ -1,0 +1,178 @@
+// Every typed actor interface of kvtier, one handler per line with what it
+// does above it (docs/actors.md draws the map). Owned by actors/; runtime/
+// spawns these roles (runtime/spawn.hpp) and the embedded API talks to the
+// facade only.
+//
+// Messages are Cap'n Proto carriers (`msg::sealed<Root>`, messages/*.capnp):
+// immutable, reference-counted, tensor bytes riding beside them by
+// reference. A failure of a whole request travels as a `caf::error` with a
+// kvtier `ec` code. Each actor is the only user of the tier object it owns,
+// so no tier needs a lock; no actor waits on storage (the SSD actor's I/O
+// completions come back to it as `io_done` messages).
+#pragma once
+
+#include "messages/type_ids.hpp"
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <cstdint>
+
+namespace kvtier::actors {
+
+template <class Root>
+using sealed = msg::sealed<Root>;
+
+/// Shorthand for a request/reply pair `Root` -> `RootReply`.
+#define KVTIER_CALL(Root)                                                      \
+  caf::replies_to<sealed<msg::Root>>::with<sealed<msg::Root##Reply>>
+
+/// One I/O engine completion, sent by the engine's thread to the SSD actor.
+struct io_done {
+  uint64_t tag = 0;
+  caf::error err;
+  uint64_t bytes = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, io_done& x) {
+  return f(caf::meta::type_name("kvtier::actors::io_done"), x.tag, x.err,
+           x.bytes);
+}
+
+/// The timer tick of idle demotion (the facade sends it to itself).
+using idle_tick_atom = caf::atom_constant<caf::atom("kvtidletck")>;
+
+/// Owns the RAM tier (tiers/ram_tier.hpp); sends spill orders, never waits.
+using ram_tier_actor = caf::typed_actor<
+  // Lends views of the best usable donor longer than betterThan; counts it.
+  KVTIER_CALL(LendPrefix),
+  // Usable prefix length in RAM; changes no recency and no hit counter.
+  KVTIER_CALL(PeekPrefix),
+  // Stores offered state; evictions leave as SpillEntry orders to the SSD.
+  KVTIER_CALL(PublishState),
+  // Places a restored entry (durable) with an optional interest lease.
+  KVTIER_CALL(InstallEntry),
+  // Whether state of this many projected bytes could be kept.
+  KVTIER_CALL(KeepsBytes),
+  // Idle entries: made durable (written when needed), then removed.
+  KVTIER_CALL(DemoteIdle),
+  // Pops LRU entries to the target and replies once their writes finished.
+  KVTIER_CALL(RelievePressure),
+  // Drops durable, unprotected, unleased entries; no I/O.
+  KVTIER_CALL(ReclaimAtBoundary),
+  // Drops a session's protection; deletes nothing.
+  KVTIER_CALL(CloseSession),
+  // Ends the interest of a prefetch lease on every item it holds.
+  KVTIER_CALL(ReleasePrefetch),
+  // Stores an exact tensor object under the same budget.
+  KVTIER_CALL(PutObject),
+  // The object under a key, as views.
+  KVTIER_CALL(GetObject),
+  // Snapshots every entry not yet durable to SSD; replies once queued.
+  KVTIER_CALL(FlushState),
+  // Clears everything without spilling.
+  KVTIER_CALL(CloseService),
+  // The RAM, session and object parts of the report.
+  KVTIER_CALL(ReadReport)>;
+
+/// Owns the SSD tier (tiers/ssd/ssd_tier.hpp) and its I/O engine.
+using ssd_tier_actor = caf::typed_actor<
+  // The longest usable saved prefix longer than betterThan; index only.
+  KVTIER_CALL(FindPrefix),
+  // Reads a saved entry back (coalesced with identical reads in flight).
+  KVTIER_CALL(RestoreEntry),
+  // Writes an entry durably; replies when durable, failed or dropped.
+  KVTIER_CALL(SpillEntry),
+  // Starts (or joins) the cold read of a prompt; replies when it is done.
+  KVTIER_CALL(PrefetchPrefix),
+  // Ends a prefetch's interest in the restored entry.
+  KVTIER_CALL(ReleasePrefetch),
+  // Removes the file of exactly one key.
+  KVTIER_CALL(EraseEntry),
+  // Writes everything queued; replies with the durability evidence.
+  KVTIER_CALL(FlushState),
+  // Pending writes by reason.
+  KVTIER_CALL(ReadStats),
+  // The SSD part of the report and its I/O counters.
+  KVTIER_CALL(ReadReport),
+  // The saved prefixes, from headers only.
+  KVTIER_CALL(ListSavedPrefixes),
+  // One I/O engine completion.
+  caf::reacts_to<io_done>>;
+
+/// Owns admission (tiers/admission.hpp): the KV budget, position limit.
+using admission_actor = caf::typed_actor<
+  // Holds the projected bytes, answers wait, or queues (awaitable admit).
+  KVTIER_CALL(AdmitRequest),
+  // Whether AdmitRequest would admit now; holds nothing.
+  KVTIER_CALL(FitsRequest),
+  // Returns the budget and admits queued requests in arrival order.
+  KVTIER_CALL(ReleaseRequest),
+  // The admission part of the report.
+  KVTIER_CALL(ReadReport)>;
+
+/// Owns the checkpoints (tiers/checkpoints.hpp): resumable generations.
+using checkpoints_actor = caf::typed_actor<
+  // Keeps the newest resumable point of a request's generation.
+  KVTIER_CALL(SaveCheckpoint),
+  // The request's newest checkpoint (restored from SSD after a restart).
+  KVTIER_CALL(FindCheckpoint),
+  // Completed: removes the request's checkpoints; interrupted: keeps them.
+  KVTIER_CALL(ReleaseRequest),
+  // Writes every checkpoint not yet durable to SSD; replies once queued.
+  KVTIER_CALL(FlushState),
+  // Forgets every checkpoint held in memory (files stay).
+  KVTIER_CALL(CloseService)>;
+
+/// The facade (actors/cache_service.hpp): orchestrates, owns no data.
+using cache_service_actor = caf::typed_actor<
+  // The request's checkpoint, else its longest usable prefix, else fresh.
+  KVTIER_CALL(AcquireState),
+  // Longest usable prefix in RAM; takes nothing.
+  KVTIER_CALL(PeekPrefix),
+  // Offers state for reuse; the cache keeps or drops it.
+  KVTIER_CALL(PublishState),
+  // Whether state the request would publish could be kept.
+  KVTIER_CALL(WouldKeep),
+  // Holds the request's projected bytes, or wait, or queue.
+  KVTIER_CALL(AdmitRequest),
+  // Whether AdmitRequest would admit now.
+  KVTIER_CALL(FitsRequest),
+  // Budget back; checkpoints settled.
+  KVTIER_CALL(ReleaseRequest),
+  // Saves a resumable point of a generation.
+  KVTIER_CALL(SaveCheckpoint),
+  // Drops a session's affinity.
+  KVTIER_CALL(CloseSession),
+  // Starts cold reads for a prompt; the restored donor is held for the lease.
+  KVTIER_CALL(PrefetchPrefix),
+  // Ends a prefetch's interest.
+  KVTIER_CALL(ReleasePrefetch),
+  // Makes every kept prefix and checkpoint durable as far as possible.
+  KVTIER_CALL(FlushState),
+  // Flush, then clear; idempotent; concurrent closes share one result.
+  KVTIER_CALL(CloseService),
+  // Demotes entries idle for idleMs (none without a cold tier).
+  KVTIER_CALL(DemoteIdle),
+  // Stops the idle-demotion timer.
+  KVTIER_CALL(StopIdleDemotion),
+  // Releases LRU entries down to a target, finishing their writes.
+  KVTIER_CALL(RelievePressure),
+  // An execution boundary: optional snapshots back, no I/O.
+  KVTIER_CALL(ReclaimAtBoundary),
+  // Pending persistence.
+  KVTIER_CALL(ReadStats),
+  // Every counter.
+  KVTIER_CALL(ReadReport),
+  // Token prefixes on SSD.
+  KVTIER_CALL(ListSavedPrefixes),
+  // Stores an exact tensor object.
+  KVTIER_CALL(PutObject),
+  // Reads an exact tensor object.
+  KVTIER_CALL(GetObject),
+  // The idle-demotion timer fired.
+  caf::reacts_to<idle_tick_atom>>;
+
+} // namespace kvtier::actors

@@ -1,0 +1,40 @@
+// The RAM tier actor: sole owner of a `tiers::ram_tier` (DESIGN.md section
+// 3). It lends views, stores published and restored state, and turns every
+// entry that leaves RAM needing a write into a SpillEntry order to the SSD
+// actor, whose reply (durable or not) it records with `mark_durable`. It
+// never waits on storage: demotion and pressure relief finish through
+// replies, with a response promise to the facade.
+//
+// Policy beyond the tier's own: without an SSD actor, spill orders are
+// dropped (there is nowhere to write) and idle demotion does nothing.
+// Objects are never written to SSD (the entry file format stores prefix
+// entries): an evicted object is dropped.
+#pragma once
+
+#include "actors/interfaces.hpp"
+#include "actors/put_observer.hpp"
+#include "tiers/ram_tier.hpp"
+
+#include <memory>
+
+namespace kvtier::actors {
+
+struct ram_tier_state {
+  static inline const char* name = "ram-tier";
+
+  std::unique_ptr<tiers::ram_tier> tier;
+  /// The cold tier; null when there is none.
+  ssd_tier_actor ssd;
+  std::shared_ptr<put_observer_slot> observer;
+  uint64_t next_order = 1;
+  uint64_t sessions_closed = 0;
+};
+
+using ram_tier_pointer = ram_tier_actor::stateful_pointer<ram_tier_state>;
+
+/// The behaviour: a RAM tier of `cap_bytes` spilling to `ssd` (may be null).
+ram_tier_actor::behavior_type
+ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
+         std::shared_ptr<put_observer_slot> observer);
+
+} // namespace kvtier::actors

@@ -1,0 +1,345 @@
+#include "actors/ssd_tier_actor.hpp"
+
+#include "actors/codec.hpp"
+#include "tiers/entry_message.hpp"
+
+#include <caf/send.hpp>
+
+namespace kvtier::actors {
+
+tiers::ssd::completion_sink completion_relay::sink() {
+  return [self = shared_from_this()](tiers::ssd::io_completion c) {
+    self->push(std::move(c));
+  };
+}
+
+void completion_relay::push(tiers::ssd::io_completion c) {
+  caf::strong_actor_ptr to;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!attached_) {
+      early_.push_back(std::move(c));
+      return;
+    }
+    to = target_.lock();
+  }
+  if (to)
+    caf::anon_send(caf::actor_cast<ssd_tier_actor>(to),
+                   io_done{c.tag, std::move(c.err), c.bytes});
+}
+
+void completion_relay::attach(caf::weak_actor_ptr target) {
+  std::vector<tiers::ssd::io_completion> early;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    target_ = std::move(target);
+    attached_ = true;
+    early.swap(early_);
+  }
+  for (auto& c : early)
+    push(std::move(c));
+}
+
+namespace {
+
+using tiers::ssd::write_reason;
+
+tiers::ssd::ssd_tier& tier(ssd_tier_pointer self) {
+  return *self->state.parts->tier;
+}
+
+write_reason reason_of(msg::SpillReason r) {
+  switch (r) {
+    case msg::SpillReason::DEMOTE: return write_reason::demotion;
+    case msg::SpillReason::SPILL: return write_reason::spill;
+    default: return write_reason::snapshot;
+  }
+}
+
+sealed<msg::SpillEntryReply> spill_reply(uint64_t order,
+                                         msg::SpillOutcome outcome,
+                                         const caf::error& err = {}) {
+  msg::draft<msg::SpillEntryReply> d;
+  d.root().setOrderId(order);
+  d.root().setOutcome(outcome);
+  write_error(d.root().initError(), err);
+  return std::move(d).seal();
+}
+
+/// Answers every spill order whose key is durable now, or that left the
+/// write queue without a file; with `give_up`, the rest as failed.
+void settle(ssd_tier_pointer self, bool give_up = false) {
+  auto& waiting = self->state.waiting;
+  auto i = waiting.begin();
+  while (i != waiting.end()) {
+    std::optional<msg::SpillOutcome> out;
+    if (tier(self).contains(i->ns, i->tokens))
+      out = msg::SpillOutcome::DURABLE;
+    else if (!tier(self).pending(i->ns, i->tokens))
+      out = msg::SpillOutcome::DROPPED;
+    else if (give_up)
+      out = msg::SpillOutcome::FAILED;
+    if (!out) {
+      ++i;
+      continue;
+    }
+    i->rp.deliver(spill_reply(i->order, *out));
+    i = waiting.erase(i);
+  }
+}
+
+caf::result<sealed<msg::SpillEntryReply>>
+spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
+  auto order = m.root().getOrderId();
+  if (!m.root().getItem().isEntry())
+    return spill_reply(order, msg::SpillOutcome::REFUSED,
+                       make_error(ec::invalid_argument, "objects are not "
+                                                        "written to SSD"));
+  auto e = tiers::read_entry(m, m.root().getItem().getEntry());
+  if (!e)
+    return std::move(e.error());
+  if (tier(self).contains(e->ns, e->tokens))
+    return spill_reply(order, msg::SpillOutcome::ALREADY_DURABLE);
+  auto ns = e->ns;
+  auto tokens = e->tokens;
+  auto id = tier(self).enqueue(std::move(*e), reason_of(m.root().getReason()));
+  if (!id) {
+    ++self->state.failures;
+    return spill_reply(order, msg::SpillOutcome::REFUSED, id.error());
+  }
+  auto rp = self->make_response_promise<sealed<msg::SpillEntryReply>>();
+  self->state.waiting.push_back(ssd_tier_state::waiter{
+    std::move(ns), std::move(tokens), m.root().getReason(), order, rp});
+  return rp;
+}
+
+sealed<msg::FindPrefixReply> find(ssd_tier_pointer self,
+                                  msg::FindPrefix::Reader m) {
+  auto prompt = tiers::read_tokens(m.getPrompt());
+  msg::draft<msg::FindPrefixReply> d;
+  auto hit = tier(self).find(prompt, m.getNs().cStr());
+  if (hit && hit->length > m.getBetterThan()) {
+    d.root().setUsableTokens(hit->length);
+    tiers::write_key(d.root().initKey(), hit->header->ns, hit->header->tokens);
+  }
+  return std::move(d).seal();
+}
+
+/// A prompt whose best usable prefix on SSD is `usable` tokens of `key`.
+tiers::token_seq prompt_for(tiers::token_seq key, uint64_t usable) {
+  if (usable < key.size())
+    key.resize(usable + 1);
+  else
+    key.push_back(0);
+  return key;
+}
+
+sealed<msg::RestoreEntryReply> restore_reply(caf::expected<tiers::entry> e,
+                                             bool coalesced) {
+  msg::draft<msg::RestoreEntryReply> d;
+  d.root().setCoalesced(coalesced);
+  if (e)
+    tiers::write_entry(d, d.root().initEntry(), *e);
+  else
+    write_error(d.root().initFailed(), e.error());
+  return std::move(d).seal();
+}
+
+caf::result<sealed<msg::RestoreEntryReply>>
+restore(ssd_tier_pointer self, msg::RestoreEntry::Reader m) {
+  auto ns = std::string{m.getKey().getNs().cStr()};
+  auto usable = m.getUsableTokens();
+  auto prompt = prompt_for(tiers::read_tokens(m.getKey().getTokens()), usable);
+  auto match = tier(self).find(prompt, ns);
+  if (!match || match->length != usable)
+    return restore_reply(
+      make_error(ec::not_found,
+                 "no file serves " + ns + " at " + std::to_string(usable)),
+      false);
+  auto rp = self->make_response_promise<sealed<msg::RestoreEntryReply>>();
+  // A held result completes inside `restore` (coalesced); otherwise the
+  // counter tells whether this restore joined a read in flight.
+  struct how {
+    bool in_call = true;
+    bool joined = false;
+  };
+  auto h = std::make_shared<how>();
+  auto before = tier(self).stats().coalesced;
+  tier(self).restore(*match, [rp, h](caf::expected<tiers::entry> e) mutable {
+    rp.deliver(restore_reply(std::move(e), h->in_call || h->joined));
+  });
+  h->in_call = false;
+  h->joined = tier(self).stats().coalesced > before;
+  return rp;
+}
+
+caf::result<sealed<msg::PrefetchPrefixReply>>
+prefetch(ssd_tier_pointer self, msg::PrefetchPrefix::Reader m) {
+  auto prompt = tiers::read_tokens(m.getPrompt());
+  auto ns = std::string{m.getNs().cStr()};
+  auto match = tier(self).find(prompt, ns);
+  auto reads = tier(self).stats().reads;
+  auto lease = match ? tier(self).prefetch(prompt, ns) : std::nullopt;
+  if (!lease)
+    return msg::draft<msg::PrefetchPrefixReply>{}.seal();
+  bool started = tier(self).stats().reads > reads;
+  auto rp = self->make_response_promise<sealed<msg::PrefetchPrefixReply>>();
+  auto id = *lease;
+  auto tokens = match->length;
+  tier(self).restore(*match, [self, rp, id, started,
+                              tokens](caf::expected<tiers::entry> e) mutable {
+    msg::draft<msg::PrefetchPrefixReply> d;
+    if (!e) {
+      tier(self).release(id);
+      rp.deliver(std::move(d).seal());
+      return;
+    }
+    d.root().setLeaseId(id);
+    d.root().setReadsStarted(started ? 1 : 0);
+    d.root().setReadsJoined(started ? 0 : 1);
+    d.root().setTokens(tokens);
+    tiers::write_entry(d, d.root().initEntry(), *e);
+    rp.deliver(std::move(d).seal());
+  });
+  return rp;
+}
+
+caf::result<sealed<msg::FlushStateReply>> flush(ssd_tier_pointer self) {
+  auto rp = self->make_response_promise<sealed<msg::FlushStateReply>>();
+  tier(self).flush(
+    [self, rp](const tiers::ssd::durability_evidence& ev) mutable {
+      settle(self, true);
+      msg::draft<msg::FlushStateReply> d;
+      auto out = d.root().initResult();
+      write_evidence(out, ev);
+      if (!ev.durable) {
+        auto errs = out.initErrors(1);
+        write_error(
+          errs[0],
+          make_error(ec::io_error, std::to_string(ev.failed) + " failed, "
+                                     + std::to_string(ev.dropped) + " dropped, "
+                                     + std::to_string(ev.pending)
+                                     + " pending writes"));
+      }
+      rp.deliver(std::move(d).seal());
+    });
+  return rp;
+}
+
+sealed<msg::ReadStatsReply> stats(ssd_tier_pointer self) {
+  msg::draft<msg::ReadStatsReply> d;
+  uint64_t snapshots = 0, spills = 0, checkpoints = 0;
+  for (auto& w : self->state.waiting)
+    switch (w.reason) {
+      case msg::SpillReason::SNAPSHOT: ++snapshots; break;
+      case msg::SpillReason::CHECKPOINT: ++checkpoints; break;
+      default: ++spills;
+    }
+  d.root().setPendingSnapshots(snapshots);
+  d.root().setPendingSpills(spills);
+  d.root().setPendingCheckpointWrites(checkpoints);
+  return std::move(d).seal();
+}
+
+void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
+  auto s = tier(self).stats();
+  o.setFiles(s.files);
+  o.setFileBytes(s.file_bytes);
+  o.setCapBytes(self->state.parts->cap_bytes);
+  o.setQueueItems(s.queue_items);
+  o.setQueueBytes(s.queue_bytes);
+  o.setWritesOk(s.writes_ok);
+  o.setWritesFailed(s.writes_failed);
+  o.setWriteNoSpace(s.write_no_space);
+  o.setDropped(s.dropped);
+  o.setSuperseded(s.superseded);
+  o.setRejectedTooLarge(s.rejected_too_large);
+  o.setEvicted(s.evicted);
+  o.setRestoresOk(s.restores_ok);
+  o.setRestoresFailed(s.restores_failed);
+  o.setCoalesced(s.coalesced);
+  o.setCancelled(s.cancelled);
+  o.setCorruptRemoved(s.corrupt_removed);
+}
+
+sealed<msg::ReadReportReply> report(ssd_tier_pointer self) {
+  msg::draft<msg::ReadReportReply> d;
+  write_ssd_counters(self, d.root().initSsd());
+  auto& c = self->state.parts->engine->counts();
+  auto s = tier(self).stats();
+  auto io = d.root().initIo(1)[0];
+  io.setTier(msg::Tier::SSD);
+  io.setReads(c.reads);
+  io.setWrites(c.writes);
+  io.setBytesRead(s.bytes_read);
+  io.setBytesWritten(s.bytes_written);
+  io.setFailures(s.writes_failed + s.restores_failed + self->state.failures);
+  io.setSubmitted(c.submitted());
+  io.setSyncs(c.syncs);
+  io.setCalls(c.calls);
+  return std::move(d).seal();
+}
+
+sealed<msg::ListSavedPrefixesReply> saved(ssd_tier_pointer self) {
+  auto all = tier(self).saved_prefixes();
+  msg::draft<msg::ListSavedPrefixesReply> d;
+  auto out = d.root().initPrefixes(all.size());
+  for (size_t i = 0; i < all.size(); ++i)
+    tiers::write_key(out[i], all[i].ns, all[i].tokens);
+  return std::move(d).seal();
+}
+
+template <class Root>
+sealed<Root> bool_reply(bool value, void (Root::Builder::*set)(bool)) {
+  msg::draft<Root> d;
+  (d.root().*set)(value);
+  return std::move(d).seal();
+}
+
+} // namespace
+
+ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
+                                       std::shared_ptr<ssd_parts> parts) {
+  self->state.parts = std::move(parts);
+  self->state.parts->relay->attach(caf::actor_cast<caf::weak_actor_ptr>(self));
+  return {
+    [self](const sealed<msg::FindPrefix>& m) {
+      return decoding<sealed<msg::FindPrefixReply>>(
+        [&] { return find(self, m.root()); });
+    },
+    [self](const sealed<msg::RestoreEntry>& m) {
+      return decoding<sealed<msg::RestoreEntryReply>>(
+        [&] { return restore(self, m.root()); });
+    },
+    [self](const sealed<msg::SpillEntry>& m) {
+      return decoding<sealed<msg::SpillEntryReply>>(
+        [&] { return spill(self, m); });
+    },
+    [self](const sealed<msg::PrefetchPrefix>& m) {
+      return decoding<sealed<msg::PrefetchPrefixReply>>(
+        [&] { return prefetch(self, m.root()); });
+    },
+    [self](const sealed<msg::ReleasePrefetch>& m) {
+      tier(self).release(m.root().getLeaseId());
+      return bool_reply<msg::ReleasePrefetchReply>(
+        true, &msg::ReleasePrefetchReply::Builder::setReleased);
+    },
+    [self](const sealed<msg::EraseEntry>& m) {
+      auto k = m.root().getKey();
+      auto tokens = tiers::read_tokens(k.getTokens());
+      return bool_reply<msg::EraseEntryReply>(
+        tier(self).erase(k.getNs().cStr(), tokens),
+        &msg::EraseEntryReply::Builder::setErased);
+    },
+    [self](const sealed<msg::FlushState>&) { return flush(self); },
+    [self](const sealed<msg::ReadStats>&) { return stats(self); },
+    [self](const sealed<msg::ReadReport>&) { return report(self); },
+    [self](const sealed<msg::ListSavedPrefixes>&) { return saved(self); },
+    [self](io_done& c) {
+      tier(self).handle({c.tag, std::move(c.err), c.bytes});
+      settle(self);
+    },
+  };
+}
+
+} // namespace kvtier::actors

@@ -1,0 +1,83 @@
+// The SSD tier actor: sole owner of a `tiers::ssd::ssd_tier` and its I/O
+// engine (DESIGN.md sections 3 and 5). Its mailbox never blocks on a disk:
+// the engine runs every op on its own threads and reports each completion
+// through a `completion_relay`, which sends it to this actor as an
+// `io_done` message; the handler feeds it back to the tier, whose
+// callbacks then deliver the response promises of restores, prefetches,
+// spill orders and flushes.
+//
+// Spill orders: each SpillEntry is answered once its key is durable on SSD
+// (durable / alreadyDurable), once it left the write queue without a file
+// (dropped over the write-behind cap or superseded), or, after a flush
+// that could not write it, as failed. The tier is built, opened (the
+// header-only scan, the one blocking step) and handed over by
+// runtime/spawn.cpp before the actor serves.
+#pragma once
+
+#include "actors/interfaces.hpp"
+#include "tiers/ssd/counted_engine.hpp"
+#include "tiers/ssd/ssd_tier.hpp"
+
+#include <caf/typed_response_promise.hpp>
+
+#include <memory>
+#include <mutex>
+
+namespace kvtier::actors {
+
+/// Carries engine completions to the SSD actor; keeps those that arrive
+/// before the actor is attached and sends them on `attach`. Thread-safe.
+class completion_relay : public std::enable_shared_from_this<completion_relay> {
+public:
+  /// The sink to build the engine with.
+  tiers::ssd::completion_sink sink();
+
+  /// From now on, completions go to `target` (held weakly).
+  void attach(caf::weak_actor_ptr target);
+
+private:
+  void push(tiers::ssd::io_completion c);
+
+  std::mutex mtx_;
+  caf::weak_actor_ptr target_;
+  bool attached_ = false;
+  std::vector<tiers::ssd::io_completion> early_;
+};
+
+/// What runtime/spawn.cpp builds for the SSD actor, in destruction order:
+/// the engine goes first (it waits for its ops), then the tier, then an
+/// owned file system.
+struct ssd_parts {
+  std::unique_ptr<tiers::ssd::file_system> own_fs;
+  std::shared_ptr<completion_relay> relay;
+  std::unique_ptr<tiers::ssd::ssd_tier> tier;
+  std::unique_ptr<tiers::ssd::counted_engine> engine;
+  uint64_t cap_bytes = 0;
+};
+
+struct ssd_tier_state {
+  static inline const char* name = "ssd-tier";
+
+  using spill_promise =
+    caf::typed_response_promise<sealed<msg::SpillEntryReply>>;
+  /// A spill order waiting for its key to become durable.
+  struct waiter {
+    std::string ns;
+    tiers::token_seq tokens;
+    msg::SpillReason reason;
+    uint64_t order = 0;
+    spill_promise rp;
+  };
+
+  std::shared_ptr<ssd_parts> parts;
+  std::vector<waiter> waiting;
+  uint64_t failures = 0;
+};
+
+using ssd_tier_pointer = ssd_tier_actor::stateful_pointer<ssd_tier_state>;
+
+/// The behaviour over an opened tier.
+ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
+                                       std::shared_ptr<ssd_parts> parts);
+
+} // namespace kvtier::actors

@@ -1,0 +1,165 @@
+#include "runtime/service.hpp"
+
+#include "runtime/service_impl.hpp"
+
+#include "tiers/entry_message.hpp"
+
+namespace kvtier::runtime {
+
+service::service(service_options opts, service_parts parts)
+  : impl_(std::make_unique<impl>()) {
+  impl_->own_cfg = std::make_unique<kvtier_config>();
+  char arg0[] = "kvtier";
+  char* argv[] = {arg0, nullptr};
+  impl_->start_error = impl_->own_cfg->load(1, argv);
+  impl_->own_cfg->options = opts;
+  impl_->opts = std::move(opts);
+  impl_->own_sys = std::make_unique<caf::actor_system>(*impl_->own_cfg);
+  impl_->sys = impl_->own_sys.get();
+  if (!impl_->start_error)
+    impl_->start(parts);
+}
+
+service::service(kvtier_config& cfg, service_parts parts)
+  : impl_(std::make_unique<impl>()) {
+  impl_->opts = cfg.options;
+  impl_->own_sys = std::make_unique<caf::actor_system>(cfg);
+  impl_->sys = impl_->own_sys.get();
+  impl_->start(parts);
+}
+
+service::service(caf::actor_system& sys, service_options opts,
+                 service_parts parts)
+  : impl_(std::make_unique<impl>()) {
+  impl_->opts = std::move(opts);
+  impl_->sys = &sys;
+  impl_->start(parts);
+}
+
+service::~service() {
+  if (!impl_->start_error)
+    close();
+  auto& h = impl_->handles;
+  caf::anon_send_exit(h.facade, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(h.tiers.ram, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(h.tiers.admission, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(h.tiers.checkpoints, caf::exit_reason::user_shutdown);
+  if (h.tiers.ssd)
+    caf::anon_send_exit(h.tiers.ssd, caf::exit_reason::user_shutdown);
+  h = {};
+}
+
+caf::error service::start_error() const {
+  return impl_->start_error;
+}
+
+const service_options& service::options() const noexcept {
+  return impl_->opts;
+}
+
+caf::actor_system& service::system() noexcept {
+  return *impl_->sys;
+}
+
+std::optional<uint64_t> service::checkpoint_every_tokens() const noexcept {
+  if (impl_->opts.checkpoint_every_tokens == 0)
+    return std::nullopt;
+  return impl_->opts.checkpoint_every_tokens;
+}
+
+void service::set_put_observer(put_observer f) {
+  impl_->observer->set(std::move(f));
+}
+
+// --- lookups -------------------------------------------------------------
+
+auto service::acquire(const state_request& r, const std::string& ns)
+  -> result<acquired_state> {
+  return impl_->call<acquired_state>(
+    codec::with_identity<msg::AcquireState>(r, ns), codec::acquired);
+}
+
+auto service::acquire_async(const state_request& r, const std::string& ns)
+  -> future<acquired_state> {
+  return impl_->call_async<acquired_state>(
+    codec::with_identity<msg::AcquireState>(r, ns), codec::acquired);
+}
+
+namespace {
+
+codec::sealed<msg::PeekPrefix> peek_message(const tiers::token_seq& prompt,
+                                            const std::string& ns) {
+  msg::draft<msg::PeekPrefix> d;
+  d.root().setNs(ns);
+  tiers::write_tokens(d.root().initPrompt(prompt.size()), prompt);
+  return std::move(d).seal();
+}
+
+caf::expected<uint64_t> peeked(const codec::sealed<msg::PeekPrefixReply>& r) {
+  return r.root().getTokens();
+}
+
+} // namespace
+
+auto service::peek_prefix_len(const tiers::token_seq& prompt,
+                              const std::string& ns) -> result<uint64_t> {
+  return impl_->call<uint64_t>(peek_message(prompt, ns), peeked);
+}
+
+auto service::peek_prefix_len_async(const tiers::token_seq& prompt,
+                                    const std::string& ns) -> future<uint64_t> {
+  return impl_->call_async<uint64_t>(peek_message(prompt, ns), peeked);
+}
+
+// --- publishing ----------------------------------------------------------
+
+auto service::publish(const state_request& r, tiers::entry&& state)
+  -> result<publish_result> {
+  auto out =
+    impl_->call<publish_result>(codec::publish(r, state), codec::published);
+  if (out)
+    state = {};
+  return out;
+}
+
+auto service::publish_async(const state_request& r, tiers::entry state)
+  -> future<publish_result> {
+  return impl_->call_async<publish_result>(codec::publish(r, state),
+                                           codec::published);
+}
+
+namespace {
+
+caf::expected<bool> kept(const codec::sealed<msg::WouldKeepReply>& r) {
+  return r.root().getKeeps();
+}
+
+caf::expected<bool> saved(const codec::sealed<msg::SaveCheckpointReply>& r) {
+  return r.root().getKept();
+}
+
+} // namespace
+
+auto service::keeps(const state_request& r) -> result<bool> {
+  return impl_->call<bool>(codec::with_identity<msg::WouldKeep>(r, {}), kept);
+}
+
+auto service::keeps_async(const state_request& r) -> future<bool> {
+  return impl_->call_async<bool>(codec::with_identity<msg::WouldKeep>(r, {}),
+                                 kept);
+}
+
+auto service::checkpoint(const state_request& r, tiers::entry&& state)
+  -> result<bool> {
+  auto out = impl_->call<bool>(codec::checkpoint(r, state), saved);
+  if (out)
+    state = {};
+  return out;
+}
+
+auto service::checkpoint_async(const state_request& r, tiers::entry state)
+  -> future<bool> {
+  return impl_->call_async<bool>(codec::checkpoint(r, state), saved);
+}
+
+} // namespace kvtier::runtime

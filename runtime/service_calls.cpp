@@ -1,0 +1,342 @@
+// The embedded API's admission, lifecycle, tier-management and reporting
+// calls (runtime/service.hpp); lookups and publishing are in service.cpp.
+#include "runtime/service_impl.hpp"
+
+#include "tiers/entry_message.hpp"
+
+namespace kvtier::runtime {
+
+namespace {
+
+template <class Root>
+using sealed = codec::sealed<Root>;
+
+sealed<msg::AdmitRequest> admit_message(const state_request& r, bool queue) {
+  msg::draft<msg::AdmitRequest> d;
+  codec::write_identity(d.root().initRequest(), r, {});
+  d.root().setQueue(queue);
+  return std::move(d).seal();
+}
+
+sealed<msg::ReleaseRequest> release_message(const state_request& r,
+                                            bool completed) {
+  msg::draft<msg::ReleaseRequest> d;
+  codec::write_identity(d.root().initRequest(), r, {});
+  d.root().setCompleted(completed);
+  return std::move(d).seal();
+}
+
+sealed<msg::CloseSession> close_session_message(const std::string& s) {
+  msg::draft<msg::CloseSession> d;
+  d.root().setSession(s);
+  return std::move(d).seal();
+}
+
+caf::expected<uint32_t> unprotected(const sealed<msg::CloseSessionReply>& r) {
+  return r.root().getUnprotected();
+}
+
+caf::expected<durability_result>
+flushed(const sealed<msg::FlushStateReply>& r) {
+  return codec::durability(r.root().getResult());
+}
+
+caf::expected<durability_result>
+closed(const sealed<msg::CloseServiceReply>& r) {
+  auto out = codec::durability(r.root().getResult());
+  out.already_closed = r.root().getAlreadyClosed();
+  return out;
+}
+
+sealed<msg::ReclaimAtBoundary> boundary_message(uint64_t want) {
+  msg::draft<msg::ReclaimAtBoundary> d;
+  d.root().setTargetBytes(want);
+  return std::move(d).seal();
+}
+
+caf::expected<reclaim_result>
+reclaimed(const sealed<msg::ReclaimAtBoundaryReply>& r) {
+  return reclaim_result{r.root().getReleased(), r.root().getReleasedBytes(), 0};
+}
+
+sealed<msg::DemoteIdle> demote_message(uint64_t idle_ms) {
+  msg::draft<msg::DemoteIdle> d;
+  d.root().setIdleMs(idle_ms);
+  return std::move(d).seal();
+}
+
+caf::expected<uint64_t> demoted(const sealed<msg::DemoteIdleReply>& r) {
+  return r.root().getDemoted();
+}
+
+caf::expected<bool> stopped(const sealed<msg::StopIdleDemotionReply>& r) {
+  return r.root().getStopped();
+}
+
+sealed<msg::RelievePressure> relieve_message(uint64_t target) {
+  msg::draft<msg::RelievePressure> d;
+  d.root().setTargetBytes(target);
+  return std::move(d).seal();
+}
+
+caf::expected<reclaim_result>
+relieved(const sealed<msg::RelievePressureReply>& r) {
+  return reclaim_result{r.root().getReleased(), r.root().getReleasedBytes(),
+                        r.root().getHeldBytes()};
+}
+
+} // namespace
+
+// --- admission -----------------------------------------------------------
+
+auto service::admit(const state_request& r) -> result<admit_decision> {
+  return impl_->call<admit_decision>(admit_message(r, false), codec::admitted);
+}
+
+auto service::admit_async(const state_request& r) -> future<admit_decision> {
+  return impl_->call_async<admit_decision>(admit_message(r, false),
+                                           codec::admitted);
+}
+
+auto service::admit_queued(const state_request& r) -> future<admit_decision> {
+  return impl_->call_async<admit_decision>(admit_message(r, true),
+                                           codec::admitted);
+}
+
+auto service::fits(const state_request& r) -> result<admit_decision> {
+  return impl_->call<admit_decision>(
+    codec::with_identity<msg::FitsRequest>(r, {}), codec::fitted);
+}
+
+auto service::fits_async(const state_request& r) -> future<admit_decision> {
+  return impl_->call_async<admit_decision>(
+    codec::with_identity<msg::FitsRequest>(r, {}), codec::fitted);
+}
+
+auto service::release(const state_request& r, bool completed)
+  -> result<release_result> {
+  return impl_->call<release_result>(release_message(r, completed),
+                                     codec::released);
+}
+
+auto service::release_async(const state_request& r, bool completed)
+  -> future<release_result> {
+  return impl_->call_async<release_result>(release_message(r, completed),
+                                           codec::released);
+}
+
+// --- sessions and prefetch -------------------------------------------------
+
+auto service::close_session(const std::string& session) -> result<uint32_t> {
+  return impl_->call<uint32_t>(close_session_message(session), unprotected);
+}
+
+auto service::close_session_async(const std::string& session)
+  -> future<uint32_t> {
+  return impl_->call_async<uint32_t>(close_session_message(session),
+                                     unprotected);
+}
+
+auto service::prefetch(const tiers::token_seq& prompt, const std::string& ns,
+                       std::optional<std::string> session)
+  -> result<prefetch_lease> {
+  return prefetch_async(prompt, ns, std::move(session)).get();
+}
+
+auto service::prefetch_async(const tiers::token_seq& prompt,
+                             const std::string& ns,
+                             std::optional<std::string> session)
+  -> future<prefetch_lease> {
+  auto conv = [this](const sealed<msg::PrefetchPrefixReply>& r)
+    -> caf::expected<prefetch_lease> {
+    prefetch_info info{r.root().getLeaseId(), r.root().getReadsStarted(),
+                       r.root().getReadsJoined(), r.root().getTokens()};
+    return prefetch_lease{info.lease != 0 ? this : nullptr, info};
+  };
+  return impl_->call_async<prefetch_lease>(codec::prefetch(prompt, ns, session),
+                                           conv);
+}
+
+bool service::end_prefetch(uint64_t lease) {
+  msg::draft<msg::ReleasePrefetch> d;
+  d.root().setLeaseId(lease);
+  auto r = impl_->call<bool>(
+    std::move(d).seal(), [](const sealed<msg::ReleasePrefetchReply>& r) {
+      return caf::expected<bool>{r.root().getReleased()};
+    });
+  return r && *r;
+}
+
+prefetch_lease::prefetch_lease(service* owner, prefetch_info info)
+  : owner_(owner)
+  , info_(info) {}
+
+prefetch_lease::prefetch_lease(prefetch_lease&& other) noexcept
+  : owner_(std::exchange(other.owner_, nullptr))
+  , info_(other.info_) {}
+
+prefetch_lease& prefetch_lease::operator=(prefetch_lease&& other) noexcept {
+  if (this != &other) {
+    release();
+    owner_ = std::exchange(other.owner_, nullptr);
+    info_ = other.info_;
+  }
+  return *this;
+}
+
+prefetch_lease::~prefetch_lease() {
+  release();
+}
+
+bool prefetch_lease::release() {
+  auto* owner = std::exchange(owner_, nullptr);
+  return owner && owner->end_prefetch(info_.lease);
+}
+
+// --- durability and lifecycle ------------------------------------------------
+
+auto service::flush() -> result<durability_result> {
+  return impl_->call<durability_result>(codec::empty<msg::FlushState>(),
+                                        flushed);
+}
+
+auto service::flush_async() -> future<durability_result> {
+  return impl_->call_async<durability_result>(codec::empty<msg::FlushState>(),
+                                              flushed);
+}
+
+auto service::close() -> result<durability_result> {
+  return impl_->call<durability_result>(codec::empty<msg::CloseService>(),
+                                        closed);
+}
+
+auto service::close_async() -> future<durability_result> {
+  return impl_->call_async<durability_result>(codec::empty<msg::CloseService>(),
+                                              closed);
+}
+
+auto service::boundary(uint64_t want_bytes) -> result<reclaim_result> {
+  return impl_->call<reclaim_result>(boundary_message(want_bytes), reclaimed);
+}
+
+auto service::boundary_async(uint64_t want_bytes) -> future<reclaim_result> {
+  return impl_->call_async<reclaim_result>(boundary_message(want_bytes),
+                                           reclaimed);
+}
+
+auto service::demote_idle(uint64_t idle_ms) -> result<uint64_t> {
+  return impl_->call<uint64_t>(demote_message(idle_ms), demoted);
+}
+
+auto service::demote_idle_async(uint64_t idle_ms) -> future<uint64_t> {
+  return impl_->call_async<uint64_t>(demote_message(idle_ms), demoted);
+}
+
+auto service::stop_idle_demotion() -> result<bool> {
+  return impl_->call<bool>(codec::empty<msg::StopIdleDemotion>(), stopped);
+}
+
+auto service::stop_idle_demotion_async() -> future<bool> {
+  return impl_->call_async<bool>(codec::empty<msg::StopIdleDemotion>(),
+                                 stopped);
+}
+
+auto service::relieve_pressure(std::function<bool()> check)
+  -> result<reclaim_result> {
+  // The check runs here, on the caller's thread; each round releases one
+  // LRU entry's worth (target: one byte below what RAM held), its write
+  // finished before the reply.
+  reclaim_result total;
+  auto held =
+    impl_->call<reclaim_result>(relieve_message(UINT64_MAX), relieved);
+  if (!held)
+    return held;
+  total.held_bytes = held->held_bytes;
+  while (!check() && total.held_bytes > 0) {
+    auto r = impl_->call<reclaim_result>(relieve_message(total.held_bytes - 1),
+                                         relieved);
+    if (!r)
+      return r;
+    total.released += r->released;
+    total.released_bytes += r->released_bytes;
+    total.held_bytes = r->held_bytes;
+    if (r->released == 0)
+      break;
+  }
+  return total;
+}
+
+auto service::relieve_pressure_async(std::function<bool()> check)
+  -> future<reclaim_result> {
+  // The engine's check must run on a thread of its own: the calling thread
+  // is free at once.
+  return std::async(std::launch::async, [this, check = std::move(check)] {
+    return relieve_pressure(check);
+  });
+}
+
+// --- reporting -------------------------------------------------------------
+
+auto service::stats() -> result<persistence_stats> {
+  return impl_->call<persistence_stats>(codec::empty<msg::ReadStats>(),
+                                        codec::pending);
+}
+
+auto service::stats_async() -> future<persistence_stats> {
+  return impl_->call_async<persistence_stats>(codec::empty<msg::ReadStats>(),
+                                              codec::pending);
+}
+
+auto service::report() -> result<service_report> {
+  return impl_->call<service_report>(codec::empty<msg::ReadReport>(),
+                                     codec::report);
+}
+
+auto service::report_async() -> future<service_report> {
+  return impl_->call_async<service_report>(codec::empty<msg::ReadReport>(),
+                                           codec::report);
+}
+
+auto service::saved_prefixes() -> result<std::vector<saved_prefix>> {
+  return impl_->call<std::vector<saved_prefix>>(
+    codec::empty<msg::ListSavedPrefixes>(), codec::prefixes);
+}
+
+auto service::saved_prefixes_async() -> future<std::vector<saved_prefix>> {
+  return impl_->call_async<std::vector<saved_prefix>>(
+    codec::empty<msg::ListSavedPrefixes>(), codec::prefixes);
+}
+
+// --- objects ---------------------------------------------------------------
+
+caf::expected<bool> object_cache::put(const std::string& key,
+                                      std::vector<tiers::attachment> tensors) {
+  msg::draft<msg::PutObject> d;
+  auto obj = d.root().initObject();
+  obj.setKey(key);
+  tiers::write_attachments(d, obj.initAttachments(tensors.size()), tensors);
+  return owner_->impl_->call<bool>(
+    std::move(d).seal(), [](const sealed<msg::PutObjectReply>& r) {
+      return caf::expected<bool>{r.root().getKept()};
+    });
+}
+
+caf::expected<std::optional<std::vector<tiers::attachment>>>
+object_cache::get(const std::string& key) {
+  using out_t = std::optional<std::vector<tiers::attachment>>;
+  msg::draft<msg::GetObject> d;
+  d.root().setKey(key);
+  return owner_->impl_->call<out_t>(
+    std::move(d).seal(),
+    [](const sealed<msg::GetObjectReply>& r) -> caf::expected<out_t> {
+      if (!r.root().isObject())
+        return out_t{};
+      auto a =
+        tiers::read_attachments(r, r.root().getObject().getAttachments());
+      if (!a)
+        return std::move(a.error());
+      return out_t{std::move(*a)};
+    });
+}
+
+} // namespace kvtier::runtime

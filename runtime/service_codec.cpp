@@ -1,0 +1,165 @@
+#include "runtime/service_codec.hpp"
+
+#include "actors/codec.hpp"
+#include "tiers/entry_message.hpp"
+
+namespace kvtier::runtime {
+
+const char* to_string(state_source s) {
+  switch (s) {
+    case state_source::none: return "none";
+    case state_source::ram: return "ram";
+    case state_source::ssd: return "ssd";
+    case state_source::checkpoint: return "checkpoint";
+  }
+  return "?";
+}
+
+const char* to_string(put_outcome o) {
+  switch (o) {
+    case put_outcome::kept: return "kept";
+    case put_outcome::replaced: return "replaced";
+    case put_outcome::dropped_over_cap: return "dropped_over_cap";
+    case put_outcome::dropped_by_policy: return "dropped_by_policy";
+    case put_outcome::dropped_closed: return "dropped_closed";
+  }
+  return "?";
+}
+
+} // namespace kvtier::runtime
+
+namespace kvtier::runtime::codec {
+
+void write_identity(msg::RequestIdentity::Builder out, const state_request& r,
+                    const std::string& ns) {
+  out.setId(r.id);
+  out.setNs(ns);
+  if (r.session)
+    out.getSession().setId(*r.session);
+  tiers::write_tokens(out.initPrompt(r.prompt.size()), r.prompt);
+  out.setMaxNewTokens(r.max_new_tokens);
+}
+
+sealed<msg::PublishState> publish(const state_request& r,
+                                  const tiers::entry& e) {
+  msg::draft<msg::PublishState> d;
+  write_identity(d.root().initRequest(), r, e.ns);
+  auto copy = e;
+  if (!copy.session && r.session)
+    copy.session = r.session; // the request's session owns what it publishes
+  tiers::write_entry(d, d.root().initEntry(), copy);
+  return std::move(d).seal();
+}
+
+sealed<msg::SaveCheckpoint> checkpoint(const state_request& r,
+                                       const tiers::entry& e) {
+  msg::draft<msg::SaveCheckpoint> d;
+  write_identity(d.root().initRequest(), r, e.ns);
+  tiers::write_entry(d, d.root().initEntry(), e);
+  return std::move(d).seal();
+}
+
+sealed<msg::PrefetchPrefix> prefetch(const tiers::token_seq& prompt,
+                                     const std::string& ns,
+                                     const std::optional<std::string>& s) {
+  msg::draft<msg::PrefetchPrefix> d;
+  d.root().setNs(ns);
+  tiers::write_tokens(d.root().initPrompt(prompt.size()), prompt);
+  if (s)
+    d.root().getSession().setId(*s);
+  return std::move(d).seal();
+}
+
+caf::expected<acquired_state>
+acquired(const sealed<msg::AcquireStateReply>& r) {
+  acquired_state out;
+  switch (r.root().getSource()) {
+    case msg::Tier::RAM: out.source = state_source::ram; break;
+    case msg::Tier::SSD: out.source = state_source::ssd; break;
+    case msg::Tier::CHECKPOINT: out.source = state_source::checkpoint; break;
+    default: out.source = state_source::none;
+  }
+  out.usable_tokens = r.root().getUsableTokens();
+  if (out.source == state_source::none)
+    return out;
+  auto e = tiers::read_entry(r, r.root().getEntry());
+  if (!e)
+    return std::move(e.error());
+  out.state = std::move(*e);
+  return out;
+}
+
+caf::expected<publish_result>
+published(const sealed<msg::PublishStateReply>& r) {
+  publish_result out;
+  out.kept = r.root().getKept();
+  out.superseded = r.root().getSuperseded();
+  switch (r.root().getOutcome()) {
+    case msg::PutOutcome::KEPT: out.outcome = put_outcome::kept; break;
+    case msg::PutOutcome::REPLACED: out.outcome = put_outcome::replaced; break;
+    case msg::PutOutcome::DROPPED_OVER_CAP:
+      out.outcome = put_outcome::dropped_over_cap;
+      break;
+    case msg::PutOutcome::DROPPED_BY_POLICY:
+      out.outcome = put_outcome::dropped_by_policy;
+      break;
+    case msg::PutOutcome::DROPPED_CLOSED:
+      out.outcome = put_outcome::dropped_closed;
+      break;
+  }
+  return out;
+}
+
+template <class Reader>
+caf::expected<admit_decision> decision(Reader in, bool yes) {
+  if (in.isNever())
+    return actors::read_error(in.getNever());
+  return admit_decision{yes, in.getProjectedBytes(), in.getAvailableBytes()};
+}
+
+caf::expected<admit_decision>
+admitted(const sealed<msg::AdmitRequestReply>& r) {
+  auto in = r.root();
+  return decision(in, !in.isNever() && in.getAdmitted());
+}
+
+caf::expected<admit_decision> fitted(const sealed<msg::FitsRequestReply>& r) {
+  auto in = r.root();
+  return decision(in, !in.isNever() && in.getFits());
+}
+
+caf::expected<release_result>
+released(const sealed<msg::ReleaseRequestReply>& r) {
+  return release_result{r.root().getReleasedBytes(),
+                        r.root().getCheckpointsRemoved(),
+                        r.root().getCheckpointsKept()};
+}
+
+durability_result durability(msg::DurabilityResult::Reader in) {
+  durability_result out;
+  out.durable = in.getDurable();
+  out.pending = in.getPending();
+  out.dropped = in.getDropped();
+  out.failed = in.getFailed();
+  out.entries = in.getEntries();
+  out.longest_durable_prefix = in.getLongestDurablePrefix();
+  for (auto e : in.getErrors())
+    out.errors.push_back(describe(actors::read_error(e)));
+  return out;
+}
+
+caf::expected<persistence_stats> pending(const sealed<msg::ReadStatsReply>& r) {
+  return persistence_stats{r.root().getPendingSnapshots(),
+                           r.root().getPendingSpills(),
+                           r.root().getPendingCheckpointWrites()};
+}
+
+caf::expected<std::vector<saved_prefix>>
+prefixes(const sealed<msg::ListSavedPrefixesReply>& r) {
+  std::vector<saved_prefix> out;
+  for (auto k : r.root().getPrefixes())
+    out.push_back({k.getNs().cStr(), tiers::read_tokens(k.getTokens())});
+  return out;
+}
+
+} // namespace kvtier::runtime::codec

@@ -1,0 +1,85 @@
+// ReadReportReply -> service_report (runtime/service_codec.hpp).
+#include "runtime/service_codec.hpp"
+
+namespace kvtier::runtime::codec {
+
+namespace {
+
+void ram_part(msg::RamCounters::Reader in, service_report::ram_part& o) {
+  o.entries = in.getEntries();
+  o.bytes = in.getBytes();
+  o.cap_bytes = in.getCapBytes();
+  o.hits = in.getHits();
+  o.misses = in.getMisses();
+  o.session_hits = in.getSessionHits();
+  o.session_misses = in.getSessionMisses();
+  o.prefix_scans = in.getPrefixScans();
+  o.evictions = in.getEvictions();
+  o.supersessions = in.getSupersessions();
+  o.replacements = in.getReplacements();
+  o.oversize = in.getOversize();
+  o.observer_errors = in.getObserverErrors();
+}
+
+void ssd_part(msg::SsdCounters::Reader in, service_report::ssd_part& o) {
+  o.files = in.getFiles();
+  o.file_bytes = in.getFileBytes();
+  o.cap_bytes = in.getCapBytes();
+  o.queue_items = in.getQueueItems();
+  o.queue_bytes = in.getQueueBytes();
+  o.writes_ok = in.getWritesOk();
+  o.writes_failed = in.getWritesFailed();
+  o.write_no_space = in.getWriteNoSpace();
+  o.dropped = in.getDropped();
+  o.superseded = in.getSuperseded();
+  o.rejected_too_large = in.getRejectedTooLarge();
+  o.evicted = in.getEvicted();
+  o.restores_ok = in.getRestoresOk();
+  o.restores_failed = in.getRestoresFailed();
+  o.coalesced = in.getCoalesced();
+  o.cancelled = in.getCancelled();
+  o.corrupt_removed = in.getCorruptRemoved();
+}
+
+void admission_part(msg::AdmissionCounters::Reader in,
+                    service_report::admission_part& o) {
+  o.admitted = in.getAdmitted();
+  o.refused = in.getRefused();
+  o.errors = in.getErrors();
+  o.released = in.getReleased();
+  o.waiting = in.getWaiting();
+  o.held_bytes = in.getHeldBytes();
+  o.holders = in.getHolders();
+  o.budget_bytes = in.getBudgetBytes();
+}
+
+io_counters io_part(msg::IoCounters::Reader in) {
+  return io_counters{in.getReads(),        in.getWrites(),   in.getBytesRead(),
+                     in.getBytesWritten(), in.getFailures(), in.getSubmitted()};
+}
+
+} // namespace
+
+caf::expected<service_report> report(const sealed<msg::ReadReportReply>& r) {
+  auto in = r.root();
+  service_report out;
+  ram_part(in.getRam(), out.ram);
+  ssd_part(in.getSsd(), out.ssd);
+  out.sessions = {in.getSessions().getOpen(),
+                  in.getSessions().getProtectedEntries(),
+                  in.getSessions().getClosed()};
+  auto obj = in.getObjects();
+  out.objects = {obj.getEntries(), obj.getBytes(), obj.getHits(),
+                 obj.getMisses()};
+  out.demotions = in.getDemotions();
+  admission_part(in.getAdmission(), out.admission);
+  for (auto io : in.getIo()) {
+    if (io.getTier() == msg::Tier::RAM)
+      out.ram_io = io_part(io);
+    else if (io.getTier() == msg::Tier::SSD)
+      out.ssd_io = io_part(io);
+  }
+  return out;
+}
+
+} // namespace kvtier::runtime::codec

@@ -1,0 +1,102 @@
+#include "runtime/spawn.hpp"
+
+#include "actors/admission_actor.hpp"
+#include "actors/checkpoints_actor.hpp"
+#include "actors/ram_tier_actor.hpp"
+#include "actors/ssd_tier_actor.hpp"
+#include "tiers/ssd/file_system.hpp"
+
+namespace kvtier::runtime {
+
+caf::expected<actors::ssd_tier_actor>
+spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
+               tiers::ssd::file_system* fs,
+               std::vector<tiers::checkpoint_file>* saved) {
+  namespace ssd = tiers::ssd;
+  auto parts = std::make_shared<actors::ssd_parts>();
+  parts->relay = std::make_shared<actors::completion_relay>();
+  if (!fs) {
+    parts->own_fs = std::make_unique<ssd::posix_file_system>();
+    fs = parts->own_fs.get();
+  }
+  auto choice = ssd::parse_engine_choice(opts.io_engine);
+  if (!choice)
+    return std::move(choice.error());
+  auto engine = ssd::make_io_engine(*choice, parts->relay->sink());
+  if (!engine)
+    return std::move(engine.error());
+  parts->engine = std::make_unique<ssd::counted_engine>(std::move(*engine));
+  ssd::ssd_config cfg;
+  cfg.dir = opts.ssd_dir;
+  cfg.fingerprint = opts.model;
+  cfg.byte_cap = opts.ssd_cap_bytes;
+  cfg.queue_cap = opts.write_behind_cap_bytes;
+  cfg.alignment = static_cast<uint32_t>(opts.alignment);
+  cfg.checksum_chunk = std::max<uint32_t>(cfg.alignment, cfg.checksum_chunk);
+  parts->cap_bytes = opts.ssd_cap_bytes;
+  parts->tier = std::make_unique<ssd::ssd_tier>(cfg, *fs, *parts->engine);
+  if (auto scan = parts->tier->open(); !scan)
+    return std::move(scan.error());
+  if (saved)
+    for (auto& p : parts->tier->saved_prefixes())
+      saved->push_back({p.ns, p.tokens});
+  return sys.spawn(actors::ssd_tier, std::move(parts));
+}
+
+actors::ram_tier_actor
+spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
+               actors::ssd_tier_actor ssd,
+               std::shared_ptr<actors::put_observer_slot> observer) {
+  return sys.spawn(actors::ram_tier, opts.ram_cap_bytes, std::move(ssd),
+                   std::move(observer));
+}
+
+caf::expected<actors::admission_actor>
+spawn_admission(caf::actor_system& sys, const service_options& opts) {
+  auto g = tiers::model_geometry::preset(opts.model, opts.model_scale);
+  if (!g)
+    return std::move(g.error());
+  tiers::admission_limits limits{opts.kv_budget_bytes, opts.position_limit};
+  return sys.spawn(actors::admission, std::move(*g), limits);
+}
+
+actors::checkpoints_actor
+spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
+                  actors::ssd_tier_actor ssd,
+                  std::vector<tiers::checkpoint_file> saved) {
+  return sys.spawn(actors::checkpoints, opts.checkpoint_every_tokens,
+                   std::move(ssd), std::move(saved));
+}
+
+caf::expected<service_handles>
+spawn_service(caf::actor_system& sys, const service_options& opts,
+              tiers::ssd::file_system* fs,
+              std::shared_ptr<actors::put_observer_slot> observer) {
+  if (auto err = opts.validate())
+    return err;
+  service_handles h;
+  std::vector<tiers::checkpoint_file> saved;
+  if (!opts.ssd_dir.empty()) {
+    auto ssd = spawn_ssd_tier(sys, opts, fs, &saved);
+    if (!ssd)
+      return std::move(ssd.error());
+    h.tiers.ssd = std::move(*ssd);
+  }
+  auto adm = spawn_admission(sys, opts);
+  if (!adm)
+    return std::move(adm.error());
+  h.tiers.admission = std::move(*adm);
+  h.tiers.ram = spawn_ram_tier(sys, opts, h.tiers.ssd, std::move(observer));
+  std::erase_if(saved, [](const tiers::checkpoint_file& f) {
+    return !tiers::checkpoint_store::parse_storage_ns(f.ns);
+  });
+  bool possible = opts.checkpoint_every_tokens > 0 || !saved.empty();
+  h.tiers.checkpoints =
+    spawn_checkpoints(sys, opts, h.tiers.ssd, std::move(saved));
+  auto g = tiers::model_geometry::preset(opts.model, opts.model_scale);
+  h.facade = sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
+                       opts.idle_demotion_ms);
+  return h;
+}
+
+} // namespace kvtier::runtime

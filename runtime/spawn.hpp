@@ -1,0 +1,63 @@
+// Spawning and wiring of kvtier's actors (docs/actors.md): one `spawn_R`
+// per actor role, and `spawn_service`, which builds the whole map from
+// `service_options` in dependency order (SSD first: the RAM tier spills to
+// it and the checkpoints learn their files from its index; the facade
+// last). Used by the embedded API (runtime/service.cpp) and by tests that
+// want single actors. Called from one thread while starting; the handles
+// it returns may be used from anywhere.
+#pragma once
+
+#include "actors/cache_service.hpp"
+#include "actors/put_observer.hpp"
+#include "runtime/config.hpp"
+#include "tiers/checkpoints.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <memory>
+
+namespace kvtier::tiers::ssd {
+class file_system;
+}
+
+namespace kvtier::runtime {
+
+/// Builds the I/O engine and SSD tier in `opts.ssd_dir` (on `fs`, or the
+/// POSIX file system when null), runs the header-only start-up scan, and
+/// spawns the SSD actor over them. Errors: the scan's, or the engine's.
+/// `saved` receives the prefixes the scan found (for the checkpoints).
+caf::expected<actors::ssd_tier_actor>
+spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
+               tiers::ssd::file_system* fs,
+               std::vector<tiers::checkpoint_file>* saved = nullptr);
+
+/// The RAM tier actor, spilling to `ssd` (may be null).
+actors::ram_tier_actor
+spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
+               actors::ssd_tier_actor ssd,
+               std::shared_ptr<actors::put_observer_slot> observer);
+
+/// The admission actor over the configured model geometry and limits.
+caf::expected<actors::admission_actor>
+spawn_admission(caf::actor_system& sys, const service_options& opts);
+
+/// The checkpoints actor; `saved` are the checkpoint files found at start.
+actors::checkpoints_actor
+spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
+                  actors::ssd_tier_actor ssd,
+                  std::vector<tiers::checkpoint_file> saved);
+
+/// Every actor of one service.
+struct service_handles {
+  actors::cache_service_actor facade;
+  actors::service_actors tiers;
+};
+
+/// Spawns the whole actor map for `opts` (no SSD actor when
+/// `opts.ssd_dir` is empty).
+caf::expected<service_handles>
+spawn_service(caf::actor_system& sys, const service_options& opts,
+              tiers::ssd::file_system* fs,
+              std::shared_ptr<actors::put_observer_slot> observer);
+
+} // namespace kvtier::runtime
