@@ -141,7 +141,8 @@ caf::error driver::decode(const state_request& req, const tiers::entry& state) {
     if (!next)
       return next.error();
     point = *next;
-    auto r = timed("checkpoint", [&] { return svc_.checkpoint(req, point); });
+    auto r = timed("checkpoint",
+                   [&] { return svc_.checkpoint(req, tiers::entry{point}); });
     if (!r)
       return r.error();
   }
@@ -191,7 +192,8 @@ caf::error driver::one(size_t i) {
   (cold ? out_.ssd_tokens : out_.ram_tokens) += used;
   out_.fresh_tokens += n - used;
   state.session = req.session;
-  auto pub = timed("publish", [&] { return svc_.publish(req, state); });
+  auto pub =
+    timed("publish", [&] { return svc_.publish(req, tiers::entry{state}); });
   if (!pub)
     return pub.error();
   if (o_.settle)

@@ -152,6 +152,7 @@ private:
 caf::error runner::configure() {
   opts_ = base_;
   opts_.ssd_dir = "/scenario-ssd";
+  opts_.model_scale = 1; // scenarios size their caps for the preset as is
   for (auto& [k, v] : s_.settings) {
     auto u = [&] { return std::strtoull(v.c_str(), nullptr, 10); };
     if (k == "model")
@@ -350,7 +351,7 @@ caf::error runner::decode(const scenario_step& st, const state_request& req,
     state = std::move(*e);
     state.session = req.session;
     if (publish != "none") {
-      auto p = svc_->publish(req, state);
+      auto p = svc_->publish(req, tiers::entry{state});
       if (!p)
         return p.error();
       fact(name + ".kept", p->kept ? 1 : 0);
@@ -366,7 +367,7 @@ caf::error runner::decode(const scenario_step& st, const state_request& req,
     if (!e)
       return e.error();
     state = std::move(*e);
-    if (auto c = svc_->checkpoint(req, state); !c)
+    if (auto c = svc_->checkpoint(req, tiers::entry{state}); !c)
       return c.error();
   }
   bool completed = stop == gen.size();
