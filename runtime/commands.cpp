@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -124,10 +125,16 @@ void clean_ssd(const service_options& o) {
 
 int emit(const replay_report& r, const flags& f) {
   std::fputs(render_table(r).c_str(), stdout);
-  if (f.has("json") && !write_file(f.get("json"), to_json(r).dump(2) + "\n"))
-    return 2;
-  if (f.has("plot") && !write_file(f.get("plot"), render_svg(r)))
-    return 2;
+  if (f.has("json")) {
+    if (!write_file(f.get("json"), to_json(r).dump(2) + "\n"))
+      return 2;
+    std::printf("wrote %s\n", f.get("json").c_str());
+  }
+  if (f.has("plot")) {
+    if (!write_file(f.get("plot"), render_svg(r)))
+      return 2;
+    std::printf("wrote %s\n", f.get("plot").c_str());
+  }
   return r.wrong_states == 0 ? 0 : 1;
 }
 
@@ -165,7 +172,7 @@ int run_replay(kvtier_config& cfg, const flags& f) {
   }
   replay_options ro;
   ro.verify = rs.verify && !f.has("no-verify");
-  ro.settle = rs.settle;
+  ro.settle = rs.settle && !f.has("no-settle");
   ro.speed = rs.speed;
   ro.batch = static_cast<uint32_t>(rs.batch);
   ro.prefill_tokens_per_s = rs.prefill_tokens_per_s;
@@ -186,31 +193,38 @@ int run_replay(kvtier_config& cfg, const flags& f) {
     rep->simulated_lru_hit_ratio = sim->token_hit_ratio();
     rep->infinite_hit_ratio = sim->infinite_hit_ratio();
   }
-  return emit(*rep, f);
+  auto rc = emit(*rep, f);
+  if (!f.has("close")) {
+    // close() would first make every RAM entry durable: minutes of writes
+    // the figures above do not need. Leave without it; what was spilled
+    // is on disk whole (written, fsynced, renamed).
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(rc);
+  }
+  return rc;
 }
 
 } // namespace
 
 int replay_command(kvtier_config& cfg, const std::vector<std::string>& args) {
-  auto f = parse(args, {"json", "plot"}, {"simulate", "no-verify", "quiet"});
+  auto f = parse(args, {"json", "plot"},
+                 {"simulate", "no-verify", "no-settle", "quiet", "close"});
   if (!f || f->positional.size() > 1)
     return 2;
   return run_replay(cfg, *f);
 }
 
 int demo_command(kvtier_config& cfg, const std::vector<std::string>& args) {
-  auto f = parse(args, {"json", "plot"}, {"no-verify", "quiet"});
+  auto f =
+    parse(args, {"json", "plot"}, {"no-verify", "no-settle", "quiet", "close"});
   if (!f || !f->positional.empty())
     return 2;
   if (!f->has("json"))
     f->named["json"] = "demo-data/replay.json";
   if (!f->has("plot"))
     f->named["plot"] = "demo-data/replay.svg";
-  auto rc = run_replay(cfg, *f);
-  if (rc == 0)
-    std::printf("\nwrote %s and %s\n", f->get("json").c_str(),
-                f->get("plot").c_str());
-  return rc;
+  return run_replay(cfg, *f);
 }
 
 int inspect_command(kvtier_config&, const std::vector<std::string>& args) {
