@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <optional>
 
 namespace kvtier::runtime {
@@ -74,20 +75,6 @@ bool write_file(const std::string& path, const std::string& text) {
     return false;
   }
   return true;
-}
-
-simulate_options reference_options(const service_options& o,
-                                   const tiers::model_geometry& g) {
-  simulate_options s;
-  s.geometry = g;
-  s.ram_cap_bytes = o.ram_cap_bytes;
-  s.ssd_cap_bytes = o.ssd_dir.empty() ? 0 : o.ssd_cap_bytes;
-  s.alignment = static_cast<uint32_t>(o.alignment);
-  s.checksum_chunk = std::max<uint32_t>(s.alignment, 1u << 20);
-  s.fingerprint = o.model;
-  s.position_limit = o.position_limit;
-  s.kv_budget_bytes = o.kv_budget_bytes;
-  return s;
 }
 
 replay_report from_simulation(const trace& t, const simulate_result& s,
@@ -155,14 +142,17 @@ int run_replay(kvtier_config& cfg, const flags& f) {
     std::fprintf(stderr, "kvtier: %s\n", describe(g.error()).c_str());
     return 2;
   }
-  auto sim = simulate(*t, reference_options(o, *g));
   if (f.has("simulate")) {
+    auto sim = simulate(*t, reference_options(o, *g));
     if (!sim) {
       std::fprintf(stderr, "kvtier: %s\n", describe(sim.error()).c_str());
       return 2;
     }
     return emit(from_simulation(*t, *sim, o, rs.prefill_tokens_per_s), f);
   }
+  // The reference runs on the second core while the replay runs.
+  auto reference = std::async(
+    std::launch::async, [&] { return simulate(*t, reference_options(o, *g)); });
   if (rs.clean_ssd)
     clean_ssd(o);
   service svc(cfg);
@@ -189,7 +179,7 @@ int run_replay(kvtier_config& cfg, const flags& f) {
                  describe(rep.error()).c_str());
     return 1;
   }
-  if (sim) {
+  if (auto sim = reference.get()) {
     rep->simulated_lru_hit_ratio = sim->token_hit_ratio();
     rep->infinite_hit_ratio = sim->infinite_hit_ratio();
   }

@@ -2,6 +2,7 @@
 
 #include "tiers/prefix_index.hpp"
 
+#include <algorithm>
 #include <list>
 #include <map>
 #include <optional>
@@ -20,6 +21,21 @@ double simulate_result::token_hit_ratio() const {
 
 double simulate_result::infinite_hit_ratio() const {
   return input_tokens ? double(infinite_tokens) / double(input_tokens) : 0.0;
+}
+
+simulate_options reference_options(const service_options& o,
+                                   const tiers::model_geometry& g) {
+  simulate_options s;
+  s.geometry = g;
+  s.ram_cap_bytes = o.ram_cap_bytes;
+  s.ssd_cap_bytes = o.ssd_dir.empty() ? 0 : o.ssd_cap_bytes;
+  s.alignment = static_cast<uint32_t>(o.alignment);
+  // The service's SSD tier keeps the default chunk (at least the alignment).
+  s.checksum_chunk = std::max<uint32_t>(s.alignment, 1u << 20);
+  s.fingerprint = o.model;
+  s.position_limit = o.position_limit;
+  s.kv_budget_bytes = o.kv_budget_bytes;
+  return s;
 }
 
 std::string request_ns(const trace& t, const trace_request& r) {

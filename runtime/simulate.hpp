@@ -27,6 +27,7 @@
 // entries trim); `simulate` refuses others.
 #pragma once
 
+#include "runtime/config.hpp"
 #include "runtime/trace.hpp"
 #include "tiers/geometry.hpp"
 
@@ -76,6 +77,11 @@ struct simulate_result {
 /// a layer that is not kv.
 caf::expected<simulate_result> simulate(const trace& t,
                                         const simulate_options& opts);
+
+/// The reference's options for a service started with `o` (its caps,
+/// alignment, the 1 MiB checksum chunk, fingerprint = model, limits).
+simulate_options reference_options(const service_options& o,
+                                   const tiers::model_geometry& g);
 
 /// The namespace the replay (and the reference) files a request under.
 std::string request_ns(const trace& t, const trace_request& r);

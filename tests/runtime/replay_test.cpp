@@ -35,20 +35,6 @@ service_options options(const slice_case& c) {
   return o;
 }
 
-simulate_options reference(const service_options& o,
-                           const tiers::model_geometry& g) {
-  simulate_options s;
-  s.geometry = g;
-  s.ram_cap_bytes = o.ram_cap_bytes;
-  s.ssd_cap_bytes = o.ssd_cap_bytes;
-  s.alignment = static_cast<uint32_t>(o.alignment);
-  s.checksum_chunk = 1u << 20;
-  s.fingerprint = o.model;
-  s.position_limit = o.position_limit;
-  s.kv_budget_bytes = o.kv_budget_bytes;
-  return s;
-}
-
 void replay_matches_reference(const slice_case& c) {
   BOOST_TEST_MESSAGE("trace " << c.path);
   trace_options to;
@@ -58,7 +44,7 @@ void replay_matches_reference(const slice_case& c) {
                         (t ? std::string{} : describe(t.error())));
   auto o = options(c);
   auto g = *tiers::model_geometry::preset(o.model, o.model_scale);
-  auto sim = simulate(*t, reference(o, g));
+  auto sim = simulate(*t, reference_options(o, g));
   BOOST_REQUIRE(sim);
   tiers::ssd::memory_file_system fs;
   service svc(o, service_parts{&fs});
