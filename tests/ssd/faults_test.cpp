@@ -61,6 +61,7 @@ struct faulty_world {
   ssd_config logging() {
     ssd_config cfg;
     cfg.log = [this](const std::string& l) { lines.push_back(l); };
+    cfg.on_write = [this](const write_event& ev) { events.push_back(ev); };
     return cfg;
   }
 
@@ -68,6 +69,7 @@ struct faulty_world {
   memory_file_system mem;
   faulty_file_system faulty;
   std::vector<std::string> lines;
+  std::vector<write_event> events;
   world w;
 };
 
@@ -169,5 +171,8 @@ BOOST_AUTO_TEST_CASE(disk_full_degrades_to_not_stored) {
   BOOST_TEST(w.tier->stats().write_no_space == 1u);
   BOOST_REQUIRE(lines.size() == 1u);
   BOOST_TEST(lines[0].find("no_space") != std::string::npos, lines[0]);
+  BOOST_REQUIRE(fw.events.size() == 1u);
+  BOOST_TEST((fw.events[0].outcome == write_outcome::failed));
+  BOOST_TEST((fw.events[0].err == ec::no_space));
   BOOST_TEST(w.files().empty());
 }

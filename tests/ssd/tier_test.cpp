@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE ssd_tier
 #include "tests/ssd/ssd_fixture.hpp"
 
+#include <map>
+
 using namespace kvtier;
 using namespace kvtier::tiers;
 using namespace kvtier::tiers::ssd;
@@ -178,4 +180,42 @@ BOOST_AUTO_TEST_CASE(restart_recovers_the_index_from_headers) {
     BOOST_TEST(e->tokens == tokens(14, 400));
     check_verified(o, *e);
   });
+}
+
+BOOST_AUTO_TEST_CASE(the_owner_hears_what_became_of_every_write) {
+  auto o = every_kind_oracle();
+  std::vector<std::pair<token_seq, write_outcome>> events;
+  ssd_config cfg;
+  cfg.on_write = [&](const write_event& ev) {
+    events.emplace_back(ev.tokens, ev.outcome);
+  };
+  auto one = o.prefill("ns", tokens(10));
+  cfg.queue_cap = one.byte_length() * 2; // room for two entries
+  scratch_dir dir;
+  world w{all_backends().front(), dir.path, cfg};
+  BOOST_REQUIRE(w.tier->enqueue(one, write_reason::spill));
+  BOOST_REQUIRE(w.tier->enqueue(one, write_reason::spill));
+  BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(10, 50)),
+                                write_reason::demotion));
+  BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(10, 90)),
+                                write_reason::snapshot));
+  auto ev = w.flush();
+  BOOST_TEST(!ev.durable); // a drop since the last flush: not all stored
+  BOOST_TEST(ev.dropped == 1u);
+  BOOST_TEST(ev.pending == 0u);
+  BOOST_TEST(ev.entries == 3u);
+  auto again = w.flush();
+  BOOST_TEST(again.durable);
+  BOOST_TEST(again.dropped == 0u);
+  // The first write is in flight at once; the second of the same key waits
+  // behind it; the third and fourth overflow the queue: the oldest idle
+  // item (the waiting same-key one) is dropped.
+  using wo = write_outcome;
+  std::map<token, std::vector<wo>> by_salt;
+  for (auto& [t, outcome] : events)
+    by_salt[t[0]].push_back(outcome);
+  BOOST_TEST((by_salt[1] == std::vector<wo>{wo::dropped, wo::durable}));
+  BOOST_TEST((by_salt[51] == std::vector<wo>{wo::durable}));
+  BOOST_TEST((by_salt[91] == std::vector<wo>{wo::durable}));
+  BOOST_TEST(w.tier->stats().dropped == 1u);
 }

@@ -123,6 +123,9 @@ std::vector<uint64_t> sums_of(const std::vector<view>& segs, uint64_t chunk) {
   return out;
 }
 
+/// The layer and attachment tables and the checksum tables.
+void write_tables(writer& w, const entry_header& h);
+
 } // namespace
 
 uint64_t entry_header::payload_start() const noexcept {
@@ -203,6 +206,19 @@ buffer_ref encode(entry_header& h) {
   w.u64(h.parent_tokens);
   for (auto t : h.tokens)
     w.u32(t);
+  write_tables(w, h);
+  h.header_sum = XXH3_64bits(w.out.data(), w.out.size());
+  w.u64(h.header_sum);
+  KVTIER_ASSERT(w.out.size() == h.header_length);
+  buffer_builder b(h.payload_start(), h.alignment);
+  std::memset(b.data(), 0, b.size());
+  std::memcpy(b.data(), w.out.data(), w.out.size());
+  return std::move(b).freeze();
+}
+
+namespace {
+
+void write_tables(writer& w, const entry_header& h) {
   for (auto& l : h.layers) {
     w.u8(static_cast<uint8_t>(l.kind));
     w.u8(0), w.u8(0), w.u8(0);
@@ -223,14 +239,9 @@ buffer_ref encode(entry_header& h) {
     write_payload_sums(w, l.payload);
   for (auto& a : h.attachments)
     write_payload_sums(w, a.payload);
-  h.header_sum = XXH3_64bits(w.out.data(), w.out.size());
-  w.u64(h.header_sum);
-  KVTIER_ASSERT(w.out.size() == h.header_length);
-  buffer_builder b(h.payload_start(), h.alignment);
-  std::memset(b.data(), 0, b.size());
-  std::memcpy(b.data(), w.out.data(), w.out.size());
-  return std::move(b).freeze();
 }
+
+} // namespace
 
 caf::expected<uint32_t> decode_header_length(std::span<const std::byte> p) {
   if (p.size() < fixed_header_size)
@@ -300,6 +311,34 @@ void read_layers(reader& r, entry_header& h, uint32_t count) {
   }
 }
 
+void read_attachments(reader& r, entry_header& h, uint32_t count) {
+  for (uint32_t i = 0; i < count && !r.bad; ++i) {
+    attachment_info a;
+    a.name = r.str();
+    a.payload.offset = r.u64();
+    a.payload.length = r.u64();
+    h.attachments.push_back(std::move(a));
+  }
+}
+
+/// Reads the checksum tables and checks every payload's place and size.
+caf::error read_payloads(reader& r, entry_header& h) {
+  uint64_t end = h.payload_start();
+  for (auto& l : h.layers) {
+    if (auto err = read_sums(r, h, l.payload, end))
+      return err;
+    if (auto err = check_layer(l, h.tokens.size()))
+      return err;
+  }
+  for (auto& a : h.attachments)
+    if (auto err = read_sums(r, h, a.payload, end))
+      return err;
+  bool none = h.layers.empty() && h.attachments.empty();
+  if (h.file_length != (none ? uint64_t{h.header_length} : end))
+    return corrupt("file length does not match the payloads");
+  return {};
+}
+
 caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
   r.u32(); // reserved
   auto ntokens = r.u64();
@@ -355,30 +394,13 @@ caf::expected<entry_header> decode(std::span<const std::byte> bytes) {
   if (nlayers > *len / 48 || nattach > *len / 20)
     return corrupt("layer or attachment count");
   read_layers(r, h, nlayers);
-  for (uint32_t i = 0; i < nattach && !r.bad; ++i) {
-    attachment_info a;
-    a.name = r.str();
-    a.payload.offset = r.u64();
-    a.payload.length = r.u64();
-    h.attachments.push_back(std::move(a));
-  }
+  read_attachments(r, h, nattach);
   if (r.bad)
     return corrupt("truncated layer table");
-  uint64_t end = h.payload_start();
-  for (auto& l : h.layers) {
-    if (auto err = read_sums(r, h, l.payload, end))
-      return err;
-    if (auto err = check_layer(l, h.tokens.size()))
-      return err;
-  }
-  for (auto& a : h.attachments)
-    if (auto err = read_sums(r, h, a.payload, end))
-      return err;
+  if (auto err = read_payloads(r, h))
+    return err;
   if (r.bad || r.pos() != *len - 8)
     return corrupt("header length does not match its fields");
-  bool none = h.layers.empty() && h.attachments.empty();
-  if (h.file_length != (none ? uint64_t{*len} : end))
-    return corrupt("file length does not match the payloads");
   return h;
 }
 

@@ -5,7 +5,7 @@
 //   io_uring  liburing; one engine thread owns the ring (submits and reaps),
 //             so the caller only queues an op and writes an eventfd. Files
 //             without a native descriptor (in-memory, faulty) and `call` ops
-//             run on a one-thread helper pool instead.
+//             run on a two-thread helper pool instead.
 //   threads   a Boost.Asio thread pool running pread/pwrite (`file` methods).
 //
 // Threads: `submit` may be called from one owner thread (the SSD actor);

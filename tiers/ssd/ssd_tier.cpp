@@ -60,39 +60,8 @@ caf::expected<scan_report> ssd_tier::open() {
   if (!names)
     return names.error();
   std::sort(names->begin(), names->end());
-  for (auto& name : *names) {
-    if (ends_with(name, ".tmp")) {
-      if (!fs_.remove(path(name)))
-        ++r.temps_removed;
-      continue;
-    }
-    if (!ends_with(name, ".kvt")) {
-      ++r.ignored;
-      continue;
-    }
-    auto f = fs_.open(path(name), open_mode::read);
-    auto h = f ? read_header(**f) : caf::expected<entry_header>{f.error()};
-    if (!h && h.error() == ec::corrupt_data) {
-      log("ssd: removing corrupt file " + name + ": " + describe(h.error()));
-      if (!fs_.remove(path(name)))
-        ++r.corrupt_removed;
-      continue;
-    }
-    if (!h || h->fingerprint != cfg_.fingerprint) {
-      ++r.ignored; // other version or fingerprint; or unreadable right now
-      continue;
-    }
-    if (file_name(h->ns, h->tokens) != name) {
-      log("ssd: removing misnamed file " + name);
-      if (!fs_.remove(path(name)))
-        ++r.corrupt_removed;
-      continue;
-    }
-    auto bytes = h->file_length;
-    index_.insert(ssd_file{
-      name, std::make_shared<const entry_header>(std::move(*h)), bytes});
-    ++r.loaded;
-  }
+  for (auto& name : *names)
+    scan_file(name, r);
   for (auto& name : index_.over_cap(cfg_.byte_cap, {})) {
     index_.erase(name);
     if (!fs_.remove(path(name)))
@@ -101,6 +70,37 @@ caf::expected<scan_report> ssd_tier::open() {
   stats_.corrupt_removed += r.corrupt_removed;
   stats_.evicted += r.evicted;
   return r;
+}
+
+void ssd_tier::scan_file(const std::string& name, scan_report& r) {
+  if (ends_with(name, ".tmp")) {
+    if (!fs_.remove(path(name)))
+      ++r.temps_removed;
+    return;
+  }
+  if (!ends_with(name, ".kvt")) {
+    ++r.ignored;
+    return;
+  }
+  auto f = fs_.open(path(name), open_mode::read);
+  auto h = f ? read_header(**f) : caf::expected<entry_header>{f.error()};
+  bool misnamed = h && h->fingerprint == cfg_.fingerprint
+                  && file_name(h->ns, h->tokens) != name;
+  if ((!h && h.error() == ec::corrupt_data) || misnamed) {
+    log("ssd: removing corrupt file " + name + ": "
+        + (misnamed ? std::string{"misnamed"} : describe(h.error())));
+    if (!fs_.remove(path(name)))
+      ++r.corrupt_removed;
+    return;
+  }
+  if (!h || h->fingerprint != cfg_.fingerprint) {
+    ++r.ignored; // other version or fingerprint; or unreadable right now
+    return;
+  }
+  auto bytes = h->file_length;
+  index_.insert(ssd_file{name, std::make_shared<const entry_header>(
+                                 std::move(*h)), bytes});
+  ++r.loaded;
 }
 
 std::optional<ssd_match> ssd_tier::find(std::span<const token> prompt,

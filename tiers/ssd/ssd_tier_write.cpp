@@ -44,8 +44,29 @@ caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason) {
   auto r = queue_.push(std::move(name), std::move(e), reason);
   stats_.dropped += r.dropped;
   stats_.superseded += r.superseded;
+  for (auto& item : r.superseded_items)
+    report(item, write_outcome::superseded);
+  for (auto& item : r.dropped_items)
+    report(item, write_outcome::dropped);
   pump();
   return r.id;
+}
+
+const char* to_string(write_outcome o) {
+  switch (o) {
+    case write_outcome::durable: return "durable";
+    case write_outcome::failed: return "failed";
+    case write_outcome::dropped: return "dropped";
+    case write_outcome::superseded: return "superseded";
+  }
+  return "unknown";
+}
+
+void ssd_tier::report(const write_item& item, write_outcome outcome,
+                      caf::error err) {
+  if (cfg_.on_write)
+    cfg_.on_write(write_event{item.id, item.state.ns, item.state.tokens,
+                              item.reason, outcome, std::move(err)});
 }
 
 void ssd_tier::pump() {
@@ -198,6 +219,8 @@ void ssd_tier::write_done(write_job& job) {
   index_.insert(ssd_file{name, std::move(header), bytes});
   ++stats_.writes_ok;
   stats_.bytes_written += bytes;
+  if (auto* item = queue_.find(job.item_id))
+    report(*item, write_outcome::durable);
   queue_.done(job.item_id);
   writes_.erase(job.tag);
   evict_over_cap(name);
@@ -229,6 +252,8 @@ void ssd_tier::write_failed(write_job& job) {
     }));
   }
   queue_.fail(job.item_id);
+  if (item != nullptr)
+    report(*item, write_outcome::failed, job.err);
   writes_.erase(job.tag);
   pump();
   maybe_finish_flush();

@@ -25,7 +25,7 @@ constexpr uint64_t wake_key = 0;
 class uring_engine final : public io_engine {
 public:
   explicit uring_engine(completion_sink sink)
-    : sink_(std::move(sink)), helper_(1) {
+    : sink_(std::move(sink)), helper_(2) {
   }
 
   /// Sets up the ring and the engine thread; false with `why` if it can't.

@@ -5,8 +5,9 @@
 // fills (woken through an eventfd read kept armed in the ring), submits,
 // reaps completions, resubmits the rest of partial reads and writes, and
 // calls the sink. Ops on files without a native descriptor and `call` ops
-// run on a one-thread helper pool. Without liburing (KVTIER_HAVE_URING
-// unset) the factory reports `ec::invalid_config`.
+// run on a two-thread helper pool (a checksum pass over a large entry must
+// not hold up another entry's open or rename). Without liburing
+// (KVTIER_HAVE_URING unset) the factory reports `ec::invalid_config`.
 #pragma once
 
 #include "tiers/ssd/io_engine.hpp"

@@ -24,6 +24,7 @@ push_result write_queue::push(std::string key, entry e, write_reason reason) {
   for (auto i = items_.begin(); i != items_.end();) {
     auto next = std::next(i);
     if (i->key == key && !i->in_flight) {
+      out.superseded_items.push_back(std::move(*i));
       erase(i);
       ++out.superseded;
     }
@@ -38,6 +39,7 @@ push_result write_queue::push(std::string key, entry e, write_reason reason) {
   for (auto i = items_.begin(); bytes_ > byte_cap_ && i != newest;) {
     auto next = std::next(i);
     if (!i->in_flight) {
+      out.dropped_items.push_back(std::move(*i));
       erase(i);
       ++out.dropped;
     }

@@ -19,6 +19,7 @@
 
 #include <list>
 #include <string>
+#include <vector>
 
 namespace kvtier::tiers::ssd {
 
@@ -39,11 +40,14 @@ struct write_item {
   uint32_t attempts = 0;
 };
 
-/// What a push displaced.
+/// What a push displaced. The displaced items are handed back so the owner
+/// can report them; their buffers go when the result does.
 struct push_result {
   uint64_t id = 0;
   uint64_t dropped = 0;
   uint64_t superseded = 0;
+  std::vector<write_item> dropped_items;
+  std::vector<write_item> superseded_items;
 };
 
 class write_queue {
