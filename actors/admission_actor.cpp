@@ -76,16 +76,18 @@ sealed<msg::ReleaseRequestReply> release(admission_pointer self,
     waiting.erase(w);
   }
   auto admitted = engine(self).release(id);
+  // Held before, minus held now, plus what the admitted waiters took.
+  auto released = held - engine(self).counters().held_bytes;
   msg::draft<msg::ReleaseRequestReply> d;
-  d.root().setReleasedBytes(
-    held - std::min(held, engine(self).counters().held_bytes));
   for (auto next : admitted) {
     auto w = waiting.find(next);
     if (w == waiting.end())
       continue;
+    released += w->second.second;
     w->second.first.deliver(admitted_reply(w->second.second, available(self)));
     waiting.erase(w);
   }
+  d.root().setReleasedBytes(released);
   return std::move(d).seal();
 }
 

@@ -30,6 +30,16 @@ void idle_tick(cache_service_pointer self) {
       [](const caf::error&) {});
 }
 
+/// Delegates `m` to `to` (which answers the caller directly), or fails
+/// with `ec::closed` after close.
+template <class Reply, class Handle, class Message>
+caf::result<sealed<Reply>> guarded(cache_service_pointer self, const Handle& to,
+                                   const Message& m) {
+  if (self->state.closed)
+    return ops::closed_error();
+  return self->delegate(to, m);
+}
+
 sealed<msg::StopIdleDemotionReply> stop_idle(cache_service_pointer self) {
   msg::draft<msg::StopIdleDemotionReply> d;
   d.root().setStopped(std::exchange(self->state.idle_running, false));
@@ -58,29 +68,22 @@ cache_service_actor::behavior_type cache_service(cache_service_pointer self,
   if (st.idle_running)
     self->delayed_send(self, idle_period(idle_ms), idle_tick_atom::value);
   auto& t = st.tiers;
-  auto closed = [self] { return self->state.closed.has_value(); };
   return {
     [self](const sealed<msg::AcquireState>& m) {
       return ops::acquire(self, m);
     },
-    [self, &t, closed](const sealed<msg::PeekPrefix>& m)
-      -> caf::result<sealed<msg::PeekPrefixReply>> {
-      if (closed())
-        return ops::closed_error();
-      return self->delegate(t.ram, m);
+    [self, &t](const sealed<msg::PeekPrefix>& m) {
+      return guarded<msg::PeekPrefixReply>(self, t.ram, m);
     },
-    [self, &t, closed](const sealed<msg::PublishState>& m)
+    [self, &t](const sealed<msg::PublishState>& m)
       -> caf::result<sealed<msg::PublishStateReply>> {
-      if (closed() || self->state.closing)
+      if (self->state.closed || self->state.closing)
         return dropped_closed();
       return self->delegate(t.ram, m);
     },
     [self](const sealed<msg::WouldKeep>& m) { return ops::keeps(self, m); },
-    [self, &t, closed](const sealed<msg::AdmitRequest>& m)
-      -> caf::result<sealed<msg::AdmitRequestReply>> {
-      if (closed())
-        return ops::closed_error();
-      return self->delegate(t.admission, m);
+    [self, &t](const sealed<msg::AdmitRequest>& m) {
+      return guarded<msg::AdmitRequestReply>(self, t.admission, m);
     },
     [self, &t](const sealed<msg::FitsRequest>& m)
       -> caf::result<sealed<msg::FitsRequestReply>> {
@@ -89,11 +92,8 @@ cache_service_actor::behavior_type cache_service(cache_service_pointer self,
     [self](const sealed<msg::ReleaseRequest>& m) {
       return ops::release(self, m);
     },
-    [self, &t, closed](const sealed<msg::SaveCheckpoint>& m)
-      -> caf::result<sealed<msg::SaveCheckpointReply>> {
-      if (closed())
-        return ops::closed_error();
-      return self->delegate(t.checkpoints, m);
+    [self, &t](const sealed<msg::SaveCheckpoint>& m) {
+      return guarded<msg::SaveCheckpointReply>(self, t.checkpoints, m);
     },
     [self, &t](const sealed<msg::CloseSession>& m)
       -> caf::result<sealed<msg::CloseSessionReply>> {
@@ -111,17 +111,11 @@ cache_service_actor::behavior_type cache_service(cache_service_pointer self,
       return ops::demote(self, m.root().getIdleMs());
     },
     [self](const sealed<msg::StopIdleDemotion>&) { return stop_idle(self); },
-    [self, &t, closed](const sealed<msg::RelievePressure>& m)
-      -> caf::result<sealed<msg::RelievePressureReply>> {
-      if (closed())
-        return ops::closed_error();
-      return self->delegate(t.ram, m);
+    [self, &t](const sealed<msg::RelievePressure>& m) {
+      return guarded<msg::RelievePressureReply>(self, t.ram, m);
     },
-    [self, &t, closed](const sealed<msg::ReclaimAtBoundary>& m)
-      -> caf::result<sealed<msg::ReclaimAtBoundaryReply>> {
-      if (closed())
-        return ops::closed_error();
-      return self->delegate(t.ram, m);
+    [self, &t](const sealed<msg::ReclaimAtBoundary>& m) {
+      return guarded<msg::ReclaimAtBoundaryReply>(self, t.ram, m);
     },
     [self, &t](const sealed<msg::ReadStats>& m)
       -> caf::result<sealed<msg::ReadStatsReply>> {
@@ -131,17 +125,11 @@ cache_service_actor::behavior_type cache_service(cache_service_pointer self,
     },
     [self](const sealed<msg::ReadReport>&) { return ops::report(self); },
     [self](const sealed<msg::ListSavedPrefixes>&) { return ops::saved(self); },
-    [self, &t, closed](const sealed<msg::PutObject>& m)
-      -> caf::result<sealed<msg::PutObjectReply>> {
-      if (closed())
-        return ops::closed_error();
-      return self->delegate(t.ram, m);
+    [self, &t](const sealed<msg::PutObject>& m) {
+      return guarded<msg::PutObjectReply>(self, t.ram, m);
     },
-    [self, &t, closed](const sealed<msg::GetObject>& m)
-      -> caf::result<sealed<msg::GetObjectReply>> {
-      if (closed())
-        return ops::closed_error();
-      return self->delegate(t.ram, m);
+    [self, &t](const sealed<msg::GetObject>& m) {
+      return guarded<msg::GetObjectReply>(self, t.ram, m);
     },
     [self](idle_tick_atom) { idle_tick(self); },
   };

@@ -33,7 +33,9 @@ sealed<msg::AcquireStateReply> answer(msg::Tier source, uint64_t usable,
   return std::move(d).seal();
 }
 
-/// The RAM candidate, or fresh state when RAM had none.
+/// The RAM candidate, or fresh state when RAM had none. The lent entry is
+/// forwarded as it came: its side views keep their indices, so copying the
+/// Cap'n Proto struct is enough (no decode, no re-encode of the layers).
 void serve_ram(const lookup_ptr& s) {
   auto& r = *s->ram;
   auto usable = r.root().getUsableTokens();
@@ -41,12 +43,13 @@ void serve_ram(const lookup_ptr& s) {
     s->rp.deliver(answer(msg::Tier::NONE, 0, nullptr));
     return;
   }
-  auto e = tiers::read_entry(r, r.root().getEntry());
-  if (!e) {
-    s->rp.deliver(std::move(e.error()));
-    return;
-  }
-  s->rp.deliver(answer(msg::Tier::RAM, usable, &*e));
+  msg::draft<msg::AcquireStateReply> d;
+  d.root().setSource(msg::Tier::RAM);
+  d.root().setUsableTokens(usable);
+  for (auto& v : r.sides())
+    d.add_side(v);
+  d.root().setEntry(r.root().getEntry());
+  s->rp.deliver(std::move(d).seal());
 }
 
 /// Puts a restored entry into RAM (durable: its file exists).
@@ -109,7 +112,10 @@ void search_tiers(self_ptr self, const lookup_ptr& s) {
     lend.root().getSession().setId(req.getSession().getId());
   auto& t = self->state.tiers;
   s->left = t.ssd ? 2 : 1;
-  self->request(t.ram, caf::infinite, std::move(lend).seal())
+  // Lookups jump the tiers' queues (spill replies, I/O completions): an
+  // acquire waits for them, background writes do not.
+  constexpr auto urgent = caf::message_priority::high;
+  self->request<urgent>(t.ram, caf::infinite, std::move(lend).seal())
     .then(
       [self, s](const sealed<msg::LendPrefixReply>& r) {
         s->ram = r;
@@ -121,7 +127,7 @@ void search_tiers(self_ptr self, const lookup_ptr& s) {
   msg::draft<msg::FindPrefix> find;
   find.root().setNs(req.getNs());
   find.root().setPrompt(req.getPrompt());
-  self->request(t.ssd, caf::infinite, std::move(find).seal())
+  self->request<urgent>(t.ssd, caf::infinite, std::move(find).seal())
     .then(
       [self, s](const sealed<msg::FindPrefixReply>& r) {
         s->ssd = r;

@@ -66,25 +66,37 @@ sealed<msg::SpillEntryReply> spill_reply(uint64_t order,
   return std::move(d).seal();
 }
 
-/// Answers every spill order whose key is durable now, or that left the
-/// write queue without a file; with `give_up`, the rest as failed.
-void settle(ssd_tier_pointer self, bool give_up = false) {
-  auto& waiting = self->state.waiting;
-  auto i = waiting.begin();
-  while (i != waiting.end()) {
+/// What a write's outcome changes: writes done or failed, spills dropped
+/// or superseded. Waiting orders need a look only when it moved.
+uint64_t write_outcomes(ssd_tier_pointer self) {
+  auto s = tier(self).stats();
+  return s.writes_ok + s.writes_failed + s.dropped + s.superseded;
+}
+
+/// Answers every spill order whose key is durable now, whose write failed
+/// (a flush retries it, but the order's sender should not wait for that),
+/// or that left the write queue without a file.
+void settle(ssd_tier_pointer self) {
+  auto& st = self->state;
+  auto seen = write_outcomes(self);
+  if (seen == st.settled_at)
+    return;
+  st.settled_at = seen;
+  auto i = st.waiting.begin();
+  while (i != st.waiting.end()) {
     std::optional<msg::SpillOutcome> out;
     if (tier(self).contains(i->ns, i->tokens))
       out = msg::SpillOutcome::DURABLE;
     else if (!tier(self).pending(i->ns, i->tokens))
       out = msg::SpillOutcome::DROPPED;
-    else if (give_up)
+    else if (tier(self).write_failed(i->ns, i->tokens))
       out = msg::SpillOutcome::FAILED;
     if (!out) {
       ++i;
       continue;
     }
     i->rp.deliver(spill_reply(i->order, *out));
-    i = waiting.erase(i);
+    i = st.waiting.erase(i);
   }
 }
 
@@ -208,7 +220,7 @@ caf::result<sealed<msg::FlushStateReply>> flush(ssd_tier_pointer self) {
   auto rp = self->make_response_promise<sealed<msg::FlushStateReply>>();
   tier(self).flush(
     [self, rp](const tiers::ssd::durability_evidence& ev) mutable {
-      settle(self, true);
+      settle(self);
       msg::draft<msg::FlushStateReply> d;
       auto out = d.root().initResult();
       write_evidence(out, ev);

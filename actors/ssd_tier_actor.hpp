@@ -7,9 +7,10 @@
 // spill orders and flushes.
 //
 // Spill orders: each SpillEntry is answered once its key is durable on SSD
-// (durable / alreadyDurable), once it left the write queue without a file
-// (dropped over the write-behind cap or superseded), or, after a flush
-// that could not write it, as failed. The tier is built, opened (the
+// (durable / alreadyDurable), once its write failed (the item stays queued
+// for the retry a flush makes, but the sender does not wait for it), or
+// once it left the write queue without a file (dropped over the
+// write-behind cap, or superseded). The tier is built, opened (the
 // header-only scan, the one blocking step) and handed over by
 // runtime/spawn.cpp before the actor serves.
 #pragma once
@@ -71,6 +72,8 @@ struct ssd_tier_state {
 
   std::shared_ptr<ssd_parts> parts;
   std::vector<waiter> waiting;
+  /// `write_outcomes` when the waiting orders were last looked at.
+  uint64_t settled_at = 0;
   uint64_t failures = 0;
 };
 

@@ -47,6 +47,7 @@ service::~service() {
   if (h.tiers.ssd)
     caf::anon_send_exit(h.tiers.ssd, caf::exit_reason::user_shutdown);
   h = {};
+  impl_->pool.clear(); // before the actor system goes
 }
 
 caf::error service::start_error() const {

@@ -4,8 +4,12 @@
 #define BOOST_TEST_MODULE runtime_service
 #include "tests/runtime/service_fixture.hpp"
 
+#include <mutex>
+#include <thread>
+
 using namespace kvtier;
 using runtime::state_source;
+using testing::ok;
 using testing::service_fixture;
 
 BOOST_FIXTURE_TEST_SUITE(service, service_fixture)
@@ -32,6 +36,234 @@ BOOST_AUTO_TEST_CASE(a_miss_is_fresh_state_and_counts_a_ram_miss) {
   BOOST_CHECK_EQUAL(other_ns.usable_tokens, 0u);
   BOOST_CHECK(other_ns.state.layers.empty());
   BOOST_CHECK_EQUAL(report().ram.misses, 1u);
+}
+
+BOOST_AUTO_TEST_CASE(peek_answers_from_ram_and_takes_nothing) {
+  start();
+  put("ns", seq(100));
+  auto p = svc->peek_prefix_len(seq(120), "ns");
+  BOOST_REQUIRE(p);
+  BOOST_CHECK_EQUAL(*p, 100u);
+  auto rep = report();
+  BOOST_CHECK_EQUAL(rep.ram.hits, 0u);
+  BOOST_CHECK_EQUAL(rep.ram.misses, 0u);
+  BOOST_CHECK_EQUAL(rep.ram.prefix_scans, 1u);
+}
+
+BOOST_AUTO_TEST_CASE(publish_takes_ownership_only_when_it_succeeds) {
+  start();
+  auto e = oracle->prefill("ns", seq(10));
+  BOOST_REQUIRE(svc->publish(request(1, seq(10)), std::move(e)));
+  BOOST_CHECK(e.layers.empty()); // the cache's now
+  auto bad = oracle->prefill("ns", seq(10));
+  bad.layers[0].tokens = 11; // does not validate
+  auto r = svc->publish(request(1, seq(10)), std::move(bad));
+  BOOST_CHECK(!r);
+  BOOST_CHECK_EQUAL(bad.layers.size(), 4u); // still the caller's
+}
+
+BOOST_AUTO_TEST_CASE(cold_wins_only_when_strictly_longer) {
+  start();
+  put("ns", seq(200));
+  auto demoted = svc->demote_idle(0);
+  BOOST_REQUIRE(demoted);
+  BOOST_CHECK_EQUAL(*demoted, 1u);
+  put("ns", seq(100)); // RAM holds 100, SSD 200
+  auto cold = get("ns", seq(300));
+  BOOST_CHECK(cold.source == state_source::ssd);
+  BOOST_CHECK_EQUAL(cold.usable_tokens, 200u);
+  // Equal lengths: RAM serves, nothing is read.
+  auto restores = report().ssd.restores_ok;
+  auto warm = get("ns", seq(101));
+  BOOST_CHECK(warm.source == state_source::ram);
+  BOOST_CHECK_EQUAL(warm.usable_tokens, 100u);
+  BOOST_CHECK_EQUAL(report().ssd.restores_ok, restores);
+}
+
+BOOST_AUTO_TEST_CASE(demotion_then_restore_is_byte_exact_and_lands_in_ram) {
+  start();
+  put("ns", seq(300));
+  BOOST_CHECK_EQUAL(*svc->demote_idle(0), 1u);
+  auto rep = report();
+  BOOST_CHECK_EQUAL(rep.ram.entries, 0u);
+  BOOST_CHECK_EQUAL(rep.ssd.files, 1u);
+  BOOST_CHECK_EQUAL(rep.demotions, 1u);
+  auto got = get("ns", seq(301));
+  BOOST_CHECK(got.source == state_source::ssd);
+  BOOST_CHECK_EQUAL(got.usable_tokens, 300u);
+  // Restored entries are installed in RAM (durable): the next is a RAM hit.
+  BOOST_CHECK(get("ns", seq(301)).source == state_source::ram);
+  // ... and a durable entry leaves RAM again without a second write.
+  auto writes = report().ssd.writes_ok;
+  BOOST_CHECK_EQUAL(*svc->demote_idle(0), 1u);
+  BOOST_CHECK_EQUAL(report().ssd.writes_ok, writes);
+}
+
+BOOST_AUTO_TEST_CASE(demotion_without_a_cold_tier_does_nothing) {
+  opts.ssd_dir.clear();
+  start();
+  put("ns", seq(100));
+  BOOST_CHECK_EQUAL(*svc->demote_idle(0), 0u);
+  BOOST_CHECK_EQUAL(report().ram.entries, 1u);
+}
+
+BOOST_AUTO_TEST_CASE(idle_demotion_timer_demotes_until_stopped) {
+  opts.idle_demotion_ms = 20;
+  start();
+  put("ns", seq(100));
+  // A real clock here (the service runs on CAF's scheduler): poll for at
+  // most five seconds.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (report().demotions == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  BOOST_CHECK_EQUAL(report().demotions, 1u);
+  BOOST_CHECK_EQUAL(report().ram.entries, 0u);
+  BOOST_CHECK(*svc->stop_idle_demotion());
+  BOOST_CHECK(!*svc->stop_idle_demotion()); // no longer running
+  put("ns", seq(50, 7));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  BOOST_CHECK_EQUAL(report().ram.entries, 1u); // the state stays
+}
+
+BOOST_AUTO_TEST_CASE(pressure_relief_frees_bytes_and_finishes_writes) {
+  start();
+  for (tiers::token t = 0; t < 3; ++t)
+    put("ns", seq(500, 10000 * (t + 1)));
+  auto held = report().ram.bytes;
+  BOOST_REQUIRE_GT(held, 0u);
+  auto target = held / 2;
+  auto r = svc->relieve_pressure([&] { return report().ram.bytes <= target; });
+  BOOST_REQUIRE(r);
+  BOOST_CHECK_GE(r->released, 2u);
+  BOOST_CHECK_LE(r->held_bytes, target);
+  auto rep = report();
+  BOOST_CHECK_LE(rep.ram.bytes, target);
+  // The released entries' writes are finished, not queued clones.
+  BOOST_CHECK_EQUAL(rep.ssd.queue_items, 0u);
+  BOOST_CHECK_EQUAL(rep.ssd.files, r->released);
+}
+
+BOOST_AUTO_TEST_CASE(boundary_releases_durable_snapshots_with_no_storage_io) {
+  start();
+  put("ns", seq(100));
+  put("ns", seq(100, 5000));
+  auto f = svc->flush();
+  BOOST_REQUIRE(f);
+  BOOST_CHECK(f->durable);
+  auto before = report();
+  BOOST_REQUIRE_GT(before.ssd_io.submitted, 0u);
+  auto b = svc->boundary();
+  BOOST_REQUIRE(b);
+  BOOST_CHECK_EQUAL(b->released, 2u);
+  auto after = report();
+  BOOST_CHECK_EQUAL(after.ssd_io.submitted, before.ssd_io.submitted);
+  BOOST_CHECK_EQUAL(after.ram_io.submitted, 0u);
+  BOOST_CHECK_EQUAL(after.ram.entries, 0u);
+  // What the boundary released is found again on SSD.
+  BOOST_CHECK(get("ns", seq(101)).source == state_source::ssd);
+}
+
+BOOST_AUTO_TEST_CASE(boundary_keeps_entries_that_are_not_durable) {
+  start();
+  put("ns", seq(100));
+  auto before = report().ssd_io.submitted;
+  BOOST_CHECK_EQUAL(svc->boundary()->released, 0u);
+  BOOST_CHECK_EQUAL(report().ssd_io.submitted, before);
+  BOOST_CHECK_EQUAL(report().ram.entries, 1u);
+}
+
+BOOST_AUTO_TEST_CASE(keeps_says_whether_projected_state_fits_the_cap) {
+  start();
+  BOOST_CHECK(*svc->keeps(request(1, seq(100))));
+  BOOST_CHECK(!*svc->keeps(request(2, seq(5000)))); // 5016 x 256 B > 1 MiB
+}
+
+BOOST_AUTO_TEST_CASE(the_put_observer_sees_every_put_and_is_contained) {
+  start();
+  std::vector<std::pair<tiers::token_seq, std::string>> seen;
+  std::mutex mtx;
+  svc->set_put_observer([&](const tiers::token_seq& t, const std::string& ns) {
+    std::lock_guard<std::mutex> guard{mtx};
+    seen.emplace_back(t, ns);
+  });
+  put("ns", seq(10));
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    BOOST_REQUIRE_EQUAL(seen.size(), 1u);
+    BOOST_CHECK(seen[0].first == seq(10));
+    BOOST_CHECK_EQUAL(seen[0].second, "ns");
+  }
+  svc->set_put_observer([](const tiers::token_seq&, const std::string&) {
+    throw std::runtime_error("observer failure");
+  });
+  put("ns", seq(20, 100)); // still kept
+  BOOST_CHECK_EQUAL(report().ram.observer_errors, 1u);
+  BOOST_CHECK_EQUAL(report().ram.entries, 2u);
+}
+
+BOOST_AUTO_TEST_CASE(close_session_drops_protection_not_state) {
+  start();
+  auto r = request(1, seq(100));
+  r.session = "chat-1";
+  auto e = oracle->prefill("ns", seq(100));
+  BOOST_REQUIRE(svc->publish(r, std::move(e)));
+  BOOST_CHECK_EQUAL(report().sessions.open, 1u);
+  auto n = svc->close_session("chat-1");
+  BOOST_REQUIRE(n);
+  BOOST_CHECK_EQUAL(*n, 1u);
+  auto rep = report();
+  BOOST_CHECK_EQUAL(rep.sessions.open, 0u);
+  BOOST_CHECK_EQUAL(rep.sessions.closed, 1u);
+  BOOST_CHECK_EQUAL(*svc->peek_prefix_len(seq(101), "ns"), 100u);
+}
+
+BOOST_AUTO_TEST_CASE(objects_are_exact_and_shared_by_reference) {
+  start();
+  auto* objects = svc->objects();
+  BOOST_REQUIRE(objects);
+  auto bytes = oracle->prefill("enc", seq(8)).layers[0].segments;
+  BOOST_CHECK(*objects->put("image-1", {{"encoder", bytes}}));
+  auto got = objects->get("image-1");
+  BOOST_REQUIRE(got && *got);
+  BOOST_REQUIRE_EQUAL((*got)->size(), 1u);
+  BOOST_CHECK_EQUAL((**got)[0].name, "encoder");
+  BOOST_CHECK((**got)[0].segments[0].bytes().data()
+              == bytes[0].bytes().data()); // zero-copy
+  BOOST_CHECK(!*objects->get("image-2"));
+  BOOST_CHECK_EQUAL(report().objects.hits, 1u);
+}
+
+BOOST_AUTO_TEST_CASE(saved_prefixes_and_stats_after_a_flush) {
+  start();
+  put("ns", seq(100));
+  auto f = svc->flush();
+  BOOST_REQUIRE(f);
+  BOOST_CHECK(f->durable);
+  BOOST_CHECK_EQUAL(f->entries, 1u);
+  BOOST_CHECK_EQUAL(f->longest_durable_prefix, 100u);
+  auto saved = svc->saved_prefixes();
+  BOOST_REQUIRE(saved);
+  BOOST_REQUIRE_EQUAL(saved->size(), 1u);
+  BOOST_CHECK((*saved)[0].tokens == seq(100));
+  auto st = svc->stats();
+  BOOST_REQUIRE(st);
+  BOOST_CHECK_EQUAL(st->pending_snapshots + st->pending_spills
+                      + st->pending_checkpoint_writes,
+                    0u);
+}
+
+BOOST_AUTO_TEST_CASE(future_forms_answer_like_the_blocking_ones) {
+  start();
+  auto e = oracle->prefill("ns", seq(50));
+  auto pub = svc->publish_async(request(1, seq(50)), e).get();
+  BOOST_REQUIRE(pub);
+  BOOST_CHECK(pub->kept);
+  auto got = svc->acquire_async(request(2, seq(60)), "ns").get();
+  BOOST_REQUIRE(got);
+  BOOST_CHECK(got->source == state_source::ram);
+  BOOST_CHECK(ok(oracle->verify(got->state)));
+  BOOST_CHECK_EQUAL(*svc->peek_prefix_len_async(seq(60), "ns").get(), 50u);
+  BOOST_CHECK_EQUAL(svc->report_async().get()->ram.hits, 1u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

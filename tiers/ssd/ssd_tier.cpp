@@ -120,6 +120,11 @@ bool ssd_tier::pending(std::string_view ns,
   return queue_.holds(file_name(ns, tokens));
 }
 
+bool ssd_tier::write_failed(std::string_view ns,
+                            std::span<const token> tokens) const {
+  return queue_.failed(file_name(ns, tokens));
+}
+
 bool ssd_tier::erase(std::string_view ns, std::span<const token> tokens) {
   if (!index_.contains(ns, tokens))
     return false;

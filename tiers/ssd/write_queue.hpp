@@ -19,6 +19,7 @@
 
 #include <list>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace kvtier::tiers::ssd {
@@ -52,8 +53,8 @@ struct push_result {
 
 class write_queue {
 public:
-  explicit write_queue(uint64_t byte_cap) : byte_cap_(byte_cap) {
-  }
+  explicit write_queue(uint64_t byte_cap)
+    : byte_cap_(byte_cap) {}
 
   /// Appends an item and makes room as the policy says.
   push_result push(std::string key, entry e, write_reason reason);
@@ -67,6 +68,9 @@ public:
 
   /// Whether an item for `key` is queued, in flight or failed.
   bool holds(const std::string& key) const noexcept;
+
+  /// Whether the item for `key` is marked failed (waiting for a retry).
+  bool failed(const std::string& key) const noexcept;
 
   /// Removes a written item, releasing its buffers.
   void done(uint64_t id);
@@ -104,11 +108,17 @@ public:
 
 private:
   void erase(std::list<write_item>::iterator i);
+  static void count(std::unordered_map<std::string, uint32_t>& m,
+                    const std::string& key, int delta);
 
   uint64_t byte_cap_;
   uint64_t bytes_ = 0;
   uint64_t next_id_ = 1;
   std::list<write_item> items_;
+  /// Items per key, and failed items per key: `holds` and `failed` answer
+  /// in O(1), as the SSD actor asks them for every waiting spill order.
+  std::unordered_map<std::string, uint32_t> keys_;
+  std::unordered_map<std::string, uint32_t> failed_keys_;
 };
 
 } // namespace kvtier::tiers::ssd

@@ -1,0 +1,248 @@
+// bench_service: the embedded API's round trips next to CAF's floor.
+//
+//   echo      a bare CAF request/response from a client thread to an actor
+//             (one scoped_actor reused), under the default work-stealing
+//             scheduler and under the sharing policy, in this run; the
+//             floor is the faster of the two (neither spins while idle).
+//   echo, new scoped  the sharing echo with a scoped_actor made per call
+//             (what the embedded API avoids with its pool of them).
+//   hit       acquire of a prompt whose prefix is in RAM (views lent),
+//             under the configuration kvtier ships (conf/kvtier.conf,
+//             with the SSD directory moved to a temporary one).
+//   miss      acquire in a namespace with nothing in it (RAM and SSD asked).
+//   publish   publish of a fresh 64-token prefill.
+//   1mib/1gib hit acquire of a 1 MiB and a 1 GiB entry of the same token
+//             count: zero-copy makes them cost the same.
+//   acquires/s  RAM hits from two client threads for a second.
+//
+// Usage: bench_service [--quick] [--json]
+#include "runtime/oracle.hpp"
+#include "runtime/service.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+using namespace kvtier;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+struct percentiles {
+  double p50 = 0, p99 = 0;
+};
+
+percentiles summarize(std::vector<double> ns) {
+  std::sort(ns.begin(), ns.end());
+  auto at = [&](double q) {
+    return ns[std::min(ns.size() - 1, static_cast<size_t>(q * ns.size()))];
+  };
+  return {at(0.50), at(0.99)};
+}
+
+/// Runs `f` `n` times after `n / 10` warm-up runs; nanoseconds per run.
+template <class F>
+percentiles time_each(size_t n, F&& f) {
+  for (size_t i = 0; i < n / 10; ++i)
+    f(i);
+  std::vector<double> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto t0 = clk::now();
+    f(i);
+    out.push_back(
+      std::chrono::duration<double, std::nano>(clk::now() - t0).count());
+  }
+  return summarize(std::move(out));
+}
+
+caf::behavior echo_actor(caf::event_based_actor*) {
+  return {[](int x) { return x; }};
+}
+
+/// A blocking echo round trip under scheduler `policy`.
+percentiles echo(caf::atom_value policy, size_t n) {
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.policy", policy);
+  caf::actor_system sys{cfg};
+  auto a = sys.spawn(echo_actor);
+  caf::scoped_actor self{sys};
+  return time_each(n, [&](size_t i) {
+    self->request(a, caf::infinite, static_cast<int>(i))
+      .receive([](int) {}, [](caf::error&) { std::abort(); });
+  });
+}
+
+/// The same with a scoped_actor made per call (as the embedded API does).
+percentiles echo_fresh(caf::atom_value policy, size_t n) {
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.policy", policy);
+  caf::actor_system sys{cfg};
+  auto a = sys.spawn(echo_actor);
+  return time_each(n, [&](size_t i) {
+    caf::scoped_actor self{sys};
+    self->request(a, caf::infinite, static_cast<int>(i))
+      .receive([](int) {}, [](caf::error&) { std::abort(); });
+  });
+}
+
+runtime::state_request request(uint64_t id, tiers::token_seq prompt) {
+  return {id, std::move(prompt), 16, std::nullopt};
+}
+
+tiers::token_seq seq(size_t n, tiers::token first) {
+  tiers::token_seq t(n);
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+/// A geometry of 4 kv layers holding `bytes` at `tokens` tokens.
+tiers::model_geometry sized(uint64_t bytes, uint64_t tokens) {
+  tiers::model_geometry g{"bench", {}};
+  auto bpt = static_cast<uint32_t>(bytes / (4 * tokens));
+  g.layers.assign(4, tiers::layer_spec{tiers::layer_kind::kv, bpt, 0, 0});
+  return g;
+}
+
+void require(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "bench_service: %s failed\n", what);
+    std::exit(1);
+  }
+}
+
+template <class T>
+void require(const caf::expected<T>& r, const char* what) {
+  if (!r) {
+    std::fprintf(stderr, "bench_service: %s failed: %s\n", what,
+                 describe(r.error()).c_str());
+    std::exit(1);
+  }
+}
+
+/// Publishes an entry of `bytes` in `ns` and times hit acquires of it.
+percentiles sized_hit(runtime::service& svc, const std::string& ns,
+                      uint64_t bytes, size_t n) {
+  constexpr uint64_t tokens = 1024;
+  runtime::oracle_engine big{sized(bytes, tokens)};
+  auto prompt = seq(tokens, 7);
+  require(svc.publish(request(1, prompt), big.prefill(ns, prompt)),
+          "publish sized");
+  prompt.push_back(1);
+  auto r = request(2, prompt);
+  return time_each(n, [&](size_t) {
+    auto got = svc.acquire(r, ns);
+    require(got && got->usable_tokens == tokens, "sized hit");
+  });
+}
+
+double throughput(runtime::service& svc, const runtime::state_request& r,
+                  std::chrono::milliseconds span) {
+  std::atomic<uint64_t> count{0};
+  auto until = clk::now() + span;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&] {
+      uint64_t mine = 0;
+      while (clk::now() < until) {
+        require(svc.acquire(r, "ns"), "throughput acquire");
+        ++mine;
+      }
+      count += mine;
+    });
+  for (auto& t : threads)
+    t.join();
+  return static_cast<double>(count)
+         / std::chrono::duration<double>(span).count();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, json = false;
+  for (int i = 1; i < argc; ++i) {
+    quick = quick || std::strcmp(argv[i], "--quick") == 0;
+    json = json || std::strcmp(argv[i], "--json") == 0;
+  }
+  size_t n = quick ? 2000 : 20000;
+  auto stealing = echo(caf::atom("stealing"), n);
+  auto sharing = echo(caf::atom("sharing"), n);
+  auto floor = std::min(stealing.p50, sharing.p50);
+  auto fresh_sharing = echo_fresh(caf::atom("sharing"), n);
+
+  auto dir = std::filesystem::temp_directory_path()
+             / ("bench_service." + std::to_string(::getpid()));
+  runtime::kvtier_config cfg;
+  char arg0[] = "bench_service";
+  std::string dir_arg = "--ssd-tier.dir=" + dir.string();
+  char* args[] = {arg0, dir_arg.data(), nullptr};
+  require(!cfg.load(2, args), "load the shipped configuration");
+  percentiles hit, miss, pub, hit_1mib, hit_1gib;
+  double per_s = 0;
+  {
+    runtime::service svc{cfg};
+    require(!svc.start_error(), "start");
+    auto g =
+      tiers::model_geometry::preset(cfg.options.model, cfg.options.model_scale);
+    runtime::oracle_engine oracle{*g};
+    auto prompt = seq(512, 1);
+    require(svc.publish(request(1, prompt), oracle.prefill("ns", prompt)),
+            "publish");
+    auto hit_req = request(2, seq(600, 1));
+    hit = time_each(n, [&](size_t) {
+      auto got = svc.acquire(hit_req, "ns");
+      require(got && got->usable_tokens == 512, "hit");
+    });
+    miss = time_each(
+      n, [&](size_t) { require(svc.acquire(hit_req, "empty"), "miss"); });
+    std::vector<tiers::entry> fresh;
+    for (size_t i = 0; i < n + n / 10; ++i)
+      fresh.push_back(oracle.prefill("pub", seq(64, 1000000 + 64 * i)));
+    size_t next = 0;
+    pub = time_each(n, [&](size_t) {
+      auto& e = fresh[next++];
+      require(svc.publish(request(3, e.tokens), std::move(e)), "publish");
+    });
+    per_s =
+      throughput(svc, hit_req, std::chrono::milliseconds(quick ? 300 : 1000));
+    hit_1mib = sized_hit(svc, "1mib", 1ull << 20, n);
+    hit_1gib = sized_hit(svc, "1gib", 1ull << 30, n);
+  }
+  std::filesystem::remove_all(dir);
+  if (json) {
+    std::printf("{\"echo_p50_ns\": %.0f, \"echo_stealing_p50_ns\": %.0f, "
+                "\"echo_sharing_p50_ns\": %.0f, \"hit_p50_ns\": %.0f, "
+                "\"hit_p99_ns\": %.0f, \"miss_p50_ns\": %.0f, "
+                "\"publish_p50_ns\": %.0f, \"hit_1mib_p50_ns\": %.0f, "
+                "\"hit_1gib_p50_ns\": %.0f, \"acquires_per_s\": %.0f}\n",
+                floor, stealing.p50, sharing.p50, hit.p50, hit.p99, miss.p50,
+                pub.p50, hit_1mib.p50, hit_1gib.p50, per_s);
+    return 0;
+  }
+  std::printf("%-28s %10s %10s\n", "round trip", "p50 us", "p99 us");
+  auto row = [](const char* what, percentiles p) {
+    std::printf("%-28s %10.1f %10.1f\n", what, p.p50 / 1e3, p.p99 / 1e3);
+  };
+  row("echo, work-stealing", stealing);
+  row("echo, sharing", sharing);
+  row("echo, sharing, new scoped", fresh_sharing);
+  row("acquire, RAM hit", hit);
+  row("acquire, miss", miss);
+  row("publish (64 tokens)", pub);
+  row("acquire, 1 MiB entry", hit_1mib);
+  row("acquire, 1 GiB entry", hit_1gib);
+  std::printf("hit / echo floor: %.2fx; 1 GiB / 1 MiB: %.2fx; "
+              "RAM-hit acquires/s (2 threads): %.0f\n",
+              hit.p50 / floor, hit_1gib.p50 / hit_1mib.p50, per_s);
+  return 0;
+}

@@ -1,0 +1,255 @@
+// The embedded API's admission, checkpoints, cold reads and lifecycle
+// (runtime/service.hpp): waits and errors, awaitable admits, checkpoint
+// resume across a restart, prefetch coalescing and interests, untrimmable
+// cold entries, close durability, idempotence and the closed state.
+#define BOOST_TEST_MODULE runtime_service_lifecycle
+#include "tests/runtime/service_fixture.hpp"
+#include "tiers/ssd/faulty_file_system.hpp"
+
+#include <chrono>
+#include <thread>
+
+using namespace kvtier;
+using runtime::state_source;
+using testing::ok;
+using testing::service_fixture;
+
+namespace {
+
+bool ready(std::future<caf::expected<runtime::admit_decision>>& f) {
+  return f.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(service_lifecycle, service_fixture)
+
+BOOST_AUTO_TEST_CASE(admit_holds_fits_does_not_release_returns) {
+  opts.kv_budget_bytes = 1ull << 20; // 4096 tokens of tiny-dense
+  start();
+  auto big = request(1, seq(2000), 48); // 2048 tokens: half the budget
+  BOOST_CHECK(svc->fits(big)->admitted);
+  BOOST_CHECK(svc->fits(big)->admitted); // fits holds nothing
+  BOOST_CHECK(svc->admit(big)->admitted);
+  BOOST_CHECK(svc->admit(request(2, seq(2000), 48))->admitted);
+  auto third = svc->admit(request(3, seq(2000), 48));
+  BOOST_REQUIRE(third);
+  BOOST_CHECK(!third->admitted); // wait, not an error
+  BOOST_CHECK_EQUAL(third->projected_bytes, 2048u * 256);
+  BOOST_CHECK_EQUAL(third->available_bytes, 0u);
+  auto rel = svc->release(big, true);
+  BOOST_REQUIRE(rel);
+  BOOST_CHECK_EQUAL(rel->released_bytes, 2048u * 256);
+  BOOST_CHECK(svc->admit(request(3, seq(2000), 48))->admitted);
+}
+
+BOOST_AUTO_TEST_CASE(never_admissible_requests_are_errors_naming_the_limit) {
+  opts.position_limit = 1000;
+  start();
+  auto far = svc->admit(request(1, seq(990), 20));
+  BOOST_REQUIRE(!far);
+  BOOST_CHECK(far.error() == ec::position_limit_exceeded);
+  BOOST_CHECK_NE(describe(far.error()).find("1000"), std::string::npos);
+  opts.position_limit = 8192;
+  opts.kv_budget_bytes = 1ull << 20;
+  start();
+  auto huge = svc->fits(request(2, seq(5000), 0)); // 1.22 MiB > 1 MiB
+  BOOST_REQUIRE(!huge);
+  BOOST_CHECK(huge.error() == ec::over_budget);
+  auto admit = svc->admit(request(2, seq(5000), 0));
+  BOOST_REQUIRE(!admit);
+  BOOST_CHECK(admit.error() == ec::over_budget);
+  BOOST_CHECK_EQUAL(report().admission.errors, 1u); // fits counts none
+}
+
+BOOST_AUTO_TEST_CASE(queued_admits_complete_in_arrival_order) {
+  start();
+  BOOST_CHECK(svc->admit(request(1, seq(3000), 96))->admitted); // 3/4
+  auto second = svc->admit_queued(request(2, seq(2000), 48));   // 1/2
+  auto third = svc->admit_queued(request(3, seq(500), 12));     // 1/8
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The small third would fit now, but it does not overtake the second.
+  BOOST_CHECK(!ready(second));
+  BOOST_CHECK(!ready(third));
+  BOOST_CHECK_EQUAL(report().admission.waiting, 2u);
+  BOOST_REQUIRE(svc->release(request(1, {}), true));
+  auto a2 = second.get();
+  auto a3 = third.get();
+  BOOST_REQUIRE(a2 && a3);
+  BOOST_CHECK(a2->admitted && a3->admitted);
+  BOOST_CHECK_EQUAL(report().admission.holders, 2u);
+}
+
+BOOST_AUTO_TEST_CASE(checkpoints_resume_the_newest_and_survive_a_restart) {
+  opts.checkpoint_every_tokens = 16;
+  start();
+  BOOST_CHECK_EQUAL(*svc->checkpoint_every_tokens(), 16u);
+  auto prompt = seq(100);
+  auto r = request(42, prompt, 64);
+  auto gen16 = oracle->generate("ns", prompt, 16);
+  auto gen32 = oracle->generate("ns", prompt, 32);
+  auto s16 = oracle->prefill("ns", cat(prompt, gen16));
+  auto s32 = oracle->prefill("ns", cat(prompt, gen32));
+  BOOST_CHECK(*svc->checkpoint(r, std::move(s16)));
+  BOOST_CHECK(*svc->checkpoint(r, std::move(s32)));
+  auto got = get("ns", prompt, 42);
+  BOOST_CHECK(got.source == state_source::checkpoint);
+  BOOST_CHECK_EQUAL(got.usable_tokens, 132u);
+  // Another request with the same prompt gets no one else's generation.
+  BOOST_CHECK(get("ns", prompt, 43).source == state_source::none);
+  // Interrupted: kept; flushed; the service restarts on the same disk.
+  BOOST_CHECK_EQUAL(svc->release(r, false)->checkpoints_kept, 1u);
+  BOOST_CHECK(svc->flush()->durable);
+  start();
+  auto resumed = get("ns", prompt, 42);
+  BOOST_CHECK(resumed.source == state_source::checkpoint);
+  BOOST_CHECK_EQUAL(resumed.usable_tokens, 132u);
+  BOOST_CHECK(resumed.state.tokens == cat(prompt, gen32));
+  BOOST_CHECK(svc->saved_prefixes()->empty()); // checkpoints are not prefixes
+  // Completed: removed, also from SSD.
+  BOOST_CHECK_EQUAL(svc->release(r, true)->checkpoints_removed, 1u);
+  BOOST_CHECK(get("ns", prompt, 42).source != state_source::checkpoint);
+  svc->flush();
+  start();
+  BOOST_CHECK(get("ns", prompt, 42).source != state_source::checkpoint);
+}
+
+BOOST_AUTO_TEST_CASE(without_an_interval_checkpoints_are_disposed) {
+  start();
+  BOOST_CHECK(!svc->checkpoint_every_tokens());
+  auto s = oracle->prefill("ns", seq(20));
+  BOOST_CHECK(!*svc->checkpoint(request(1, seq(10)), std::move(s)));
+  BOOST_CHECK(get("ns", seq(10)).source == state_source::none);
+}
+
+BOOST_AUTO_TEST_CASE(prefetch_coalesces_racing_reads_and_interest_holds) {
+  start();
+  put("ns", seq(1000));
+  BOOST_CHECK_EQUAL(*svc->demote_idle(0), 1u);
+  auto a = svc->prefetch_async(seq(1001), "ns");
+  auto b = svc->prefetch_async(seq(1001), "ns");
+  auto la = a.get();
+  auto lb = b.get();
+  BOOST_REQUIRE(la && lb);
+  BOOST_CHECK_EQUAL(la->info().tokens, 1000u);
+  BOOST_CHECK_EQUAL(la->info().reads_started + lb->info().reads_started, 1u);
+  BOOST_CHECK_EQUAL(la->info().reads_joined + lb->info().reads_joined, 1u);
+  auto rep = report();
+  BOOST_CHECK_GE(rep.ssd.coalesced, 1u);
+  BOOST_CHECK_EQUAL(rep.ssd.restores_ok, 1u); // one read for both
+  // The restored donor is resident: RAM serves it, byte-exact.
+  BOOST_CHECK(get("ns", seq(1001)).source == state_source::ram);
+  // Over the cap, the leased donor outlives newer unleased entries...
+  for (tiers::token t = 1; t <= 4; ++t)
+    put("ns", seq(1000, 100000 * t));
+  BOOST_CHECK_EQUAL(*svc->peek_prefix_len(seq(1001), "ns"), 1000u);
+  // ... until both interests end.
+  BOOST_CHECK(la->release());
+  BOOST_CHECK(!la->release()); // once
+  lb = caf::expected<runtime::prefetch_lease>{runtime::prefetch_lease{}};
+  for (tiers::token t = 5; t <= 8; ++t)
+    put("ns", seq(1000, 100000 * t));
+  BOOST_CHECK_EQUAL(*svc->peek_prefix_len(seq(1001), "ns"), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(an_untrimmable_cold_entry_is_never_restored) {
+  opts.model = "tiny-hybrid"; // recurrent layers: exact-boundary only
+  start();
+  put("ns", seq(200));
+  BOOST_CHECK_EQUAL(*svc->demote_idle(0), 1u);
+  auto reads = report().ssd_io.reads;
+  // Diverges at 150: the file would need trimming, which it cannot.
+  auto got = get("ns", cat(seq(150), seq(60, 9000)));
+  BOOST_CHECK(got.source == state_source::none);
+  BOOST_CHECK_EQUAL(report().ssd_io.reads, reads);
+  BOOST_CHECK_EQUAL(report().ssd.restores_ok, 0u);
+  // At its exact boundary it is found and restored.
+  auto exact = get("ns", seq(201));
+  BOOST_CHECK(exact.source == state_source::ssd);
+  BOOST_CHECK_EQUAL(exact.usable_tokens, 200u);
+}
+
+BOOST_AUTO_TEST_CASE(close_reports_a_failed_disk_and_still_clears) {
+  tiers::ssd::faulty_file_system faulty{memory};
+  fs = &faulty;
+  start();
+  put("ns", seq(100));
+  faulty.inject(tiers::ssd::fs_op::write, 1, tiers::ssd::fault_kind::crash);
+  auto c = svc->close();
+  BOOST_REQUIRE(c);
+  BOOST_CHECK(!c->durable);
+  BOOST_CHECK(!c->already_closed);
+  BOOST_CHECK(!c->errors.empty());
+  auto rep = report();
+  BOOST_CHECK_EQUAL(rep.ram.entries, 0u);
+  BOOST_CHECK_EQUAL(rep.ram.bytes, 0u);
+  auto again = svc->close();
+  BOOST_REQUIRE(again);
+  BOOST_CHECK(again->already_closed);
+  BOOST_CHECK(!again->durable);
+  svc.reset(); // before `faulty` goes
+}
+
+BOOST_AUTO_TEST_CASE(demotion_on_a_failing_disk_keeps_the_entry_in_ram) {
+  tiers::ssd::faulty_file_system faulty{memory};
+  fs = &faulty;
+  start();
+  put("ns", seq(100));
+  faulty.inject(tiers::ssd::fs_op::write, 1, tiers::ssd::fault_kind::crash);
+  auto d = svc->demote_idle(0); // answered, not held until a flush
+  BOOST_REQUIRE(d);
+  BOOST_CHECK_EQUAL(*d, 0u);
+  BOOST_CHECK(get("ns", seq(101)).source == state_source::ram);
+  BOOST_CHECK_EQUAL(report().ssd.writes_failed, 1u);
+  faulty.clear();
+  BOOST_CHECK(svc->flush()->durable); // the retry writes it
+  BOOST_CHECK_EQUAL(*svc->demote_idle(0), 1u);
+  svc.reset();
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_closes_share_one_result_and_calls_fail_after) {
+  start();
+  put("ns", seq(100));
+  auto a = svc->close_async();
+  auto b = svc->close_async();
+  auto ra = a.get();
+  auto rb = b.get();
+  BOOST_REQUIRE(ra && rb);
+  BOOST_CHECK(ra->durable && rb->durable);
+  BOOST_CHECK_EQUAL(ra->entries, 1u);
+  BOOST_CHECK_EQUAL(rb->entries, 1u);
+  auto acq = svc->acquire(request(1, seq(101)), "ns");
+  BOOST_REQUIRE(!acq);
+  BOOST_CHECK(acq.error() == ec::closed);
+  auto pub = svc->publish(request(1, seq(10)), oracle->prefill("ns", seq(10)));
+  BOOST_REQUIRE(pub);
+  BOOST_CHECK(!pub->kept);
+  BOOST_CHECK(pub->outcome == runtime::put_outcome::dropped_closed);
+  BOOST_CHECK(svc->close()->already_closed);
+}
+
+BOOST_AUTO_TEST_CASE(flush_without_a_cold_tier_is_not_durable) {
+  opts.ssd_dir.clear();
+  start();
+  BOOST_CHECK(svc->flush()->durable); // nothing held
+  put("ns", seq(10));
+  auto f = svc->flush();
+  BOOST_REQUIRE(f);
+  BOOST_CHECK(!f->durable);
+  BOOST_CHECK(!f->errors.empty());
+}
+
+BOOST_AUTO_TEST_CASE(invalid_options_are_refused_naming_key_and_range) {
+  opts.ram_cap_bytes = 1000; // below 1 MiB
+  runtime::service bad{opts, runtime::service_parts{fs}};
+  auto err = bad.start_error();
+  BOOST_REQUIRE(err);
+  BOOST_CHECK(err == ec::invalid_config);
+  BOOST_CHECK_NE(describe(err).find("ram-tier.cap-bytes"), std::string::npos);
+  BOOST_CHECK_NE(describe(err).find("1 MiB"), std::string::npos);
+  auto call = bad.acquire(request(1, seq(10)), "ns");
+  BOOST_REQUIRE(!call);
+  BOOST_CHECK(call.error() == ec::invalid_config);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
