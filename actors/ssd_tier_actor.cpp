@@ -66,38 +66,26 @@ sealed<msg::SpillEntryReply> spill_reply(uint64_t order,
   return std::move(d).seal();
 }
 
-/// What a write's outcome changes: writes done or failed, spills dropped
-/// or superseded. Waiting orders need a look only when it moved.
-uint64_t write_outcomes(ssd_tier_pointer self) {
-  auto s = tier(self).stats();
-  return s.writes_ok + s.writes_failed + s.dropped + s.superseded;
+msg::SpillOutcome outcome_of(tiers::ssd::write_outcome o) {
+  using tiers::ssd::write_outcome;
+  switch (o) {
+    case write_outcome::durable: return msg::SpillOutcome::DURABLE;
+    case write_outcome::failed: return msg::SpillOutcome::FAILED;
+    case write_outcome::dropped: return msg::SpillOutcome::DROPPED;
+    case write_outcome::superseded: return msg::SpillOutcome::SUPERSEDED;
+  }
+  return msg::SpillOutcome::FAILED;
 }
 
-/// Answers every spill order whose key is durable now, whose write failed
-/// (a flush retries it, but the order's sender should not wait for that),
-/// or that left the write queue without a file.
-void settle(ssd_tier_pointer self) {
-  auto& st = self->state;
-  auto seen = write_outcomes(self);
-  if (seen == st.settled_at)
+/// The tier's report on one queued write answers its spill order.
+void written(ssd_tier_pointer self, const tiers::ssd::write_event& e) {
+  auto& waiting = self->state.waiting;
+  auto w = waiting.find(e.id);
+  if (w == waiting.end())
     return;
-  st.settled_at = seen;
-  auto i = st.waiting.begin();
-  while (i != st.waiting.end()) {
-    std::optional<msg::SpillOutcome> out;
-    if (tier(self).contains(i->ns, i->tokens))
-      out = msg::SpillOutcome::DURABLE;
-    else if (!tier(self).pending(i->ns, i->tokens))
-      out = msg::SpillOutcome::DROPPED;
-    else if (tier(self).write_failed(i->ns, i->tokens))
-      out = msg::SpillOutcome::FAILED;
-    if (!out) {
-      ++i;
-      continue;
-    }
-    i->rp.deliver(spill_reply(i->order, *out));
-    i = st.waiting.erase(i);
-  }
+  w->second.rp.deliver(
+    spill_reply(w->second.order, outcome_of(e.outcome), e.err));
+  waiting.erase(w);
 }
 
 caf::result<sealed<msg::SpillEntryReply>>
@@ -112,16 +100,14 @@ spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
     return std::move(e.error());
   if (tier(self).contains(e->ns, e->tokens))
     return spill_reply(order, msg::SpillOutcome::ALREADY_DURABLE);
-  auto ns = e->ns;
-  auto tokens = e->tokens;
   auto id = tier(self).enqueue(std::move(*e), reason_of(m.root().getReason()));
   if (!id) {
     ++self->state.failures;
     return spill_reply(order, msg::SpillOutcome::REFUSED, id.error());
   }
   auto rp = self->make_response_promise<sealed<msg::SpillEntryReply>>();
-  self->state.waiting.push_back(ssd_tier_state::waiter{
-    std::move(ns), std::move(tokens), m.root().getReason(), order, rp});
+  self->state.waiting.emplace(
+    *id, ssd_tier_state::waiter{m.root().getReason(), order, rp});
   return rp;
 }
 
@@ -220,7 +206,6 @@ caf::result<sealed<msg::FlushStateReply>> flush(ssd_tier_pointer self) {
   auto rp = self->make_response_promise<sealed<msg::FlushStateReply>>();
   tier(self).flush(
     [self, rp](const tiers::ssd::durability_evidence& ev) mutable {
-      settle(self);
       msg::draft<msg::FlushStateReply> d;
       auto out = d.root().initResult();
       write_evidence(out, ev);
@@ -241,7 +226,7 @@ caf::result<sealed<msg::FlushStateReply>> flush(ssd_tier_pointer self) {
 sealed<msg::ReadStatsReply> stats(ssd_tier_pointer self) {
   msg::draft<msg::ReadStatsReply> d;
   uint64_t snapshots = 0, spills = 0, checkpoints = 0;
-  for (auto& w : self->state.waiting)
+  for (auto& [id, w] : self->state.waiting)
     switch (w.reason) {
       case msg::SpillReason::SNAPSHOT: ++snapshots; break;
       case msg::SpillReason::CHECKPOINT: ++checkpoints; break;
@@ -313,6 +298,9 @@ sealed<Root> bool_reply(bool value, void (Root::Builder::*set)(bool)) {
 ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
                                        std::shared_ptr<ssd_parts> parts) {
   self->state.parts = std::move(parts);
+  self->state.parts->on_write = [self](const tiers::ssd::write_event& e) {
+    written(self, e);
+  };
   self->state.parts->relay->attach(caf::actor_cast<caf::weak_actor_ptr>(self));
   return {
     [self](const sealed<msg::FindPrefix>& m) {
@@ -349,7 +337,6 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
     [self](const sealed<msg::ListSavedPrefixes>&) { return saved(self); },
     [self](io_done& c) {
       tier(self).handle({c.tag, std::move(c.err), c.bytes});
-      settle(self);
     },
   };
 }

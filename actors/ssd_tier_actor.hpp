@@ -6,13 +6,13 @@
 // callbacks then deliver the response promises of restores, prefetches,
 // spill orders and flushes.
 //
-// Spill orders: each SpillEntry is answered once its key is durable on SSD
-// (durable / alreadyDurable), once its write failed (the item stays queued
-// for the retry a flush makes, but the sender does not wait for it), or
-// once it left the write queue without a file (dropped over the
-// write-behind cap, or superseded). The tier is built, opened (the
-// header-only scan, the one blocking step) and handed over by
-// runtime/spawn.cpp before the actor serves.
+// Spill orders: each SpillEntry is answered when the tier reports on its
+// queued write (`ssd_config::on_write`): durable, failed (the item stays
+// queued for the retry a flush makes; the sender does not wait for that),
+// dropped over the write-behind cap, or superseded by a newer state of the
+// key; at once as alreadyDurable when an equal file is durable. The tier is
+// built, opened (the header-only scan, the one blocking step) and handed over
+// by runtime/spawn.cpp before the actor serves.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -23,6 +23,7 @@
 
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 
 namespace kvtier::actors {
 
@@ -54,6 +55,8 @@ struct ssd_parts {
   std::unique_ptr<tiers::ssd::ssd_tier> tier;
   std::unique_ptr<tiers::ssd::counted_engine> engine;
   uint64_t cap_bytes = 0;
+  /// Where the tier's `on_write` reports go (set by the actor).
+  std::function<void(const tiers::ssd::write_event&)> on_write;
 };
 
 struct ssd_tier_state {
@@ -61,19 +64,16 @@ struct ssd_tier_state {
 
   using spill_promise =
     caf::typed_response_promise<sealed<msg::SpillEntryReply>>;
-  /// A spill order waiting for its key to become durable.
+  /// A spill order waiting for the tier's report on its write.
   struct waiter {
-    std::string ns;
-    tiers::token_seq tokens;
     msg::SpillReason reason;
     uint64_t order = 0;
     spill_promise rp;
   };
 
   std::shared_ptr<ssd_parts> parts;
-  std::vector<waiter> waiting;
-  /// `write_outcomes` when the waiting orders were last looked at.
-  uint64_t settled_at = 0;
+  /// By write-queue item id.
+  std::unordered_map<uint64_t, waiter> waiting;
   uint64_t failures = 0;
 };
 

@@ -34,6 +34,10 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
   cfg.alignment = static_cast<uint32_t>(opts.alignment);
   cfg.checksum_chunk = std::max<uint32_t>(cfg.alignment, cfg.checksum_chunk);
   parts->cap_bytes = opts.ssd_cap_bytes;
+  cfg.on_write = [p = parts.get()](const ssd::write_event& e) {
+    if (p->on_write)
+      p->on_write(e);
+  };
   parts->tier = std::make_unique<ssd::ssd_tier>(cfg, *fs, *parts->engine);
   if (auto scan = parts->tier->open(); !scan)
     return std::move(scan.error());

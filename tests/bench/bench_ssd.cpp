@@ -58,8 +58,8 @@ struct row {
 };
 
 double gbps(uint64_t bytes, clk::duration d) {
-  return static_cast<double>(bytes)
-         / std::chrono::duration<double>(d).count() / 1e9;
+  return static_cast<double>(bytes) / std::chrono::duration<double>(d).count()
+         / 1e9;
 }
 
 void drop_cache(const std::string& path) {
@@ -84,8 +84,8 @@ clk::duration raw_write(const std::string& path, const entry& e) {
     for (auto& s : l.segments)
       for (uint64_t done = 0; done < s.length;) {
         auto n = std::min<uint64_t>(s.length - done, 8u << 20);
-        auto w = ::pwrite(fd, s.bytes().data() + done, n,
-                          static_cast<off_t>(off));
+        auto w =
+          ::pwrite(fd, s.bytes().data() + done, n, static_cast<off_t>(off));
         if (w <= 0)
           throw std::runtime_error("raw write failed");
         done += static_cast<uint64_t>(w);
@@ -161,8 +161,7 @@ clk::duration spill(bench_tier& b, const entry& e) {
   bool durable = false;
   if (!b.tier->enqueue(e, write_reason::spill))
     throw std::runtime_error("enqueue refused");
-  b.tier->flush(
-    [&](const durability_evidence& ev) { durable = ev.durable; });
+  b.tier->flush([&](const durability_evidence& ev) { durable = ev.durable; });
   b.drive();
   auto d = clk::now() - t0;
   if (!durable)
@@ -307,8 +306,9 @@ int run(options& o) {
   for (auto tokens : sizes) {
     uint64_t bytes = tokens * (128u << 10);
     if (!enough_space(o.dir, 3 * bytes + (1ull << 30))) {
-      std::fprintf(stderr, "bench_ssd: skipped %llu bytes: not enough free "
-                           "space in %s\n",
+      std::fprintf(stderr,
+                   "bench_ssd: skipped %llu bytes: not enough free "
+                   "space in %s\n",
                    static_cast<unsigned long long>(bytes), o.dir.c_str());
       continue;
     }

@@ -11,7 +11,7 @@
 
 // The writer program's path, set by tests/extra_tests.cmake.
 #ifndef KVTIER_CRASH_WRITER
-#  error "KVTIER_CRASH_WRITER must name the crash writer program"
+#error "KVTIER_CRASH_WRITER must name the crash writer program"
 #endif
 
 using namespace kvtier;

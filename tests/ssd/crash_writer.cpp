@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   bool flushed = false;
   for (uint64_t i = 0;; ++i) {
     auto reason = i % 3 == 0 ? write_reason::demotion : write_reason::spill;
-    (void) tier.enqueue(crash::entry_for(seed, i), reason);
+    (void)tier.enqueue(crash::entry_for(seed, i), reason);
     std::printf("spill %llu\n", static_cast<unsigned long long>(i));
     std::fflush(stdout);
     if (i % 5 == 4) {

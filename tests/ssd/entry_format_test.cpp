@@ -16,10 +16,11 @@ using namespace kvtier::tiers::ssd;
 namespace {
 
 entry sample() {
-  model_geometry g{"mix", {{layer_kind::kv, 64, 0, 0},
-                           {layer_kind::ring, 32, 8, 0},
-                           {layer_kind::recurrent, 0, 0, 100},
-                           {layer_kind::object, 0, 0, 50}}};
+  model_geometry g{"mix",
+                   {{layer_kind::kv, 64, 0, 0},
+                    {layer_kind::ring, 32, 8, 0},
+                    {layer_kind::recurrent, 0, 0, 100},
+                    {layer_kind::object, 0, 0, 50}}};
   auto e = runtime::oracle_engine{g, 16}.prefill("ns", token_seq{5, 6, 7});
   e.session = "s1";
   return e;
@@ -117,14 +118,14 @@ BOOST_AUTO_TEST_CASE(restorable_prefixes_follow_the_trimming_rules) {
   auto h = layout(e, "fp", 512, 512);
   BOOST_TEST(can_restore(h, 3));
   BOOST_TEST(!can_restore(h, 2));
-  auto g = model_geometry{"w", {{layer_kind::ring, 8, 4, 0},
-                                {layer_kind::kv, 8, 0, 0}}};
+  auto g = model_geometry{
+    "w", {{layer_kind::ring, 8, 4, 0}, {layer_kind::kv, 8, 0, 0}}};
   runtime::oracle_engine o{g};
   auto unwrapped = layout(o.prefill("ns", token_seq{1, 2, 3}), "fp", 512, 512);
   BOOST_TEST(can_restore(unwrapped, 2));
   BOOST_TEST(restore_bytes(unwrapped.layers[0], 2) == 16u);
-  auto wrapped = layout(o.prefill("ns", token_seq{1, 2, 3, 4, 5}), "fp", 512,
-                        512);
+  auto wrapped =
+    layout(o.prefill("ns", token_seq{1, 2, 3, 4, 5}), "fp", 512, 512);
   BOOST_TEST(!can_restore(wrapped, 4));
   BOOST_TEST(file_name("ns", e.tokens) == file_name("ns", e.tokens));
   BOOST_TEST(file_name("ns", e.tokens) != file_name("ns2", e.tokens));

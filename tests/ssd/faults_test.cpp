@@ -47,16 +47,15 @@ struct step {
 
 // Six writes per entry file: the header, four layers, one attachment.
 const std::vector<step> write_steps{
-  {fs_op::create, 1}, {fs_op::write, 1}, {fs_op::write, 2},
-  {fs_op::write, 3},  {fs_op::write, 4}, {fs_op::write, 5},
-  {fs_op::write, 6},  {fs_op::sync, 1},  {fs_op::rename, 1},
-  {fs_op::sync_dir, 1}};
+  {fs_op::create, 1}, {fs_op::write, 1},   {fs_op::write, 2}, {fs_op::write, 3},
+  {fs_op::write, 4},  {fs_op::write, 5},   {fs_op::write, 6}, {fs_op::sync, 1},
+  {fs_op::rename, 1}, {fs_op::sync_dir, 1}};
 
 /// An in-memory disk behind a fault injector, with the tier's log lines.
 struct faulty_world {
   explicit faulty_world(engine_choice e)
-    : faulty{mem}, w{{fs_kind::memory, e}, dir.path, logging(), &faulty} {
-  }
+    : faulty{mem}
+    , w{{fs_kind::memory, e}, dir.path, logging(), &faulty} {}
 
   ssd_config logging() {
     ssd_config cfg;
@@ -78,12 +77,12 @@ struct faulty_world {
 BOOST_AUTO_TEST_CASE(every_failing_write_step_keeps_old_or_new_state) {
   for (auto engine : all_engines())
     for (auto s : write_steps)
-      for (auto kind : {fault_kind::eio, fault_kind::enospc,
-                        fault_kind::short_write}) {
+      for (auto kind :
+           {fault_kind::eio, fault_kind::enospc, fault_kind::short_write}) {
         if (kind == fault_kind::short_write && s.op != fs_op::write)
           continue;
-        BOOST_TEST_CONTEXT(to_string(s.op) << " #" << s.nth << " "
-                                           << to_string(kind)) {
+        BOOST_TEST_CONTEXT(to_string(s.op)
+                           << " #" << s.nth << " " << to_string(kind)) {
           faulty_world fw{engine};
           auto& w = fw.w;
           auto& lines = fw.lines;

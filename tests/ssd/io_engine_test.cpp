@@ -43,8 +43,8 @@ BOOST_AUTO_TEST_CASE(engines_write_sync_and_read_off_the_caller_thread) {
       for (size_t i = 0; i < src.size(); ++i)
         src.data()[i] = std::byte(i * 7 % 251);
       for (size_t i = 0; i < n; ++i)
-        (*e)->submit(io_op{io_kind::write, *f, i * len, src.data() + i * len,
-                           len, {}, {}, i});
+        (*e)->submit(io_op{
+          io_kind::write, *f, i * len, src.data() + i * len, len, {}, {}, i});
       for (auto& c : wait_for(q, n)) {
         BOOST_TEST(!static_cast<bool>(c.err));
         BOOST_TEST(c.bytes == len);
@@ -55,15 +55,20 @@ BOOST_AUTO_TEST_CASE(engines_write_sync_and_read_off_the_caller_thread) {
       BOOST_REQUIRE(r);
       auto dst = std::make_shared<buffer_builder>(n * len + 100);
       // Ask past the end: a short read, not an error.
-      (*e)->submit(io_op{io_kind::read, *r, 0, dst->data(), n * len + 100, {},
-                         dst, 7});
+      (*e)->submit(
+        io_op{io_kind::read, *r, 0, dst->data(), n * len + 100, {}, dst, 7});
       auto c = wait_for(q, 1)[0];
       BOOST_TEST(!static_cast<bool>(c.err));
       BOOST_TEST(c.tag == 7u);
       BOOST_TEST(c.bytes == n * len);
       BOOST_TEST(std::memcmp(dst->data(), src.data(), n * len) == 0);
-      (*e)->submit(io_op{io_kind::call, nullptr, 0, nullptr, 0,
-                         [] { return make_error(ec::io_error, "x"); }, {},
+      (*e)->submit(io_op{io_kind::call,
+                         nullptr,
+                         0,
+                         nullptr,
+                         0,
+                         [] { return make_error(ec::io_error, "x"); },
+                         {},
                          8});
       BOOST_TEST((wait_for(q, 1)[0].err == ec::io_error));
       BOOST_TEST(on_caller.load() == 0);
@@ -85,8 +90,8 @@ BOOST_AUTO_TEST_CASE(destroying_an_engine_delivers_every_completion) {
       auto e = make_io_engine(choice, q.sink());
       BOOST_REQUIRE(e);
       for (uint64_t i = 0; i < 100; ++i)
-        (*e)->submit(io_op{io_kind::write, *f, i * 4096, data->data(), 4096,
-                           {}, data, i});
+        (*e)->submit(
+          io_op{io_kind::write, *f, i * 4096, data->data(), 4096, {}, data, i});
       data.reset(); // only the engine keeps it now
     }
     BOOST_TEST(q.wait(std::chrono::milliseconds(0)).size() == 100u);

@@ -78,7 +78,8 @@ class world {
 public:
   world(backend b, std::string dir, ssd_config cfg = {},
         file_system* fs = nullptr)
-    : b_(b), dir_(std::move(dir)) {
+    : b_(b)
+    , dir_(std::move(dir)) {
     if (fs == nullptr)
       fs = b.kind == fs_kind::posix ? static_cast<file_system*>(&posix_)
                                     : static_cast<file_system*>(&memory_);

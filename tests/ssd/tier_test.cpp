@@ -30,7 +30,7 @@ BOOST_AUTO_TEST_CASE(round_trip_of_every_kind_is_byte_exact) {
       auto live_before = buffer::live_count();
       {
         world w{b, dir.path};
-        auto wrapped = o.prefill("ns", tokens(40));    // ring has wrapped
+        auto wrapped = o.prefill("ns", tokens(40)); // ring has wrapped
         auto unwrapped = window.prefill("w", tokens(10));
         BOOST_REQUIRE(w.tier->enqueue(wrapped, write_reason::spill));
         BOOST_REQUIRE(w.tier->enqueue(unwrapped, write_reason::snapshot));
@@ -63,8 +63,8 @@ BOOST_AUTO_TEST_CASE(round_trip_of_every_kind_is_byte_exact) {
 }
 
 BOOST_AUTO_TEST_CASE(partial_restore_reads_only_the_prefix_chunks) {
-  model_geometry g{"wide", {{layer_kind::kv, 1024, 0, 0},
-                            {layer_kind::ring, 1024, 128, 0}}};
+  model_geometry g{
+    "wide", {{layer_kind::kv, 1024, 0, 0}, {layer_kind::ring, 1024, 128, 0}}};
   runtime::oracle_engine o{g};
   for (auto b : all_backends()) {
     BOOST_TEST_CONTEXT(b.name()) {
@@ -165,9 +165,9 @@ BOOST_AUTO_TEST_CASE(restart_recovers_the_index_from_headers) {
   auto o = every_kind_oracle();
   on_every_backend([&](world& w) {
     for (token salt = 0; salt < 5; ++salt)
-      BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(10 + salt,
-                                                           salt * 100)),
-                                    write_reason::demotion));
+      BOOST_REQUIRE(
+        w.tier->enqueue(o.prefill("ns", tokens(10 + salt, salt * 100)),
+                        write_reason::demotion));
     BOOST_TEST(w.flush().durable);
     auto r = w.reopen();
     BOOST_TEST(r.loaded == 5u);
@@ -195,10 +195,10 @@ BOOST_AUTO_TEST_CASE(the_owner_hears_what_became_of_every_write) {
   world w{all_backends().front(), dir.path, cfg};
   BOOST_REQUIRE(w.tier->enqueue(one, write_reason::spill));
   BOOST_REQUIRE(w.tier->enqueue(one, write_reason::spill));
-  BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(10, 50)),
-                                write_reason::demotion));
-  BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", tokens(10, 90)),
-                                write_reason::snapshot));
+  BOOST_REQUIRE(
+    w.tier->enqueue(o.prefill("ns", tokens(10, 50)), write_reason::demotion));
+  BOOST_REQUIRE(
+    w.tier->enqueue(o.prefill("ns", tokens(10, 90)), write_reason::snapshot));
   auto ev = w.flush();
   BOOST_TEST(!ev.durable); // a drop since the last flush: not all stored
   BOOST_TEST(ev.dropped == 1u);

@@ -39,8 +39,8 @@ public:
 /// Bounds-checked little-endian reads; any overrun sets `bad`.
 class reader {
 public:
-  explicit reader(std::span<const std::byte> in) : in_(in) {
-  }
+  explicit reader(std::span<const std::byte> in)
+    : in_(in) {}
   bool take(size_t n) {
     if (bad || in_.size() - pos_ < n) {
       bad = true;
@@ -144,8 +144,8 @@ entry_header layout(const entry& e, const std::string& fingerprint,
   h.session = e.session;
   h.tokens = e.tokens;
   // Header length is known before offsets: every field has a fixed size.
-  uint64_t n = fixed_header_size + 4 + fingerprint.size() + 4 + e.ns.size()
-               + 1 + (e.session ? 4 + e.session->size() : 0) + 4 + 8
+  uint64_t n = fixed_header_size + 4 + fingerprint.size() + 4 + e.ns.size() + 1
+               + (e.session ? 4 + e.session->size() : 0) + 4 + 8
                + 4 * e.tokens.size() + 48 * e.layers.size() + 8;
   uint64_t sums = 0;
   for (auto& l : e.layers)
@@ -175,11 +175,11 @@ entry_header layout(const entry& e, const std::string& fingerprint,
 
 void compute_checksums(entry_header& h, const entry& e) {
   for (size_t i = 0; i < e.layers.size(); ++i)
-    h.layers[i].payload.chunk_sums = sums_of(e.layers[i].segments,
-                                             h.checksum_chunk);
+    h.layers[i].payload.chunk_sums =
+      sums_of(e.layers[i].segments, h.checksum_chunk);
   for (size_t i = 0; i < e.attachments.size(); ++i)
-    h.attachments[i].payload.chunk_sums = sums_of(e.attachments[i].segments,
-                                                  h.checksum_chunk);
+    h.attachments[i].payload.chunk_sums =
+      sums_of(e.attachments[i].segments, h.checksum_chunk);
 }
 
 buffer_ref encode(entry_header& h) {
@@ -265,8 +265,8 @@ namespace {
 /// Checks a payload's placement and reads its checksum count from `r`.
 caf::error read_sums(reader& r, const entry_header& h, payload_info& p,
                      uint64_t& end) {
-  if (p.offset % h.alignment != 0 || p.offset < end
-      || p.length > h.file_length || p.offset > h.file_length - p.length)
+  if (p.offset % h.alignment != 0 || p.offset < end || p.length > h.file_length
+      || p.offset > h.file_length - p.length)
     return corrupt("payload at " + std::to_string(p.offset) + " of "
                    + std::to_string(p.length) + " bytes is misplaced");
   end = p.offset + p.length;
@@ -417,10 +417,10 @@ caf::error verify(const entry_header& h, const payload_info& p,
     auto n = std::min<uint64_t>(chunk, data.size() - i * chunk);
     if (i >= p.chunk_sums.size()
         || XXH3_64bits(data.data() + i * chunk, n) != p.chunk_sums[i])
-      return make_error(ec::corrupt_data,
-                        "payload at " + std::to_string(p.offset)
-                          + ": checksum mismatch in chunk "
-                          + std::to_string(i));
+      return make_error(ec::corrupt_data, "payload at "
+                                            + std::to_string(p.offset)
+                                            + ": checksum mismatch in chunk "
+                                            + std::to_string(i));
   }
   return {};
 }
@@ -438,8 +438,8 @@ bool can_restore(const entry_header& h, uint64_t p) noexcept {
   if (p == h.tokens.size())
     return true;
   for (auto& l : h.layers) {
-    layer_state probe{l.kind, l.bytes_per_token, l.window, l.tokens,
-                      l.min_offset, {}};
+    layer_state probe{l.kind,   l.bytes_per_token, l.window,
+                      l.tokens, l.min_offset,      {}};
     if (!probe.can_trim_to(p))
       return false;
   }

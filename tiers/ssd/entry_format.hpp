@@ -23,8 +23,8 @@
 namespace kvtier::tiers::ssd {
 
 /// The 8 magic bytes that open every entry file.
-inline constexpr char file_magic[8] = {'K', 'V', 'T', 'I', 'E', 'R', 0x1a,
-                                       '\n'};
+inline constexpr char file_magic[8] = {'K', 'V', 'T',  'I',
+                                       'E', 'R', 0x1a, '\n'};
 /// The format version this code writes and reads.
 inline constexpr uint32_t format_version = 1;
 /// Bytes of the fixed header prefix.

@@ -36,8 +36,8 @@ bool mutating(fs_op op) {
 class faulty_file final : public file {
 public:
   faulty_file(faulty_file_system& fs, file_ref inner)
-    : fs_(fs), inner_(std::move(inner)) {
-  }
+    : fs_(fs)
+    , inner_(std::move(inner)) {}
 
   caf::expected<size_t> read_at(uint64_t offset,
                                 std::span<std::byte> dst) override {
@@ -77,8 +77,8 @@ private:
 
 } // namespace
 
-faulty_file_system::faulty_file_system(file_system& inner) : inner_(inner) {
-}
+faulty_file_system::faulty_file_system(file_system& inner)
+  : inner_(inner) {}
 
 void faulty_file_system::inject(fs_op op, uint64_t nth, fault_kind kind) {
   std::lock_guard guard{mtx_};
@@ -118,8 +118,8 @@ std::optional<fault_kind> faulty_file_system::next(fs_op op) {
 }
 
 caf::error faulty_file_system::fault_error(fault_kind kind, fs_op op) {
-  auto what = std::string{"injected "} + to_string(kind) + " on "
-              + to_string(op);
+  auto what =
+    std::string{"injected "} + to_string(kind) + " on " + to_string(op);
   if (kind == fault_kind::enospc)
     return make_error(ec::no_space, std::move(what));
   return make_error(ec::io_error, std::move(what));

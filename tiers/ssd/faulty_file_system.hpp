@@ -74,8 +74,7 @@ public:
   caf::error rename(const std::string& from, const std::string& to) override;
   caf::error remove(const std::string& path) override;
   caf::error sync_dir(const std::string& dir) override;
-  caf::expected<std::vector<std::string>>
-  list(const std::string& dir) override;
+  caf::expected<std::vector<std::string>> list(const std::string& dir) override;
   caf::error make_dirs(const std::string& dir) override;
 
   /// Counts `op` and returns the fault to apply to it, if any (used by the

@@ -37,8 +37,9 @@ namespace {
 
 class posix_file final : public file {
 public:
-  posix_file(int fd, std::string path) : fd_(fd), path_(std::move(path)) {
-  }
+  posix_file(int fd, std::string path)
+    : fd_(fd)
+    , path_(std::move(path)) {}
 
   ~posix_file() override {
     ::close(fd_);

@@ -39,8 +39,8 @@ namespace {
 class threads_engine final : public io_engine {
 public:
   threads_engine(completion_sink sink, unsigned threads)
-    : sink_(std::move(sink)), pool_(threads) {
-  }
+    : sink_(std::move(sink))
+    , pool_(threads) {}
 
   ~threads_engine() override {
     pool_.join();

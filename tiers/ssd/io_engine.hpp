@@ -78,9 +78,9 @@ caf::expected<engine_choice> parse_engine_choice(std::string_view text);
 /// Builds an engine. `automatic` probes io_uring and falls back to threads;
 /// `uring` fails with `ec::invalid_config` where io_uring cannot start.
 /// `threads` is the pool size of the threads engine.
-caf::expected<std::unique_ptr<io_engine>>
-make_io_engine(engine_choice choice, completion_sink sink,
-               unsigned threads = 4);
+caf::expected<std::unique_ptr<io_engine>> make_io_engine(engine_choice choice,
+                                                         completion_sink sink,
+                                                         unsigned threads = 4);
 
 /// Runs one op synchronously on the calling thread (engines use it).
 io_completion run_now(const io_op& op);

@@ -23,8 +23,8 @@ public:
   using inode = memory_file_system::inode;
 
   memory_file(std::shared_ptr<inode> node, bool writable)
-    : node_(std::move(node)), writable_(writable) {
-  }
+    : node_(std::move(node))
+    , writable_(writable) {}
 
   caf::expected<size_t> read_at(uint64_t offset,
                                 std::span<std::byte> dst) override {

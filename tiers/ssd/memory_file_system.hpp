@@ -31,8 +31,7 @@ public:
   caf::error rename(const std::string& from, const std::string& to) override;
   caf::error remove(const std::string& path) override;
   caf::error sync_dir(const std::string& dir) override;
-  caf::expected<std::vector<std::string>>
-  list(const std::string& dir) override;
+  caf::expected<std::vector<std::string>> list(const std::string& dir) override;
   caf::error make_dirs(const std::string& dir) override;
 
   /// Rolls files and directories back to what was last made durable.

@@ -6,8 +6,8 @@ uint64_t header_floor(const entry_header& h) {
   entry probe;
   probe.tokens = h.tokens;
   for (auto& l : h.layers)
-    probe.layers.push_back({l.kind, l.bytes_per_token, l.window, l.tokens,
-                            l.min_offset, {}});
+    probe.layers.push_back(
+      {l.kind, l.bytes_per_token, l.window, l.tokens, l.min_offset, {}});
   // Attachments are exact-boundary: they never block a trim (they are
   // dropped from trimmed restores), as in `entry::trimmed`.
   return trim_floor(probe);

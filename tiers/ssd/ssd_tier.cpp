@@ -98,8 +98,8 @@ void ssd_tier::scan_file(const std::string& name, scan_report& r) {
     return;
   }
   auto bytes = h->file_length;
-  index_.insert(ssd_file{name, std::make_shared<const entry_header>(
-                                 std::move(*h)), bytes});
+  index_.insert(
+    ssd_file{name, std::make_shared<const entry_header>(std::move(*h)), bytes});
   ++r.loaded;
 }
 
@@ -113,16 +113,6 @@ bool ssd_tier::contains(std::string_view ns,
   // A newer state of the key waiting to be written (or failed) is not on
   // SSD yet, whatever older file of that key is.
   return index_.contains(ns, tokens) && !queue_.holds(file_name(ns, tokens));
-}
-
-bool ssd_tier::pending(std::string_view ns,
-                       std::span<const token> tokens) const {
-  return queue_.holds(file_name(ns, tokens));
-}
-
-bool ssd_tier::write_failed(std::string_view ns,
-                            std::span<const token> tokens) const {
-  return queue_.failed(file_name(ns, tokens));
 }
 
 bool ssd_tier::erase(std::string_view ns, std::span<const token> tokens) {

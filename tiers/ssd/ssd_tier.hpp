@@ -113,13 +113,6 @@ public:
   /// pending or failed: only then may RAM drop it as "on SSD".
   bool contains(std::string_view ns, std::span<const token> tokens) const;
 
-  /// Whether a write of (ns, tokens) is queued, in flight or failed.
-  bool pending(std::string_view ns, std::span<const token> tokens) const;
-
-  /// Whether the queued write of (ns, tokens) failed and waits for the
-  /// retry a flush makes.
-  bool write_failed(std::string_view ns, std::span<const token> tokens) const;
-
   /// Removes the file of exactly (ns, tokens), e.g. a completed
   /// generation's checkpoint; false when there is none. A queued write of
   /// the key is not cancelled.

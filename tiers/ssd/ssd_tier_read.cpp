@@ -121,8 +121,13 @@ void ssd_tier::read_stage(read_job& job) {
       ++job.outstanding;
       ++job.left[i];
       job.expected += n;
-      job.window.backlog.push_back(io_op{io_kind::read, io.in, p.offset + done,
-                                         dst + done, n, {}, job.io,
+      job.window.backlog.push_back(io_op{io_kind::read,
+                                         io.in,
+                                         p.offset + done,
+                                         dst + done,
+                                         n,
+                                         {},
+                                         job.io,
                                          op_tag(job.tag, i + 1)});
       done += n;
     }
@@ -169,8 +174,8 @@ void ssd_tier::on_read(uint64_t tag, io_completion& c) {
   }
   if (!job.err && job.done < job.expected)
     job.err = make_error(ec::corrupt_data,
-                         "truncated: read " + std::to_string(job.done)
-                           + " of " + std::to_string(job.expected) + " bytes");
+                         "truncated: read " + std::to_string(job.done) + " of "
+                           + std::to_string(job.expected) + " bytes");
   if (job.err) {
     read_failed(job);
     return;
@@ -203,8 +208,8 @@ void ssd_tier::read_done(read_job& job) {
   };
   for (auto& l : h.layers) {
     auto tokens = l.kind == layer_kind::object ? l.tokens : p;
-    e.layers.push_back(layer_state{l.kind, l.bytes_per_token, l.window,
-                                   tokens, l.min_offset, take()});
+    e.layers.push_back(layer_state{l.kind, l.bytes_per_token, l.window, tokens,
+                                   l.min_offset, take()});
   }
   if (p == h.tokens.size())
     for (auto& a : h.attachments)

@@ -17,8 +17,7 @@ const char* to_string(write_step s) {
   return "unknown";
 }
 
-io_op call_op(uint64_t job, std::function<caf::error()> fn,
-             uint64_t sub = 0) {
+io_op call_op(uint64_t job, std::function<caf::error()> fn, uint64_t sub = 0) {
   io_op op;
   op.kind = io_kind::call;
   op.tag = op_tag(job, sub);
@@ -88,8 +87,8 @@ void ssd_tier::start_write(write_item& item) {
   io->temp_path = path(item.key + "." + std::to_string(temp_seq_++) + "."
                        + std::to_string(job->tag) + ".tmp");
   io->state = item.state;
-  io->header = layout(item.state, cfg_.fingerprint, cfg_.alignment,
-                      cfg_.checksum_chunk);
+  io->header =
+    layout(item.state, cfg_.fingerprint, cfg_.alignment, cfg_.checksum_chunk);
   job->io = io;
   auto& ref = *job;
   writes_.emplace(job->tag, std::move(job));
@@ -111,10 +110,14 @@ void ssd_tier::write_range(write_job& job, uint64_t off, const std::byte* p,
     auto n = std::min<uint64_t>(len - done, cfg_.max_op_bytes);
     ++job.outstanding;
     job.expected += n;
-    job.window.backlog.push_back(io_op{io_kind::write, job.io->out,
+    job.window.backlog.push_back(io_op{io_kind::write,
+                                       job.io->out,
                                        off + done,
-                                       const_cast<std::byte*>(p + done), n,
-                                       {}, job.io, op_tag(job.tag, 2)});
+                                       const_cast<std::byte*>(p + done),
+                                       n,
+                                       {},
+                                       job.io,
+                                       op_tag(job.tag, 2)});
     done += n;
   }
   job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
@@ -135,11 +138,14 @@ void ssd_tier::write_stage(write_job& job) {
     case write_step::data: {
       // Checksums touch every byte: they run on the engine beside the
       // payload writes; the header is written once they are known.
-      auto op = call_op(job.tag, [io = job.io] {
-        compute_checksums(io->header, io->state);
-        io->header_bytes = encode(io->header);
-        return caf::error{};
-      }, 1);
+      auto op = call_op(
+        job.tag,
+        [io = job.io] {
+          compute_checksums(io->header, io->state);
+          io->header_bytes = encode(io->header);
+          return caf::error{};
+        },
+        1);
       op.keep = job.io;
       submit(std::move(op));
       for (size_t i = 0; i < io.state.layers.size(); ++i)
@@ -150,19 +156,18 @@ void ssd_tier::write_stage(write_job& job) {
       break;
     }
     case write_step::sync:
-      submit(io_op{io_kind::sync, io.out, 0, nullptr, 0, {}, job.io,
-                   op_tag(job.tag, 0)});
+      submit(io_op{
+        io_kind::sync, io.out, 0, nullptr, 0, {}, job.io, op_tag(job.tag, 0)});
       break;
     case write_step::rename:
-      submit(call_op(job.tag, [fs = &fs_, from = io.temp_path,
-                               to = path(job.name)] {
-        return fs->rename(from, to);
-      }));
+      submit(
+        call_op(job.tag, [fs = &fs_, from = io.temp_path, to = path(job.name)] {
+          return fs->rename(from, to);
+        }));
       break;
     case write_step::sync_dir:
-      submit(call_op(job.tag, [fs = &fs_, dir = root_] {
-        return fs->sync_dir(dir);
-      }));
+      submit(call_op(job.tag,
+                     [fs = &fs_, dir = root_] { return fs->sync_dir(dir); }));
       break;
   }
 }
@@ -189,9 +194,9 @@ void ssd_tier::on_write(uint64_t tag, io_completion& c) {
   if (job.outstanding > 0)
     return;
   if (!job.err && job.done < job.expected)
-    job.err = make_error(ec::io_error, "short write: "
-                                         + std::to_string(job.done) + " of "
-                                         + std::to_string(job.expected));
+    job.err =
+      make_error(ec::io_error, "short write: " + std::to_string(job.done)
+                                 + " of " + std::to_string(job.expected));
   if (job.err) {
     write_failed(job);
     return;
@@ -230,8 +235,8 @@ void ssd_tier::write_done(write_job& job) {
 
 void ssd_tier::write_failed(write_job& job) {
   auto* item = queue_.find(job.item_id);
-  log("ssd: " + std::string{item ? to_string(item->reason) : "write"}
-      + " of " + job.name + " failed at " + to_string(job.stage) + ": "
+  log("ssd: " + std::string{item ? to_string(item->reason) : "write"} + " of "
+      + job.name + " failed at " + to_string(job.stage) + ": "
       + describe(job.err) + "; not stored, kept for a retry");
   ++stats_.writes_failed;
   if (job.err == ec::no_space)
@@ -247,9 +252,8 @@ void ssd_tier::write_failed(write_job& job) {
     auto tag = next_tag_++;
     chore_what_[tag] = "remove temp file " + job.io->temp_path;
     // (call_op tags it as op 0 of chore `tag`.)
-    submit(call_op(tag, [fs = &fs_, p = job.io->temp_path] {
-      return fs->remove(p);
-    }));
+    submit(call_op(
+      tag, [fs = &fs_, p = job.io->temp_path] { return fs->remove(p); }));
   }
   queue_.fail(job.item_id);
   if (item != nullptr)

@@ -2,18 +2,18 @@
 
 #ifdef KVTIER_HAVE_URING
 
-#  include <boost/asio/post.hpp>
-#  include <boost/asio/thread_pool.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 
-#  include <liburing.h>
+#include <liburing.h>
 
-#  include <cstring>
-#  include <deque>
-#  include <thread>
-#  include <unordered_map>
+#include <cstring>
+#include <deque>
+#include <thread>
+#include <unordered_map>
 
-#  include <sys/eventfd.h>
-#  include <unistd.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 namespace kvtier::tiers::ssd {
 
@@ -25,15 +25,15 @@ constexpr uint64_t wake_key = 0;
 class uring_engine final : public io_engine {
 public:
   explicit uring_engine(completion_sink sink)
-    : sink_(std::move(sink)), helper_(2) {
-  }
+    : sink_(std::move(sink))
+    , helper_(2) {}
 
   /// Sets up the ring and the engine thread; false with `why` if it can't.
   caf::error start() {
     if (int rc = io_uring_queue_init(ring_depth, &ring_, 0); rc < 0)
-      return make_error(ec::invalid_config, std::string{"io_uring "}
-                                              + "unavailable: "
-                                              + std::strerror(-rc));
+      return make_error(ec::invalid_config,
+                        std::string{"io_uring "}
+                          + "unavailable: " + std::strerror(-rc));
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
     if (wake_fd_ < 0) {
       io_uring_queue_exit(&ring_);
@@ -58,8 +58,8 @@ public:
   }
 
   void submit(io_op op) override {
-    bool native = op.kind != io_kind::call && op.target
-                  && op.target->native_handle() >= 0;
+    bool native =
+      op.kind != io_kind::call && op.target && op.target->native_handle() >= 0;
     if (!native) {
       boost::asio::post(helper_, [this, op = std::move(op)]() mutable {
         auto c = run_now(op);
@@ -106,8 +106,8 @@ private:
     ++in_ring_;
     auto& op = p.op;
     int fd = op.target->native_handle();
-    auto left = static_cast<unsigned>(
-      std::min<size_t>(op.length - p.done, 1u << 30));
+    auto left =
+      static_cast<unsigned>(std::min<size_t>(op.length - p.done, 1u << 30));
     if (op.kind == io_kind::read)
       io_uring_prep_read(sqe, fd, op.data + p.done, left, op.offset + p.done);
     else if (op.kind == io_kind::write)
@@ -224,8 +224,7 @@ make_uring_engine(completion_sink sink) {
 
 namespace kvtier::tiers::ssd {
 
-caf::expected<std::unique_ptr<io_engine>>
-make_uring_engine(completion_sink) {
+caf::expected<std::unique_ptr<io_engine>> make_uring_engine(completion_sink) {
   return make_error(ec::invalid_config,
                     "io_uring unavailable: built without liburing");
 }

@@ -14,19 +14,8 @@ const char* to_string(write_reason r) {
   return "unknown";
 }
 
-void write_queue::count(std::unordered_map<std::string, uint32_t>& m,
-                        const std::string& key, int delta) {
-  auto& n = m[key];
-  n += delta;
-  if (n == 0)
-    m.erase(key);
-}
-
 void write_queue::erase(std::list<write_item>::iterator i) {
   bytes_ -= i->bytes;
-  count(keys_, i->key, -1);
-  if (i->failed)
-    count(failed_keys_, i->key, -1);
   items_.erase(i);
 }
 
@@ -43,7 +32,6 @@ push_result write_queue::push(std::string key, entry e, write_reason reason) {
   }
   auto bytes = e.byte_length();
   out.id = next_id_++;
-  count(keys_, key, +1);
   items_.push_back(
     write_item{out.id, std::move(key), std::move(e), bytes, reason});
   bytes_ += bytes;
@@ -82,11 +70,8 @@ write_item* write_queue::find(uint64_t id) {
 }
 
 bool write_queue::holds(const std::string& key) const noexcept {
-  return keys_.count(key) > 0;
-}
-
-bool write_queue::failed(const std::string& key) const noexcept {
-  return failed_keys_.count(key) > 0;
+  return std::any_of(items_.begin(), items_.end(),
+                     [&](const write_item& w) { return w.key == key; });
 }
 
 void write_queue::done(uint64_t id) {
@@ -99,8 +84,6 @@ void write_queue::done(uint64_t id) {
 void write_queue::fail(uint64_t id) {
   if (auto* w = find(id)) {
     w->in_flight = false;
-    if (!w->failed)
-      count(failed_keys_, w->key, +1);
     w->failed = true;
   }
 }
@@ -112,7 +95,6 @@ uint64_t write_queue::retry_failed() {
       i.failed = false;
       ++n;
     }
-  failed_keys_.clear();
   return n;
 }
 

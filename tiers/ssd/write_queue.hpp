@@ -19,7 +19,6 @@
 
 #include <list>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace kvtier::tiers::ssd {
@@ -69,9 +68,6 @@ public:
   /// Whether an item for `key` is queued, in flight or failed.
   bool holds(const std::string& key) const noexcept;
 
-  /// Whether the item for `key` is marked failed (waiting for a retry).
-  bool failed(const std::string& key) const noexcept;
-
   /// Removes a written item, releasing its buffers.
   void done(uint64_t id);
 
@@ -108,17 +104,11 @@ public:
 
 private:
   void erase(std::list<write_item>::iterator i);
-  static void count(std::unordered_map<std::string, uint32_t>& m,
-                    const std::string& key, int delta);
 
   uint64_t byte_cap_;
   uint64_t bytes_ = 0;
   uint64_t next_id_ = 1;
   std::list<write_item> items_;
-  /// Items per key, and failed items per key: `holds` and `failed` answer
-  /// in O(1), as the SSD actor asks them for every waiting spill order.
-  std::unordered_map<std::string, uint32_t> keys_;
-  std::unordered_map<std::string, uint32_t> failed_keys_;
 };
 
 } // namespace kvtier::tiers::ssd
