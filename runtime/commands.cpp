@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -143,12 +144,17 @@ int run_replay(kvtier_config& cfg, const flags& f) {
     return 2;
   }
   if (f.has("simulate")) {
+    auto t0 = std::chrono::steady_clock::now();
     auto sim = simulate(*t, reference_options(o, *g));
     if (!sim) {
       std::fprintf(stderr, "kvtier: %s\n", describe(sim.error()).c_str());
       return 2;
     }
-    return emit(from_simulation(*t, *sim, o, rs.prefill_tokens_per_s), f);
+    auto r = from_simulation(*t, *sim, o, rs.prefill_tokens_per_s);
+    r.wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+        .count();
+    return emit(r, f);
   }
   // The reference runs on the second core while the replay runs.
   auto reference = std::async(
