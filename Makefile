@@ -7,7 +7,8 @@ JOBS     ?= $(shell nproc)
 CTEST    := ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 BUILD_TYPE ?= RelWithDebInfo
 
-.PHONY: all deps configure build test demo bench soak asan clean format format-check
+.PHONY: all deps configure build test demo replay-full bench soak asan clean \
+	format format-check
 
 all: build
 
@@ -26,9 +27,20 @@ build: deps configure
 test: build
 	$(CTEST) -LE soak
 
-## The main job on the embedded default configuration.
+## The main job on the embedded default configuration: the conversation
+## trace replayed with every state verified (docs/replay.md), writing
+## demo-data/replay.json and demo-data/replay.svg.
 demo: build
 	$(BUILD)/bin/kvtier demo
+
+## Long replays kept out of `make demo`: the synthetic Mooncake trace and the
+## 71 merged WEKA agent sessions, each with its JSON report and chart.
+replay-full: build
+	$(BUILD)/bin/kvtier replay \
+	  ../shared/traces/mooncake-fast25/synthetic_trace.jsonl \
+	  --json demo-data/synthetic.json --plot demo-data/synthetic.svg
+	$(BUILD)/bin/kvtier replay ../shared/traces/kv-cache-tester-weka \
+	  --json demo-data/weka.json --plot demo-data/weka.svg
 
 ## Every benchmark program, each printing its table.
 bench: build

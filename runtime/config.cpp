@@ -38,6 +38,10 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
     {"admission",
      {"model", "model-scale", "kv-budget-bytes", "position-limit"}},
     {"service", {"idle-demotion-ms", "checkpoint-every-tokens"}},
+    {"replay",
+     {"trace", "max-requests", "verify", "settle", "speed", "batch",
+      "prefill-tokens-per-s", "model-scale", "ram-cap-bytes", "ssd-cap-bytes",
+      "clean-ssd"}},
   };
   return m;
 }
@@ -111,6 +115,41 @@ caf::error service_options::validate() const {
   return {};
 }
 
+caf::error replay_settings::validate() const {
+  if (auto e = check("replay.max-requests", max_requests, 0, uint64_t{1} << 32,
+                     "0 .. 4294967296"))
+    return e;
+  if (!(speed >= 0 && speed <= 1e6))
+    return out_of_range("replay.speed", std::to_string(speed), "0 .. 1e6");
+  if (auto e = check("replay.batch", batch, 1, 4096, "1 .. 4096"))
+    return e;
+  if (!(prefill_tokens_per_s > 0 && prefill_tokens_per_s <= 1e9))
+    return out_of_range("replay.prefill-tokens-per-s",
+                        std::to_string(prefill_tokens_per_s), "(0, 1e9]");
+  if (!(model_scale >= 0 && model_scale <= 1))
+    return out_of_range("replay.model-scale", std::to_string(model_scale),
+                        "0 (keep admission.model-scale) or (0, 1]");
+  if (ram_cap_bytes != 0)
+    if (auto e = check("replay.ram-cap-bytes", ram_cap_bytes, MiB, 16 * TiB,
+                       "0 or 1 MiB .. 16 TiB"))
+      return e;
+  if (ssd_cap_bytes != 0)
+    if (auto e = check("replay.ssd-cap-bytes", ssd_cap_bytes, MiB, PiB,
+                       "0 or 1 MiB .. 1 PiB"))
+      return e;
+  return {};
+}
+
+service_options replay_settings::apply(service_options o) const {
+  if (model_scale > 0)
+    o.model_scale = model_scale;
+  if (ram_cap_bytes > 0)
+    o.ram_cap_bytes = ram_cap_bytes;
+  if (ssd_cap_bytes > 0)
+    o.ssd_cap_bytes = ssd_cap_bytes;
+  return o;
+}
+
 kvtier_config::kvtier_config() {
   auto& o = options;
   opt_group{custom_options_, "ram-tier"}.add(o.ram_cap_bytes, "cap-bytes",
@@ -130,6 +169,19 @@ kvtier_config::kvtier_config() {
   opt_group{custom_options_, "service"}
     .add(o.idle_demotion_ms, "idle-demotion-ms", "0: off")
     .add(o.checkpoint_every_tokens, "checkpoint-every-tokens", "0: none");
+  auto& r = replay;
+  opt_group{custom_options_, "replay"}
+    .add(r.trace, "trace", "trace file or weka directory")
+    .add(r.max_requests, "max-requests", "0: all")
+    .add(r.verify, "verify", "verify every served state")
+    .add(r.settle, "settle", "wait for spills after each call")
+    .add(r.speed, "speed", "0: as fast as possible")
+    .add(r.batch, "batch", "requests admitted at once")
+    .add(r.prefill_tokens_per_s, "prefill-tokens-per-s", "assumed rate")
+    .add(r.model_scale, "model-scale", "0: admission.model-scale")
+    .add(r.ram_cap_bytes, "ram-cap-bytes", "0: ram-tier.cap-bytes")
+    .add(r.ssd_cap_bytes, "ssd-cap-bytes", "0: ssd-tier.cap-bytes")
+    .add(r.clean_ssd, "clean-ssd", "start with an empty SSD fingerprint");
   register_error_category(*this);
 }
 
@@ -141,7 +193,9 @@ caf::error kvtier_config::load(int argc, char** argv,
   if (auto err = parse(argc, argv, ini))
     return make_error(ec::invalid_config,
                       "cannot parse the configuration: " + to_string(err));
-  return options.validate();
+  if (auto err = options.validate())
+    return err;
+  return replay.validate();
 }
 
 caf::error kvtier_config::load(int argc, char** argv) {

@@ -44,6 +44,29 @@ struct service_options {
   caf::error validate() const;
 };
 
+/// The [replay] section: how `kvtier replay` and `kvtier demo` drive the
+/// service (docs/replay.md). Zero for a scale or cap keeps the service's.
+struct replay_settings {
+  std::string trace =
+    "../shared/traces/mooncake-fast25/conversation_trace.jsonl";
+  uint64_t max_requests = 0;
+  bool verify = true;
+  bool settle = true;
+  double speed = 0;
+  uint64_t batch = 1;
+  double prefill_tokens_per_s = 10000;
+  double model_scale = 0;
+  uint64_t ram_cap_bytes = 0;
+  uint64_t ssd_cap_bytes = 0;
+  bool clean_ssd = true;
+
+  /// Checks every value against its accepted range.
+  caf::error validate() const;
+
+  /// `o` with this section's scale and caps applied.
+  service_options apply(service_options o) const;
+};
+
 /// The CAF actor system configuration with kvtier's options declared.
 class kvtier_config : public caf::actor_system_config {
 public:
@@ -57,6 +80,7 @@ public:
   caf::error load(int argc, char** argv);
 
   service_options options;
+  replay_settings replay;
 };
 
 /// conf/kvtier.conf as compiled into the program.

@@ -1,6 +1,8 @@
-// The `kvtier` program: `kvtier <command> [options]`. Options are the
-// configuration's (`--section.key=value`, `--config-file=FILE`); without a
-// file the embedded default (conf/kvtier.conf) applies.
+// The `kvtier` program: `kvtier <command> [arguments] [options]`. Options
+// of the form `--section.key=value` and `--config-file=FILE` configure the
+// service (without a file the embedded default, conf/kvtier.conf, applies);
+// the rest belong to the command (runtime/commands.hpp).
+#include "runtime/commands.hpp"
 #include "runtime/config.hpp"
 
 #include <cstdio>
@@ -14,9 +16,21 @@ using kvtier::runtime::kvtier_config;
 
 void usage() {
   std::puts(
-    "usage: kvtier <command> [--config-file=FILE] [--section.key=value ...]\n"
+    "usage: kvtier <command> [arguments] [--config-file=FILE]\n"
+    "              [--section.key=value ...]\n"
     "\n"
     "commands:\n"
+    "  replay [TRACE] [--simulate] [--json FILE] [--plot FILE.svg]\n"
+    "         [--no-verify] [--quiet]\n"
+    "             replay a request trace through the service (default: the\n"
+    "             [replay] trace); --simulate: the whole-prefix LRU reference\n"
+    "  demo       the replay of the conversation trace on the default\n"
+    "             configuration, writing demo-data/replay.{json,svg}\n"
+    "  scenario FILE...\n"
+    "             run scripted engine scenarios (conf/scenarios/*.scn)\n"
+    "  inspect DIR [--verify]\n"
+    "             list what an SSD tier directory holds; --verify checks\n"
+    "             every payload checksum\n"
     "  config     validate the configuration and print the effective options\n"
     "  version    print the version\n"
     "  help       print this text\n"
@@ -46,6 +60,17 @@ int print_config(kvtier_config& cfg) {
     "[service]\nidle-demotion-ms=%llu\ncheckpoint-every-tokens=%llu\n",
     static_cast<unsigned long long>(o.idle_demotion_ms),
     static_cast<unsigned long long>(o.checkpoint_every_tokens));
+  auto& r = cfg.replay;
+  std::printf("[replay]\ntrace=\"%s\"\nmax-requests=%llu\nverify=%s\n"
+              "settle=%s\nspeed=%g\nbatch=%llu\nprefill-tokens-per-s=%g\n"
+              "model-scale=%g\nram-cap-bytes=%llu\nssd-cap-bytes=%llu\n"
+              "clean-ssd=%s\n",
+              r.trace.c_str(), static_cast<unsigned long long>(r.max_requests),
+              r.verify ? "true" : "false", r.settle ? "true" : "false", r.speed,
+              static_cast<unsigned long long>(r.batch), r.prefill_tokens_per_s,
+              r.model_scale, static_cast<unsigned long long>(r.ram_cap_bytes),
+              static_cast<unsigned long long>(r.ssd_cap_bytes),
+              r.clean_ssd ? "true" : "false");
   auto policy = caf::get_or(cfg, "scheduler.policy", caf::atom("stealing"));
   std::printf("[scheduler]\npolicy='%s'\n", to_string(policy).c_str());
   return 0;
@@ -63,17 +88,37 @@ int main(int argc, char** argv) {
     usage();
     return 0;
   }
-  // Everything after the command is configuration.
+  // `--section.key=value` and `--config-file=` configure; the rest is the
+  // command's.
   std::vector<char*> args{argv[0]};
-  for (int i = 2; i < argc; ++i)
-    args.push_back(argv[i]);
+  std::vector<std::string> own;
+  for (int i = 2; i < argc; ++i) {
+    std::string_view a{argv[i]};
+    auto eq = a.find('=');
+    bool config = a.substr(0, 2) == "--"
+                  && (a.substr(0, 14) == "--config-file="
+                      || a.substr(0, eq).find('.') != std::string_view::npos);
+    if (config)
+      args.push_back(argv[i]);
+    else
+      own.emplace_back(a);
+  }
   kvtier_config cfg;
   if (auto err = cfg.load(static_cast<int>(args.size()), args.data())) {
     std::fprintf(stderr, "%s\n", kvtier::describe(err).c_str());
     return 2;
   }
+  using namespace kvtier::runtime;
   if (cmd == "config")
     return print_config(cfg);
+  if (cmd == "replay")
+    return replay_command(cfg, own);
+  if (cmd == "demo")
+    return demo_command(cfg, own);
+  if (cmd == "inspect")
+    return inspect_command(cfg, own);
+  if (cmd == "scenario")
+    return scenario_command(cfg, own);
   std::fprintf(stderr, "kvtier: unknown command '%s'\n\n", cmd.c_str());
   usage();
   return 2;

@@ -1,0 +1,31 @@
+// The `kvtier` program's commands beyond `config` and `version`: `replay`,
+// `demo`, `inspect` and `scenario` (docs/replay.md, docs/scenarios.md).
+// Each takes the loaded configuration and the command's own arguments (the
+// `--section.key=value` overrides are already applied) and returns the
+// process exit code: 0 success, 1 the run found a problem (a wrong state, a
+// failed expectation, a corrupt file), 2 bad usage or a start-up error.
+// Called once from main on the main thread.
+#pragma once
+
+#include "runtime/config.hpp"
+
+#include <string>
+#include <vector>
+
+namespace kvtier::runtime {
+
+/// `kvtier replay [TRACE] [--simulate] [--json FILE] [--plot FILE.svg]
+/// [--no-verify] [--quiet]`.
+int replay_command(kvtier_config& cfg, const std::vector<std::string>& args);
+
+/// `kvtier demo`: the replay of [replay] trace, writing
+/// demo-data/replay.json and demo-data/replay.svg.
+int demo_command(kvtier_config& cfg, const std::vector<std::string>& args);
+
+/// `kvtier inspect DIR [--verify]`.
+int inspect_command(kvtier_config& cfg, const std::vector<std::string>& args);
+
+/// `kvtier scenario FILE...`.
+int scenario_command(kvtier_config& cfg, const std::vector<std::string>& args);
+
+} // namespace kvtier::runtime

@@ -1,0 +1,65 @@
+// `kvtier inspect DIR`: what an SSD tier directory holds, read-only.
+// Lists every fingerprint directory under DIR and, per fingerprint, its
+// entry files (namespace, tokens, layers, bytes, session), orphan temps and
+// files it cannot read; with `verify`, reads every payload and checks its
+// chunk checksums (docs/ssd-format.md).
+//
+// Unlike the SSD tier's start-up scan, inspecting never removes or renames
+// anything: a corrupt file is reported, not deleted. Single-threaded,
+// blocking file reads through `tiers::ssd::file_system`.
+#pragma once
+
+#include "tiers/ssd/file_system.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvtier::runtime {
+
+/// One file of a fingerprint directory.
+struct inspected_file {
+  std::string name;
+  /// "ok", "temp" (an interrupted write), "corrupt", "incompatible",
+  /// "misnamed", "unreadable" or "other" (not an entry file).
+  std::string status = "ok";
+  /// Why the status is not "ok".
+  std::string detail;
+  std::string ns;
+  std::string session;
+  uint64_t tokens = 0;
+  /// The prefix's first tokens (at most 8).
+  std::vector<uint32_t> head;
+  uint32_t layers = 0;
+  uint64_t bytes = 0;
+  /// With verify: payload chunks checked (and whether all matched).
+  uint64_t chunks_checked = 0;
+};
+
+struct inspected_fingerprint {
+  std::string fingerprint;
+  std::vector<inspected_file> files;
+  uint64_t entries = 0;
+  uint64_t entry_bytes = 0;
+  uint64_t problems = 0;
+};
+
+struct inspect_report {
+  std::string dir;
+  bool verified = false;
+  std::vector<inspected_fingerprint> fingerprints;
+
+  /// Files that are neither healthy entries nor ignorable names.
+  uint64_t problems() const;
+};
+
+/// Inspects `dir` (the SSD tier's `dir`, holding one folder per
+/// fingerprint). `ec::not_found` when `dir` does not exist.
+caf::expected<inspect_report> inspect(tiers::ssd::file_system& fs,
+                                      const std::string& dir, bool verify);
+
+/// The report as text: one block per fingerprint, one line per file with
+/// the leading tokens of its prefix.
+std::string render_inspect(const inspect_report& r);
+
+} // namespace kvtier::runtime

@@ -1,0 +1,282 @@
+#include "runtime/replay.hpp"
+
+#include "runtime/oracle.hpp"
+#include "runtime/simulate.hpp"
+
+#include <chrono>
+#include <deque>
+#include <thread>
+#include <unordered_map>
+
+namespace kvtier::runtime {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+/// The engine loop's state across requests.
+class driver {
+public:
+  driver(const trace& t, service& svc, const tiers::model_geometry& g,
+         const replay_options& o)
+    : t_(t)
+    , svc_(svc)
+    , oracle_(g)
+    , o_(o) {}
+
+  caf::expected<replay_report> run();
+
+private:
+  /// Times one service call under `name`.
+  template <class F>
+  auto timed(const char* name, F&& f) {
+    auto t0 = clock_type::now();
+    auto out = f();
+    out_.calls[name].add(seconds_since(t0) * 1e6);
+    return out;
+  }
+
+  caf::error one(size_t i);
+  caf::error admit(const state_request& req, bool& refused);
+  caf::error finish_oldest();
+  caf::error settle();
+  /// The prompt's state: the served prefix extended when it verified
+  /// (`reused`), else a fresh prefill.
+  tiers::entry state_for(const acquired_state& acq, const std::string& ns,
+                         const tiers::token_seq& prompt, bool& reused);
+  caf::error decode(const state_request& req, const tiers::entry& state);
+
+  const trace& t_;
+  service& svc_;
+  oracle_engine oracle_;
+  const replay_options& o_;
+  replay_report out_;
+  std::deque<state_request> running_;
+  std::unordered_map<std::string, size_t> last_of_session_;
+};
+
+caf::error driver::settle() {
+  // Spills are written behind the call that caused them; wait until the
+  // SSD tier has none pending so every run sees the same SSD contents.
+  auto until = clock_type::now() + std::chrono::seconds(30);
+  for (;;) {
+    auto s = svc_.stats();
+    if (!s)
+      return s.error();
+    if (s->pending_spills == 0)
+      return {};
+    if (clock_type::now() > until)
+      return make_error(ec::io_error, "spills still pending after 30 s "
+                                      "(a failing disk?)");
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+caf::error driver::finish_oldest() {
+  auto req = std::move(running_.front());
+  running_.pop_front();
+  auto r = timed("release", [&] { return svc_.release(req, true); });
+  return r ? caf::error{} : r.error();
+}
+
+caf::error driver::admit(const state_request& req, bool& refused) {
+  for (;;) {
+    auto d = timed("admit", [&] { return svc_.admit(req); });
+    if (!d) {
+      if (d.error() == ec::position_limit_exceeded
+          || d.error() == ec::over_budget) {
+        refused = true;
+        return {};
+      }
+      return d.error();
+    }
+    if (d->admitted)
+      return {};
+    ++out_.admission_waits;
+    if (running_.empty())
+      return make_error(ec::over_budget, "admission waits with nothing "
+                                         "running");
+    if (auto err = finish_oldest())
+      return err;
+  }
+}
+
+tiers::entry driver::state_for(const acquired_state& acq, const std::string& ns,
+                               const tiers::token_seq& prompt, bool& reused) {
+  if (acq.usable_tokens > 0 && acq.source != state_source::none) {
+    bool good = true;
+    if (o_.verify) {
+      ++out_.verified_states;
+      if (oracle_.verify(acq.state)) {
+        ++out_.wrong_states;
+        good = false;
+      }
+    }
+    if (good)
+      if (auto e = oracle_.extend(acq.state, prompt)) {
+        reused = true;
+        return std::move(*e);
+      }
+  }
+  return oracle_.prefill(ns, prompt);
+}
+
+caf::error driver::decode(const state_request& req, const tiers::entry& state) {
+  auto every = svc_.checkpoint_every_tokens();
+  auto out = oracle_.generate(state.ns, state.tokens, req.max_new_tokens);
+  out_.output_tokens += out.size();
+  if (!every || *every == 0)
+    return {};
+  auto tokens = state.tokens;
+  auto point = state;
+  for (size_t k = *every; k <= out.size(); k += *every) {
+    tokens.insert(tokens.end(),
+                  out.begin() + static_cast<ptrdiff_t>(k - *every),
+                  out.begin() + static_cast<ptrdiff_t>(k));
+    auto next = oracle_.extend(point, tokens);
+    if (!next)
+      return next.error();
+    point = *next;
+    auto r = timed("checkpoint",
+                   [&] { return svc_.checkpoint(req, tiers::entry{point}); });
+    if (!r)
+      return r.error();
+  }
+  return {};
+}
+
+caf::error driver::one(size_t i) {
+  auto& r = t_.requests[i];
+  auto ns = request_ns(t_, r);
+  state_request req;
+  req.id = i + 1;
+  req.prompt = prompt_tokens(r, t_.block_size);
+  req.max_new_tokens = static_cast<uint32_t>(r.output_tokens);
+  if (!r.session.empty())
+    req.session = r.session;
+  auto n = req.prompt.size();
+  ++out_.requests;
+  out_.input_tokens += n;
+  auto before =
+    timed("peek", [&] { return svc_.peek_prefix_len(req.prompt, ns); });
+  if (!before)
+    return before.error();
+  auto lease = timed(
+    "prefetch", [&] { return svc_.prefetch(req.prompt, ns, req.session); });
+  if (!lease)
+    return lease.error();
+  if (o_.settle)
+    if (auto err = settle())
+      return err;
+  bool refused = false;
+  if (auto err = admit(req, refused))
+    return err;
+  if (refused || n == 0) {
+    ++out_.refused;
+    out_.fresh_tokens += n;
+    return {};
+  }
+  auto acq = timed("acquire", [&] { return svc_.acquire(req, ns); });
+  if (!acq)
+    return acq.error();
+  bool reused = false;
+  auto state = state_for(*acq, ns, req.prompt, reused);
+  auto used = reused ? acq->usable_tokens : 0;
+  // A RAM hit beyond what RAM held before the prefetch came from SSD.
+  bool cold = acq->source == state_source::ssd
+              || (acq->source == state_source::ram && used > *before);
+  (cold ? out_.ssd_tokens : out_.ram_tokens) += used;
+  out_.fresh_tokens += n - used;
+  state.session = req.session;
+  auto pub =
+    timed("publish", [&] { return svc_.publish(req, tiers::entry{state}); });
+  if (!pub)
+    return pub.error();
+  if (o_.settle)
+    if (auto err = settle())
+      return err;
+  lease->release();
+  if (auto err = decode(req, state))
+    return err;
+  running_.push_back(std::move(req));
+  while (running_.size() > std::max<uint32_t>(o_.batch, 1))
+    if (auto err = finish_oldest())
+      return err;
+  if (!r.session.empty() && last_of_session_[r.session] == i) {
+    auto c =
+      timed("close_session", [&] { return svc_.close_session(r.session); });
+    if (!c)
+      return c.error();
+  }
+  return {};
+}
+
+} // namespace
+
+caf::expected<replay_report> replay(const trace& t, service& svc,
+                                    const tiers::model_geometry& geometry,
+                                    const replay_options& opts) {
+  driver d(t, svc, geometry, opts);
+  return d.run();
+}
+
+namespace {
+
+caf::expected<replay_report> driver::run() {
+  out_.trace = t_.name;
+  out_.model = oracle_.geometry().name;
+  out_.verified = o_.verify;
+  out_.prefill_tokens_per_s = o_.prefill_tokens_per_s;
+  out_.ram_cap_bytes = svc_.options().ram_cap_bytes;
+  out_.ssd_cap_bytes =
+    svc_.options().ssd_dir.empty() ? 0 : svc_.options().ssd_cap_bytes;
+  for (size_t i = 0; i < t_.requests.size(); ++i)
+    if (!t_.requests[i].session.empty())
+      last_of_session_[t_.requests[i].session] = i;
+  auto start = clock_type::now();
+  auto last_progress = start;
+  for (size_t i = 0; i < t_.requests.size(); ++i) {
+    if (o_.speed > 0) {
+      auto due =
+        start
+        + std::chrono::duration_cast<clock_type::duration>(
+          std::chrono::duration<double>(t_.requests[i].arrival_s / o_.speed));
+      std::this_thread::sleep_until(due);
+    }
+    if (auto err = one(i))
+      return err;
+    out_.series.push_back(
+      {out_.requests, out_.input_tokens, out_.ram_tokens, out_.ssd_tokens});
+    if (o_.progress && seconds_since(last_progress) >= 1.0) {
+      last_progress = clock_type::now();
+      o_.progress(out_, t_.requests.size(), seconds_since(start));
+    }
+  }
+  while (!running_.empty())
+    if (auto err = finish_oldest())
+      return err;
+  if (o_.settle)
+    if (auto err = settle())
+      return err;
+  out_.wall_s = seconds_since(start);
+  auto rep = svc_.report();
+  if (!rep)
+    return rep.error();
+  out_.spills = rep->ssd.writes_ok;
+  out_.restores = rep->ssd.restores_ok;
+  out_.coalesced_reads = rep->ssd.coalesced;
+  out_.demotions = rep->demotions;
+  out_.drops = rep->ram.oversize + rep->ssd.dropped + rep->ssd.writes_failed
+               + rep->ssd.rejected_too_large;
+  out_.ram_evictions = rep->ram.evictions;
+  out_.ssd_evictions = rep->ssd.evicted;
+  return std::move(out_);
+}
+
+} // namespace
+
+} // namespace kvtier::runtime

@@ -1,0 +1,373 @@
+#include "runtime/simulate.hpp"
+
+#include "tiers/prefix_index.hpp"
+
+#include <algorithm>
+#include <list>
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+namespace kvtier::runtime {
+
+using tiers::entry_ref;
+using tiers::token;
+using tiers::token_seq;
+
+double simulate_result::token_hit_ratio() const {
+  return input_tokens ? double(ram_tokens + ssd_tokens) / double(input_tokens)
+                      : 0.0;
+}
+
+double simulate_result::infinite_hit_ratio() const {
+  return input_tokens ? double(infinite_tokens) / double(input_tokens) : 0.0;
+}
+
+simulate_options reference_options(const service_options& o,
+                                   const tiers::model_geometry& g) {
+  simulate_options s;
+  s.geometry = g;
+  s.ram_cap_bytes = o.ram_cap_bytes;
+  s.ssd_cap_bytes = o.ssd_dir.empty() ? 0 : o.ssd_cap_bytes;
+  s.alignment = static_cast<uint32_t>(o.alignment);
+  // The service's SSD tier keeps the default chunk (at least the alignment).
+  s.checksum_chunk = std::max<uint32_t>(s.alignment, 1u << 20);
+  s.fingerprint = o.model;
+  s.position_limit = o.position_limit;
+  s.kv_budget_bytes = o.kv_budget_bytes;
+  return s;
+}
+
+std::string request_ns(const trace& t, const trace_request& r) {
+  return t.name + (r.ns.empty() ? "" : "/" + r.ns);
+}
+
+namespace {
+
+uint64_t align_up(uint64_t n, uint64_t a) {
+  return (n + a - 1) / a * a;
+}
+
+uint64_t chunks(uint64_t len, uint64_t chunk) {
+  return (len + chunk - 1) / chunk;
+}
+
+} // namespace
+
+uint64_t entry_file_bytes(const tiers::model_geometry& geometry,
+                          uint64_t tokens, const std::string& ns,
+                          const std::optional<std::string>& session,
+                          const std::string& fingerprint, uint32_t alignment,
+                          uint32_t checksum_chunk) {
+  uint64_t h = 64 + 4 + fingerprint.size() + 4 + ns.size() + 1
+               + (session ? 4 + session->size() : 0) + 4 + 8 + 4 * tokens
+               + 48 * geometry.layers.size() + 8;
+  for (auto& l : geometry.layers)
+    h += 8 * chunks(l.bytes_at(tokens), checksum_chunk);
+  uint64_t at = align_up(h, alignment), end = h;
+  for (auto& l : geometry.layers) {
+    end = at + l.bytes_at(tokens);
+    at = align_up(end, alignment);
+  }
+  return end;
+}
+
+namespace {
+
+/// A run of token rows [from, to) held in one buffer (one per layer in the
+/// real state; counted here as their sum).
+struct segment {
+  uint64_t buffer = 0;
+  uint64_t from = 0;
+  uint64_t to = 0;
+};
+
+struct ram_entry {
+  std::string ns;
+  std::vector<segment> segments;
+  bool durable = false;
+  std::optional<std::string> session;
+  /// A prefetch lease holds it (evicted after everything else).
+  bool leased = false;
+  uint64_t serial = 0;
+  entry_ref ref{};
+};
+
+struct ssd_entry {
+  std::string ns;
+  std::optional<std::string> session;
+  uint64_t bytes = 0;
+  entry_ref ref{};
+};
+
+/// The reference's state: both tiers' indexes, LRU lists and bytes.
+class model {
+public:
+  model(const simulate_options& o, simulate_result& out)
+    : o_(o)
+    , out_(out) {
+    for (auto& l : o.geometry.layers)
+      bpt_ += l.bytes_per_token;
+  }
+
+  void request(const std::string& ns, const token_seq& prompt,
+               const std::optional<std::string>& session);
+
+  void close_session(const std::string& s) {
+    sessions_.erase(s);
+  }
+
+private:
+  using ram_it = std::list<ram_entry>::iterator;
+  using ssd_it = std::list<ssd_entry>::iterator;
+  template <class Match>
+  std::vector<segment> install(const std::string& ns, const token_seq& prompt,
+                               const Match& f, bool leased);
+  uint64_t new_buffer(uint64_t bytes) {
+    buffers_[++next_buffer_] = {bytes, 0};
+    return next_buffer_;
+  }
+  void hold(const std::vector<segment>& segs);
+  void release(const std::vector<segment>& segs);
+  void drop(ram_it r);
+  void put(ram_entry e, const token_seq& tokens);
+  void write(const std::string& ns, const token_seq& tokens,
+             const std::optional<std::string>& session);
+  bool is_protected(ram_it r) const;
+  ram_it victim(ram_it skip);
+
+  const simulate_options& o_;
+  simulate_result& out_;
+  uint64_t bpt_ = 0;
+  std::list<ram_entry> ram_; // front: least recently used
+  tiers::prefix_index<ram_it> ram_index_;
+  /// Every buffer made (bytes, holders in RAM); a few per request.
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> buffers_;
+  uint64_t next_buffer_ = 0;
+  uint64_t ram_bytes_ = 0;
+  uint64_t serials_ = 0;
+  std::unordered_map<std::string, ram_it> sessions_;
+  std::list<ssd_entry> ssd_; // front: least recently used
+  tiers::prefix_index<ssd_it> ssd_index_;
+  uint64_t ssd_bytes_ = 0;
+};
+
+void model::hold(const std::vector<segment>& segs) {
+  for (auto& s : segs)
+    if (buffers_.at(s.buffer).second++ == 0)
+      ram_bytes_ += buffers_.at(s.buffer).first;
+}
+
+void model::release(const std::vector<segment>& segs) {
+  for (auto& s : segs) {
+    auto b = buffers_.find(s.buffer);
+    if (--b->second.second == 0)
+      ram_bytes_ -= b->second.first;
+  }
+}
+
+void model::drop(ram_it r) {
+  release(r->segments);
+  if (r->ref)
+    ram_index_.erase(r->ref);
+  if (r->session) {
+    auto s = sessions_.find(*r->session);
+    if (s != sessions_.end() && s->second == r)
+      sessions_.erase(s);
+  }
+  ram_.erase(r);
+}
+
+bool model::is_protected(ram_it r) const {
+  if (!r->session)
+    return false;
+  auto s = sessions_.find(*r->session);
+  return s != sessions_.end() && s->second == r;
+}
+
+model::ram_it model::victim(ram_it skip) {
+  // Plain entries first, then protected ones, then leased ones.
+  for (int pass = 0; pass < 3; ++pass)
+    for (auto r = ram_.begin(); r != ram_.end(); ++r)
+      if (r != skip
+          && (pass == 2 || (!r->leased && (pass == 1 || !is_protected(r)))))
+        return r;
+  return ram_.end();
+}
+
+void model::write(const std::string& ns, const token_seq& tokens,
+                  const std::optional<std::string>& session) {
+  auto bytes =
+    entry_file_bytes(o_.geometry, tokens.size(), ns, session, o_.fingerprint,
+                     o_.alignment, o_.checksum_chunk);
+  if (o_.ssd_cap_bytes == 0 || bytes > o_.ssd_cap_bytes
+      || ssd_index_.find(ns, tokens))
+    return; // no cold tier, too large, or already durable
+  ++out_.spills;
+  ssd_.push_back({ns, session, bytes, {}});
+  auto f = std::prev(ssd_.end());
+  ssd_bytes_ += bytes;
+  f->ref = ssd_index_.insert(ns, tokens, f, 0).ref;
+  while (ssd_bytes_ > o_.ssd_cap_bytes && ssd_.begin() != f) {
+    auto v = ssd_.begin();
+    ssd_bytes_ -= v->bytes;
+    ssd_index_.erase(v->ref);
+    ssd_.erase(v);
+    ++out_.ssd_evictions;
+  }
+}
+
+void model::put(ram_entry e, const token_seq& tokens) {
+  uint64_t bytes = 0;
+  for (auto& s : e.segments)
+    bytes += buffers_.at(s.buffer).first; // an entry's buffers are distinct
+  if (bytes > o_.ram_cap_bytes) {
+    write(e.ns, tokens, e.session); // larger than RAM: spilled, not kept
+    return;
+  }
+  e.serial = ++serials_;
+  hold(e.segments);
+  ram_.push_back(std::move(e));
+  auto r = std::prev(ram_.end());
+  auto ins = ram_index_.insert(r->ns, tokens, r, 0);
+  r->ref = ins.ref;
+  if (ins.replaced) {
+    r->leased = r->leased || (*ins.replaced)->leased;
+    (*ins.replaced)->ref = entry_ref{};
+    drop(*ins.replaced);
+  }
+  if (r->session)
+    sessions_[*r->session] = r;
+  for (auto a : ram_index_.ancestors(r->ref))
+    drop(ram_index_.handle(a)); // kv: floor 0, every ancestor goes
+  while (ram_bytes_ > o_.ram_cap_bytes) {
+    auto v = victim(r);
+    auto tokens = ram_index_.key(v->ref);
+    if (!v->durable)
+      write(v->ns, tokens, v->session);
+    drop(v);
+    ++out_.ram_evictions;
+  }
+}
+
+template <class Match>
+std::vector<segment> model::install(const std::string& ns,
+                                    const token_seq& prompt, const Match& f,
+                                    bool leased) {
+  // The file becomes most recently used; its first p tokens are read into
+  // one buffer per layer of whole checksum chunks (at most the payload).
+  auto file = ssd_index_.handle(f.ref);
+  ssd_.splice(ssd_.end(), ssd_, file);
+  ssd_index_.touch(f.ref);
+  ++out_.restores;
+  auto p = f.length, file_tokens = ssd_index_.length(f.ref);
+  uint64_t bytes = 0;
+  for (auto& l : o_.geometry.layers)
+    bytes += std::min(l.bytes_at(file_tokens),
+                      align_up(l.bytes_at(p), o_.checksum_chunk));
+  std::vector<segment> segs{{new_buffer(bytes), 0, p}};
+  token_seq head(prompt.begin(), prompt.begin() + static_cast<ptrdiff_t>(p));
+  put({ns, segs, true, file->session, leased}, head);
+  return segs;
+}
+
+void model::request(const std::string& ns, const token_seq& prompt,
+                    const std::optional<std::string>& session) {
+  uint64_t n = prompt.size();
+  // Preparation: peek RAM, then prefetch the SSD's best file into RAM under
+  // a lease (whatever RAM holds).
+  auto peek = ram_index_.longest_usable(ns, prompt);
+  uint64_t r0 = peek ? peek->length : 0;
+  uint64_t lease = 0;
+  if (auto f = ssd_index_.longest_usable(ns, prompt)) {
+    install(ns, prompt, *f, true);
+    lease = serials_;
+  }
+  // Acquire: RAM lends its best (touching it); SSD wins when strictly
+  // longer, restored and installed.
+  auto m = ram_index_.longest_usable(ns, prompt);
+  auto f = ssd_index_.longest_usable(ns, prompt);
+  uint64_t r = m ? m->length : 0, s = f ? f->length : 0, p = 0;
+  std::vector<segment> served;
+  if (m) { // RAM lends (and touches) its best whichever tier wins
+    auto d = ram_index_.handle(m->ref);
+    ram_.splice(ram_.end(), ram_, d);
+    ram_index_.touch(m->ref);
+    for (auto& seg : d->segments)
+      if (seg.from < r)
+        served.push_back({seg.buffer, seg.from, std::min(seg.to, r)});
+  }
+  if (s > r) {
+    p = s;
+    out_.ssd_tokens += s;
+    served = install(ns, prompt, *f, false);
+  } else if (m) {
+    p = r;
+    // Beyond what RAM held before the prefetch: the prefetch brought it.
+    (r > r0 ? out_.ssd_tokens : out_.ram_tokens) += r;
+  }
+  served.push_back({new_buffer((n - p) * bpt_), p, n});
+  put({ns, std::move(served), false, session}, prompt);
+  for (auto& e : ram_) // the lease ends; its entry may be gone already
+    if (e.serial == lease)
+      e.leased = false;
+}
+
+/// Tokens an infinite whole-prefix cache serves to each prompt in turn.
+class infinite_model {
+public:
+  uint64_t request(const std::string& ns, const token_seq& prompt) {
+    auto m = index_.longest_usable(ns, prompt);
+    auto ins = index_.insert(ns, prompt, 0, 0);
+    for (auto a : index_.ancestors(ins.ref))
+      index_.erase(a);
+    return m ? m->length : 0;
+  }
+
+private:
+  tiers::prefix_index<char> index_;
+};
+
+} // namespace
+
+caf::expected<simulate_result> simulate(const trace& t,
+                                        const simulate_options& opts) {
+  for (auto& l : opts.geometry.layers)
+    if (l.kind != tiers::layer_kind::kv)
+      return make_error(ec::invalid_argument,
+                        "--simulate models kv layers only; "
+                          + opts.geometry.name + " has a "
+                          + tiers::to_string(l.kind) + " layer");
+  simulate_result out;
+  model m(opts, out);
+  infinite_model inf;
+  std::unordered_map<std::string, size_t> last; // session -> last request
+  for (size_t i = 0; i < t.requests.size(); ++i)
+    if (!t.requests[i].session.empty())
+      last[t.requests[i].session] = i;
+  for (size_t i = 0; i < t.requests.size(); ++i) {
+    auto& r = t.requests[i];
+    ++out.requests;
+    auto ns = request_ns(t, r);
+    auto prompt = prompt_tokens(r, t.block_size);
+    bool never =
+      prompt.size() + r.output_tokens > opts.position_limit
+      || opts.geometry.projected_bytes(prompt.size(), r.output_tokens)
+           > opts.kv_budget_bytes;
+    out.input_tokens += prompt.size();
+    if (never || prompt.empty()) {
+      ++out.refused; // served nothing, its tokens still count
+      continue;
+    }
+    out.infinite_tokens += inf.request(ns, prompt);
+    std::optional<std::string> session;
+    if (opts.sessions && !r.session.empty())
+      session = r.session;
+    m.request(ns, prompt, session);
+    if (session && last[r.session] == i)
+      m.close_session(r.session);
+  }
+  return out;
+}
+
+} // namespace kvtier::runtime
