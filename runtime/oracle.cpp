@@ -1,5 +1,7 @@
 #include "runtime/oracle.hpp"
 
+#include "runtime/mix.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -13,22 +15,8 @@ using tiers::token;
 
 namespace {
 
-constexpr uint64_t golden = 0x9E3779B97F4A7C15ull;
-
-uint64_t fmix64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
-}
-
 uint64_t ns_seed(std::string_view ns) {
-  uint64_t h = 0xcbf29ce484222325ull; // FNV-1a, then mixed
-  for (unsigned char c : ns)
-    h = (h ^ c) * 0x100000001b3ull;
-  return fmix64(h ^ ns.size());
+  return fmix64(fnv1a(ns) ^ ns.size());
 }
 
 uint64_t step(uint64_t h, token t) {

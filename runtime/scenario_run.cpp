@@ -3,6 +3,7 @@
 // expectations. The SSD tier runs on an in-memory file system behind a
 // `full_disk` wrapper, so a restart keeps the files and `disk-full` makes
 // every write fail with ENOSPC until `disk-ok`.
+#include "runtime/mix.hpp"
 #include "runtime/oracle.hpp"
 #include "runtime/scenario.hpp"
 #include "runtime/service.hpp"
@@ -29,11 +30,9 @@ std::string fmt_num(double v) {
 /// `NAME:N` tokens: a pure function of NAME, so NAME:N is a prefix of
 /// NAME:M when N < M.
 void named_run(const std::string& name, uint64_t n, token_seq& out) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : name)
-    h = (h ^ c) * 0x100000001b3ull;
+  uint64_t h = fnv1a(name);
   for (uint64_t i = 0; i < n; ++i) {
-    uint64_t k = h + (i + 1) * 0x9E3779B97F4A7C15ull;
+    uint64_t k = h + (i + 1) * golden;
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdull;
     k ^= k >> 33;

@@ -1,5 +1,7 @@
 #include "runtime/trace.hpp"
 
+#include "runtime/mix.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -26,22 +28,8 @@ const char* to_string(trace_format f) {
 
 namespace {
 
-constexpr uint64_t golden = 0x9E3779B97F4A7C15ull;
-
-uint64_t fmix64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
-}
-
 uint64_t str_hash(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s)
-    h = (h ^ c) * 0x100000001b3ull;
-  return fmix64(h);
+  return fmix64(fnv1a(s));
 }
 
 /// A block id made unique across scopes (file, model).
