@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <vector>
 
 namespace kvtier::runtime {
 
@@ -72,9 +73,9 @@ void text(std::ostringstream& o, double x, double y, const std::string& t,
   o << buf << t << "</text>\n";
 }
 
+/// A dashed horizontal line at `v`; its label goes in the legend.
 void reference(std::ostringstream& o, const chart& c,
-               const std::optional<double>& v, const char* label,
-               const char* colour) {
+               const std::optional<double>& v, const char* colour) {
   if (!v)
     return;
   char buf[200];
@@ -83,8 +84,25 @@ void reference(std::ostringstream& o, const chart& c,
                 "stroke-dasharray='6,4'/>\n",
                 left, width - right, c.y(*v), c.y(*v), colour);
   o << buf;
-  std::snprintf(buf, sizeof buf, "%s %.3f", label, *v);
-  text(o, width - right + 6, c.y(*v) + 4, buf, "start", colour);
+}
+
+/// Legend rows stacked at the top right, one line apart, so labels never
+/// overlap however close the lines end.
+void legend(std::ostringstream& o, const replay_report& r) {
+  std::vector<std::pair<std::string, const char*>> rows{
+    {"total", "#1f77b4"}, {"from RAM", "#2ca02c"}, {"from SSD", "#ff7f0e"}};
+  char buf[64];
+  if (r.simulated_lru_hit_ratio) {
+    std::snprintf(buf, sizeof buf, "LRU ref %.3f", *r.simulated_lru_hit_ratio);
+    rows.emplace_back(buf, "#9467bd");
+  }
+  if (r.infinite_hit_ratio) {
+    std::snprintf(buf, sizeof buf, "infinite %.3f", *r.infinite_hit_ratio);
+    rows.emplace_back(buf, "#7f7f7f");
+  }
+  for (size_t i = 0; i < rows.size(); ++i)
+    text(o, width - right + 6, top + 10 + 16.0 * static_cast<double>(i),
+         rows[i].first, "start", rows[i].second);
 }
 
 } // namespace
@@ -118,11 +136,9 @@ std::string render_svg(const replay_report& r) {
   o << polyline(c, r.series, total, "#1f77b4")
     << polyline(c, r.series, ram, "#2ca02c")
     << polyline(c, r.series, ssd, "#ff7f0e");
-  reference(o, c, r.simulated_lru_hit_ratio, "LRU ref", "#9467bd");
-  reference(o, c, r.infinite_hit_ratio, "infinite", "#7f7f7f");
-  text(o, width - right + 6, top + 10, "total", "start", "#1f77b4");
-  text(o, width - right + 6, top + 26, "from RAM", "start", "#2ca02c");
-  text(o, width - right + 6, top + 42, "from SSD", "start", "#ff7f0e");
+  reference(o, c, r.simulated_lru_hit_ratio, "#9467bd");
+  reference(o, c, r.infinite_hit_ratio, "#7f7f7f");
+  legend(o, r);
   o << "</svg>\n";
   return o.str();
 }
