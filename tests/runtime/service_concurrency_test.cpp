@@ -18,6 +18,12 @@ using testing::service_fixture;
 
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr uint64_t min_acquires = 200;
+#else
+constexpr uint64_t min_acquires = 1000;
+#endif
+
 constexpr auto run_for = seconds(10);
 constexpr int engines = 4;
 
@@ -122,7 +128,10 @@ BOOST_FIXTURE_TEST_CASE(engines_share_one_service_and_every_state_is_exact,
   monitor.join();
   BOOST_CHECK_MESSAGE(out.failures == 0, out.first_failure);
   BOOST_CHECK_LE(out.max_ram_bytes.load(), opts.ram_cap_bytes);
-  BOOST_CHECK_GT(out.acquires.load(), 1000u);
+  // Proves the run did real work. A normal build does about 25,000
+  // acquires in 10 s here; under AddressSanitizer (Debug, make asan) on a
+  // loaded machine it was seen at 972, so the floor scales with the build.
+  BOOST_CHECK_GT(out.acquires.load(), min_acquires);
   BOOST_CHECK_GT(out.hits.load(), out.acquires.load() / 2);
   auto rep = report();
   BOOST_TEST_MESSAGE("acquires " << out.acquires << ", hits " << out.hits
