@@ -55,7 +55,8 @@ soak: build
 asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKVTIER_SANITIZE=ON
 	cmake --build build-asan -j $(JOBS)
-	ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE soak
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE soak
 
 ## Sources to format: the C++ files git knows plus new ones, generated excluded.
 SOURCES = $(shell git ls-files --cached --others --exclude-standard -- '*.cpp' '*.hpp')
