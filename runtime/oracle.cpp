@@ -38,6 +38,12 @@ uint64_t layer_seed(uint64_t h, uint64_t layer) {
 
 constexpr uint64_t attachment_salt = 0xA77AC4ull;
 
+/// Seed of the "draft" attachment: the last chain hash (the namespace's
+/// seed for an empty prefix), salted.
+uint64_t attachment_seed(const std::vector<uint64_t>& h, uint64_t nsh) {
+  return (h.empty() ? nsh : h.back()) ^ attachment_salt;
+}
+
 /// Writes `len` pseudo-random bytes determined by `seed` to `dst`.
 void fill(std::byte* dst, size_t len, uint64_t seed) {
   uint64_t s = seed;
@@ -173,9 +179,7 @@ entry oracle_engine::prefill(std::string_view ns,
     e.layers.push_back(make_layer(geometry_.layers[l], l, h, nsh));
   if (attachment_bytes_ > 0)
     e.attachments.push_back(
-      {"draft",
-       {blob(attachment_bytes_,
-             (h.empty() ? nsh : h.back()) ^ attachment_salt)}});
+      {"draft", {blob(attachment_bytes_, attachment_seed(h, nsh))}});
   return e;
 }
 
@@ -220,9 +224,7 @@ oracle_engine::extend(const entry& reused,
   }
   if (attachment_bytes_ > 0)
     e.attachments.push_back(
-      {"draft",
-       {blob(attachment_bytes_,
-             (h.empty() ? nsh : h.back()) ^ attachment_salt)}});
+      {"draft", {blob(attachment_bytes_, attachment_seed(h, nsh))}});
   return e;
 }
 
@@ -281,7 +283,7 @@ caf::error oracle_engine::verify(const entry& e) const {
   for (auto& a : e.attachments) {
     segment_cursor cur(a.segments);
     want.resize(attachment_bytes_);
-    fill(want.data(), want.size(), (n ? h.back() : nsh) ^ attachment_salt);
+    fill(want.data(), want.size(), attachment_seed(h, nsh));
     if (a.name != "draft" || total_length(a.segments) != want.size()
         || cur.compare(want) != want.size())
       return make_error(ec::corrupt_data,
