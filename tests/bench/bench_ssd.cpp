@@ -20,6 +20,7 @@
 #include "tiers/ssd/ssd_tier.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -269,8 +270,15 @@ std::optional<options> parse(int argc, char** argv) {
   return o;
 }
 
+/// The 1-minute load average: the disk and CPU are shared, so a figure
+/// taken under load is printed with the load it was taken under.
+double load_now() {
+  double l[1] = {0};
+  return ::getloadavg(l, 1) == 1 ? l[0] : 0.0;
+}
+
 void print(const options& o, const std::vector<row>& rows, uint64_t waiters,
-           uint64_t reads, const char* engine) {
+           uint64_t reads, const char* engine, double load_before) {
   if (o.json) {
     std::printf("[\n");
     for (auto& r : rows)
@@ -284,7 +292,9 @@ void print(const options& o, const std::vector<row>& rows, uint64_t waiters,
                 static_cast<unsigned long long>(reads));
     return;
   }
-  std::printf("bench_ssd (engine %s, best of %d)\n", engine, o.reps);
+  std::printf("bench_ssd (engine %s, best of %d, load average %.2f before, "
+              "%.2f after)\n",
+              engine, o.reps, load_before, load_now());
   std::printf("%-8s %12s %12s %12s %8s\n", "op", "bytes", "kvtier GB/s",
               "raw GB/s", "ratio");
   for (auto& r : rows)
@@ -298,6 +308,7 @@ void print(const options& o, const std::vector<row>& rows, uint64_t waiters,
 }
 
 int run(options& o) {
+  auto load_before = load_now();
   bench_tier b{o, o.dir};
   std::vector<row> rows;
   std::vector<uint64_t> sizes{512};
@@ -320,7 +331,8 @@ int run(options& o) {
   auto first = bench_tokens(512);
   first[0] = 0; // the 64 MiB entry of the first run
   restore(b, "bench", first, 64);
-  print(o, rows, 64, b.tier->stats().reads - before, b.tier->engine_name());
+  print(o, rows, 64, b.tier->stats().reads - before, b.tier->engine_name(),
+        load_before);
   return 0;
 }
 
