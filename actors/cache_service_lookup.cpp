@@ -15,10 +15,10 @@ using acquire_promise =
 struct lookup {
   sealed<msg::AcquireState> request;
   acquire_promise rp;
-  std::optional<sealed<msg::LendPrefixReply>> ram;
+  std::optional<sealed<msg::AcquireStateReply>> ram;
   std::optional<sealed<msg::FindPrefixReply>> ssd;
   int left = 0;
-  bool failed = false;
+  bool answered = false;
 };
 
 using lookup_ptr = std::shared_ptr<lookup>;
@@ -33,23 +33,21 @@ sealed<msg::AcquireStateReply> answer(msg::Tier source, uint64_t usable,
   return std::move(d).seal();
 }
 
-/// The RAM candidate, or fresh state when RAM had none. The lent entry is
-/// forwarded as it came: its side views keep their indices, so copying the
-/// Cap'n Proto struct is enough (no decode, no re-encode of the layers).
-void serve_ram(const lookup_ptr& s) {
-  auto& r = *s->ram;
-  auto usable = r.root().getUsableTokens();
-  if (usable == 0) {
-    s->rp.deliver(answer(msg::Tier::NONE, 0, nullptr));
+void deliver(const lookup_ptr& s,
+             caf::expected<sealed<msg::AcquireStateReply>> r) {
+  if (std::exchange(s->answered, true))
     return;
-  }
-  msg::draft<msg::AcquireStateReply> d;
-  d.root().setSource(msg::Tier::RAM);
-  d.root().setUsableTokens(usable);
-  for (auto& v : r.sides())
-    d.add_side(v);
-  d.root().setEntry(r.root().getEntry());
-  s->rp.deliver(std::move(d).seal());
+  if (r)
+    s->rp.deliver(std::move(*r));
+  else
+    s->rp.deliver(std::move(r.error()));
+}
+
+/// The RAM candidate, or fresh state when RAM had none: the RAM tier
+/// answered in the engine's reply form, so its sealed reply is forwarded
+/// as it came (no decode, no copy).
+void serve_ram(const lookup_ptr& s) {
+  deliver(s, *s->ram);
 }
 
 /// Puts a restored entry into RAM (durable: its file exists).
@@ -82,15 +80,26 @@ void serve_ssd(self_ptr self, const lookup_ptr& s) {
           return serve_ram(s);
         // Installed before the answer, so the next acquire finds it in RAM.
         auto out = answer(msg::Tier::SSD, e->size(), &*e);
-        install(self, *e, 0, [s, out] { s->rp.deliver(out); });
+        install(self, *e, 0, [s, out] { deliver(s, out); });
       },
       [s](const caf::error&) { serve_ram(s); });
 }
 
 void decide(self_ptr self, const lookup_ptr& s) {
-  if (s->failed || --s->left > 0)
+  if (s->answered)
     return;
+  --s->left;
+  if (!s->ram)
+    return; // the SSD's answer alone decides nothing
   auto ram_len = s->ram->root().getUsableTokens();
+  auto prompt_len = s->request.root().getRequest().getPrompt().size();
+  // A usable prefix leaves at least one prompt token to compute, in every
+  // tier: RAM at prompt length - 1 cannot be beaten, so the SSD's answer
+  // is not waited for.
+  if (ram_len + 1 >= prompt_len)
+    return serve_ram(s);
+  if (s->left > 0)
+    return;
   auto ssd_len = s->ssd ? s->ssd->root().getUsableTokens() : 0;
   if (ssd_len > ram_len)
     serve_ssd(self, s);
@@ -98,37 +107,24 @@ void decide(self_ptr self, const lookup_ptr& s) {
     serve_ram(s);
 }
 
-void fail(const lookup_ptr& s, caf::error err) {
-  if (!std::exchange(s->failed, true))
-    s->rp.deliver(std::move(err));
-}
-
-/// Asks RAM and SSD at once for the longest usable prefix.
+/// Asks RAM and SSD at once for the longest usable prefix, handing both
+/// the engine's request as it came (no message is rebuilt).
 void search_tiers(self_ptr self, const lookup_ptr& s) {
-  auto req = s->request.root().getRequest();
-  msg::draft<msg::LendPrefix> lend;
-  lend.root().setNs(req.getNs());
-  lend.root().setPrompt(req.getPrompt());
-  if (req.getSession().isId())
-    lend.root().getSession().setId(req.getSession().getId());
   auto& t = self->state.tiers;
   s->left = t.ssd ? 2 : 1;
   // Lookups jump the tiers' queues (spill replies, I/O completions): an
   // acquire waits for them, background writes do not.
   constexpr auto urgent = caf::message_priority::high;
-  self->request<urgent>(t.ram, caf::infinite, std::move(lend).seal())
+  self->request<urgent>(t.ram, caf::infinite, s->request)
     .then(
-      [self, s](const sealed<msg::LendPrefixReply>& r) {
+      [self, s](const sealed<msg::AcquireStateReply>& r) {
         s->ram = r;
         decide(self, s);
       },
-      [s](caf::error& err) { fail(s, std::move(err)); });
+      [s](caf::error& err) { deliver(s, std::move(err)); });
   if (!t.ssd)
     return;
-  msg::draft<msg::FindPrefix> find;
-  find.root().setNs(req.getNs());
-  find.root().setPrompt(req.getPrompt());
-  self->request<urgent>(t.ssd, caf::infinite, std::move(find).seal())
+  self->request<urgent>(t.ssd, caf::infinite, s->request)
     .then(
       [self, s](const sealed<msg::FindPrefixReply>& r) {
         s->ssd = r;

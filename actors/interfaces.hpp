@@ -46,8 +46,10 @@ using idle_tick_atom = caf::atom_constant<caf::atom("kvtidletck")>;
 
 /// Owns the RAM tier (tiers/ram_tier.hpp); sends spill orders, never waits.
 using ram_tier_actor = caf::typed_actor<
-  // Lends views of the best usable donor longer than betterThan; counts it.
-  KVTIER_CALL(LendPrefix),
+  // An acquire's RAM lookup: lends views of the best usable donor (counted
+  // as a hit or miss) as the engine's reply, which the facade forwards
+  // unchanged when RAM wins.
+  KVTIER_CALL(AcquireState),
   // Usable prefix length in RAM; changes no recency and no hit counter.
   KVTIER_CALL(PeekPrefix),
   // Stores offered state; evictions leave as SpillEntry orders to the SSD.
@@ -79,8 +81,9 @@ using ram_tier_actor = caf::typed_actor<
 
 /// Owns the SSD tier (tiers/ssd/ssd_tier.hpp) and its I/O engine.
 using ssd_tier_actor = caf::typed_actor<
-  // The longest usable saved prefix longer than betterThan; index only.
-  KVTIER_CALL(FindPrefix),
+  // An acquire's SSD lookup: the longest usable saved prefix; index only.
+  caf::replies_to<sealed<msg::AcquireState>>::with<
+    sealed<msg::FindPrefixReply>>,
   // Reads a saved entry back (coalesced with identical reads in flight).
   KVTIER_CALL(RestoreEntry),
   // Writes an entry durably; replies when durable, failed or dropped.

@@ -77,18 +77,24 @@ msg::PutOutcome outcome_of(const tiers::put_result& r) {
   return r.replaced ? msg::PutOutcome::REPLACED : msg::PutOutcome::KEPT;
 }
 
-sealed<msg::LendPrefixReply> lend(ram_tier_pointer self,
-                                  msg::LendPrefix::Reader m) {
-  auto prompt = tiers::read_tokens(m.getPrompt());
+/// An acquire's RAM lookup, answered in the engine's own reply form so the
+/// facade can forward it unchanged when RAM wins. The prompt is read in
+/// place (no copy of its tokens).
+sealed<msg::AcquireStateReply> lend(ram_tier_pointer self,
+                                    msg::RequestIdentity::Reader m) {
   std::optional<std::string> session;
   if (m.getSession().isId())
     session = m.getSession().getId().cStr();
-  auto hit = tier(self).lookup(prompt, m.getNs().cStr(), session, now(self),
-                               m.getBetterThan());
-  msg::draft<msg::LendPrefixReply> d;
+  tiers::tokens_of prompt{m.getPrompt()};
+  auto hit =
+    tier(self).lookup(prompt.span(), m.getNs().cStr(), session, now(self), 0);
+  msg::draft<msg::AcquireStateReply> d;
   if (hit) {
+    d.root().setSource(msg::Tier::RAM);
     d.root().setUsableTokens(hit->state.size());
     tiers::write_entry(d, d.root().initEntry(), hit->state);
+  } else {
+    d.root().setSource(msg::Tier::NONE);
   }
   return std::move(d).seal();
 }
@@ -307,16 +313,16 @@ ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
         (*slot)(t, ns);
       });
   return {
-    [self](const sealed<msg::LendPrefix>& m) {
-      return decoding<sealed<msg::LendPrefixReply>>(
-        [&] { return lend(self, m.root()); });
+    [self](const sealed<msg::AcquireState>& m) {
+      return decoding<sealed<msg::AcquireStateReply>>(
+        [&] { return lend(self, m.root().getRequest()); });
     },
     [self](const sealed<msg::PeekPrefix>& m) {
       return decoding<sealed<msg::PeekPrefixReply>>([&] {
         msg::draft<msg::PeekPrefixReply> d;
-        auto prompt = tiers::read_tokens(m.root().getPrompt());
+        tiers::tokens_of prompt{m.root().getPrompt()};
         d.root().setTokens(
-          tier(self).peek_prefix_len(prompt, m.root().getNs().cStr()));
+          tier(self).peek_prefix_len(prompt.span(), m.root().getNs().cStr()));
         return std::move(d).seal();
       });
     },

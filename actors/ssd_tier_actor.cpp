@@ -111,12 +111,14 @@ spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
   return rp;
 }
 
+/// An acquire's SSD lookup, from the index only; the prompt is read in
+/// place.
 sealed<msg::FindPrefixReply> find(ssd_tier_pointer self,
-                                  msg::FindPrefix::Reader m) {
-  auto prompt = tiers::read_tokens(m.getPrompt());
+                                  msg::RequestIdentity::Reader m) {
+  tiers::tokens_of prompt{m.getPrompt()};
   msg::draft<msg::FindPrefixReply> d;
-  auto hit = tier(self).find(prompt, m.getNs().cStr());
-  if (hit && hit->length > m.getBetterThan()) {
+  auto hit = tier(self).find(prompt.span(), m.getNs().cStr());
+  if (hit) {
     d.root().setUsableTokens(hit->length);
     tiers::write_key(d.root().initKey(), hit->header->ns, hit->header->tokens);
   }
@@ -303,9 +305,9 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
   };
   self->state.parts->relay->attach(caf::actor_cast<caf::weak_actor_ptr>(self));
   return {
-    [self](const sealed<msg::FindPrefix>& m) {
+    [self](const sealed<msg::AcquireState>& m) {
       return decoding<sealed<msg::FindPrefixReply>>(
-        [&] { return find(self, m.root()); });
+        [&] { return find(self, m.root().getRequest()); });
     },
     [self](const sealed<msg::RestoreEntry>& m) {
       return decoding<sealed<msg::RestoreEntryReply>>(

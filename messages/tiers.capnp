@@ -15,30 +15,13 @@ using Entry = Common.Entry;
 using EntryKey = Common.EntryKey;
 using Error = Common.Error;
 
-struct LendPrefix {
-  # Service -> RAM: lend zero-copy views of the best usable donor.
-  ns @0 :Text;
-  prompt @1 :List(UInt32);
-  betterThan @2 :UInt64;   # answer only a strictly longer usable prefix
-  session :union {
-    none @3 :Void;
-    id @4 :Text;           # the asking request's session (counters only)
-  }
-}
-
-struct LendPrefixReply {
-  usableTokens @0 :UInt64; # 0: no candidate
-  entry @1 :Entry;         # the donor trimmed to usableTokens
-}
-
-struct FindPrefix {
-  # Service -> SSD: the longest usable saved prefix, from the index only.
-  ns @0 :Text;
-  prompt @1 :List(UInt32);
-  betterThan @2 :UInt64;   # only strictly longer prefixes are candidates
-}
+# An acquire's lookups: the facade hands the engine's AcquireState itself to
+# the RAM tier (which answers with the engine's AcquireStateReply, forwarded
+# unchanged when RAM wins) and to the SSD tier (which answers below).
 
 struct FindPrefixReply {
+  # SSD -> service, to an AcquireState: the longest usable saved prefix,
+  # from the index only.
   usableTokens @0 :UInt64; # 0: no candidate
   key @1 :EntryKey;        # the file's entry (may be longer than usable)
 }

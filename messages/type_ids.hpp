@@ -49,8 +49,7 @@ class actor_system_config;
   X(PutEvent)                                                                  \
   X(PutObject) X(PutObjectReply)                                               \
   X(GetObject) X(GetObjectReply)                                               \
-  X(LendPrefix) X(LendPrefixReply)                                             \
-  X(FindPrefix) X(FindPrefixReply)                                             \
+  X(FindPrefixReply)                                                           \
   X(RestoreEntry) X(RestoreEntryReply)                                         \
   X(SpillEntry) X(SpillEntryReply)                                             \
   X(FindCheckpoint) X(FindCheckpointReply)                                     \

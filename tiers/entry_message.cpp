@@ -2,6 +2,12 @@
 
 #include "messages/assert.hpp"
 
+#include <capnp/any.h>
+
+#include <bit>
+#include <cstring>
+#include <functional>
+
 namespace kvtier::tiers {
 
 namespace {
@@ -24,15 +30,18 @@ void write_segments(msg::draft_base& d, capnp::List<msg::Payload>::Builder out,
     d.set_payload(out[i], segments[i]);
 }
 
+/// Names the part being read, for an error only (built when one occurs).
+using where_fn = std::function<std::string()>;
+
 caf::expected<std::vector<view>>
 read_segments(const msg::carrier& c, capnp::List<msg::Payload>::Reader in,
-              const std::string& where) {
+              const where_fn& where) {
   std::vector<view> out;
   out.reserve(in.size());
   for (auto p : in) {
     auto v = c.payload(p);
     if (!v)
-      return malformed(where, v.error());
+      return malformed(where(), v.error());
     out.push_back(std::move(*v));
   }
   return out;
@@ -40,17 +49,17 @@ read_segments(const msg::carrier& c, capnp::List<msg::Payload>::Reader in,
 
 caf::expected<layer_state> read_layer(const msg::carrier& c,
                                       msg::Layer::Reader in,
-                                      const std::string& where) {
+                                      const where_fn& where) {
   auto l = read_descriptor(in.getDescriptor());
   if (!l)
-    return malformed(where, l.error());
+    return malformed(where(), l.error());
   auto segs = read_segments(c, in.getSegments(), where);
   if (!segs)
     return std::move(segs.error());
   auto want = in.getDescriptor().getByteLength();
   if (total_length(*segs) != want)
     return make_error(ec::malformed_message,
-                      where + ": descriptor says " + std::to_string(want)
+                      where() + ": descriptor says " + std::to_string(want)
                         + " bytes, segments hold "
                         + std::to_string(total_length(*segs)));
   l->segments = std::move(*segs);
@@ -62,11 +71,43 @@ caf::expected<layer_state> read_layer(const msg::carrier& c,
 void write_tokens(capnp::List<uint32_t>::Builder out,
                   std::span<const token> tokens) {
   KVTIER_ASSERT(out.size() == tokens.size());
-  for (uint32_t i = 0; i < tokens.size(); ++i)
-    out.set(i, tokens[i]);
+  if (tokens.empty())
+    return;
+  if constexpr (std::endian::native == std::endian::little) {
+    // A freshly initialized UInt32 list is packed 4-byte elements in our
+    // own builder: one copy instead of a bounds-checked set per token.
+    auto raw = capnp::AnyList::Builder{kj::mv(out)}.asReader().getRawBytes();
+    KVTIER_ASSERT(raw.size() == tokens.size_bytes());
+    std::memcpy(const_cast<kj::byte*>(raw.begin()), tokens.data(),
+                tokens.size_bytes());
+  } else {
+    for (uint32_t i = 0; i < tokens.size(); ++i)
+      out.set(i, tokens[i]);
+  }
+}
+
+std::optional<std::span<const token>>
+token_view(capnp::List<uint32_t>::Reader in) {
+  if constexpr (std::endian::native == std::endian::little) {
+    capnp::AnyList::Reader any{in};
+    // A list encoded with another element layout (Cap'n Proto lets a
+    // struct list stand in for a primitive one) has another stride.
+    if (any.getElementSize() != capnp::ElementSize::FOUR_BYTES)
+      return std::nullopt;
+    auto raw = any.getRawBytes();
+    if (raw.size() != size_t{in.size()} * sizeof(token)
+        || reinterpret_cast<uintptr_t>(raw.begin()) % alignof(token) != 0)
+      return std::nullopt;
+    return std::span<const token>{reinterpret_cast<const token*>(raw.begin()),
+                                  in.size()};
+  } else {
+    return std::nullopt;
+  }
 }
 
 token_seq read_tokens(capnp::List<uint32_t>::Reader in) {
+  if (auto v = token_view(in))
+    return token_seq(v->begin(), v->end());
   token_seq out;
   out.reserve(in.size());
   for (auto t : in)
@@ -126,8 +167,8 @@ read_attachments(const msg::carrier& c,
   std::vector<attachment> out;
   out.reserve(in.size());
   for (auto a : in) {
-    auto segs =
-      read_segments(c, a.getSegments(), "attachment " + text(a.getName()));
+    auto segs = read_segments(
+      c, a.getSegments(), [&] { return "attachment " + text(a.getName()); });
     if (!segs)
       return std::move(segs.error());
     out.push_back({text(a.getName()), std::move(*segs)});
@@ -159,7 +200,8 @@ caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in) {
   auto layers = in.getLayers();
   e.layers.reserve(layers.size());
   for (uint32_t i = 0; i < layers.size(); ++i) {
-    auto l = read_layer(c, layers[i], "layer " + std::to_string(i));
+    auto l =
+      read_layer(c, layers[i], [i] { return "layer " + std::to_string(i); });
     if (!l)
       return std::move(l.error());
     e.layers.push_back(std::move(*l));

@@ -15,6 +15,7 @@
 #include "messages/sealed.hpp"
 #include "tiers/state.hpp"
 
+#include <optional>
 #include <span>
 
 namespace kvtier::tiers {
@@ -51,6 +52,34 @@ void write_key(msg::EntryKey::Builder out, std::string_view ns,
 
 /// The tokens of a token list.
 token_seq read_tokens(capnp::List<uint32_t>::Reader in);
+
+/// The tokens of `in` in place, without a copy, valid while the message
+/// lives; nullopt when the list is not packed 4-byte elements on this
+/// (little-endian) host, in which case `read_tokens` copies them.
+std::optional<std::span<const token>>
+token_view(capnp::List<uint32_t>::Reader in);
+
+/// The tokens of a message's token list for a lookup: in place when
+/// `token_view` can, else a copy it holds. Valid while the message lives.
+class tokens_of {
+public:
+  explicit tokens_of(capnp::List<uint32_t>::Reader in) {
+    if (auto v = token_view(in))
+      view_ = *v;
+    else
+      view_ = copy_ = read_tokens(in);
+  }
+  tokens_of(const tokens_of&) = delete;
+  tokens_of& operator=(const tokens_of&) = delete;
+
+  std::span<const token> span() const noexcept {
+    return view_;
+  }
+
+private:
+  token_seq copy_;
+  std::span<const token> view_;
+};
 
 /// Copies `tokens` into `out`, initialized with `tokens.size()` elements.
 void write_tokens(capnp::List<uint32_t>::Builder out,
