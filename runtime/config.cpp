@@ -1,5 +1,9 @@
 #include "runtime/config.hpp"
 
+#include "runtime/affine_sharing.hpp"
+
+#include <caf/scheduler/coordinator.hpp>
+
 #include "tiers/geometry.hpp"
 
 #include <caf/settings.hpp>
@@ -195,7 +199,25 @@ caf::error kvtier_config::load(int argc, char** argv,
                       "cannot parse the configuration: " + to_string(err));
   if (auto err = options.validate())
     return err;
-  return replay.validate();
+  if (auto err = replay.validate())
+    return err;
+  return load_scheduler();
+}
+
+caf::error kvtier_config::load_scheduler() {
+  auto policy = caf::get_or(*this, "scheduler.policy", caf::atom("stealing"));
+  if (policy == caf::atom("stealing") || policy == caf::atom("sharing"))
+    return {}; // CAF's own
+  if (policy != caf::atom("affine"))
+    return make_error(ec::invalid_config,
+                      "scheduler.policy: '" + to_string(policy)
+                        + "' is none of 'affine', 'sharing', 'stealing'");
+  if (!scheduler_loaded_) {
+    // (kvtier_config::load hides the base class template of that name)
+    actor_system_config::load<caf::scheduler::coordinator<affine_sharing>>();
+    scheduler_loaded_ = true;
+  }
+  return {};
 }
 
 caf::error kvtier_config::load(int argc, char** argv) {

@@ -81,6 +81,13 @@ public:
 
   service_options options;
   replay_settings replay;
+
+private:
+  /// Installs the scheduler `scheduler.policy` names when it is kvtier's
+  /// own (`affine`, runtime/affine_sharing.hpp); refuses unknown names.
+  caf::error load_scheduler();
+
+  bool scheduler_loaded_ = false;
 };
 
 /// conf/kvtier.conf as compiled into the program.

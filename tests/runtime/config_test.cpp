@@ -1,7 +1,11 @@
 #define BOOST_TEST_MODULE runtime_config
 #include <boost/test/unit_test.hpp>
 
+#include "runtime/affine_sharing.hpp"
 #include "runtime/config.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/scheduler/coordinator.hpp>
 
 #include <fstream>
 #include <vector>
@@ -44,7 +48,25 @@ BOOST_AUTO_TEST_CASE(embedded_default_loads_and_validates) {
   BOOST_TEST(cfg.options.model == "llama-3.1-8b");
   BOOST_TEST(cfg.options.model_scale == 1.0 / 64);
   BOOST_TEST(caf::get_or(cfg, "scheduler.policy", caf::atom("none"))
-             == caf::atom("sharing"));
+             == caf::atom("affine"));
+}
+
+BOOST_AUTO_TEST_CASE(scheduler_policy_is_checked_and_installed) {
+  auto t = error_text("[scheduler]\npolicy='fastest'\n");
+  BOOST_TEST(contains(t, "scheduler.policy"), t);
+  BOOST_TEST(contains(t, "fastest"), t);
+  BOOST_TEST(contains(t, "'affine', 'sharing', 'stealing'"), t);
+  // 'affine' is kvtier's own: the actor system runs it, not CAF's default.
+  kvtier_config cfg;
+  BOOST_REQUIRE(!load(cfg, "[scheduler]\npolicy='affine'\n"));
+  caf::actor_system sys{cfg};
+  using affine = caf::scheduler::coordinator<runtime::affine_sharing>;
+  BOOST_TEST(dynamic_cast<affine*>(&sys.scheduler()) != nullptr);
+  // CAF's own names are left to CAF.
+  kvtier_config sharing;
+  BOOST_REQUIRE(!load(sharing, "[scheduler]\npolicy='sharing'\n"));
+  caf::actor_system sys2{sharing};
+  BOOST_TEST(dynamic_cast<affine*>(&sys2.scheduler()) == nullptr);
 }
 
 BOOST_AUTO_TEST_CASE(command_line_overrides_the_file) {
