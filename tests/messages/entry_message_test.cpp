@@ -5,6 +5,11 @@
 #include "tests/messages/fixtures.hpp"
 #include "tiers/entry_message.hpp"
 
+#include <capnp/any.h>
+#include <capnp/message.h>
+
+#include <cstring>
+
 using namespace kvtier;
 using kvtier::test::code_of;
 using kvtier::test::content_hash;
@@ -194,4 +199,41 @@ BOOST_AUTO_TEST_CASE(descriptor_and_key_round_trip) {
   tiers::write_key(key, "ns-k", tokens);
   BOOST_TEST(std::string{key.asReader().getNs().cStr()} == "ns-k");
   BOOST_TEST(tiers::read_tokens(key.asReader().getTokens()) == tokens);
+}
+
+BOOST_AUTO_TEST_CASE(token_lists_are_read_in_place_when_packed) {
+  tiers::token_seq tokens{7, 0, 0xffffffffu, 42, 3};
+  capnp::MallocMessageBuilder b;
+  auto list = b.initRoot<capnp::AnyPointer>().initAs<capnp::List<uint32_t>>(
+    static_cast<unsigned>(tokens.size()));
+  tiers::write_tokens(list, tokens);
+  auto r =
+    b.getRoot<capnp::AnyPointer>().asReader().getAs<capnp::List<uint32_t>>();
+  auto v = tiers::token_view(r);
+  BOOST_REQUIRE(v.has_value());
+  BOOST_TEST(std::vector<tiers::token>(v->begin(), v->end()) == tokens);
+  BOOST_TEST(tiers::read_tokens(r) == tokens);
+  tiers::tokens_of held{r};
+  BOOST_TEST(held.span().data() == v->data()); // no copy
+}
+
+BOOST_AUTO_TEST_CASE(token_lists_in_another_layout_are_copied_correctly) {
+  // Cap'n Proto lets a struct list stand in for a primitive list (the
+  // first data field of each element): same values, another stride, so
+  // reading it in place would be wrong.
+  tiers::token_seq tokens{5, 6, 7};
+  capnp::MallocMessageBuilder b;
+  auto structs = b.initRoot<capnp::AnyPointer>().initAsListOfAnyStruct(
+    2, 0, static_cast<unsigned>(tokens.size()));
+  for (unsigned i = 0; i < tokens.size(); ++i) {
+    auto data = structs[i].getDataSection();
+    std::memcpy(data.begin(), &tokens[i], sizeof(tiers::token));
+  }
+  auto r =
+    b.getRoot<capnp::AnyPointer>().asReader().getAs<capnp::List<uint32_t>>();
+  BOOST_TEST(!tiers::token_view(r).has_value());
+  BOOST_TEST(tiers::read_tokens(r) == tokens);
+  tiers::tokens_of held{r};
+  BOOST_TEST(std::vector<tiers::token>(held.span().begin(), held.span().end())
+             == tokens);
 }
