@@ -75,11 +75,11 @@ cache_service_actor::behavior_type cache_service(cache_service_pointer self,
     [self, &t](const sealed<msg::PeekPrefix>& m) {
       return guarded<msg::PeekPrefixReply>(self, t.ram, m);
     },
-    [self, &t](const sealed<msg::PublishState>& m)
+    [self](const sealed<msg::PublishState>& m)
       -> caf::result<sealed<msg::PublishStateReply>> {
       if (self->state.closed || self->state.closing)
         return dropped_closed();
-      return self->delegate(t.ram, m);
+      return ops::publish(self, m);
     },
     [self](const sealed<msg::WouldKeep>& m) { return ops::keeps(self, m); },
     [self, &t](const sealed<msg::AdmitRequest>& m) {
@@ -97,7 +97,9 @@ cache_service_actor::behavior_type cache_service(cache_service_pointer self,
     },
     [self, &t](const sealed<msg::CloseSession>& m)
       -> caf::result<sealed<msg::CloseSessionReply>> {
-      return self->delegate(t.ram, m);
+      if (!t.sessions)
+        return msg::draft<msg::CloseSessionReply>{}.seal();
+      return self->delegate(t.sessions, m);
     },
     [self](const sealed<msg::PrefetchPrefix>& m) {
       return ops::prefetch(self, m);

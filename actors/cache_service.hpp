@@ -1,8 +1,9 @@
 // The cache_service facade (DESIGN.md section 3): the one actor the
 // embedded API talks to. It owns no data: every call becomes requests to
-// the tier actors that own the data (RAM, SSD, admission, checkpoints) and
-// a reply assembled from theirs. Calls that one tier answers alone are
-// delegated (the tier replies to the caller directly, saving a hop).
+// the tier actors that own the data (RAM, SSD, admission, sessions,
+// checkpoints) and a reply assembled from theirs. Calls that one tier
+// answers alone are delegated (the tier replies to the caller directly,
+// saving a hop).
 //
 // Lookup order (acquire): the request's checkpoint, when checkpoints are
 // possible at all; else RAM and SSD are asked at once and the SSD wins only
@@ -11,12 +12,17 @@
 // durable. A failed restore falls back to the RAM candidate or fresh
 // state, never to an error.
 //
-// Lifecycle: `close` flushes, then clears RAM and checkpoints even when the
-// flush was not durable, and remembers its result: later closes get it
-// again (alreadyClosed), concurrent ones share it. After close, calls that
-// would change or lend state fail with `ec::closed`; publish answers
-// droppedClosed. Idle demotion runs on a timer of the facade while
-// `idle_ms` > 0, until StopIdleDemotion.
+// Sessions: a publish naming a session asks RAM to pin the new entry in
+// the same step as the put, then (when kept) tells the sessions actor,
+// before the engine gets its answer; close_session goes to the sessions
+// actor, which takes the pin back in RAM.
+//
+// Lifecycle: `close` flushes, then clears RAM, the session table and the
+// checkpoints even when the flush was not durable, and remembers its
+// result: later closes get it again (alreadyClosed), concurrent ones share
+// it. After close, calls that would change or lend state fail with
+// `ec::closed`; publish answers droppedClosed. Idle demotion runs on a
+// timer of the facade while `idle_ms` > 0, until StopIdleDemotion.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -30,11 +36,14 @@
 namespace kvtier::actors {
 
 /// The actors the facade orchestrates; `ssd` is null without a cold tier.
+/// Without a `sessions` actor, publishes pin nothing (no one could take
+/// the pins back).
 struct service_actors {
   ram_tier_actor ram;
   ssd_tier_actor ssd;
   admission_actor admission;
   checkpoints_actor checkpoints;
+  sessions_actor sessions;
 };
 
 struct cache_service_state {

@@ -64,9 +64,11 @@ void run_flush(self_ptr self, flush_done done) {
   }
 }
 
-/// Clears RAM and checkpoints, then answers every close waiting.
+/// Clears RAM, the session table and checkpoints, then answers every
+/// close waiting.
 void finish_close(self_ptr self, const sealed<msg::FlushStateReply>& f) {
-  auto left = std::make_shared<int>(2);
+  auto& t = self->state.tiers;
+  auto left = std::make_shared<int>(t.sessions ? 3 : 2);
   auto done = [self, left, f] {
     if (--*left > 0)
       return;
@@ -77,10 +79,13 @@ void finish_close(self_ptr self, const sealed<msg::FlushStateReply>& f) {
     for (auto& rp : std::exchange(self->state.close_waiters, {}))
       rp.deliver(*self->state.closed);
   };
-  auto& t = self->state.tiers;
   self->request(t.ram, caf::infinite, empty<msg::CloseService>())
     .then([done](const sealed<msg::CloseServiceReply>&) { done(); },
           [done](const caf::error&) { done(); });
+  if (t.sessions)
+    self->request(t.sessions, caf::infinite, empty<msg::CloseService>())
+      .then([done](const sealed<msg::CloseServiceReply>&) { done(); },
+            [done](const caf::error&) { done(); });
   self->request(t.checkpoints, caf::infinite, empty<msg::CloseService>())
     .then([done](const sealed<msg::CloseServiceReply>&) { done(); },
           [done](const caf::error&) { done(); });
@@ -196,12 +201,17 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
     auto io = out.initIo(ios);
     io[0].setTier(msg::Tier::RAM); // the RAM tier never does storage I/O
     size_t next = 1;
+    auto sessions = out.initSessions();
     for (auto& g : p->got) {
       auto r = g.root();
       if (r.hasRam()) {
         out.setRam(r.getRam());
-        out.setSessions(r.getSessions());
         out.setObjects(r.getObjects());
+        sessions.setProtectedEntries(r.getSessions().getProtectedEntries());
+      } else if (r.hasSessions()) { // the sessions actor's part
+        sessions.setOpen(r.getSessions().getOpen());
+        sessions.setOpened(r.getSessions().getOpened());
+        sessions.setClosed(r.getSessions().getClosed());
       }
       if (r.hasSsd())
         out.setSsd(r.getSsd());
@@ -225,6 +235,8 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
   auto& t = self->state.tiers;
   ask(t.ram);
   ask(t.admission);
+  if (t.sessions)
+    ask(t.sessions);
   if (t.ssd)
     ask(t.ssd);
   return rp;

@@ -14,6 +14,11 @@ using self_ptr = cache_service_pointer;
 caf::result<sealed<msg::AcquireStateReply>>
 acquire(self_ptr self, const sealed<msg::AcquireState>& m);
 
+/// Offers state to RAM; one naming a session is pinned there as its
+/// newest entry and reported to the sessions actor.
+caf::result<sealed<msg::PublishStateReply>>
+publish(self_ptr self, const sealed<msg::PublishState>& m);
+
 /// Cold reads for a prompt; the restored donor is installed in RAM under
 /// the lease before the reply.
 caf::result<sealed<msg::PrefetchPrefixReply>>

@@ -52,7 +52,8 @@ using ram_tier_actor = caf::typed_actor<
   KVTIER_CALL(AcquireState),
   // Usable prefix length in RAM; changes no recency and no hit counter.
   KVTIER_CALL(PeekPrefix),
-  // Stores offered state; evictions leave as SpillEntry orders to the SSD.
+  // Stores offered state (pinned when protect is set); evictions leave as
+  // SpillEntry orders to the SSD.
   KVTIER_CALL(PublishState),
   // Places a restored entry (durable) with an optional interest lease.
   KVTIER_CALL(InstallEntry),
@@ -64,8 +65,8 @@ using ram_tier_actor = caf::typed_actor<
   KVTIER_CALL(RelievePressure),
   // Drops durable, unprotected, unleased entries; no I/O.
   KVTIER_CALL(ReclaimAtBoundary),
-  // Drops a session's protection; deletes nothing.
-  KVTIER_CALL(CloseSession),
+  // Takes one pin off an entry (from the sessions actor); deletes nothing.
+  KVTIER_CALL(UnprotectEntry),
   // Ends the interest of a prefetch lease on every item it holds.
   KVTIER_CALL(ReleasePrefetch),
   // Stores an exact tensor object under the same budget.
@@ -76,7 +77,7 @@ using ram_tier_actor = caf::typed_actor<
   KVTIER_CALL(FlushState),
   // Clears everything without spilling.
   KVTIER_CALL(CloseService),
-  // The RAM, session and object parts of the report.
+  // The RAM and object parts of the report, and protected entries.
   KVTIER_CALL(ReadReport)>;
 
 /// Owns the SSD tier (tiers/ssd/ssd_tier.hpp) and its I/O engine.
@@ -115,6 +116,18 @@ using admission_actor = caf::typed_actor<
   KVTIER_CALL(ReleaseRequest),
   // The admission part of the report.
   KVTIER_CALL(ReadReport)>;
+
+/// Owns session affinity (tiers/sessions.hpp): each open session's newest
+/// entry, whose pin in RAM it takes back when the session moves on.
+using sessions_actor = caf::typed_actor<
+  // A session's newest entry; the previous one is unprotected in RAM.
+  caf::reacts_to<sealed<msg::SessionPutEvent>>,
+  // Forgets a session; replies once RAM took its newest entry's pin back.
+  KVTIER_CALL(CloseSession),
+  // The open, opened and closed counts of the report.
+  KVTIER_CALL(ReadReport),
+  // Forgets every session (RAM is cleared beside it).
+  KVTIER_CALL(CloseService)>;
 
 /// Owns the checkpoints (tiers/checkpoints.hpp): resumable generations.
 using checkpoints_actor = caf::typed_actor<

@@ -104,13 +104,16 @@ publish(ram_tier_pointer self, const sealed<msg::PublishState>& m) {
   auto e = tiers::read_entry(m, m.root().getEntry());
   if (!e)
     return std::move(e.error());
-  auto r = tier(self).put(std::move(*e), now(self));
+  auto p =
+    m.root().getProtect() ? tiers::protection::pin : tiers::protection::none;
+  auto r = tier(self).put(std::move(*e), now(self), false, p);
   if (!r)
     return std::move(r.error());
   msg::draft<msg::PublishStateReply> d;
   d.root().setKept(r->kept);
   d.root().setOutcome(outcome_of(*r));
   d.root().setSuperseded(static_cast<uint32_t>(r->superseded));
+  d.root().setPin(r->pin);
   spill(self, std::move(r->evicted));
   return std::move(d).seal();
 }
@@ -217,14 +220,12 @@ sealed<msg::ReclaimAtBoundaryReply> reclaim(ram_tier_pointer self,
   return std::move(d).seal();
 }
 
-sealed<msg::CloseSessionReply> close_session(ram_tier_pointer self,
-                                             const std::string& session) {
-  auto before = tier(self).open_sessions();
-  tier(self).close_session(session);
-  ++self->state.sessions_closed;
-  msg::draft<msg::CloseSessionReply> d;
+sealed<msg::UnprotectEntryReply> unprotect(ram_tier_pointer self,
+                                           msg::UnprotectEntry::Reader m) {
+  auto tokens = tiers::read_tokens(m.getKey().getTokens());
+  msg::draft<msg::UnprotectEntryReply> d;
   d.root().setUnprotected(
-    static_cast<uint32_t>(before - tier(self).open_sessions()));
+    tier(self).unprotect(m.getKey().getNs().cStr(), tokens, m.getPin()));
   return std::move(d).seal();
 }
 
@@ -282,10 +283,8 @@ sealed<msg::ReadReportReply> report(ram_tier_pointer self) {
   ram.setReplacements(c.replacements);
   ram.setOversize(c.oversize);
   ram.setObserverErrors(c.observer_errors);
-  auto sessions = d.root().initSessions();
-  sessions.setOpen(tier(self).open_sessions());
-  sessions.setProtectedEntries(tier(self).open_sessions());
-  sessions.setClosed(self->state.sessions_closed);
+  // Open and closed sessions are the sessions actor's part.
+  d.root().initSessions().setProtectedEntries(c.protected_entries);
   auto objects = d.root().initObjects();
   objects.setEntries(c.objects);
   objects.setHits(c.object_hits);
@@ -348,8 +347,9 @@ ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
     [self](const sealed<msg::ReclaimAtBoundary>& m) {
       return reclaim(self, m.root().getTargetBytes());
     },
-    [self](const sealed<msg::CloseSession>& m) {
-      return close_session(self, m.root().getSession().cStr());
+    [self](const sealed<msg::UnprotectEntry>& m) {
+      return decoding<sealed<msg::UnprotectEntryReply>>(
+        [&] { return unprotect(self, m.root()); });
     },
     [self](const sealed<msg::ReleasePrefetch>& m) {
       tier(self).drop_interest(m.root().getLeaseId());

@@ -5,6 +5,11 @@
 // never waits on storage: demotion and pressure relief finish through
 // replies, with a response promise to the facade.
 //
+// Protection is by pin only: a PublishState with `protect` set pins the new
+// entry in the same step as the put (the facade sets it for a publish
+// naming a session) and replies with the pin; the sessions actor takes
+// pins back with UnprotectEntry. The RAM actor knows no sessions.
+//
 // Policy beyond the tier's own: without an SSD actor, spill orders are
 // dropped (there is nowhere to write) and idle demotion does nothing.
 // Objects are never written to SSD (the entry file format stores prefix
@@ -27,7 +32,6 @@ struct ram_tier_state {
   ssd_tier_actor ssd;
   std::shared_ptr<put_observer_slot> observer;
   uint64_t next_order = 1;
-  uint64_t sessions_closed = 0;
 };
 
 using ram_tier_pointer = ram_tier_actor::stateful_pointer<ram_tier_state>;

@@ -50,12 +50,16 @@ struct PublishState {
   # The engine offers state covering `tokens` for reuse.
   request @0 :RequestIdentity;
   entry @1 :Entry;         # ns, tokens and layers of the offered state
+  protect @2 :Bool;        # service -> RAM only: pin the new entry (its
+                           # session's newest) in the same step as the put
 }
 
 struct PublishStateReply {
   kept @0 :Bool;           # whether the cache holds the state now
   outcome @1 :PutOutcome;  # why
   superseded @2 :UInt32;   # prefix-ancestors removed without spill
+  pin @3 :UInt64;          # RAM -> service: the pin protecting the entry
+                           # (protect set and kept); 0 otherwise
 }
 
 struct WouldKeep {
@@ -289,9 +293,10 @@ struct SsdCounters {
 }
 
 struct SessionCounters {
-  open @0 :UInt64;
-  protectedEntries @1 :UInt64;
-  closed @2 :UInt64;
+  open @0 :UInt64;         # sessions open now (sessions actor)
+  protectedEntries @1 :UInt64; # RAM entries carrying a pin (RAM actor)
+  closed @2 :UInt64;       # open sessions closed (sessions actor)
+  opened @3 :UInt64;       # sessions that became open (sessions actor)
 }
 
 struct ObjectCounters {

@@ -1,5 +1,6 @@
 # Messages between the cache_service facade and the tier actors (RAM, SSD,
-# checkpoints), and from the RAM tier to the SSD tier. Owned by messages/.
+# sessions, checkpoints), from the RAM tier to the SSD tier, and from the
+# sessions actor to the RAM tier. Owned by messages/.
 #
 # The RAM tier never touches storage: eviction, demotion, snapshots and
 # checkpoint persistence all become SpillEntry orders to the SSD actor,
@@ -130,4 +131,23 @@ struct EraseEntry {
 
 struct EraseEntryReply {
   erased @0 :Bool;         # false: no such file
+}
+
+struct SessionPutEvent {
+  # Service -> sessions: a publish naming a session was kept in RAM and
+  # pinned there as the session's newest entry. No reply.
+  session @0 :Text;
+  key @1 :EntryKey;
+  pin @2 :UInt64;          # the RAM tier's pin protecting it
+}
+
+struct UnprotectEntry {
+  # Sessions -> RAM: take one pin off an entry (a session moved on or
+  # closed). Deletes nothing; not an error when the entry or the pin left.
+  key @0 :EntryKey;
+  pin @1 :UInt64;
+}
+
+struct UnprotectEntryReply {
+  unprotected @0 :Bool;    # false: the entry, or this pin on it, had left
 }

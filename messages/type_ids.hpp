@@ -60,7 +60,9 @@ class actor_system_config;
   X(InstallEntry) X(InstallEntryReply)                                         \
   X(SsdEvictEvent)                                                             \
   X(KeepsBytes) X(KeepsBytesReply)                                             \
-  X(EraseEntry) X(EraseEntryReply)
+  X(EraseEntry) X(EraseEntryReply)                                             \
+  X(SessionPutEvent)                                                           \
+  X(UnprotectEntry) X(UnprotectEntryReply)
 // clang-format on
 
 #define KVTIER_ADD_MESSAGE_TYPE_ID(Root)                                       \

@@ -258,6 +258,8 @@ caf::error runner::refresh_report() {
   fact("report.ssd.coalesced", m.ssd.coalesced);
   fact("report.sessions.open", m.sessions.open);
   fact("report.sessions.protected_entries", m.sessions.protected_entries);
+  fact("report.sessions.opened", m.sessions.opened);
+  fact("report.sessions.closed", m.sessions.closed);
   fact("report.admission.admitted", m.admission.admitted);
   fact("report.admission.errors", m.admission.errors);
   fact("report.demotions", m.demotions);

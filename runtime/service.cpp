@@ -44,6 +44,7 @@ service::~service() {
   caf::anon_send_exit(h.tiers.ram, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.tiers.admission, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.tiers.checkpoints, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(h.tiers.sessions, caf::exit_reason::user_shutdown);
   if (h.tiers.ssd)
     caf::anon_send_exit(h.tiers.ssd, caf::exit_reason::user_shutdown);
   h = {};

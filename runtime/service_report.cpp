@@ -67,7 +67,7 @@ caf::expected<service_report> report(const sealed<msg::ReadReportReply>& r) {
   ssd_part(in.getSsd(), out.ssd);
   out.sessions = {in.getSessions().getOpen(),
                   in.getSessions().getProtectedEntries(),
-                  in.getSessions().getClosed()};
+                  in.getSessions().getClosed(), in.getSessions().getOpened()};
   auto obj = in.getObjects();
   out.objects = {obj.getEntries(), obj.getBytes(), obj.getHits(),
                  obj.getMisses()};

@@ -147,7 +147,7 @@ struct service_report {
              corrupt_removed = 0;
   } ssd;
   struct sessions_part {
-    uint64_t open = 0, protected_entries = 0, closed = 0;
+    uint64_t open = 0, protected_entries = 0, closed = 0, opened = 0;
   } sessions;
   struct objects_part {
     uint64_t entries = 0, bytes = 0, hits = 0, misses = 0;

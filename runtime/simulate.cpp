@@ -1,6 +1,7 @@
 #include "runtime/simulate.hpp"
 
 #include "tiers/prefix_index.hpp"
+#include "tiers/sessions.hpp"
 
 #include <algorithm>
 #include <list>
@@ -89,6 +90,8 @@ struct ram_entry {
   std::optional<std::string> session;
   /// A prefetch lease holds it (evicted after everything else).
   bool leased = false;
+  /// Pins of sessions whose newest entry it is (evicted after plain ones).
+  std::vector<uint64_t> pins{};
   uint64_t serial = 0;
   entry_ref ref{};
 };
@@ -114,7 +117,8 @@ public:
                const std::optional<std::string>& session);
 
   void close_session(const std::string& s) {
-    sessions_.erase(s);
+    if (auto last = sessions_.close(s))
+      unprotect(*last);
   }
 
 private:
@@ -130,10 +134,11 @@ private:
   void hold(const std::vector<segment>& segs);
   void release(const std::vector<segment>& segs);
   void drop(ram_it r);
-  void put(ram_entry e, const token_seq& tokens);
+  /// Puts `e`; returns its pin when `pin` and it was kept, else 0.
+  uint64_t put(ram_entry e, const token_seq& tokens, bool pin = false);
+  void unprotect(const tiers::pinned_entry& p);
   void write(const std::string& ns, const token_seq& tokens,
              const std::optional<std::string>& session);
-  bool is_protected(ram_it r) const;
   ram_it victim(ram_it skip);
 
   const simulate_options& o_;
@@ -146,7 +151,8 @@ private:
   uint64_t next_buffer_ = 0;
   uint64_t ram_bytes_ = 0;
   uint64_t serials_ = 0;
-  std::unordered_map<std::string, ram_it> sessions_;
+  uint64_t pins_ = 0;
+  tiers::sessions sessions_;
   std::list<ssd_entry> ssd_; // front: least recently used
   tiers::prefix_index<ssd_it> ssd_index_;
   uint64_t ssd_bytes_ = 0;
@@ -170,19 +176,15 @@ void model::drop(ram_it r) {
   release(r->segments);
   if (r->ref)
     ram_index_.erase(r->ref);
-  if (r->session) {
-    auto s = sessions_.find(*r->session);
-    if (s != sessions_.end() && s->second == r)
-      sessions_.erase(s);
-  }
   ram_.erase(r);
 }
 
-bool model::is_protected(ram_it r) const {
-  if (!r->session)
-    return false;
-  auto s = sessions_.find(*r->session);
-  return s != sessions_.end() && s->second == r;
+void model::unprotect(const tiers::pinned_entry& p) {
+  auto ref = ram_index_.find(p.ns, p.tokens);
+  if (!ref)
+    return; // it left RAM, its pin with it
+  auto& pins = ram_index_.handle(ref)->pins;
+  std::erase(pins, p.pin);
 }
 
 model::ram_it model::victim(ram_it skip) {
@@ -190,7 +192,7 @@ model::ram_it model::victim(ram_it skip) {
   for (int pass = 0; pass < 3; ++pass)
     for (auto r = ram_.begin(); r != ram_.end(); ++r)
       if (r != skip
-          && (pass == 2 || (!r->leased && (pass == 1 || !is_protected(r)))))
+          && (pass == 2 || (!r->leased && (pass == 1 || r->pins.empty()))))
         return r;
   return ram_.end();
 }
@@ -217,13 +219,13 @@ void model::write(const std::string& ns, const token_seq& tokens,
   }
 }
 
-void model::put(ram_entry e, const token_seq& tokens) {
+uint64_t model::put(ram_entry e, const token_seq& tokens, bool pin) {
   uint64_t bytes = 0;
   for (auto& s : e.segments)
     bytes += buffers_.at(s.buffer).first; // an entry's buffers are distinct
   if (bytes > o_.ram_cap_bytes) {
     write(e.ns, tokens, e.session); // larger than RAM: spilled, not kept
-    return;
+    return 0;
   }
   e.serial = ++serials_;
   hold(e.segments);
@@ -233,11 +235,13 @@ void model::put(ram_entry e, const token_seq& tokens) {
   r->ref = ins.ref;
   if (ins.replaced) {
     r->leased = r->leased || (*ins.replaced)->leased;
+    r->pins = std::move((*ins.replaced)->pins); // pins follow the key
     (*ins.replaced)->ref = entry_ref{};
     drop(*ins.replaced);
   }
-  if (r->session)
-    sessions_[*r->session] = r;
+  uint64_t id = pin ? ++pins_ : 0;
+  if (pin)
+    r->pins.push_back(id);
   for (auto a : ram_index_.ancestors(r->ref))
     drop(ram_index_.handle(a)); // kv: floor 0, every ancestor goes
   while (ram_bytes_ > o_.ram_cap_bytes) {
@@ -248,6 +252,7 @@ void model::put(ram_entry e, const token_seq& tokens) {
     drop(v);
     ++out_.ram_evictions;
   }
+  return id;
 }
 
 template <class Match>
@@ -307,7 +312,13 @@ void model::request(const std::string& ns, const token_seq& prompt,
     (r > r0 ? out_.ssd_tokens : out_.ram_tokens) += r;
   }
   served.push_back({new_buffer((n - p) * bpt_), p, n});
-  put({ns, std::move(served), false, session}, prompt);
+  // A session's publish is pinned as its newest; the previous newest loses
+  // its pin right after (the sessions actor's unprotect follows the put).
+  auto pin =
+    put({ns, std::move(served), false, session}, prompt, session.has_value());
+  if (pin != 0)
+    if (auto prev = sessions_.note_put(*session, {ns, prompt, pin}))
+      unprotect(*prev);
   for (auto& e : ram_) // the lease ends; its entry may be gone already
     if (e.serial == lease)
       e.leased = false;

@@ -18,8 +18,10 @@
 //   buffer of n - p rows (what the oracle's `extend` makes); the RAM rules
 //   of DESIGN.md section 2 then apply: replace the same key, supersede
 //   ancestors, evict LRU by bytes (each buffer counted once, whole) over
-//   the cap, an open session's newest entry last, spilling what is not on
-//   SSD; an entry larger than the cap is spilled instead of kept;
+//   the cap, an open session's newest entry last (its publish pins it; the
+//   previous newest is unpinned after the put; restored entries are not
+//   pinned), spilling what is not on SSD; an entry larger than the cap is
+//   spilled instead of kept;
 // - SSD: a spill becomes a file of the entry format's exact length, most
 //   recently used; least recently used files leave over the cap, never the
 //   file just written.

@@ -3,6 +3,7 @@
 #include "actors/admission_actor.hpp"
 #include "actors/checkpoints_actor.hpp"
 #include "actors/ram_tier_actor.hpp"
+#include "actors/sessions_actor.hpp"
 #include "actors/ssd_tier_actor.hpp"
 #include "tiers/ssd/file_system.hpp"
 
@@ -55,6 +56,11 @@ spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
                    std::move(observer));
 }
 
+actors::sessions_actor spawn_sessions(caf::actor_system& sys,
+                                      actors::ram_tier_actor ram) {
+  return sys.spawn(actors::sessions, std::move(ram));
+}
+
 caf::expected<actors::admission_actor>
 spawn_admission(caf::actor_system& sys, const service_options& opts) {
   auto g = tiers::model_geometry::preset(opts.model, opts.model_scale);
@@ -91,6 +97,7 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
     return std::move(adm.error());
   h.tiers.admission = std::move(*adm);
   h.tiers.ram = spawn_ram_tier(sys, opts, h.tiers.ssd, std::move(observer));
+  h.tiers.sessions = spawn_sessions(sys, h.tiers.ram);
   std::erase_if(saved, [](const tiers::checkpoint_file& f) {
     return !tiers::checkpoint_store::parse_storage_ns(f.ns);
   });

@@ -1,10 +1,11 @@
 // Spawning and wiring of kvtier's actors (docs/actors.md): one `spawn_R`
 // per actor role, and `spawn_service`, which builds the whole map from
 // `service_options` in dependency order (SSD first: the RAM tier spills to
-// it and the checkpoints learn their files from its index; the facade
-// last). Used by the embedded API (runtime/service.cpp) and by tests that
-// want single actors. Called from one thread while starting; the handles
-// it returns may be used from anywhere.
+// it and the checkpoints learn their files from its index; the sessions
+// actor after RAM, whose pins it takes back; the facade last). Used by the
+// embedded API (runtime/service.cpp) and by tests that want single actors.
+// Called from one thread while starting; the handles it returns may be used
+// from anywhere.
 #pragma once
 
 #include "actors/cache_service.hpp"
@@ -36,6 +37,10 @@ actors::ram_tier_actor
 spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
                actors::ssd_tier_actor ssd,
                std::shared_ptr<actors::put_observer_slot> observer);
+
+/// The sessions actor, taking pins back from `ram`.
+actors::sessions_actor spawn_sessions(caf::actor_system& sys,
+                                      actors::ram_tier_actor ram);
 
 /// The admission actor over the configured model geometry and limits.
 caf::expected<actors::admission_actor>

@@ -3,6 +3,7 @@
 #include "messages/assert.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace kvtier::tiers {
 
@@ -33,15 +34,11 @@ uint64_t ram_tier::drop(record_it r) {
     auto o = objects_.find(r->object_key);
     if (o != objects_.end() && o->second == r)
       objects_.erase(o);
-  } else {
-    if (r->ref)
-      index_.erase(r->ref);
-    if (r->state.session) {
-      auto s = sessions_.find(*r->state.session);
-      if (s != sessions_.end() && s->second == r)
-        sessions_.erase(s);
-    }
+  } else if (r->ref) {
+    index_.erase(r->ref);
   }
+  if (!r->pins.empty())
+    --protected_;
   auto freed = ledger_.release(r->buffers);
   lru_.erase(r);
   return freed;
@@ -53,7 +50,6 @@ spill_order ram_tier::take(record_it r) {
   out.needs_spill = !r->durable;
   out.state = std::move(r->state);
   out.object = std::move(r->object);
-  r->state.session = out.state.session; // drop() still needs it
   drop(r);
   return out;
 }
@@ -66,10 +62,13 @@ void ram_tier::touch(record_it r, uint64_t now) {
 }
 
 bool ram_tier::protects(record_it r) const {
-  if (r->is_object || !r->state.session)
-    return false;
-  auto s = sessions_.find(*r->state.session);
-  return s != sessions_.end() && s->second == r;
+  return !r->pins.empty();
+}
+
+void ram_tier::pin(record_it r, uint64_t id) {
+  if (r->pins.empty())
+    ++protected_;
+  r->pins.push_back(id);
 }
 
 bool ram_tier::any(record_it) const {
@@ -147,7 +146,8 @@ put_result ram_tier::hand_back(spill_order&& s) {
   return out;
 }
 
-caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable) {
+caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
+                                        protection p) {
   if (e.tokens.empty())
     return make_error(ec::invalid_argument, "put of an entry with no tokens");
   if (auto err = e.validate())
@@ -164,14 +164,17 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable) {
   r->ref = ins.ref;
   if (ins.replaced) {
     auto old = *ins.replaced;
-    old->ref = entry_ref{};             // the index already points at r
-    r->leases = std::move(old->leases); // interests follow the key
-    drop(old);
+    old->ref = entry_ref{};                 // the index already points at r
+    r->leases = std::move(old->leases);     // interests follow the key
+    r->pins = std::exchange(old->pins, {}); // and so do protections
+    drop(old); // its pins are r's now: protected_ is unchanged
     ++counters_.replacements;
     out.replaced = true;
   }
-  if (r->state.session)
-    sessions_[*r->state.session] = r;
+  if (p == protection::pin) {
+    out.pin = ++pins_;
+    pin(r, out.pin);
+  }
   out.serial = r->serial;
   out.superseded = supersede(r);
   counters_.supersessions += out.superseded;
@@ -308,8 +311,29 @@ void ram_tier::drop_interest(uint64_t lease) {
   leases_.erase(l);
 }
 
-void ram_tier::close_session(const std::string& session) {
-  sessions_.erase(session);
+std::optional<uint64_t> ram_tier::protect(std::string_view ns,
+                                          std::span<const token> tokens) {
+  auto ref = index_.find(ns, tokens);
+  if (!ref)
+    return std::nullopt;
+  auto id = ++pins_;
+  pin(index_.handle(ref), id);
+  return id;
+}
+
+bool ram_tier::unprotect(std::string_view ns, std::span<const token> tokens,
+                         uint64_t pin) {
+  auto ref = index_.find(ns, tokens);
+  if (!ref)
+    return false;
+  auto r = index_.handle(ref);
+  auto it = std::find(r->pins.begin(), r->pins.end(), pin);
+  if (it == r->pins.end())
+    return false;
+  r->pins.erase(it);
+  if (r->pins.empty())
+    --protected_;
+  return true;
 }
 
 bool ram_tier::is_protected(std::string_view ns,
@@ -321,7 +345,7 @@ bool ram_tier::is_protected(std::string_view ns,
 void ram_tier::clear() {
   index_.clear();
   objects_.clear();
-  sessions_.clear();
+  protected_ = 0;
   leases_.clear();
   lru_.clear();
   ledger_.clear();
@@ -333,6 +357,7 @@ ram_counters ram_tier::counters() const {
   c.objects = objects_.size();
   c.bytes = ledger_.bytes();
   c.capacity = capacity_;
+  c.protected_entries = protected_;
   return c;
 }
 

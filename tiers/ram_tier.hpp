@@ -17,11 +17,17 @@
 //   own item is never among them; an item larger than the whole cap is
 //   handed back instead, never stored.
 // - Bytes are counted per buffer, once, however many items hold views of it.
-// - An open session's newest entry is evicted only when nothing else is
-//   left to evict (the cap always wins); `close_session` drops that
-//   protection and nothing else. An item held by an interest (a request or
-//   prefetch lease about to consume it) leaves after everything else, the
-//   cap still winning in the end.
+// - A protected entry (one carrying at least one pin: an open session's
+//   newest entry) is evicted only when nothing unprotected is left to evict
+//   (the cap always wins). The tier knows pins, not sessions: the sessions
+//   actor owns the table (tiers/sessions.hpp) and takes each pin back with
+//   `unprotect`, which deletes nothing. A put can pin its own entry in the
+//   same step (`protection::pin`), so a session's newest entry is never
+//   unprotected for a moment. Pins follow the key when a put replaces it
+//   (two sessions naming one entry both keep it); they leave with the entry
+//   otherwise. An item held by an interest (a request or prefetch lease
+//   about to consume it) leaves after everything else, the cap still
+//   winning in the end.
 // - Recurrent layers and wrapped rings are exact-boundary: the index never
 //   offers such an entry below its own length. Attachments ride along only
 //   at full length; below it the entry is lent without them.
@@ -43,6 +49,9 @@
 
 namespace kvtier::tiers {
 
+/// Whether a put pins its new entry (see `ram_tier::put`).
+enum class protection : bool { none, pin };
+
 class ram_tier {
 public:
   /// Called with (tokens, ns) after every put that stored an entry.
@@ -56,7 +65,10 @@ public:
   /// for an empty token list or a state that does not validate. Otherwise
   /// ownership moves into the tier or into the returned spill orders.
   /// `durable`: a copy is already on SSD (an entry restored from there).
-  caf::expected<put_result> put(entry&& e, uint64_t now, bool durable = false);
+  /// `protection::pin`: the stored entry is protected under a new pin
+  /// (`put_result::pin`) before anything is evicted for it.
+  caf::expected<put_result> put(entry&& e, uint64_t now, bool durable = false,
+                                protection p = protection::none);
 
   /// The longest usable prefix of `prompt` in `ns`, lent as views, when it
   /// is longer than `better_than` tokens; else nullopt (a miss, nothing
@@ -96,11 +108,6 @@ public:
   /// must snapshot). Objects are not listed: they are never written.
   std::vector<ram_key> undurable() const;
 
-  /// Sessions whose newest entry is protected right now.
-  size_t open_sessions() const noexcept {
-    return sessions_.size();
-  }
-
   /// Removes one item (e.g. once idle demotion made it durable) and hands
   /// it back; nullopt when not held. Not counted as an eviction.
   std::optional<spill_order> remove(const ram_key& key);
@@ -122,10 +129,18 @@ public:
   /// Ends `lease` on every item it holds; removes nothing.
   void drop_interest(uint64_t lease);
 
-  /// Drops the protection of `session`'s newest entry; deletes nothing.
-  void close_session(const std::string& session);
+  /// Pins the entry (ns, tokens) and returns the new pin; nullopt when it
+  /// is not held. An entry may carry any number of pins.
+  std::optional<uint64_t> protect(std::string_view ns,
+                                  std::span<const token> tokens);
 
-  /// Whether (ns, tokens) is an open session's protected newest entry.
+  /// Takes `pin` off the entry (ns, tokens); deletes nothing. False when
+  /// the entry is not held or does not carry that pin (it left RAM
+  /// meanwhile): not an error, a late unprotect.
+  bool unprotect(std::string_view ns, std::span<const token> tokens,
+                 uint64_t pin);
+
+  /// Whether (ns, tokens) is held and carries at least one pin.
   bool is_protected(std::string_view ns, std::span<const token> tokens) const;
 
   /// Stores an exact tensor object under `key` (same budget and LRU as
@@ -169,6 +184,7 @@ private:
     entry_ref ref{};
     bool durable = false;
     std::vector<uint64_t> leases{}; // interests holding it
+    std::vector<uint64_t> pins{};   // protections (empty: unprotected)
   };
   using record_it = std::list<record>::iterator;
 
@@ -181,6 +197,7 @@ private:
   uint64_t drop(record_it r);
   void touch(record_it r, uint64_t now);
   bool protects(record_it r) const;
+  void pin(record_it r, uint64_t id);
   record_it victim(record_it skip);
   record_it lru_where(bool (ram_tier::*ok)(record_it) const, record_it skip);
   bool evictable(record_it r) const;
@@ -195,11 +212,12 @@ private:
   std::list<record> lru_; // front: least recently used
   prefix_index<record_it> index_;
   std::unordered_map<std::string, record_it> objects_;
-  std::unordered_map<std::string, record_it> sessions_; // newest per session
   std::unordered_map<uint64_t, std::vector<ram_key>> leases_;
   byte_ledger ledger_;
   put_observer observer_;
   uint64_t serials_ = 0;
+  uint64_t pins_ = 0;      // pin ids handed out
+  uint64_t protected_ = 0; // records carrying a pin
   mutable ram_counters counters_;
 };
 

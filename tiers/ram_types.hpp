@@ -70,6 +70,9 @@ struct put_result {
   size_t superseded = 0;
   /// Items evicted over the cap, least recently used first.
   std::vector<spill_order> evicted;
+  /// The pin protecting the stored entry (a put with `protection::pin`
+  /// that kept it); 0 otherwise.
+  uint64_t pin = 0;
 };
 
 /// Every counter of the RAM tier.
@@ -100,6 +103,8 @@ struct ram_counters {
   uint64_t object_misses = 0;
   /// Put observers that threw (contained).
   uint64_t observer_errors = 0;
+  /// Entries carrying at least one pin right now.
+  uint64_t protected_entries = 0;
 };
 
 } // namespace kvtier::tiers

@@ -217,6 +217,64 @@ BOOST_AUTO_TEST_CASE(close_session_drops_protection_not_state) {
   BOOST_CHECK_EQUAL(*svc->peek_prefix_len(seq(101), "ns"), 100u);
 }
 
+/// Publishes a fresh prefill of `tokens` in "ns" for `session`.
+void publish_in(service_fixture& f, const std::string& session,
+                const tiers::token_seq& tokens) {
+  auto r = service_fixture::request(1, tokens);
+  r.session = session;
+  auto p = f.svc->publish(r, f.oracle->prefill("ns", tokens));
+  BOOST_REQUIRE(p && p->kept);
+}
+
+BOOST_AUTO_TEST_CASE(a_session_protects_only_its_newest_entry) {
+  start();
+  publish_in(*this, "a", seq(100, 1000));
+  publish_in(*this, "a", seq(100, 2000)); // a's older entry loses its pin
+  publish_in(*this, "b", seq(100, 3000));
+  // close_session answers once RAM took the pin back, so a's earlier
+  // unprotect (sent before it) has landed too.
+  BOOST_CHECK_EQUAL(*svc->close_session("a"), 1u);
+  auto rep = report();
+  BOOST_CHECK_EQUAL(rep.sessions.protected_entries, 1u); // b's newest
+  BOOST_CHECK_EQUAL(rep.sessions.open, 1u);
+  BOOST_CHECK_EQUAL(rep.sessions.opened, 2u);
+  BOOST_CHECK_EQUAL(rep.sessions.closed, 1u);
+  BOOST_CHECK_EQUAL(*svc->close_session("a"), 0u); // closing twice
+  BOOST_CHECK_EQUAL(report().sessions.closed, 1u);
+  BOOST_CHECK_EQUAL(report().ram.entries, 3u);
+}
+
+BOOST_AUTO_TEST_CASE(two_sessions_naming_one_entry_both_protect_it) {
+  start();
+  publish_in(*this, "a", seq(100));
+  publish_in(*this, "b", seq(100)); // the same key, replaced, pins follow
+  BOOST_CHECK_EQUAL(*svc->close_session("a"), 1u);
+  BOOST_CHECK_EQUAL(report().sessions.protected_entries, 1u);
+  BOOST_CHECK_EQUAL(*svc->close_session("b"), 1u);
+  BOOST_CHECK_EQUAL(report().sessions.protected_entries, 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_closed_session_entry_is_evicted_before_an_open_one) {
+  start();                                    // 4096 tokens of RAM
+  publish_in(*this, "open", seq(1500, 5000)); // least recently used
+  publish_in(*this, "old", seq(1500, 1000));
+  BOOST_CHECK_EQUAL(*svc->close_session("old"), 1u);
+  put("ns", seq(1500, 9000)); // over the cap: one must leave
+  BOOST_CHECK_EQUAL(*svc->peek_prefix_len(seq(1501, 1000), "ns"), 0u);
+  BOOST_CHECK_EQUAL(*svc->peek_prefix_len(seq(1501, 5000), "ns"), 1500u);
+  BOOST_CHECK_EQUAL(report().ram.evictions, 1u);
+}
+
+BOOST_AUTO_TEST_CASE(close_clears_the_session_table) {
+  start();
+  publish_in(*this, "a", seq(100));
+  BOOST_REQUIRE(svc->close());
+  auto rep = report();
+  BOOST_CHECK_EQUAL(rep.sessions.open, 0u);
+  BOOST_CHECK_EQUAL(rep.sessions.protected_entries, 0u);
+  BOOST_CHECK_EQUAL(*svc->close_session("a"), 0u);
+}
+
 BOOST_AUTO_TEST_CASE(objects_are_exact_and_shared_by_reference) {
   start();
   auto* objects = svc->objects();

@@ -3,7 +3,9 @@
 // way the seed's store did), and a driver that applies the same random
 // operation to the tier and to it and compares every answer: served length
 // and donor, put outcome (kept, replaced, superseded, evicted keys in order
-// with their spill flags), popped items, bytes held and entry count. Every
+// with their spill flags, pins), popped items, bytes held and entry count;
+// sessions pin their newest entries through a real session table and take
+// the pins back as `tiers::sessions` says, on both sides. Every
 // served and spilled state is checked byte for byte by the oracle. Used by
 // ram_tier_diff_test.cpp (default suite) and ram_tier_long_soak.cpp.
 #pragma once
@@ -12,6 +14,7 @@
 #include "runtime/oracle.hpp"
 #include "tiers/geometry.hpp"
 #include "tiers/ram_tier.hpp"
+#include "tiers/sessions.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -32,15 +35,16 @@ struct naive_ram {
     uint64_t stamp;
     bool durable = false;
     std::multiset<uint64_t> leases{};
+    std::multiset<uint64_t> pins{};
   };
   explicit naive_ram(uint64_t c)
     : cap(c) {}
 
   uint64_t cap;
   std::vector<item> items;
-  std::map<std::string, uint64_t> sessions; // session -> newest serial
   uint64_t clock = 0;
   uint64_t serials = 0;
+  uint64_t pin_ids = 0;
 
   static uint64_t union_bytes(const std::vector<const entry*>& es) {
     std::map<uint64_t, uint64_t> seen;
@@ -69,36 +73,46 @@ struct naive_ram {
     });
   }
 
-  bool protects(const item& i) const {
-    if (!i.e.session)
-      return false;
-    auto s = sessions.find(*i.e.session);
-    return s != sessions.end() && s->second == i.serial;
+  static bool protects(const item& i) {
+    return !i.pins.empty();
   }
 
   item take(std::vector<item>::iterator it) {
     auto out = std::move(*it);
     items.erase(it);
-    if (protects(out))
-      sessions.erase(*out.e.session);
     return out;
   }
 
-  put_result put(entry e, bool durable = false) {
+  bool unprotect(const pinned_entry& p) {
+    auto it = find(p.ns, p.tokens);
+    if (it == items.end())
+      return false;
+    auto pin = it->pins.find(p.pin);
+    if (pin == it->pins.end())
+      return false;
+    it->pins.erase(pin);
+    return true;
+  }
+
+  put_result put(entry e, bool durable = false, bool pin = false) {
     put_result out;
     if (union_bytes({&e}) > cap) {
       out.evicted.push_back({{false, e.ns, e.tokens}, std::move(e), {}, true});
       return out;
     }
-    std::multiset<uint64_t> leases; // interests follow the key
+    std::multiset<uint64_t> leases, pins; // interests and pins follow the key
     if (auto old = find(e.ns, e.tokens); old != items.end()) {
-      leases = take(old).leases;
+      auto gone = take(old);
+      leases = std::move(gone.leases);
+      pins = std::move(gone.pins);
       out.replaced = true;
     }
     out.kept = true;
     out.serial = ++serials;
-    if (e.session)
-      sessions[*e.session] = out.serial;
+    if (pin) {
+      out.pin = ++pin_ids;
+      pins.insert(out.pin);
+    }
     if (e.trimmable()) {
       for (size_t k = 0; k < items.size();) {
         auto& a = items[k].e;
@@ -112,7 +126,8 @@ struct naive_ram {
         }
       }
     }
-    items.push_back({std::move(e), out.serial, ++clock, durable, leases});
+    items.push_back(
+      {std::move(e), out.serial, ++clock, durable, leases, std::move(pins)});
     while (bytes() > cap)
       out.evicted.push_back(pop(out.serial));
     return out;
@@ -202,6 +217,7 @@ struct run_state {
   ram_tier tier;
   naive_ram ref;
   std::mt19937_64 rng;
+  sessions table{};
   uint64_t alphabet = 3;
   uint64_t now = 0;
   size_t lookups = 0, hits = 0, evictions = 0, supersessions = 0;
@@ -221,13 +237,28 @@ struct run_state {
     return pick(6) == 0 ? "b" : "a";
   }
 
+  /// Takes a pin back on both sides (the sessions actor's unprotect).
+  void compare_unprotect(const std::optional<pinned_entry>& p) {
+    if (p)
+      BOOST_REQUIRE(tier.unprotect(p->ns, p->tokens, p->pin)
+                    == ref.unprotect(*p));
+  }
+
+  /// A put; one naming a session (not a restore) pins its entry as that
+  /// session's newest and unpins the previous newest, as the service does.
   void compare_put(entry e, bool durable = false) {
+    auto session = e.session;
+    auto ns = e.ns;
+    auto tokens = e.tokens;
+    bool pin = session && !durable;
     auto copy = e;
-    auto got = tier.put(std::move(e), now, durable);
+    auto got = tier.put(std::move(e), now, durable,
+                        pin ? protection::pin : protection::none);
     BOOST_REQUIRE(got);
-    auto want = ref.put(std::move(copy), durable);
+    auto want = ref.put(std::move(copy), durable, pin);
     BOOST_REQUIRE(got->kept == want.kept);
     BOOST_REQUIRE(got->serial == want.serial);
+    BOOST_REQUIRE(got->pin == want.pin);
     BOOST_REQUIRE(got->replaced == want.replaced);
     BOOST_REQUIRE(got->superseded == want.superseded);
     BOOST_REQUIRE(got->evicted.size() == want.evicted.size());
@@ -238,6 +269,8 @@ struct run_state {
     }
     evictions += got->evicted.size();
     supersessions += got->superseded;
+    if (got->pin != 0)
+      compare_unprotect(table.note_put(*session, {ns, tokens, got->pin}));
   }
 
   void compare_lookup(const token_seq& prompt, const std::string& ns,
@@ -297,9 +330,7 @@ struct run_state {
       BOOST_REQUIRE(tier.mark_durable({false, i.e.ns, i.e.tokens}, d));
       i.durable = d;
     } else if (op == 17) {
-      auto s = "s" + std::to_string(pick(3));
-      tier.close_session(s);
-      ref.sessions.erase(s);
+      compare_unprotect(table.close("s" + std::to_string(pick(3))));
     } else if (op == 18 && !ref.items.empty()) {
       auto got = tier.pop_lru();
       auto want = ref.pop();
@@ -331,6 +362,9 @@ struct run_state {
     }
     BOOST_REQUIRE(tier.bytes() == ref.bytes());
     BOOST_REQUIRE(tier.counters().entries == ref.items.size());
+    BOOST_REQUIRE(tier.counters().protected_entries
+                  == static_cast<uint64_t>(std::count_if(
+                    ref.items.begin(), ref.items.end(), naive_ram::protects)));
   }
 };
 

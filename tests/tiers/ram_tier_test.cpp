@@ -49,6 +49,16 @@ put_result must_put(ram_tier& t, entry e, uint64_t now = 0,
   return std::move(*r);
 }
 
+/// A put that pins its entry, as a session's newest; the pin is in `pin`.
+put_result must_pin(ram_tier& t, entry e, uint64_t now = 0,
+                    bool durable = false) {
+  auto r = t.put(std::move(e), now, durable, protection::pin);
+  if (!r)
+    BOOST_FAIL(describe(r.error()));
+  BOOST_TEST(r->pin != 0u);
+  return std::move(*r);
+}
+
 std::set<uint64_t> buffer_ids(const entry& e) {
   std::vector<buffer_ref> bufs;
   collect_buffers(e, bufs);
@@ -307,32 +317,86 @@ BOOST_AUTO_TEST_CASE(hit_miss_and_session_counters) {
   BOOST_TEST(c.entries == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(open_session_newest_entry_is_protected_until_cap) {
+BOOST_AUTO_TEST_CASE(a_pinned_entry_is_protected_until_cap) {
   auto eng = engine("tiny-dense");
   auto one = eng.geometry().bytes_at(8);
   ram_tier t(2 * one);
-  auto tagged = [&](token base, const char* s) {
-    auto e = eng.prefill("ns", run(8, base));
-    e.session = s;
-    return e;
-  };
-  must_put(t, tagged(1000, "s"), 1); // s's newest, protected
+  must_pin(t, eng.prefill("ns", run(8, 1000)), 1); // a session's newest
   must_put(t, eng.prefill("ns", run(8, 2000)), 2);
   BOOST_TEST(t.is_protected("ns", run(8, 1000)));
+  BOOST_TEST(t.counters().protected_entries == 1u);
   auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 3);
   BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 2000)},
              "the unprotected entry goes first although more recent");
-  must_put(t, tagged(4000, "u"), 4); // evicts 3000, unprotected
+  must_pin(t, eng.prefill("ns", run(8, 4000)), 4); // evicts 3000
   BOOST_TEST(!t.contains("ns", run(8, 3000)));
   // Only protected entries left: the cap always wins, oldest first.
-  r = must_put(t, tagged(5000, "v"), 5);
+  r = must_pin(t, eng.prefill("ns", run(8, 5000)), 5);
   BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 1000)});
   BOOST_TEST(t.bytes() <= t.capacity());
-  t.close_session("v");
+  BOOST_TEST(t.counters().protected_entries == 2u, "the evicted pin is gone");
+  BOOST_TEST(t.unprotect("ns", run(8, 5000), r.pin));
   BOOST_TEST(!t.is_protected("ns", run(8, 5000)));
-  BOOST_TEST(t.contains("ns", run(8, 5000)), "closing deletes nothing");
-  auto p = t.pop_lru(); // 4000 (u) is older but protected; 5000 is not
+  BOOST_TEST(t.contains("ns", run(8, 5000)), "unprotecting deletes nothing");
+  BOOST_TEST(t.counters().protected_entries == 1u);
+  auto p = t.pop_lru(); // 4000 is older but protected; 5000 is not
   BOOST_TEST(p->key.tokens == run(8, 5000));
+}
+
+BOOST_AUTO_TEST_CASE(pins_are_taken_back_one_by_one) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(1 << 24);
+  auto a = must_pin(t, eng.prefill("ns", run(8))).pin;
+  auto b = t.protect("ns", run(8)); // a second session names the entry
+  BOOST_REQUIRE(b);
+  BOOST_TEST(*b != a);
+  BOOST_TEST(!t.protect("ns", run(7)), "not held");
+  BOOST_TEST(t.counters().protected_entries == 1u, "one entry, two pins");
+  BOOST_TEST(t.unprotect("ns", run(8), a));
+  BOOST_TEST(!t.unprotect("ns", run(8), a), "each pin is taken back once");
+  BOOST_TEST(t.is_protected("ns", run(8)), "the other pin still holds");
+  BOOST_TEST(t.unprotect("ns", run(8), *b));
+  BOOST_TEST(!t.is_protected("ns", run(8)));
+  BOOST_TEST(t.counters().protected_entries == 0u);
+  BOOST_TEST(!t.unprotect("ns", run(9), *b), "not held: a late unprotect");
+}
+
+BOOST_AUTO_TEST_CASE(pins_follow_the_key_when_a_put_replaces_it) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(1 << 24);
+  auto a = must_pin(t, eng.prefill("ns", run(8))).pin;
+  auto r = must_pin(t, eng.prefill("ns", run(8)), 1); // the same key again
+  BOOST_TEST(r.replaced);
+  BOOST_TEST(t.counters().protected_entries == 1u);
+  BOOST_TEST(t.unprotect("ns", run(8), a), "the old pin moved along");
+  BOOST_TEST(t.is_protected("ns", run(8)));
+  must_put(t, eng.prefill("ns", run(8)), 2); // replaced without a pin
+  BOOST_TEST(t.is_protected("ns", run(8)), "a plain put keeps the pins");
+  BOOST_TEST(t.unprotect("ns", run(8), r.pin));
+  BOOST_TEST(t.counters().protected_entries == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_pin_leaves_with_its_entry) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one);
+  auto a = must_pin(t, eng.prefill("ns", run(8, 1000)), 1).pin;
+  BOOST_TEST(t.remove({false, "ns", run(8, 1000)}).has_value()); // demoted
+  BOOST_TEST(t.counters().protected_entries == 0u);
+  // The key comes back (restored from SSD) and another session pins it.
+  must_put(t, eng.prefill("ns", run(8, 1000)), 3, true);
+  auto b = t.protect("ns", run(8, 1000));
+  BOOST_REQUIRE(b);
+  BOOST_TEST(!t.unprotect("ns", run(8, 1000), a),
+             "a stale pin takes nobody else's protection");
+  BOOST_TEST(t.is_protected("ns", run(8, 1000)));
+  // Superseded by a trimmable extension: the pin leaves too.
+  auto longer = eng.prefill("ns", cat(run(8, 1000), run(4, 9000)));
+  must_put(t, std::move(longer), 4);
+  BOOST_TEST(!t.contains("ns", run(8, 1000)));
+  BOOST_TEST(t.counters().protected_entries == 0u);
+  t.clear();
+  BOOST_TEST(t.counters().protected_entries == 0u);
 }
 
 BOOST_DATA_TEST_CASE(shared_buffers_are_counted_once, bdata::make(families),
@@ -519,11 +583,8 @@ BOOST_AUTO_TEST_CASE(a_puts_own_entry_is_never_its_victim) {
   auto eng = engine("tiny-dense");
   auto one = eng.geometry().bytes_at(8);
   ram_tier t(2 * one);
-  for (token b : {1000, 2000}) {
-    auto e = eng.prefill("ns", run(8, b));
-    e.session = "s" + std::to_string(b);
-    must_put(t, std::move(e), b);
-  }
+  for (token b : {1000, 2000})
+    must_pin(t, eng.prefill("ns", run(8, b)), b);
   // Both older entries are protected; the newcomer is not, yet it stays.
   auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 3000);
   BOOST_TEST(r.kept);
@@ -535,9 +596,7 @@ BOOST_AUTO_TEST_CASE(interest_keeps_an_item_resident_until_dropped) {
   auto eng = engine("tiny-dense");
   auto one = eng.geometry().bytes_at(8);
   ram_tier t(2 * one);
-  auto tagged = eng.prefill("ns", run(8, 1000));
-  tagged.session = "s";
-  must_put(t, std::move(tagged), 1); // protected
+  must_pin(t, eng.prefill("ns", run(8, 1000)), 1); // protected
   must_put(t, eng.prefill("ns", run(8, 2000)), 2);
   ram_key held{false, "ns", run(8, 2000)};
   BOOST_TEST(t.add_interest(held, 42));
@@ -563,9 +622,7 @@ BOOST_AUTO_TEST_CASE(boundary_reclaim_drops_only_durable_plain_items) {
   ram_tier t(8 * one);
   for (token b : {1000, 2000, 3000, 4000})
     must_put(t, eng.prefill("ns", run(8, b)), b, b != 2000);
-  auto prot = eng.prefill("ns", run(8, 5000));
-  prot.session = "s";
-  must_put(t, std::move(prot), 5000, true);
+  must_pin(t, eng.prefill("ns", run(8, 5000)), 5000, true);
   t.add_interest({false, "ns", run(8, 3000)}, 1);
   // 1000 and 4000 are durable, unprotected and not held; 2000 is not
   // durable, 3000 is held, 5000 is protected.
