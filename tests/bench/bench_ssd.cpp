@@ -20,8 +20,8 @@
 #include "tiers/ssd/ssd_tier.hpp"
 
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
