@@ -100,6 +100,10 @@ struct ram_counters {
   uint64_t object_misses = 0;
   /// Put observers that threw (contained).
   uint64_t observer_errors = 0;
+  /// Durable marks cleared because the SSD file behind them went
+  /// (`mark_not_durable`): each such item is written again before it
+  /// leaves RAM.
+  uint64_t backing_lost = 0;
 };
 
 } // namespace kvtier::tiers
