@@ -122,11 +122,23 @@ struct InstallEntryReply {
   outcome @1 :Service.PutOutcome;
 }
 
+enum SsdEvictReason {
+  evicted @0;              # least recently used over the SSD byte cap
+  corrupt @1;              # a restore found it corrupt; the file is removed
+  gone @2;                 # a restore found it gone or replaced; forgotten
+  erased @3;               # removed on request (EraseEntry)
+}
+
 struct SsdEvictEvent {
-  # SSD -> RAM: a file left the SSD tier (cap or corruption), so the RAM
-  # copy of that entry is no longer backed and must be written before it
-  # is dropped.
+  # SSD -> RAM, one per entry file the SSD tier stops holding (checkpoint
+  # files excepted: RAM never holds them). RAM copies that file backed (the
+  # entry of this key, and entries restored trimmed from it) are no longer
+  # durable and must be written before they leave RAM. Sent after every
+  # reply that told RAM the file was durable, so the pair's FIFO order
+  # keeps a durable mark from outliving its file.
   key @0 :EntryKey;
+  reason @1 :SsdEvictReason;
+  fileBytes @2 :UInt64;    # bytes the file took on storage
 }
 
 struct KeepsBytes {
