@@ -44,6 +44,9 @@ typename Inspector::result_type inspect(Inspector& f, io_done& x) {
 /// The timer tick of idle demotion (the facade sends it to itself).
 using idle_tick_atom = caf::atom_constant<caf::atom("kvtidletck")>;
 
+/// Tells the SSD actor, once at wiring, where its SsdEvictEvents go.
+using attach_ram_atom = caf::atom_constant<caf::atom("kvtattram")>;
+
 /// Owns the RAM tier (tiers/ram_tier.hpp); sends spill orders, never waits.
 using ram_tier_actor = caf::typed_actor<
   // An acquire's RAM lookup: lends views of the best usable donor (counted
@@ -78,13 +81,19 @@ using ram_tier_actor = caf::typed_actor<
   // Clears everything without spilling.
   KVTIER_CALL(CloseService),
   // The RAM and object parts of the report, and protected entries.
-  KVTIER_CALL(ReadReport)>;
+  KVTIER_CALL(ReadReport),
+  // An SSD file went: clears the durable marks it gave (from the SSD).
+  caf::reacts_to<sealed<msg::SsdEvictEvent>>>;
 
-/// Owns the SSD tier (tiers/ssd/ssd_tier.hpp) and its I/O engine.
+/// Owns the SSD tier (tiers/ssd/ssd_tier.hpp) and its I/O engine; tells
+/// the RAM actor of every entry file it stops holding (SsdEvictEvent).
 using ssd_tier_actor = caf::typed_actor<
   // An acquire's SSD lookup: the longest usable saved prefix; index only.
   caf::replies_to<sealed<msg::AcquireState>>::with<
     sealed<msg::FindPrefixReply>>,
+  // The same for a given prompt, longer than betterThan (the RAM actor
+  // confirming that a restored entry's file is still there).
+  KVTIER_CALL(FindPrefix),
   // Reads a saved entry back (coalesced with identical reads in flight).
   KVTIER_CALL(RestoreEntry),
   // Writes an entry durably; replies when durable, failed or dropped.
@@ -104,7 +113,9 @@ using ssd_tier_actor = caf::typed_actor<
   // The saved prefixes, from headers only.
   KVTIER_CALL(ListSavedPrefixes),
   // One I/O engine completion.
-  caf::reacts_to<io_done>>;
+  caf::reacts_to<io_done>,
+  // Once, at wiring: the RAM actor that hears of every file removed.
+  caf::reacts_to<attach_ram_atom, ram_tier_actor>>;
 
 /// Owns admission (tiers/admission.hpp): the KV budget, position limit.
 using admission_actor = caf::typed_actor<

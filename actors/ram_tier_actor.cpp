@@ -71,6 +71,33 @@ void write_then(ram_tier_pointer self, const ram_key& key,
           [finish](const caf::error&) { finish(false); });
 }
 
+/// Asks the SSD actor whether a file serves all of `key` (index only) and,
+/// if one does and the item is still the one of `serial`, marks it durable
+/// by that file; then calls `done`. Normal priority on purpose: the reply
+/// shares the FIFO of the SSD actor's SsdEvictEvents, so a later removal of
+/// that file always arrives after this mark.
+void confirm_durable(ram_tier_pointer self, const ram_key& key, uint64_t serial,
+                     std::function<void()> done) {
+  auto n = key.tokens.size();
+  auto prompt = key.tokens;
+  prompt.push_back(0); // one token to forward: a usable prefix of n is all
+  msg::draft<msg::FindPrefix> d;
+  d.root().setNs(key.name);
+  tiers::write_tokens(d.root().initPrompt(prompt.size()), prompt);
+  d.root().setBetterThan(n - 1);
+  self->request(self->state.ssd, caf::infinite, std::move(d).seal())
+    .then(
+      [self, key, serial, n, done](const sealed<msg::FindPrefixReply>& r) {
+        auto now_item = tier(self).item(key);
+        if (r.root().getUsableTokens() == n && now_item
+            && now_item->serial == serial)
+          tier(self).mark_durable(key, true,
+                                  r.root().getKey().getTokens().size());
+        done();
+      },
+      [done](const caf::error&) { done(); });
+}
+
 msg::PutOutcome outcome_of(const tiers::put_result& r) {
   if (!r.kept)
     return msg::PutOutcome::DROPPED_OVER_CAP;
@@ -124,7 +151,12 @@ install(ram_tier_pointer self, const sealed<msg::InstallEntry>& m) {
   if (!e)
     return std::move(e.error());
   ram_key key{false, e->ns, e->tokens};
-  auto r = tier(self).put(std::move(*e), now(self), m.root().getDurable());
+  // A durable claim is confirmed with the SSD actor before it counts (the
+  // file may have gone since the restore); without an SSD actor nothing
+  // can remove the file, and the claim stands.
+  bool claimed = m.root().getDurable();
+  bool confirm = claimed && self->state.ssd;
+  auto r = tier(self).put(std::move(*e), now(self), claimed && !confirm);
   if (!r)
     return std::move(r.error());
   if (r->kept && m.root().getInterest() != 0)
@@ -132,8 +164,15 @@ install(ram_tier_pointer self, const sealed<msg::InstallEntry>& m) {
   msg::draft<msg::InstallEntryReply> d;
   d.root().setKept(r->kept);
   d.root().setOutcome(outcome_of(*r));
+  auto reply = std::move(d).seal();
   spill(self, std::move(r->evicted));
-  return std::move(d).seal();
+  if (!confirm || !r->kept)
+    return reply;
+  // Answered once the mark is settled, so the caller's next call sees it.
+  auto rp = self->make_response_promise<sealed<msg::InstallEntryReply>>();
+  confirm_durable(self, key, r->serial,
+                  [rp, reply]() mutable { rp.deliver(reply); });
+  return rp;
 }
 
 sealed<msg::DemoteIdleReply> demoted(uint64_t n) {
@@ -283,6 +322,7 @@ sealed<msg::ReadReportReply> report(ram_tier_pointer self) {
   ram.setReplacements(c.replacements);
   ram.setOversize(c.oversize);
   ram.setObserverErrors(c.observer_errors);
+  ram.setBackingLost(c.backing_lost);
   // Open and closed sessions are the sessions actor's part.
   d.root().initSessions().setProtectedEntries(c.protected_entries);
   auto objects = d.root().initObjects();
@@ -370,6 +410,16 @@ ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
       return empty_reply<msg::CloseServiceReply>();
     },
     [self](const sealed<msg::ReadReport>&) { return report(self); },
+    [self](const sealed<msg::SsdEvictEvent>& m) {
+      try {
+        auto k = m.root().getKey();
+        tier(self).mark_not_durable(k.getNs().cStr(),
+                                    tiers::read_tokens(k.getTokens()));
+      } catch (const kj::Exception&) {
+        // Built by the SSD actor in this process from a valid key: it
+        // cannot fail to decode (no handler lets an exception through).
+      }
+    },
   };
 }
 

@@ -10,6 +10,15 @@
 // naming a session) and replies with the pin; the sessions actor takes
 // pins back with UnprotectEntry. The RAM actor knows no sessions.
 //
+// Durable marks rest on the SSD actor's own word to this actor: a spill
+// reply (durable, alreadyDurable), or, for an entry installed as restored
+// from SSD, a FindPrefix this actor asks before it answers the install (a
+// file still serves the whole entry; index only, no I/O). The SSD actor
+// sends an SsdEvictEvent for every file it stops holding after any such
+// word about that file, over the same FIFO, so `mark_not_durable` always
+// comes after the mark it clears: no entry stays marked durable once its
+// file is gone, and a boundary or a demotion never drops it as "on SSD".
+//
 // Policy beyond the tier's own: without an SSD actor, spill orders are
 // dropped (there is nowhere to write) and idle demotion does nothing.
 // Objects are never written to SSD (the entry file format stores prefix

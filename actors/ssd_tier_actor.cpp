@@ -1,6 +1,7 @@
 #include "actors/ssd_tier_actor.hpp"
 
 #include "actors/codec.hpp"
+#include "tiers/checkpoints.hpp"
 #include "tiers/entry_message.hpp"
 
 #include <caf/send.hpp>
@@ -38,6 +39,17 @@ void completion_relay::attach(caf::weak_actor_ptr target) {
   }
   for (auto& c : early)
     push(std::move(c));
+}
+
+void route_reports(tiers::ssd::ssd_config& cfg, ssd_parts& parts) {
+  cfg.on_write = [p = &parts](const tiers::ssd::write_event& e) {
+    if (p->on_write)
+      p->on_write(e);
+  };
+  cfg.on_remove = [p = &parts](const tiers::ssd::remove_event& e) {
+    if (p->on_remove)
+      p->on_remove(e);
+  };
 }
 
 namespace {
@@ -88,6 +100,34 @@ void written(ssd_tier_pointer self, const tiers::ssd::write_event& e) {
   waiting.erase(w);
 }
 
+msg::SsdEvictReason reason_of(tiers::ssd::removal_reason r) {
+  using tiers::ssd::removal_reason;
+  switch (r) {
+    case removal_reason::evicted: return msg::SsdEvictReason::EVICTED;
+    case removal_reason::corrupt: return msg::SsdEvictReason::CORRUPT;
+    case removal_reason::gone: return msg::SsdEvictReason::GONE;
+    case removal_reason::erased: return msg::SsdEvictReason::ERASED;
+  }
+  return msg::SsdEvictReason::GONE;
+}
+
+/// The tier stopped holding a file: the RAM actor hears of it (one
+/// SsdEvictEvent), unless it is a checkpoint file, which RAM never holds.
+void removed(ssd_tier_pointer self, const tiers::ssd::remove_event& e) {
+  if (tiers::checkpoint_store::parse_storage_ns(e.ns))
+    return;
+  auto ram = caf::actor_cast<ram_tier_actor>(self->state.ram.lock());
+  if (!ram)
+    return;
+  msg::draft<msg::SsdEvictEvent> d;
+  tiers::write_key(d.root().initKey(), e.ns, e.tokens);
+  d.root().setReason(reason_of(e.reason));
+  d.root().setFileBytes(e.bytes);
+  // Normal priority, like the replies to the RAM actor's spill orders:
+  // one FIFO, so this follows every reply that called the file durable.
+  self->send(ram, std::move(d).seal());
+}
+
 caf::result<sealed<msg::SpillEntryReply>>
 spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
   auto order = m.root().getOrderId();
@@ -111,14 +151,15 @@ spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
   return rp;
 }
 
-/// An acquire's SSD lookup, from the index only; the prompt is read in
-/// place.
-sealed<msg::FindPrefixReply> find(ssd_tier_pointer self,
-                                  msg::RequestIdentity::Reader m) {
-  tiers::tokens_of prompt{m.getPrompt()};
+/// The longest usable saved prefix of `prompt` in `ns` longer than
+/// `better_than`, from the index only; the prompt is read in place.
+sealed<msg::FindPrefixReply> find(ssd_tier_pointer self, capnp::Text::Reader ns,
+                                  capnp::List<uint32_t>::Reader prompt_list,
+                                  uint64_t better_than = 0) {
+  tiers::tokens_of prompt{prompt_list};
   msg::draft<msg::FindPrefixReply> d;
-  auto hit = tier(self).find(prompt.span(), m.getNs().cStr());
-  if (hit) {
+  auto hit = tier(self).find(prompt.span(), ns.cStr());
+  if (hit && hit->length > better_than) {
     d.root().setUsableTokens(hit->length);
     tiers::write_key(d.root().initKey(), hit->header->ns, hit->header->tokens);
   }
@@ -303,11 +344,22 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
   self->state.parts->on_write = [self](const tiers::ssd::write_event& e) {
     written(self, e);
   };
+  self->state.parts->on_remove = [self](const tiers::ssd::remove_event& e) {
+    removed(self, e);
+  };
   self->state.parts->relay->attach(caf::actor_cast<caf::weak_actor_ptr>(self));
   return {
     [self](const sealed<msg::AcquireState>& m) {
-      return decoding<sealed<msg::FindPrefixReply>>(
-        [&] { return find(self, m.root().getRequest()); });
+      return decoding<sealed<msg::FindPrefixReply>>([&] {
+        auto r = m.root().getRequest();
+        return find(self, r.getNs(), r.getPrompt());
+      });
+    },
+    [self](const sealed<msg::FindPrefix>& m) {
+      return decoding<sealed<msg::FindPrefixReply>>([&] {
+        auto r = m.root();
+        return find(self, r.getNs(), r.getPrompt(), r.getBetterThan());
+      });
     },
     [self](const sealed<msg::RestoreEntry>& m) {
       return decoding<sealed<msg::RestoreEntryReply>>(
@@ -339,6 +391,9 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
     [self](const sealed<msg::ListSavedPrefixes>&) { return saved(self); },
     [self](io_done& c) {
       tier(self).handle({c.tag, std::move(c.err), c.bytes});
+    },
+    [self](attach_ram_atom, const ram_tier_actor& ram) {
+      self->state.ram = caf::actor_cast<caf::weak_actor_ptr>(ram);
     },
   };
 }

@@ -13,6 +13,17 @@
 // key; at once as alreadyDurable when an equal file is durable. The tier is
 // built, opened (the header-only scan, the one blocking step) and handed over
 // by runtime/spawn.cpp before the actor serves.
+//
+// Removals: every entry file the tier stops holding (`ssd_config::on_remove`:
+// evicted over the cap, found corrupt or gone by a restore, erased) becomes
+// one SsdEvictEvent to the RAM actor, which clears the durable marks that
+// file gave. The RAM actor is attached once, after both are spawned
+// (`attach_ram_atom`; runtime/spawn.cpp), and held weakly: the RAM actor
+// holds this one. Removals before the attach (the start-up scan's) go
+// nowhere: RAM holds nothing yet. Checkpoint files are left out: RAM never
+// holds them. Events and replies to the RAM actor leave in the order the
+// tier reported, so a durable reply is never overtaken by the event of
+// that file's removal.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -57,7 +68,13 @@ struct ssd_parts {
   uint64_t cap_bytes = 0;
   /// Where the tier's `on_write` reports go (set by the actor).
   std::function<void(const tiers::ssd::write_event&)> on_write;
+  /// Where the tier's `on_remove` reports go (set by the actor).
+  std::function<void(const tiers::ssd::remove_event&)> on_remove;
 };
+
+/// Points `cfg`'s reports (`on_write`, `on_remove`) at `parts`' hooks,
+/// which the actor fills when it starts. Call before building the tier.
+void route_reports(tiers::ssd::ssd_config& cfg, ssd_parts& parts);
 
 struct ssd_tier_state {
   static inline const char* name = "ssd-tier";
@@ -75,6 +92,9 @@ struct ssd_tier_state {
   /// By write-queue item id.
   std::unordered_map<uint64_t, waiter> waiting;
   uint64_t failures = 0;
+  /// The RAM actor told of removals (`attach_ram_atom`); weak, since it
+  /// holds this actor.
+  caf::weak_actor_ptr ram;
 };
 
 using ssd_tier_pointer = ssd_tier_actor::stateful_pointer<ssd_tier_state>;

@@ -269,6 +269,7 @@ struct RamCounters {
   replacements @10 :UInt64; # puts replacing the same key
   oversize @11 :UInt64;    # puts larger than the whole cap
   observerErrors @12 :UInt64; # put observers that threw (contained)
+  backingLost @13 :UInt64; # durable marks cleared: their SSD file went
 }
 
 struct SsdCounters {

@@ -20,6 +20,14 @@ using Error = Common.Error;
 # the RAM tier (which answers with the engine's AcquireStateReply, forwarded
 # unchanged when RAM wins) and to the SSD tier (which answers below).
 
+struct FindPrefix {
+  # RAM -> SSD, before it marks a restored entry durable: the longest usable
+  # saved prefix, from the index only.
+  ns @0 :Text;
+  prompt @1 :List(UInt32);
+  betterThan @2 :UInt64;   # only strictly longer prefixes are candidates
+}
+
 struct FindPrefixReply {
   # SSD -> service, to an AcquireState: the longest usable saved prefix,
   # from the index only.
@@ -106,11 +114,23 @@ struct InstallEntryReply {
   outcome @1 :Service.PutOutcome;
 }
 
+enum SsdEvictReason {
+  evicted @0;              # least recently used over the SSD byte cap
+  corrupt @1;              # a restore found it corrupt; the file is removed
+  gone @2;                 # a restore found it gone or replaced; forgotten
+  erased @3;               # removed on request (EraseEntry)
+}
+
 struct SsdEvictEvent {
-  # SSD -> RAM: a file left the SSD tier (cap or corruption), so the RAM
-  # copy of that entry is no longer backed and must be written before it
-  # is dropped.
+  # SSD -> RAM, one per entry file the SSD tier stops holding (checkpoint
+  # files excepted: RAM never holds them). RAM copies that file backed (the
+  # entry of this key, and entries restored trimmed from it) are no longer
+  # durable and must be written before they leave RAM. Sent after every
+  # reply that told RAM the file was durable, so the pair's FIFO order
+  # keeps a durable mark from outliving its file.
   key @0 :EntryKey;
+  reason @1 :SsdEvictReason;
+  fileBytes @2 :UInt64;    # bytes the file took on storage
 }
 
 struct KeepsBytes {

@@ -49,7 +49,7 @@ class actor_system_config;
   X(PutEvent)                                                                  \
   X(PutObject) X(PutObjectReply)                                               \
   X(GetObject) X(GetObjectReply)                                               \
-  X(FindPrefixReply)                                                           \
+  X(FindPrefix) X(FindPrefixReply)                                             \
   X(RestoreEntry) X(RestoreEntryReply)                                         \
   X(SpillEntry) X(SpillEntryReply)                                             \
   X(FindCheckpoint) X(FindCheckpointReply)                                     \

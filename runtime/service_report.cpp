@@ -19,6 +19,7 @@ void ram_part(msg::RamCounters::Reader in, service_report::ram_part& o) {
   o.replacements = in.getReplacements();
   o.oversize = in.getOversize();
   o.observer_errors = in.getObserverErrors();
+  o.backing_lost = in.getBackingLost();
 }
 
 void ssd_part(msg::SsdCounters::Reader in, service_report::ssd_part& o) {

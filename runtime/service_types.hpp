@@ -136,7 +136,7 @@ struct service_report {
     uint64_t entries = 0, bytes = 0, cap_bytes = 0, hits = 0, misses = 0,
              session_hits = 0, session_misses = 0, prefix_scans = 0,
              evictions = 0, supersessions = 0, replacements = 0, oversize = 0,
-             observer_errors = 0;
+             observer_errors = 0, backing_lost = 0;
   } ram;
   struct ssd_part {
     uint64_t files = 0, file_bytes = 0, cap_bytes = 0, queue_items = 0,

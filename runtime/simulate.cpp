@@ -94,6 +94,8 @@ struct ram_entry {
   std::vector<uint64_t> pins{};
   uint64_t serial = 0;
   entry_ref ref{};
+  /// Tokens of the SSD file behind `durable` (it was restored from it).
+  uint64_t file_tokens = 0;
 };
 
 struct ssd_entry {
@@ -140,6 +142,7 @@ private:
   void write(const std::string& ns, const token_seq& tokens,
              const std::optional<std::string>& session);
   ram_it victim(ram_it skip);
+  void forget_lost();
 
   const simulate_options& o_;
   simulate_result& out_;
@@ -156,6 +159,8 @@ private:
   std::list<ssd_entry> ssd_; // front: least recently used
   tiers::prefix_index<ssd_it> ssd_index_;
   uint64_t ssd_bytes_ = 0;
+  /// Files evicted from SSD whose news has not reached RAM yet.
+  std::vector<std::pair<std::string, token_seq>> lost_;
 };
 
 void model::hold(const std::vector<segment>& segs) {
@@ -212,6 +217,7 @@ void model::write(const std::string& ns, const token_seq& tokens,
   f->ref = ssd_index_.insert(ns, tokens, f, 0).ref;
   while (ssd_bytes_ > o_.ssd_cap_bytes && ssd_.begin() != f) {
     auto v = ssd_.begin();
+    lost_.emplace_back(v->ns, ssd_index_.key(v->ref));
     ssd_bytes_ -= v->bytes;
     ssd_index_.erase(v->ref);
     ssd_.erase(v);
@@ -255,6 +261,18 @@ uint64_t model::put(ram_entry e, const token_seq& tokens, bool pin) {
   return id;
 }
 
+void model::forget_lost() {
+  // As the RAM tier's `mark_not_durable`: the entry of the file's key and
+  // entries restored trimmed from it are no longer durable.
+  for (auto& [ns, key] : lost_)
+    for (auto ref : ram_index_.prefixes(ns, key)) {
+      auto r = ram_index_.handle(ref);
+      if (r->durable && r->file_tokens == key.size())
+        r->durable = false;
+    }
+  lost_.clear();
+}
+
 template <class Match>
 std::vector<segment> model::install(const std::string& ns,
                                     const token_seq& prompt, const Match& f,
@@ -272,13 +290,18 @@ std::vector<segment> model::install(const std::string& ns,
                       align_up(l.bytes_at(p), o_.checksum_chunk));
   std::vector<segment> segs{{new_buffer(bytes), 0, p}};
   token_seq head(prompt.begin(), prompt.begin() + static_cast<ptrdiff_t>(p));
-  put({ns, segs, true, file->session, leased}, head);
+  ram_entry e{ns, segs, true, file->session, leased};
+  e.file_tokens = file_tokens;
+  put(std::move(e), head);
   return segs;
 }
 
 void model::request(const std::string& ns, const token_seq& prompt,
                     const std::optional<std::string>& session) {
   uint64_t n = prompt.size();
+  // The previous request's writes have finished (the replay settles them),
+  // so the RAM tier has heard of every file they evicted.
+  forget_lost();
   // Preparation: peek RAM, then prefetch the SSD's best file into RAM under
   // a lease (whatever RAM holds).
   auto peek = ram_index_.longest_usable(ns, prompt);

@@ -7,6 +7,8 @@
 #include "actors/ssd_tier_actor.hpp"
 #include "tiers/ssd/file_system.hpp"
 
+#include <caf/send.hpp>
+
 namespace kvtier::runtime {
 
 caf::expected<actors::ssd_tier_actor>
@@ -35,10 +37,7 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
   cfg.alignment = static_cast<uint32_t>(opts.alignment);
   cfg.checksum_chunk = std::max<uint32_t>(cfg.alignment, cfg.checksum_chunk);
   parts->cap_bytes = opts.ssd_cap_bytes;
-  cfg.on_write = [p = parts.get()](const ssd::write_event& e) {
-    if (p->on_write)
-      p->on_write(e);
-  };
+  actors::route_reports(cfg, *parts);
   parts->tier = std::make_unique<ssd::ssd_tier>(cfg, *fs, *parts->engine);
   if (auto scan = parts->tier->open(); !scan)
     return std::move(scan.error());
@@ -52,8 +51,14 @@ actors::ram_tier_actor
 spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
                actors::ssd_tier_actor ssd,
                std::shared_ptr<actors::put_observer_slot> observer) {
-  return sys.spawn(actors::ram_tier, opts.ram_cap_bytes, std::move(ssd),
-                   std::move(observer));
+  auto ram =
+    sys.spawn(actors::ram_tier, opts.ram_cap_bytes, ssd, std::move(observer));
+  // The one link back: the SSD actor tells this RAM actor of every file it
+  // removes (SsdEvictEvent). Sent at once, so it is in the SSD actor's
+  // mailbox before any spill order this RAM actor can send.
+  if (ssd)
+    caf::anon_send(ssd, actors::attach_ram_atom::value, ram);
+  return ram;
 }
 
 actors::sessions_actor spawn_sessions(caf::actor_system& sys,

@@ -2,10 +2,12 @@
 // per actor role, and `spawn_service`, which builds the whole map from
 // `service_options` in dependency order (SSD first: the RAM tier spills to
 // it and the checkpoints learn their files from its index; the sessions
-// actor after RAM, whose pins it takes back; the facade last). Used by the
-// embedded API (runtime/service.cpp) and by tests that want single actors.
-// Called from one thread while starting; the handles it returns may be used
-// from anywhere.
+// actor after RAM, whose pins it takes back; the facade last). The one link
+// against that order, the SSD actor's SsdEvictEvents to the RAM actor, is a
+// one-time attach message `spawn_ram_tier` sends. Used by the embedded API
+// (runtime/service.cpp) and by tests that want single actors. Called from
+// one thread while starting; the handles it returns may be used from
+// anywhere.
 #pragma once
 
 #include "actors/cache_service.hpp"
@@ -32,7 +34,8 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
                tiers::ssd::file_system* fs,
                std::vector<tiers::checkpoint_file>* saved = nullptr);
 
-/// The RAM tier actor, spilling to `ssd` (may be null).
+/// The RAM tier actor, spilling to `ssd` (may be null), and attached to
+/// `ssd` as the actor it tells of every file it removes (SsdEvictEvent).
 actors::ram_tier_actor
 spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
                actors::ssd_tier_actor ssd,

@@ -109,6 +109,13 @@ public:
     return tree_.ancestors(ref);
   }
 
+  /// Entries whose keys are prefixes of `key` (itself included), shortest
+  /// first; `key` itself need not be an entry.
+  std::vector<entry_ref> prefixes(std::string_view ns,
+                                  std::span<const token> key) const {
+    return tree_.prefixes(ns, key);
+  }
+
   /// Entries whose keys have `key` as a strict prefix.
   std::vector<entry_ref> descendants(std::string_view ns,
                                      std::span<const token> key) const {

@@ -440,6 +440,27 @@ std::vector<entry_ref> prefix_tree::ancestors(entry_ref ref) const {
   return out;
 }
 
+std::vector<entry_ref> prefix_tree::prefixes(std::string_view ns,
+                                             std::span<const token> key) const {
+  std::vector<entry_ref> out;
+  auto it = roots_.find(ns);
+  if (it == roots_.end())
+    return out;
+  node* n = it->second.get();
+  size_t i = 0;
+  while (i < key.size()) { // whole edges only: an entry ends at a node
+    auto c = n->child(key[i]);
+    if (!c || c->run_len > key.size() - i
+        || lcp(c->run.get(), key.data() + i, c->run_len) != c->run_len)
+      break;
+    n = c;
+    i += c->run_len;
+    if (n->has_entry)
+      out.push_back(entry_ref{n});
+  }
+  return out;
+}
+
 std::vector<entry_ref>
 prefix_tree::descendants(std::string_view ns,
                          std::span<const token> key) const {

@@ -94,6 +94,11 @@ public:
   /// Entries whose keys are strict prefixes of `ref`'s, nearest first.
   std::vector<entry_ref> ancestors(entry_ref ref) const;
 
+  /// Entries whose keys are prefixes of `key` (itself included), shortest
+  /// first. O(len(key)).
+  std::vector<entry_ref> prefixes(std::string_view ns,
+                                  std::span<const token> key) const;
+
   /// Entries whose keys have `key` as a strict prefix, in no set order.
   std::vector<entry_ref> descendants(std::string_view ns,
                                      std::span<const token> key) const;

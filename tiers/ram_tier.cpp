@@ -162,6 +162,7 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
     emplace(record{.state = std::move(e), .durable = durable}, bufs, now);
   auto ins = index_.insert(r->state.ns, r->state.tokens, r, floor);
   r->ref = ins.ref;
+  r->file_tokens = durable ? r->state.size() : 0;
   if (ins.replaced) {
     auto old = *ins.replaced;
     old->ref = entry_ref{};                 // the index already points at r
@@ -229,12 +230,31 @@ ram_tier::record_it ram_tier::find(const ram_key& key) const {
   return ref ? index_.handle(ref) : none;
 }
 
-bool ram_tier::mark_durable(const ram_key& key, bool durable) {
+bool ram_tier::mark_durable(const ram_key& key, bool durable,
+                            uint64_t file_tokens) {
   auto r = find(key);
   if (r == lru_.end())
     return false;
   r->durable = durable;
+  r->file_tokens = !durable          ? 0
+                   : file_tokens > 0 ? file_tokens
+                                     : r->state.size();
   return true;
+}
+
+size_t ram_tier::mark_not_durable(std::string_view ns,
+                                  std::span<const token> tokens) {
+  size_t n = 0;
+  for (auto ref : index_.prefixes(ns, tokens)) {
+    auto r = index_.handle(ref);
+    if (r->durable && r->file_tokens == tokens.size()) {
+      r->durable = false;
+      r->file_tokens = 0;
+      ++n;
+    }
+  }
+  counters_.backing_lost += n;
+  return n;
 }
 
 std::vector<ram_key> ram_tier::idle(uint64_t now, uint64_t idle_ms) const {

@@ -13,8 +13,11 @@
 //   stand in for (ancestor length >= its trim floor); an untrimmable one
 //   supersedes nothing. Replaced and superseded entries leave without spill.
 // - Over the cap, least-recently-used items leave as ordered spill orders;
-//   `needs_spill` is false only for items marked durable on SSD. A put's
-//   own item is never among them; an item larger than the whole cap is
+//   `needs_spill` is false only for items marked durable on SSD. The owner
+//   sets and clears that mark (`mark_durable`, `mark_not_durable`) from
+//   what the SSD tier reports; a mark remembers which file length gave it,
+//   so a file's removal clears exactly the marks that file may have given. A
+//   put's own item is never among them; an item larger than the whole cap is
 //   handed back instead, never stored.
 // - Bytes are counted per buffer, once, however many items hold views of it.
 // - A protected entry (one carrying at least one pin: an open session's
@@ -92,9 +95,23 @@ public:
   bool contains(std::string_view ns, std::span<const token> tokens) const;
 
   /// Records whether the item has a durable copy on SSD (false while a
-  /// write is pending or after it failed). Returns false when not held.
-  /// A put replacing the item clears the mark.
-  bool mark_durable(const ram_key& key, bool durable = true);
+  /// write is pending or after it failed). `file_tokens`: tokens of the
+  /// SSD file that serves the item, when that is a longer file it can be
+  /// restored trimmed from; 0 means a file of its own length. Returns
+  /// false when not held. A put replacing the item clears the mark.
+  bool mark_durable(const ram_key& key, bool durable = true,
+                    uint64_t file_tokens = 0);
+
+  /// The SSD file of exactly (ns, tokens) is gone (evicted over the SSD
+  /// cap, found corrupt, erased): clears every durable mark it may have
+  /// given, so those items are written again before they leave RAM rather
+  /// than dropped as "on SSD". That is the item keyed exactly so, and any
+  /// item keyed by a strict prefix whose mark names a file of that length
+  /// (restored trimmed from it). Marks given by other files are kept; a
+  /// different file of the same length is not told apart, and clearing
+  /// its mark costs only a write. Returns how many marks were cleared
+  /// (counted as `backing_lost`).
+  size_t mark_not_durable(std::string_view ns, std::span<const token> tokens);
 
   /// Items last used at or before `now - idle_ms`, least recent first
   /// (items an interest holds are not idle).
@@ -185,6 +202,7 @@ private:
     bool durable = false;
     std::vector<uint64_t> leases{}; // interests holding it
     std::vector<uint64_t> pins{};   // protections (empty: unprotected)
+    uint64_t file_tokens = 0;       // of the SSD file behind `durable`
   };
   using record_it = std::list<record>::iterator;
 

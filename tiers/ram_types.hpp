@@ -105,6 +105,10 @@ struct ram_counters {
   uint64_t observer_errors = 0;
   /// Entries carrying at least one pin right now.
   uint64_t protected_entries = 0;
+  /// Durable marks cleared because the SSD file behind them went
+  /// (`mark_not_durable`): each such item is written again before it
+  /// leaves RAM.
+  uint64_t backing_lost = 0;
 };
 
 } // namespace kvtier::tiers

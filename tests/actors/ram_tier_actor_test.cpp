@@ -1,7 +1,10 @@
 // The RAM tier actor message by message on CAF's deterministic scheduler:
 // evictions become spill orders to the SSD actor, a boundary sends none,
 // idle demotion waits for the SSD's reply before the entry leaves. The SSD
-// actor is a stand-in that records spill orders and answers "durable".
+// actor is a stand-in that records spill orders and answers "durable" (and
+// that a file serves every prompt but its last token: an installed entry's
+// durable claim is confirmed). tests/actors/ssd_evict_test.cpp runs the RAM
+// actor against a real SSD actor.
 #define BOOST_TEST_MODULE actors_ram_tier
 #include "tests/caf_bridge.hpp"
 
@@ -14,9 +17,18 @@ using actors::sealed;
 
 namespace {
 
-/// Answers SpillEntry with "durable" and FlushState at once; counts spills.
+/// Answers SpillEntry with "durable", FindPrefix with a file of the
+/// prompt but its last token, and FlushState at once; counts spills.
 caf::behavior fake_ssd(caf::event_based_actor*, std::shared_ptr<int> spills) {
   return {
+    [](const sealed<msg::FindPrefix>& m) {
+      auto prompt = tiers::read_tokens(m.root().getPrompt());
+      prompt.pop_back();
+      msg::draft<msg::FindPrefixReply> d;
+      d.root().setUsableTokens(prompt.size());
+      tiers::write_key(d.root().initKey(), m.root().getNs().cStr(), prompt);
+      return std::move(d).seal();
+    },
     [spills](const sealed<msg::SpillEntry>& m) {
       ++*spills;
       msg::draft<msg::SpillEntryReply> d;

@@ -3,6 +3,7 @@
 // Admission, checkpoints and lifecycle are in service_lifecycle_test.cpp.
 #define BOOST_TEST_MODULE runtime_service
 #include "tests/runtime/service_fixture.hpp"
+#include "tiers/ssd/entry_format.hpp"
 
 #include <mutex>
 #include <thread>
@@ -170,6 +171,38 @@ BOOST_AUTO_TEST_CASE(boundary_keeps_entries_that_are_not_durable) {
   BOOST_CHECK_EQUAL(svc->boundary()->released, 0u);
   BOOST_CHECK_EQUAL(report().ssd_io.submitted, before);
   BOOST_CHECK_EQUAL(report().ram.entries, 1u);
+}
+
+BOOST_AUTO_TEST_CASE(an_entry_whose_ssd_file_went_is_kept_at_a_boundary) {
+  // Room on SSD for one 3000-token file (the cap is at least 1 MiB): each
+  // new file evicts the one before. RAM holds both entries.
+  opts.ram_cap_bytes = 4ull << 20;
+  auto g = tiers::model_geometry::preset(opts.model, opts.model_scale);
+  BOOST_REQUIRE(g);
+  runtime::oracle_engine probe{*g};
+  auto align = static_cast<uint32_t>(opts.alignment);
+  opts.ssd_cap_bytes =
+    tiers::ssd::layout(probe.prefill("ns", seq(3000)), opts.model, align,
+                       std::max<uint32_t>(align, 1u << 20))
+      .file_length
+    * 3 / 2;
+  start();
+  put("ns", seq(3000));
+  BOOST_REQUIRE(svc->flush()->durable); // A: on SSD, durable in RAM
+  put("ns", seq(3000, 50000));
+  BOOST_REQUIRE(svc->flush()->durable); // B's file evicts A's
+  auto rep = report();
+  BOOST_CHECK_EQUAL(rep.ssd.evicted, 1u);
+  BOOST_CHECK_EQUAL(rep.ssd.files, 1u);
+  BOOST_CHECK_EQUAL(rep.ram.backing_lost, 1u);
+  // The boundary releases B only: A's RAM copy is the last one.
+  BOOST_CHECK_EQUAL(svc->boundary()->released, 1u);
+  BOOST_CHECK(get("ns", seq(3001)).source == state_source::ram);
+  // Demotion writes A again before it leaves RAM; it is found on SSD.
+  auto writes = report().ssd.writes_ok;
+  BOOST_CHECK_EQUAL(*svc->demote_idle(0), 1u);
+  BOOST_CHECK_EQUAL(report().ssd.writes_ok, writes + 1);
+  BOOST_CHECK(get("ns", seq(3001)).source == state_source::ssd);
 }
 
 BOOST_AUTO_TEST_CASE(keeps_says_whether_projected_state_fits_the_cap) {

@@ -153,6 +153,11 @@ public:
     }
   }
 
+  /// Deletes `name` from the tier's directory behind the tier's back.
+  void remove(const std::string& name) {
+    BOOST_REQUIRE(!fs_->remove(join_path(tier->root(), name)));
+  }
+
   /// Names of the files in the tier's directory.
   std::vector<std::string> files() {
     auto l = fs_->list(tier->root());

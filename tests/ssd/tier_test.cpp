@@ -219,3 +219,80 @@ BOOST_AUTO_TEST_CASE(the_owner_hears_what_became_of_every_write) {
   BOOST_TEST((by_salt[91] == std::vector<wo>{wo::durable}));
   BOOST_TEST(w.tier->stats().dropped == 1u);
 }
+
+BOOST_AUTO_TEST_CASE(the_owner_hears_of_every_file_the_tier_removes) {
+  auto o = every_kind_oracle();
+  auto one = o.prefill("ns", tokens(20));
+  using rr = removal_reason;
+  for (auto b : all_backends()) {
+    BOOST_TEST_CONTEXT(b.name()) {
+      std::vector<std::pair<token_seq, rr>> events;
+      ssd_config cfg;
+      cfg.on_remove = [&](const remove_event& ev) {
+        BOOST_TEST(ev.ns == "ns");
+        BOOST_TEST(ev.bytes > 0u);
+        events.emplace_back(ev.tokens, ev.reason);
+      };
+      // Room for three files: every entry below has the same shape.
+      cfg.byte_cap =
+        layout(one, cfg.fingerprint, cfg.alignment, cfg.checksum_chunk)
+          .file_length
+        * 3;
+      scratch_dir dir;
+      world w{b, dir.path, cfg};
+      auto store = [&](token salt) {
+        w.store(o.prefill("ns", tokens(20, salt)));
+        return file_name("ns", tokens(20, salt));
+      };
+      auto f1 = store(100);
+      store(200);
+      auto f3 = store(300);
+      store(100); // a newer write of f1's key replaces it: not a removal
+      BOOST_TEST(events.empty());
+      store(400); // over the cap: the least recently used (200) goes
+      drive(*w.tier, w.queue);
+      // A restore finds 300 corrupt (removed) and 100 gone (forgotten).
+      w.mutate(f3, [](auto& bytes) { bytes.back() ^= std::byte{0x80}; });
+      BOOST_TEST(!w.restore(*w.tier->find(tokens(21, 300), "ns")));
+      w.remove(f1);
+      BOOST_TEST(!w.restore(*w.tier->find(tokens(21, 100), "ns")));
+      BOOST_TEST(w.tier->erase("ns", tokens(20, 400)));
+      BOOST_TEST(!w.tier->erase("ns", tokens(20, 400))); // nothing left
+      drive(*w.tier, w.queue);
+      std::vector<std::pair<token_seq, rr>> want{{tokens(20, 200), rr::evicted},
+                                                 {tokens(20, 300), rr::corrupt},
+                                                 {tokens(20, 100), rr::gone},
+                                                 {tokens(20, 400), rr::erased}};
+      BOOST_TEST((events == want));
+      BOOST_TEST(w.tier->stats().files == 0u);
+      BOOST_TEST(w.files().empty());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_scan_reports_what_it_evicts_over_the_cap) {
+  auto o = every_kind_oracle();
+  scratch_dir dir;
+  backend b{fs_kind::posix, engine_choice::threads};
+  {
+    world w{b, dir.path};
+    for (token salt : {100, 200, 300})
+      w.store(o.prefill("ns", tokens(20, salt)));
+  }
+  // The scan's recency follows file names, not the history above: only
+  // the number of reports and their keys are checked.
+  std::vector<remove_event> events;
+  ssd_config cfg;
+  cfg.on_remove = [&](const remove_event& ev) { events.push_back(ev); };
+  auto one = o.prefill("ns", tokens(20));
+  cfg.byte_cap =
+    layout(one, cfg.fingerprint, cfg.alignment, cfg.checksum_chunk).file_length;
+  world w{b, dir.path, cfg}; // opens: one file fits
+  BOOST_TEST(w.tier->stats().files == 1u);
+  BOOST_REQUIRE_EQUAL(events.size(), 2u);
+  for (auto& ev : events) {
+    BOOST_TEST((ev.reason == removal_reason::evicted));
+    BOOST_TEST(!w.tier->contains(ev.ns, ev.tokens));
+  }
+  BOOST_TEST(events[0].tokens != events[1].tokens);
+}

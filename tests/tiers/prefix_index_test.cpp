@@ -145,6 +145,28 @@ BOOST_AUTO_TEST_CASE(replace_erase_and_structure) {
   BOOST_TEST(ix.token_count() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(prefixes_walk_the_key_whether_or_not_it_is_held) {
+  index_t ix;
+  ix.insert("a", seq({1, 2}), "p", trims);
+  ix.insert("a", seq({1, 2, 3, 4}), "q", trims);
+  ix.insert("a", seq({1, 5}), "r", trims);
+  ix.insert("b", seq({1, 2}), "other ns", trims);
+  auto names = [&](std::string_view ns, token_seq key) {
+    std::vector<std::string> out;
+    for (auto ref : ix.prefixes(ns, key))
+      out.push_back(ix.handle(ref));
+    return out;
+  };
+  using v = std::vector<std::string>;
+  BOOST_TEST((names("a", seq({1, 2, 3, 4})) == v{"p", "q"}));
+  BOOST_TEST((names("a", seq({1, 2, 3, 4, 9})) == v{"p", "q"}), "not held");
+  BOOST_TEST((names("a", seq({1, 2, 3})) == v{"p"}), "ends mid-edge");
+  BOOST_TEST((names("a", seq({1, 5})) == v{"r"}));
+  BOOST_TEST(names("a", seq({1})).empty());
+  BOOST_TEST(names("a", seq({7, 2})).empty());
+  BOOST_TEST(names("c", seq({1, 2})).empty());
+}
+
 BOOST_AUTO_TEST_CASE(trim_floor_matches_can_trim_to) {
   for (auto name : {"tiny-dense", "tiny-window", "tiny-hybrid"}) {
     runtime::oracle_engine eng(*model_geometry::preset(name));

@@ -636,3 +636,46 @@ BOOST_AUTO_TEST_CASE(boundary_reclaim_drops_only_durable_plain_items) {
   BOOST_TEST(t.counters().entries == 3u);
   BOOST_TEST(t.counters().evictions == 0u);
 }
+
+BOOST_AUTO_TEST_CASE(a_lost_ssd_file_clears_exactly_the_marks_it_gave) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(64 * eng.geometry().bytes_at(16));
+  // Longest first, so no newcomer supersedes an ancestor.
+  must_put(t, eng.prefill("ns", run(16)), 1, true); // its own file
+  must_put(t, eng.prefill("ns", run(8)), 2);
+  BOOST_TEST(t.mark_durable({false, "ns", run(8)}, true, 16)); // trimmed
+  must_put(t, eng.prefill("ns", run(4)), 3, true);             // its own file
+  must_put(t, eng.prefill("ns", run(8, 5000)), 4, true);       // unrelated
+  must_put(t, eng.prefill("other", run(16)), 5, true);         // other ns
+  BOOST_TEST(t.mark_not_durable("ns", run(8)) == 0u,
+             "run(8)'s mark came from the 16-token file");
+  BOOST_TEST(t.mark_not_durable("ns", run(20)) == 0u, "no mark from it");
+  BOOST_TEST(t.mark_not_durable("ns", run(16)) == 2u);
+  BOOST_TEST(t.counters().backing_lost == 2u);
+  BOOST_TEST(!t.item({false, "ns", run(16)})->durable);
+  BOOST_TEST(!t.item({false, "ns", run(8)})->durable);
+  BOOST_TEST(t.item({false, "ns", run(4)})->durable);
+  BOOST_TEST(t.mark_not_durable("ns", run(16)) == 0u, "cleared once");
+  // A boundary keeps what lost its file; eviction writes it again.
+  auto [n, freed] = t.reclaim(UINT64_MAX);
+  BOOST_TEST(n == 3u);
+  BOOST_TEST(t.counters().entries == 2u);
+  auto first = t.pop_lru();
+  BOOST_REQUIRE(first);
+  BOOST_TEST(first->key.tokens == run(16));
+  BOOST_TEST(first->needs_spill);
+  BOOST_TEST(t.pop_lru()->needs_spill);
+}
+
+BOOST_AUTO_TEST_CASE(a_mark_follows_the_item_not_the_key) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(64 * eng.geometry().bytes_at(16));
+  must_put(t, eng.prefill("ns", run(8)), 1, true);
+  must_put(t, eng.prefill("ns", run(8)), 2); // replaced: a new, pending item
+  BOOST_TEST(!t.item({false, "ns", run(8)})->durable);
+  BOOST_TEST(t.mark_not_durable("ns", run(8)) == 0u);
+  BOOST_TEST(t.mark_durable({false, "ns", run(8)}));
+  BOOST_TEST(t.mark_not_durable("ns", run(8)) == 1u);
+  BOOST_TEST(t.mark_durable({false, "ns", run(8)}, false));
+  BOOST_TEST(t.mark_not_durable("ns", run(8)) == 0u);
+}

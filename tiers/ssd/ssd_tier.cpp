@@ -63,7 +63,7 @@ caf::expected<scan_report> ssd_tier::open() {
   for (auto& name : *names)
     scan_file(name, r);
   for (auto& name : index_.over_cap(cfg_.byte_cap, {})) {
-    index_.erase(name);
+    forget(name, removal_reason::evicted);
     if (!fs_.remove(path(name)))
       ++r.evicted;
   }
@@ -118,7 +118,7 @@ bool ssd_tier::contains(std::string_view ns,
 bool ssd_tier::erase(std::string_view ns, std::span<const token> tokens) {
   if (!index_.contains(ns, tokens))
     return false;
-  remove_file(file_name(ns, tokens), "erase");
+  remove_file(file_name(ns, tokens), removal_reason::erased);
   return true;
 }
 
@@ -180,15 +180,32 @@ const char* ssd_tier::engine_name() const noexcept {
   return engine_.name();
 }
 
-void ssd_tier::remove_file(const std::string& name, const char* why) {
-  index_.erase(name);
+const char* to_string(removal_reason r) {
+  switch (r) {
+    case removal_reason::evicted: return "evict";
+    case removal_reason::corrupt: return "remove corrupt";
+    case removal_reason::gone: return "forget gone";
+    case removal_reason::erased: return "erase";
+  }
+  return "remove";
+}
+
+void ssd_tier::forget(const std::string& name, removal_reason why) {
+  auto f = index_.erase(name);
+  if (f && cfg_.on_remove)
+    cfg_.on_remove(
+      remove_event{f->header->ns, f->header->tokens, why, f->bytes});
+}
+
+void ssd_tier::remove_file(const std::string& name, removal_reason why) {
+  forget(name, why);
   // A write of the same key may rename a fresh file over this name at any
   // moment; removing now could delete that one. Let the write replace it.
   for (auto& [tag, job] : writes_)
     if (job->name == name)
       return;
   auto tag = next_tag_++;
-  chore_what_[tag] = std::string{why} + " " + name;
+  chore_what_[tag] = std::string{to_string(why)} + " " + name;
   auto* fs = &fs_;
   io_op op;
   op.kind = io_kind::call;

@@ -17,6 +17,11 @@
 // fsynced. Only renamed-and-synced files enter the index; a pending write
 // is not "on SSD". The byte cap evicts least-recently-used files.
 //
+// Reports: the owner hears what became of each queued write (`on_write`)
+// and of every indexed file the tier stops holding (`on_remove`), so a
+// tier above that marked its copy of an entry durable can tell when that
+// stops being true.
+//
 // Every failure degrades to "no hit" or "not stored", counted, with one log
 // line per failed write or corrupt file; never a wrong state, never a crash.
 #pragma once
@@ -56,6 +61,29 @@ struct write_event {
   caf::error err;
 };
 
+/// Why the tier stopped holding an entry file (see `ssd_config::on_remove`).
+enum class removal_reason : uint8_t {
+  /// Least recently used over the byte cap.
+  evicted,
+  /// A restore found it corrupt or truncated; the file is removed.
+  corrupt,
+  /// A restore found it gone or replaced behind the tier's back; forgotten.
+  gone,
+  /// Removed on request (`erase`).
+  erased,
+};
+
+const char* to_string(removal_reason r);
+
+/// One indexed file the tier no longer holds, reported to its owner.
+struct remove_event {
+  std::string ns;
+  token_seq tokens;
+  removal_reason reason = removal_reason::evicted;
+  /// Bytes the file occupied.
+  uint64_t bytes = 0;
+};
+
 struct ssd_config {
   /// Root directory; this tier uses `<dir>/<fingerprint>/` only.
   std::string dir;
@@ -83,6 +111,16 @@ struct ssd_config {
   /// an entry durable); runs inside `enqueue` or `handle` and must not call
   /// back into the tier. Optional.
   std::function<void(const write_event&)> on_write;
+  /// Told about every indexed file the tier stops holding, at the moment
+  /// it leaves the index (before the unlink runs), so an owner holding a
+  /// copy it believed durable can clear that belief: evicted over the cap
+  /// (also inside `open`), found corrupt or gone by a restore, erased. Not
+  /// reported: the older file of a key that a newer write of the same key
+  /// replaces (that write's `on_write` report follows), and files `open`
+  /// drops without indexing them (corrupt, misnamed, orphan temps). Runs
+  /// inside `open`, `erase` or `handle` and must not call back into the
+  /// tier. Optional.
+  std::function<void(const remove_event&)> on_remove;
 };
 
 /// Called once with the restored entry (trimmed to the match) or an error:
@@ -114,8 +152,8 @@ public:
   bool contains(std::string_view ns, std::span<const token> tokens) const;
 
   /// Removes the file of exactly (ns, tokens), e.g. a completed
-  /// generation's checkpoint; false when there is none. A queued write of
-  /// the key is not cancelled.
+  /// generation's checkpoint (reported as `erased`); false when there is
+  /// none. A queued write of the key is not cancelled.
   bool erase(std::string_view ns, std::span<const token> tokens);
 
   /// Prefixes on SSD, from headers only.
@@ -194,7 +232,10 @@ private:
 
   // Shared.
   void scan_file(const std::string& name, scan_report& r);
-  void remove_file(const std::string& name, const char* why);
+  /// Drops `name` from the index and reports it (`on_remove`).
+  void forget(const std::string& name, removal_reason why);
+  /// `forget`, then unlinks the file on the engine.
+  void remove_file(const std::string& name, removal_reason why);
   void submit(io_op op);
   void log(const std::string& line) const;
   std::string path(const std::string& name) const;

@@ -232,9 +232,11 @@ void ssd_tier::read_failed(read_job& job) {
   if (same && err == ec::corrupt_data) {
     log("ssd: removing corrupt file " + name + ": " + describe(err));
     ++stats_.corrupt_removed;
-    remove_file(name, "remove corrupt");
+    remove_file(name, removal_reason::corrupt);
   } else if (same && err == ec::not_found) {
-    index_.erase(name); // gone or replaced behind our back: forget it
+    // Gone or replaced behind our back: forget it (the file, if any, is
+    // not ours to delete).
+    forget(name, removal_reason::gone);
   }
   ++stats_.restores_failed;
   auto waiters = std::move(job.waiters);

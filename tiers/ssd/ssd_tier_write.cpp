@@ -266,7 +266,7 @@ void ssd_tier::write_failed(write_job& job) {
 void ssd_tier::evict_over_cap(const std::string& keep) {
   for (auto& name : index_.over_cap(cfg_.byte_cap, keep)) {
     ++stats_.evicted;
-    remove_file(name, "evict");
+    remove_file(name, removal_reason::evicted);
   }
 }
 

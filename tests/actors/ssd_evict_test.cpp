@@ -1,0 +1,268 @@
+// SSD removals reach the RAM tier (SsdEvictEvent), message by message on
+// CAF's deterministic scheduler: a real SSD actor (in-memory file system,
+// an I/O engine that runs each op at once, so every completion is an
+// io_done message the scheduler orders) and a real RAM actor, wired as
+// runtime/spawn.cpp wires them. The SSD cap holds one 100-token entry, so
+// each new file evicts the one before.
+#define BOOST_TEST_MODULE actors_ssd_evict
+#include "tests/caf_bridge.hpp"
+
+#include "actors/ram_tier_actor.hpp"
+#include "actors/ssd_tier_actor.hpp"
+#include "runtime/oracle.hpp"
+#include "tiers/checkpoints.hpp"
+#include "tiers/entry_message.hpp"
+#include "tiers/ssd/memory_file_system.hpp"
+
+using namespace kvtier;
+using actors::sealed;
+
+namespace {
+
+namespace ssd = tiers::ssd;
+
+/// Runs each op at once on the submitting thread; the sink (the actor's
+/// relay) turns its completion into an io_done message for later.
+class inline_engine final : public ssd::io_engine {
+public:
+  explicit inline_engine(ssd::completion_sink sink)
+    : sink_(std::move(sink)) {}
+
+  void submit(ssd::io_op op) override {
+    sink_(ssd::run_now(op));
+  }
+
+  const char* name() const noexcept override {
+    return "inline";
+  }
+
+private:
+  ssd::completion_sink sink_;
+};
+
+using ram_impl = std::remove_pointer_t<actors::ram_tier_pointer>;
+
+struct fixture : kvtier::testing::kvtier_fixture<> {
+  runtime::oracle_engine oracle{*tiers::model_geometry::preset("tiny-dense")};
+  actors::ssd_tier_actor ssd;
+  actors::ram_tier_actor ram;
+
+  fixture() {
+    auto parts = std::make_shared<actors::ssd_parts>();
+    parts->own_fs = std::make_unique<ssd::memory_file_system>();
+    parts->relay = std::make_shared<actors::completion_relay>();
+    parts->engine = std::make_unique<ssd::counted_engine>(
+      std::make_unique<inline_engine>(parts->relay->sink()));
+    ssd::ssd_config cfg;
+    cfg.dir = "/ssd";
+    cfg.fingerprint = "tiny-dense";
+    auto one = ssd::layout(entry(100, 1), cfg.fingerprint, cfg.alignment,
+                           cfg.checksum_chunk)
+                 .file_length;
+    cfg.byte_cap = one * 3 / 2; // one 100-token file fits, two do not
+    cfg.log = [](const std::string&) {};
+    parts->cap_bytes = cfg.byte_cap;
+    actors::route_reports(cfg, *parts);
+    parts->tier =
+      std::make_unique<ssd::ssd_tier>(cfg, *parts->own_fs, *parts->engine);
+    BOOST_REQUIRE(parts->tier->open());
+    ssd = sys.spawn(actors::ssd_tier, std::move(parts));
+    // 1 MiB: 4096 tokens of tiny-dense (256 bytes per token).
+    ram = sys.spawn(actors::ram_tier, uint64_t{1} << 20, ssd, nullptr);
+    self->send(ssd, actors::attach_ram_atom::value, ram);
+    drain();
+  }
+
+  static tiers::token_seq seq(size_t n, tiers::token first) {
+    tiers::token_seq t(n);
+    for (size_t i = 0; i < n; ++i)
+      t[i] = first + static_cast<tiers::token>(i);
+    return t;
+  }
+
+  tiers::entry entry(size_t n, tiers::token first,
+                     const std::string& ns = "ns") {
+    return oracle.prefill(ns, seq(n, first));
+  }
+
+  template <class Root>
+  static sealed<Root> empty() {
+    return msg::draft<Root>{}.seal();
+  }
+
+  /// Publishes, then snapshots everything not durable (RAM FlushState):
+  /// the SSD actor writes it, RAM marks it durable on the reply.
+  void publish_durable(size_t n, tiers::token first) {
+    msg::draft<msg::PublishState> d;
+    tiers::write_entry(d, d.root().initEntry(), entry(n, first));
+    self->send(ram, std::move(d).seal());
+    self->send(ram, empty<msg::FlushState>());
+    drain();
+    self->receive([](const sealed<msg::PublishStateReply>& r) {
+      BOOST_CHECK(r.root().getKept());
+    });
+    self->receive([](const sealed<msg::FlushStateReply>&) {});
+  }
+
+  /// Installs `e` as restored from SSD (durable claimed); returns kept.
+  bool install(const tiers::entry& e) {
+    msg::draft<msg::InstallEntry> d;
+    tiers::write_entry(d, d.root().initEntry(), e);
+    d.root().setDurable(true);
+    self->send(ram, std::move(d).seal());
+    drain();
+    bool kept = false;
+    self->receive([&](const sealed<msg::InstallEntryReply>& r) {
+      kept = r.root().getKept();
+    });
+    return kept;
+  }
+
+  /// The RAM tier's item of (ns, tokens): nullopt when not held.
+  std::optional<tiers::ram_item> item(const tiers::token_seq& tokens,
+                                      const std::string& ns = "ns") {
+    return deref<ram_impl>(ram).state.tier->item({false, ns, tokens});
+  }
+
+  bool durable(const tiers::token_seq& tokens) {
+    auto i = item(tokens);
+    return i && i->durable;
+  }
+
+  uint64_t boundary() {
+    msg::draft<msg::ReclaimAtBoundary> b;
+    b.root().setTargetBytes(UINT64_MAX);
+    self->send(ram, std::move(b).seal());
+    drain();
+    uint64_t released = 0;
+    self->receive([&](const sealed<msg::ReclaimAtBoundaryReply>& r) {
+      released = r.root().getReleased();
+    });
+    return released;
+  }
+
+  sealed<msg::ReadReportReply> ssd_report() {
+    self->send(ssd, empty<msg::ReadReport>());
+    drain();
+    std::optional<sealed<msg::ReadReportReply>> out;
+    self->receive([&](const sealed<msg::ReadReportReply>& r) { out = r; });
+    return *out;
+  }
+
+  uint64_t backing_lost() {
+    self->send(ram, empty<msg::ReadReport>());
+    drain();
+    uint64_t n = 0;
+    self->receive([&](const sealed<msg::ReadReportReply>& r) {
+      n = r.root().getRam().getBackingLost();
+    });
+    return n;
+  }
+
+  sealed<msg::EraseEntry> erase(const std::string& ns,
+                                const tiers::token_seq& tokens) {
+    msg::draft<msg::EraseEntry> d;
+    tiers::write_key(d.root().initKey(), ns, tokens);
+    return std::move(d).seal();
+  }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(ssd_evict, fixture)
+
+BOOST_AUTO_TEST_CASE(an_entry_evicted_from_ssd_is_no_longer_durable_in_ram) {
+  auto a = seq(100, 1), b = seq(100, 5000);
+  publish_durable(100, 1);
+  BOOST_CHECK(durable(a));
+  // B's file pushes A's out of the SSD cap: RAM hears of it.
+  publish_durable(100, 5000);
+  BOOST_CHECK(durable(b));
+  BOOST_CHECK(!durable(a));
+  BOOST_REQUIRE(item(a)); // still held, now as the only copy
+  BOOST_CHECK_EQUAL(ssd_report().root().getSsd().getEvicted(), 1u);
+  BOOST_CHECK_EQUAL(backing_lost(), 1u);
+  // A boundary releases B (its file is there), never A.
+  BOOST_CHECK_EQUAL(boundary(), 1u);
+  BOOST_CHECK(!item(b));
+  BOOST_REQUIRE(item(a));
+  // Demotion writes A again before it leaves RAM.
+  auto writes = ssd_report().root().getSsd().getWritesOk();
+  msg::draft<msg::DemoteIdle> d;
+  d.root().setIdleMs(0);
+  self->send(ram, std::move(d).seal());
+  drain();
+  self->receive([](const sealed<msg::DemoteIdleReply>& r) {
+    BOOST_CHECK_EQUAL(r.root().getDemoted(), 1u);
+  });
+  BOOST_CHECK(!item(a));
+  BOOST_CHECK_EQUAL(ssd_report().root().getSsd().getWritesOk(), writes + 1);
+  msg::draft<msg::FindPrefix> f;
+  f.root().setNs("ns");
+  tiers::write_tokens(f.root().initPrompt(101), seq(101, 1));
+  self->send(ssd, std::move(f).seal());
+  drain();
+  self->receive([](const sealed<msg::FindPrefixReply>& r) {
+    BOOST_CHECK_EQUAL(r.root().getUsableTokens(), 100u);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_restored_entry_is_durable_only_while_its_file_is) {
+  // A's file on SSD, nothing in RAM.
+  publish_durable(100, 1);
+  BOOST_CHECK_EQUAL(boundary(), 1u);
+  // Installed as restored trimmed from A's file: durable by that file.
+  BOOST_REQUIRE(install(entry(60, 1)));
+  BOOST_CHECK(durable(seq(60, 1)));
+  // A's file goes: the entry restored from it is no longer durable.
+  publish_durable(100, 5000);
+  BOOST_CHECK(!durable(seq(60, 1)));
+  BOOST_CHECK_EQUAL(backing_lost(), 1u);
+  BOOST_CHECK_EQUAL(boundary(), 1u); // B only
+  BOOST_CHECK(item(seq(60, 1)));
+}
+
+BOOST_AUTO_TEST_CASE(an_install_after_the_file_went_is_not_durable) {
+  publish_durable(100, 1);
+  BOOST_CHECK_EQUAL(boundary(), 1u);
+  // A's file goes after A was read back, before the install arrives: the
+  // RAM actor asks the SSD actor and does not take the claim.
+  publish_durable(100, 5000);
+  BOOST_REQUIRE(install(entry(100, 1)));
+  BOOST_CHECK(!durable(seq(100, 1)));
+  BOOST_CHECK(durable(seq(100, 5000)));
+  BOOST_CHECK_EQUAL(boundary(), 1u); // B only
+  BOOST_CHECK(item(seq(100, 1)));
+}
+
+BOOST_AUTO_TEST_CASE(erasing_a_file_tells_ram_unless_it_is_a_checkpoint) {
+  publish_durable(100, 1);
+  self->send(ssd, erase("ns", seq(100, 1)));
+  expect((sealed<msg::EraseEntry>), from(self).to(ssd));
+  expect((sealed<msg::SsdEvictEvent>), from(ssd).to(ram));
+  drain();
+  self->receive([](const sealed<msg::EraseEntryReply>& r) {
+    BOOST_CHECK(r.root().getErased());
+  });
+  BOOST_CHECK(!durable(seq(100, 1)));
+  // A checkpoint file: written and erased, RAM hears nothing.
+  auto ns = tiers::checkpoint_store::storage_ns({7, "ns"});
+  msg::draft<msg::SpillEntry> s;
+  s.root().setOrderId(1);
+  s.root().setReason(msg::SpillReason::CHECKPOINT);
+  tiers::write_entry(s, s.root().getItem().initEntry(), entry(10, 1, ns));
+  self->send(ssd, std::move(s).seal());
+  drain();
+  self->receive([](const sealed<msg::SpillEntryReply>& r) {
+    BOOST_CHECK(r.root().getOutcome() == msg::SpillOutcome::DURABLE);
+  });
+  self->send(ssd, erase(ns, seq(10, 1)));
+  expect((sealed<msg::EraseEntry>), from(self).to(ssd));
+  disallow((sealed<msg::SsdEvictEvent>), from(ssd).to(ram));
+  drain();
+  self->receive([](const sealed<msg::EraseEntryReply>& r) {
+    BOOST_CHECK(r.root().getErased());
+  });
+}
+
+BOOST_AUTO_TEST_SUITE_END()
