@@ -89,17 +89,12 @@ void decide(self_ptr self, const lookup_ptr& s) {
   if (s->answered)
     return;
   --s->left;
-  if (!s->ram)
-    return; // the SSD's answer alone decides nothing
-  auto ram_len = s->ram->root().getUsableTokens();
-  auto prompt_len = s->request.root().getRequest().getPrompt().size();
-  // A usable prefix leaves at least one prompt token to compute, in every
-  // tier: RAM at prompt length - 1 cannot be beaten, so the SSD's answer
-  // is not waited for.
-  if (ram_len + 1 >= prompt_len)
-    return serve_ram(s);
   if (s->left > 0)
     return;
+  // Both answered (or the SSD failed). The SSD's answer is waited for even
+  // when RAM's cannot be beaten: answering first left its processing to
+  // run into the engine's next call (measured: that call then cost twice).
+  auto ram_len = s->ram->root().getUsableTokens();
   auto ssd_len = s->ssd ? s->ssd->root().getUsableTokens() : 0;
   if (ssd_len > ram_len)
     serve_ssd(self, s);
