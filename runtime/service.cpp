@@ -48,7 +48,8 @@ service::~service() {
   if (h.tiers.ssd)
     caf::anon_send_exit(h.tiers.ssd, caf::exit_reason::user_shutdown);
   h = {};
-  impl_->pool.clear(); // before the actor system goes
+  impl_->async_caller = nullptr; // goes once its calls are answered
+  impl_->pool.clear();           // before the actor system goes
 }
 
 caf::error service::start_error() const {

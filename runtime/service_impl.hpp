@@ -7,11 +7,27 @@
 #include "runtime/service_codec.hpp"
 #include "runtime/spawn.hpp"
 
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <functional>
+#include <future>
+#include <memory>
+
 #include <mutex>
 #include <vector>
+
+namespace kvtier::runtime {
+
+/// One future-returning call: sends its request from the caller actor.
+using async_call = std::function<void(caf::event_based_actor*)>;
+using async_call_ptr = std::shared_ptr<async_call>;
+
+} // namespace kvtier::runtime
+
+// Local only: never serialized (it never leaves the process).
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvtier::runtime::async_call_ptr)
 
 namespace kvtier::runtime {
 
@@ -71,7 +87,11 @@ struct service::impl {
     return out;
   }
 
-  /// The same, completing a future on an actor thread.
+  /// The same, completing a future on an actor thread. Every future call
+  /// goes through one caller actor, so calls one engine thread makes reach
+  /// the facade in the order it made them (CAF keeps the order of messages
+  /// from one sender to one receiver): an `admit_queued` made after another
+  /// queues behind it.
   template <class T, class Req, class Conv>
   std::future<caf::expected<T>> call_async(codec::sealed<Req> m, Conv conv) {
     using reply = codec::sealed<typename codec::reply_of<Req>::type>;
@@ -81,26 +101,33 @@ struct service::impl {
       p->set_value(start_error);
       return f;
     }
-    // The promise travels as a spawn argument: CAF 0.17 binds a reference
-    // to a null argument tuple when a spawned function takes none (UBSan).
-    sys->spawn(
-      [facade = handles.facade, m = std::move(m),
-       conv](caf::event_based_actor* self,
-             std::shared_ptr<std::promise<caf::expected<T>>> p) {
+    auto call =
+      std::make_shared<async_call>([facade = handles.facade, m = std::move(m),
+                                    conv, p](caf::event_based_actor* self) {
         self->request(facade, caf::infinite, m)
-          .then(
-            [self, conv, p](const reply& r) {
-              p->set_value(conv(r));
-              self->quit();
-            },
-            [self, p](caf::error& err) {
-              p->set_value(std::move(err));
-              self->quit();
-            });
-      },
-      p);
+          .then([conv, p](const reply& r) { p->set_value(conv(r)); },
+                [p](caf::error& err) { p->set_value(std::move(err)); });
+      });
+    caf::anon_send(caller(), std::move(call));
     return f;
   }
+
+  /// The actor that makes the future calls (spawned at the first one).
+  caf::actor caller() {
+    std::lock_guard<std::mutex> guard{caller_mtx};
+    if (!async_caller)
+      // A spawn argument: CAF 0.17 binds a null tuple for argument-less
+      // spawns (UBSan).
+      async_caller = sys->spawn(
+        [](caf::event_based_actor* self, int) -> caf::behavior {
+          return {[self](const async_call_ptr& c) { (*c)(self); }};
+        },
+        0);
+    return async_caller;
+  }
+
+  std::mutex caller_mtx;
+  caf::actor async_caller;
 };
 
 } // namespace kvtier::runtime
