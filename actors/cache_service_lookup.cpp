@@ -1,5 +1,6 @@
 // The facade's lookups: acquire (checkpoint, then RAM against SSD) and
-// prefetch (cold reads whose result RAM holds for the lease).
+// prefetch (a RAM peek, then cold reads of a strictly longer prefix, whose
+// result RAM holds for the lease).
 #include "actors/cache_service_ops.hpp"
 #include "actors/codec.hpp"
 #include "tiers/entry_message.hpp"
@@ -128,6 +129,59 @@ void search_tiers(self_ptr self, const lookup_ptr& s) {
       [self, s](const caf::error&) { decide(self, s); });
 }
 
+using prefetch_promise =
+  caf::typed_response_promise<sealed<msg::PrefetchPrefixReply>>;
+using cold_draft = std::shared_ptr<msg::draft<msg::PrefetchPrefix>>;
+
+/// The RAM peek for a prefetch, and the SSD's request (the engine's, with
+/// `betterThan` still to be set from the peek's answer).
+std::pair<sealed<msg::PeekPrefix>, cold_draft>
+prefetch_messages(msg::PrefetchPrefix::Reader in) {
+  msg::draft<msg::PeekPrefix> peek;
+  peek.root().setNs(in.getNs());
+  peek.root().setPrompt(in.getPrompt());
+  auto cold = std::make_shared<msg::draft<msg::PrefetchPrefix>>();
+  cold->root().setNs(in.getNs());
+  cold->root().setPrompt(in.getPrompt());
+  if (in.getSession().isId())
+    cold->root().getSession().setId(in.getSession().getId());
+  return {std::move(peek).seal(), std::move(cold)};
+}
+
+/// Asks the SSD for the read of the prompt's best saved prefix longer than
+/// the `ram_tokens` RAM holds (the cold tier wins only when strictly
+/// longer), installs what it restored into RAM under the lease, and
+/// answers the engine: lease, counts, tokens, and what RAM held. Lease 0
+/// and no reads when nothing on SSD was worth reading.
+void read_cold(self_ptr self, const cold_draft& cold, uint64_t ram_tokens,
+               prefetch_promise rp) {
+  cold->root().setBetterThan(ram_tokens);
+  self->request(self->state.tiers.ssd, caf::infinite, std::move(*cold).seal())
+    .then(
+      [self, rp,
+       ram_tokens](const sealed<msg::PrefetchPrefixReply>& r) mutable {
+        // The engine gets the lease and counts; the state goes to RAM.
+        msg::draft<msg::PrefetchPrefixReply> d;
+        auto in = r.root();
+        d.root().setLeaseId(in.getLeaseId());
+        d.root().setReadsStarted(in.getReadsStarted());
+        d.root().setReadsJoined(in.getReadsJoined());
+        d.root().setTokens(in.getTokens());
+        d.root().setRamTokens(ram_tokens);
+        auto out = std::move(d).seal();
+        auto e = in.getLeaseId() != 0
+                   ? tiers::read_entry(r, in.getEntry())
+                   : caf::expected<tiers::entry>{caf::error{}};
+        if (in.getLeaseId() == 0 || !e) {
+          rp.deliver(out);
+          return;
+        }
+        install(self, *e, in.getLeaseId(),
+                [rp, out]() mutable { rp.deliver(out); });
+      },
+      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+}
+
 } // namespace
 
 caf::result<sealed<msg::AcquireStateReply>>
@@ -163,34 +217,31 @@ prefetch(self_ptr self, const sealed<msg::PrefetchPrefix>& m) {
     return closed_error();
   if (!self->state.tiers.ssd)
     return msg::draft<msg::PrefetchPrefixReply>{}.seal();
-  auto rp = self->make_response_promise<sealed<msg::PrefetchPrefixReply>>();
-  self->request(self->state.tiers.ssd, caf::infinite, m)
-    .then(
-      [self, rp](const sealed<msg::PrefetchPrefixReply>& r) mutable {
-        // The engine gets the lease and counts; the state goes to RAM.
-        msg::draft<msg::PrefetchPrefixReply> d;
-        auto in = r.root();
-        d.root().setLeaseId(in.getLeaseId());
-        d.root().setReadsStarted(in.getReadsStarted());
-        d.root().setReadsJoined(in.getReadsJoined());
-        d.root().setTokens(in.getTokens());
-        auto out = std::move(d).seal();
-        auto e = in.getLeaseId() != 0
-                   ? tiers::read_entry(r, in.getEntry())
-                   : caf::expected<tiers::entry>{caf::error{}};
-        if (in.getLeaseId() == 0 || !e) {
-          rp.deliver(out);
-          return;
-        }
-        install(self, *e, in.getLeaseId(),
-                [rp, out]() mutable { rp.deliver(out); });
-      },
-      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
-  return rp;
+  return decoding<sealed<msg::PrefetchPrefixReply>>(
+    [&]() -> caf::result<sealed<msg::PrefetchPrefixReply>> {
+      // Both messages are built here, where a malformed request becomes an
+      // error reply; the peek's answer only fills in `betterThan`.
+      auto msgs = prefetch_messages(m.root());
+      auto rp = self->make_response_promise<sealed<msg::PrefetchPrefixReply>>();
+      self->request(self->state.tiers.ram, caf::infinite, std::move(msgs.first))
+        .then(
+          [self, cold = msgs.second,
+           rp](const sealed<msg::PeekPrefixReply>& r) mutable {
+            read_cold(self, cold, r.root().getTokens(), rp);
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      return rp;
+    });
 }
 
 caf::result<sealed<msg::ReleasePrefetchReply>>
 release_prefetch(self_ptr self, const sealed<msg::ReleasePrefetch>& m) {
+  if (m.root().getLeaseId() == 0) {
+    // The lease of a prefetch that started nothing: no interest to end.
+    msg::draft<msg::ReleasePrefetchReply> d;
+    d.root().setReleased(false);
+    return std::move(d).seal();
+  }
   if (auto& ssd = self->state.tiers.ssd)
     self->request(ssd, caf::infinite, m)
       .then([](const sealed<msg::ReleasePrefetchReply>&) {},

@@ -19,8 +19,8 @@ acquire(self_ptr self, const sealed<msg::AcquireState>& m);
 caf::result<sealed<msg::PublishStateReply>>
 publish(self_ptr self, const sealed<msg::PublishState>& m);
 
-/// Cold reads for a prompt; the restored donor is installed in RAM under
-/// the lease before the reply.
+/// Peeks RAM, then cold reads of a strictly longer prefix only; the
+/// restored donor is installed in RAM under the lease before the reply.
 caf::result<sealed<msg::PrefetchPrefixReply>>
 prefetch(self_ptr self, const sealed<msg::PrefetchPrefix>& m);
 

@@ -98,7 +98,8 @@ using ssd_tier_actor = caf::typed_actor<
   KVTIER_CALL(RestoreEntry),
   // Writes an entry durably; replies when durable, failed or dropped.
   KVTIER_CALL(SpillEntry),
-  // Starts (or joins) the cold read of a prompt; replies when it is done.
+  // Starts (or joins) the cold read of a prompt's best file when it is
+  // longer than betterThan; replies when it is done (at once when not).
   KVTIER_CALL(PrefetchPrefix),
   // Ends a prefetch's interest in the restored entry.
   KVTIER_CALL(ReleasePrefetch),
@@ -173,7 +174,8 @@ using cache_service_actor = caf::typed_actor<
   KVTIER_CALL(SaveCheckpoint),
   // Drops a session's affinity.
   KVTIER_CALL(CloseSession),
-  // Starts cold reads for a prompt; the restored donor is held for the lease.
+  // Starts cold reads of a prefix longer than RAM's; the restored donor is
+  // held for the lease.
   KVTIER_CALL(PrefetchPrefix),
   // Ends a prefetch's interest.
   KVTIER_CALL(ReleasePrefetch),

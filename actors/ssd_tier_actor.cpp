@@ -220,7 +220,9 @@ prefetch(ssd_tier_pointer self, msg::PrefetchPrefix::Reader m) {
   auto ns = std::string{m.getNs().cStr()};
   auto match = tier(self).find(prompt, ns);
   auto reads = tier(self).stats().reads;
-  auto lease = match ? tier(self).prefetch(prompt, ns) : std::nullopt;
+  // Nothing longer than what RAM holds: no read, no lease (an empty reply).
+  auto lease =
+    match ? tier(self).prefetch(prompt, ns, m.getBetterThan()) : std::nullopt;
   if (!lease)
     return msg::draft<msg::PrefetchPrefixReply>{}.seal();
   bool started = tier(self).stats().reads > reads;

@@ -141,15 +141,19 @@ struct PrefetchPrefix {
     none @2 :Void;
     id @3 :Text;
   }
+  betterThan @4 :UInt64;   # facade -> SSD only: the usable prefix RAM holds;
+                           # the SSD reads only a strictly longer one
 }
 
 struct PrefetchPrefixReply {
-  leaseId @0 :UInt64;      # ends the interest via ReleasePrefetch
+  leaseId @0 :UInt64;      # ends the interest via ReleasePrefetch; 0: none
   readsStarted @1 :UInt32; # new reads this prefetch started
   readsJoined @2 :UInt32;  # in-flight reads it joined (coalesced)
-  tokens @3 :UInt64;       # longest prefix the reads will restore
+  tokens @3 :UInt64;       # longest prefix the reads will restore; 0: none
   entry @4 :Entry;         # SSD -> facade only: the restored state, which
                            # the facade installs in RAM under the lease
+  ramTokens @5 :UInt64;    # facade -> engine: the usable prefix RAM held
+                           # when the prefetch was decided
 }
 
 struct ReleasePrefetch {

@@ -150,7 +150,8 @@ auto service::prefetch_async(const tiers::token_seq& prompt,
   auto conv = [this](const sealed<msg::PrefetchPrefixReply>& r)
     -> caf::expected<prefetch_lease> {
     prefetch_info info{r.root().getLeaseId(), r.root().getReadsStarted(),
-                       r.root().getReadsJoined(), r.root().getTokens()};
+                       r.root().getReadsJoined(), r.root().getTokens(),
+                       r.root().getRamTokens()};
     return prefetch_lease{info.lease != 0 ? this : nullptr, info};
   };
   return impl_->call_async<prefetch_lease>(codec::prefetch(prompt, ns, session),

@@ -111,12 +111,16 @@ struct reclaim_result {
   uint64_t held_bytes = 0;
 };
 
-/// One prefetch: its lease and what the reads will restore.
+/// One prefetch: its lease and what the reads will restore. Lease 0, no
+/// reads and 0 tokens when nothing on SSD was worth reading: no usable
+/// file, or none longer than the `ram_tokens` RAM already held.
 struct prefetch_info {
   uint64_t lease = 0;
   uint32_t reads_started = 0;
   uint32_t reads_joined = 0;
   uint64_t tokens = 0;
+  /// The usable prefix RAM held when the prefetch was decided.
+  uint64_t ram_tokens = 0;
 };
 
 /// Operations submitted to storage by one tier.

@@ -303,11 +303,12 @@ void model::request(const std::string& ns, const token_seq& prompt,
   // so the RAM tier has heard of every file they evicted.
   forget_lost();
   // Preparation: peek RAM, then prefetch the SSD's best file into RAM under
-  // a lease (whatever RAM holds).
+  // a lease when it is strictly longer than what RAM holds (else nothing is
+  // read and the file is not touched).
   auto peek = ram_index_.longest_usable(ns, prompt);
   uint64_t r0 = peek ? peek->length : 0;
   uint64_t lease = 0;
-  if (auto f = ssd_index_.longest_usable(ns, prompt)) {
+  if (auto f = ssd_index_.longest_usable(ns, prompt); f && f->length > r0) {
     install(ns, prompt, *f, true);
     lease = serials_;
   }

@@ -12,6 +12,7 @@ using namespace kvtier;
 using runtime::state_source;
 using testing::ok;
 using testing::service_fixture;
+using testing::why;
 
 BOOST_FIXTURE_TEST_SUITE(service, service_fixture)
 
@@ -79,6 +80,59 @@ BOOST_AUTO_TEST_CASE(cold_wins_only_when_strictly_longer) {
   BOOST_CHECK(warm.source == state_source::ram);
   BOOST_CHECK_EQUAL(warm.usable_tokens, 100u);
   BOOST_CHECK_EQUAL(report().ssd.restores_ok, restores);
+}
+
+BOOST_AUTO_TEST_CASE(prefetch_reads_nothing_when_ram_holds_as_long) {
+  start();
+  put("ns", seq(200));
+  BOOST_CHECK_EQUAL(*svc->demote_idle(0), 1u); // SSD holds 200
+  auto before = report();
+  auto no_read = [&](uint64_t ram_len) {
+    auto lease = svc->prefetch(seq(400), "ns");
+    BOOST_REQUIRE_MESSAGE(lease, why(lease));
+    auto& info = lease->info();
+    BOOST_CHECK_EQUAL(info.lease, 0u);
+    BOOST_CHECK_EQUAL(info.reads_started, 0u);
+    BOOST_CHECK_EQUAL(info.reads_joined, 0u);
+    BOOST_CHECK_EQUAL(info.tokens, 0u);
+    BOOST_CHECK_EQUAL(info.ram_tokens, ram_len);
+    BOOST_CHECK(!lease->release()); // harmless: there is nothing to end
+    auto rep = report();
+    BOOST_CHECK_EQUAL(rep.ssd_io.reads, before.ssd_io.reads);
+    BOOST_CHECK_EQUAL(rep.ssd.restores_ok, before.ssd.restores_ok);
+    BOOST_CHECK_EQUAL(rep.ssd.coalesced, before.ssd.coalesced);
+  };
+  put("ns", seq(200)); // equal in RAM
+  no_read(200);
+  put("ns", seq(300)); // longer in RAM
+  no_read(300);
+  auto got = get("ns", seq(400));
+  BOOST_CHECK(got.source == state_source::ram);
+  BOOST_CHECK_EQUAL(got.usable_tokens, 300u);
+  BOOST_CHECK_EQUAL(report().ssd_io.reads, before.ssd_io.reads);
+}
+
+BOOST_AUTO_TEST_CASE(prefetch_reads_a_strictly_longer_cold_prefix) {
+  start();
+  put("ns", seq(300));
+  BOOST_CHECK_EQUAL(*svc->demote_idle(0), 1u); // SSD holds 300
+  put("ns", seq(100));                         // RAM holds 100
+  auto reads = report().ssd_io.reads;
+  auto lease = svc->prefetch(seq(400), "ns");
+  BOOST_REQUIRE_MESSAGE(lease, why(lease));
+  BOOST_CHECK_NE(lease->info().lease, 0u);
+  BOOST_CHECK_EQUAL(lease->info().reads_started, 1u);
+  BOOST_CHECK_EQUAL(lease->info().tokens, 300u);
+  BOOST_CHECK_EQUAL(lease->info().ram_tokens, 100u);
+  auto rep = report();
+  BOOST_CHECK_GT(rep.ssd_io.reads, reads);
+  BOOST_CHECK_EQUAL(rep.ssd.restores_ok, 1u);
+  // Installed under the lease: the acquire is a RAM hit, byte-exact.
+  auto got = get("ns", seq(400));
+  BOOST_CHECK(got.source == state_source::ram);
+  BOOST_CHECK_EQUAL(got.usable_tokens, 300u);
+  BOOST_CHECK_EQUAL(report().ssd.restores_ok, 1u);
+  BOOST_CHECK(lease->release());
 }
 
 BOOST_AUTO_TEST_CASE(demotion_then_restore_is_byte_exact_and_lands_in_ram) {

@@ -143,6 +143,37 @@ BOOST_AUTO_TEST_CASE(prefetch_lease_keeps_the_restored_donor_until_release) {
   });
 }
 
+BOOST_AUTO_TEST_CASE(prefetch_reads_only_what_is_longer_than_better_than) {
+  auto o = every_kind_oracle();
+  on_every_backend([&](world& w) {
+    w.store(o.prefill("ns", tokens(24)));
+    auto m = w.tier->find(tokens(25), "ns");
+    BOOST_REQUIRE(m);
+    BOOST_TEST(m->length == 24u);
+    // A faster tier holds as much or more: no read, no lease.
+    BOOST_TEST(!w.tier->prefetch(tokens(25), "ns", 24));
+    BOOST_TEST(!w.tier->prefetch(tokens(25), "ns", 30));
+    BOOST_TEST(!w.tier->busy());
+    drive(*w.tier, w.queue);
+    BOOST_TEST(w.tier->stats().reads == 0u);
+    BOOST_TEST(w.tier->stats().coalesced == 0u);
+    // Strictly longer than what it holds: read, held for the lease.
+    auto lease = w.tier->prefetch(tokens(25), "ns", 23);
+    BOOST_REQUIRE(lease);
+    drive(*w.tier, w.queue);
+    BOOST_TEST(w.tier->stats().reads == 1u);
+    bool served = false;
+    w.tier->restore(*m, [&](caf::expected<entry> e) {
+      BOOST_REQUIRE(e);
+      check_verified(o, *e);
+      served = true;
+    });
+    BOOST_TEST(served); // the held result, no second read
+    BOOST_TEST(w.tier->stats().reads == 1u);
+    w.tier->release(*lease);
+  });
+}
+
 BOOST_AUTO_TEST_CASE(cancelling_the_last_interest_discards_without_leaks) {
   auto o = every_kind_oracle();
   on_every_backend([&](world& w) {

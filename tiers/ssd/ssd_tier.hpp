@@ -170,9 +170,13 @@ public:
 
   /// Starts (or joins) the read for the best file for `prompt`; returns a
   /// lease that keeps the restored entry available until `release`, or
-  /// nullopt when there is nothing to read.
+  /// nullopt when there is nothing worth reading: no usable file, or the
+  /// best one serves no more than `better_than` tokens (what a faster
+  /// tier already holds; the cold tier wins only when strictly longer).
+  /// Nullopt touches nothing: no read, no lease, no recency.
   std::optional<uint64_t> prefetch(std::span<const token> prompt,
-                                   std::string_view ns);
+                                   std::string_view ns,
+                                   uint64_t better_than = 0);
 
   /// Ends an interest; the last one ending before the read completes
   /// cancels it (its result is discarded, its buffers released).

@@ -21,9 +21,10 @@ void ssd_tier::restore(const ssd_match& m, restore_callback cb) {
 }
 
 std::optional<uint64_t> ssd_tier::prefetch(std::span<const token> prompt,
-                                           std::string_view ns) {
+                                           std::string_view ns,
+                                           uint64_t better_than) {
   auto m = find(prompt, ns);
-  if (!m)
+  if (!m || m->length <= better_than)
     return std::nullopt;
   read_key key{m->name, m->length};
   index_.touch(m->name);
