@@ -105,24 +105,41 @@ sealed<msg::ReleaseRequestReply> release(checkpoints_pointer self,
 sealed<msg::FlushStateReply> flush(checkpoints_pointer self) {
   if (!self->state.ssd)
     return msg::draft<msg::FlushStateReply>{}.seal();
-  for (auto& [id, e] : self->state.store.undurable()) {
+  auto& store = self->state.store;
+  for (auto& [id, e] : store.undurable()) {
     msg::draft<msg::SpillEntry> d;
     d.root().setReason(msg::SpillReason::CHECKPOINT);
     auto stored = e;
     stored.ns = checkpoint_store::storage_ns(id);
     tiers::write_entry(d, d.root().getItem().initEntry(), stored);
+    store.ordered(id, e.tokens);
     self->request(self->state.ssd, caf::infinite, std::move(d).seal())
       .then(
         [self, id = id,
          tokens = e.tokens](const sealed<msg::SpillEntryReply>& r) {
           auto o = r.root().getOutcome();
-          if (o == msg::SpillOutcome::DURABLE
-              || o == msg::SpillOutcome::ALREADY_DURABLE)
-            erase_files(self, self->state.store.mark_durable(id, tokens));
+          // A failed write stays queued on SSD for a flush's retry (no
+          // later answer comes): it stays ordered, so a release cancels it.
+          if (o == msg::SpillOutcome::FAILED)
+            return;
+          bool durable = o == msg::SpillOutcome::DURABLE
+                         || o == msg::SpillOutcome::ALREADY_DURABLE;
+          erase_files(self, self->state.store.settled(id, tokens, durable));
         },
-        [](const caf::error&) {});
+        [self, id = id, tokens = e.tokens](const caf::error&) {
+          self->state.store.settled(id, tokens, false);
+        });
   }
   return msg::draft<msg::FlushStateReply>{}.seal();
+}
+
+/// The SSD tier stopped holding a checkpoint file: the checkpoint whose
+/// file it was is no longer durable (the next flush writes it again).
+void file_removed(checkpoints_pointer self, msg::SsdEvictEvent::Reader m) {
+  auto id = checkpoint_store::parse_storage_ns(m.getKey().getNs().cStr());
+  if (id)
+    self->state.store.file_removed(*id,
+                                   tiers::read_tokens(m.getKey().getTokens()));
 }
 
 } // namespace
@@ -152,6 +169,13 @@ checkpoints(checkpoints_pointer self, uint64_t every, ssd_tier_actor ssd,
     [self](const sealed<msg::CloseService>&) {
       self->state.store.clear_memory();
       return msg::draft<msg::CloseServiceReply>{}.seal();
+    },
+    [self](const sealed<msg::SsdEvictEvent>& m) {
+      try {
+        file_removed(self, m.root());
+      } catch (const kj::Exception&) {
+        // An undecodable event names no checkpoint: nothing to clear.
+      }
     },
   };
 }

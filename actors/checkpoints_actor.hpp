@@ -4,6 +4,15 @@
 // store's storage namespace), removes a completed generation's files, and
 // after a restart restores a checkpoint that only its file still holds.
 // Without an SSD actor checkpoints live in memory only.
+//
+// Durable marks follow the files: the SSD actor (to which runtime/spawn.cpp
+// attaches this actor, `attach_ckpt_atom`) sends an SsdEvictEvent for each
+// checkpoint file its tier stops holding, after every reply that called
+// that file durable; the checkpoint held in memory whose file it was is
+// then written again by the next flush. A completed release erases the
+// request's files and the keys of its writes still unanswered, which
+// cancels a queued write (answered `cancelled`) and removes the file of
+// one in flight once it finishes.
 #pragma once
 
 #include "actors/interfaces.hpp"

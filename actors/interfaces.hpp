@@ -47,6 +47,10 @@ using idle_tick_atom = caf::atom_constant<caf::atom("kvtidletck")>;
 /// Tells the SSD actor, once at wiring, where its SsdEvictEvents go.
 using attach_ram_atom = caf::atom_constant<caf::atom("kvtattram")>;
 
+/// Tells the SSD actor, once at wiring, where SsdEvictEvents of checkpoint
+/// files go.
+using attach_ckpt_atom = caf::atom_constant<caf::atom("kvtattckpt")>;
+
 /// Owns the RAM tier (tiers/ram_tier.hpp); sends spill orders, never waits.
 using ram_tier_actor = caf::typed_actor<
   // An acquire's RAM lookup: lends views of the best usable donor (counted
@@ -85,8 +89,25 @@ using ram_tier_actor = caf::typed_actor<
   // An SSD file went: clears the durable marks it gave (from the SSD).
   caf::reacts_to<sealed<msg::SsdEvictEvent>>>;
 
+/// Owns the checkpoints (tiers/checkpoints.hpp): resumable generations.
+using checkpoints_actor = caf::typed_actor<
+  // Keeps the newest resumable point of a request's generation.
+  KVTIER_CALL(SaveCheckpoint),
+  // The request's newest checkpoint (restored from SSD after a restart).
+  KVTIER_CALL(FindCheckpoint),
+  // Completed: removes the request's checkpoints; interrupted: keeps them.
+  KVTIER_CALL(ReleaseRequest),
+  // Writes every checkpoint not yet durable to SSD; replies once queued.
+  KVTIER_CALL(FlushState),
+  // Forgets every checkpoint held in memory (files stay).
+  KVTIER_CALL(CloseService),
+  // A checkpoint file went: the checkpoint held in memory whose file it
+  // was is no longer durable (from the SSD).
+  caf::reacts_to<sealed<msg::SsdEvictEvent>>>;
+
 /// Owns the SSD tier (tiers/ssd/ssd_tier.hpp) and its I/O engine; tells
-/// the RAM actor of every entry file it stops holding (SsdEvictEvent).
+/// the RAM actor of every entry file it stops holding (SsdEvictEvent), and
+/// the checkpoints actor of every checkpoint file.
 using ssd_tier_actor = caf::typed_actor<
   // An acquire's SSD lookup: the longest usable saved prefix; index only.
   caf::replies_to<sealed<msg::AcquireState>>::with<
@@ -103,7 +124,7 @@ using ssd_tier_actor = caf::typed_actor<
   KVTIER_CALL(PrefetchPrefix),
   // Ends a prefetch's interest in the restored entry.
   KVTIER_CALL(ReleasePrefetch),
-  // Removes the file of exactly one key.
+  // Removes the file of exactly one key; cancels its pending writes.
   KVTIER_CALL(EraseEntry),
   // Writes everything queued; replies with the durability evidence.
   KVTIER_CALL(FlushState),
@@ -116,7 +137,9 @@ using ssd_tier_actor = caf::typed_actor<
   // One I/O engine completion.
   caf::reacts_to<io_done>,
   // Once, at wiring: the RAM actor that hears of every file removed.
-  caf::reacts_to<attach_ram_atom, ram_tier_actor>>;
+  caf::reacts_to<attach_ram_atom, ram_tier_actor>,
+  // Once, at wiring: the checkpoints actor that hears of checkpoint files.
+  caf::reacts_to<attach_ckpt_atom, checkpoints_actor>>;
 
 /// Owns admission (tiers/admission.hpp): the KV budget, position limit.
 using admission_actor = caf::typed_actor<
@@ -139,19 +162,6 @@ using sessions_actor = caf::typed_actor<
   // The open, opened and closed counts of the report.
   KVTIER_CALL(ReadReport),
   // Forgets every session (RAM is cleared beside it).
-  KVTIER_CALL(CloseService)>;
-
-/// Owns the checkpoints (tiers/checkpoints.hpp): resumable generations.
-using checkpoints_actor = caf::typed_actor<
-  // Keeps the newest resumable point of a request's generation.
-  KVTIER_CALL(SaveCheckpoint),
-  // The request's newest checkpoint (restored from SSD after a restart).
-  KVTIER_CALL(FindCheckpoint),
-  // Completed: removes the request's checkpoints; interrupted: keeps them.
-  KVTIER_CALL(ReleaseRequest),
-  // Writes every checkpoint not yet durable to SSD; replies once queued.
-  KVTIER_CALL(FlushState),
-  // Forgets every checkpoint held in memory (files stay).
   KVTIER_CALL(CloseService)>;
 
 /// The facade (actors/cache_service.hpp): orchestrates, owns no data.

@@ -85,6 +85,7 @@ msg::SpillOutcome outcome_of(tiers::ssd::write_outcome o) {
     case write_outcome::failed: return msg::SpillOutcome::FAILED;
     case write_outcome::dropped: return msg::SpillOutcome::DROPPED;
     case write_outcome::superseded: return msg::SpillOutcome::SUPERSEDED;
+    case write_outcome::cancelled: return msg::SpillOutcome::CANCELLED;
   }
   return msg::SpillOutcome::FAILED;
 }
@@ -111,21 +112,24 @@ msg::SsdEvictReason reason_of(tiers::ssd::removal_reason r) {
   return msg::SsdEvictReason::GONE;
 }
 
-/// The tier stopped holding a file: the RAM actor hears of it (one
-/// SsdEvictEvent), unless it is a checkpoint file, which RAM never holds.
+/// The tier stopped holding a file: one SsdEvictEvent to the RAM actor,
+/// or, for a checkpoint file (RAM never holds one), to the checkpoints
+/// actor. Nobody attached (yet): nobody holds a copy it believes durable.
 void removed(ssd_tier_pointer self, const tiers::ssd::remove_event& e) {
-  if (tiers::checkpoint_store::parse_storage_ns(e.ns))
-    return;
-  auto ram = caf::actor_cast<ram_tier_actor>(self->state.ram.lock());
-  if (!ram)
+  bool checkpoint = tiers::checkpoint_store::parse_storage_ns(e.ns).has_value();
+  auto to = (checkpoint ? self->state.checkpoints : self->state.ram).lock();
+  if (!to)
     return;
   msg::draft<msg::SsdEvictEvent> d;
   tiers::write_key(d.root().initKey(), e.ns, e.tokens);
   d.root().setReason(reason_of(e.reason));
   d.root().setFileBytes(e.bytes);
-  // Normal priority, like the replies to the RAM actor's spill orders:
-  // one FIFO, so this follows every reply that called the file durable.
-  self->send(ram, std::move(d).seal());
+  // Normal priority, like the replies to the receiver's spill orders: one
+  // FIFO, so this follows every reply that called the file durable.
+  if (checkpoint)
+    self->send(caf::actor_cast<checkpoints_actor>(to), std::move(d).seal());
+  else
+    self->send(caf::actor_cast<ram_tier_actor>(to), std::move(d).seal());
 }
 
 caf::result<sealed<msg::SpillEntryReply>>
@@ -302,6 +306,7 @@ void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
   o.setCoalesced(s.coalesced);
   o.setCancelled(s.cancelled);
   o.setCorruptRemoved(s.corrupt_removed);
+  o.setWritesCancelled(s.writes_cancelled);
 }
 
 sealed<msg::ReadReportReply> report(ssd_tier_pointer self) {
@@ -396,6 +401,10 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
     },
     [self](attach_ram_atom, const ram_tier_actor& ram) {
       self->state.ram = caf::actor_cast<caf::weak_actor_ptr>(ram);
+    },
+    [self](attach_ckpt_atom, const checkpoints_actor& checkpoints) {
+      self->state.checkpoints =
+        caf::actor_cast<caf::weak_actor_ptr>(checkpoints);
     },
   };
 }

@@ -17,13 +17,17 @@
 // Removals: every entry file the tier stops holding (`ssd_config::on_remove`:
 // evicted over the cap, found corrupt or gone by a restore, erased) becomes
 // one SsdEvictEvent to the RAM actor, which clears the durable marks that
-// file gave. The RAM actor is attached once, after both are spawned
-// (`attach_ram_atom`; runtime/spawn.cpp), and held weakly: the RAM actor
-// holds this one. Removals before the attach (the start-up scan's) go
-// nowhere: RAM holds nothing yet. Checkpoint files are left out: RAM never
-// holds them. Events and replies to the RAM actor leave in the order the
-// tier reported, so a durable reply is never overtaken by the event of
+// file gave; a checkpoint file's (RAM never holds one) goes to the
+// checkpoints actor instead, which clears its checkpoint's durable mark.
+// Each is attached once, after it is spawned (`attach_ram_atom`,
+// `attach_ckpt_atom`; runtime/spawn.cpp), and held weakly: both hold this
+// one. Removals before the attach (the start-up scan's) go nowhere:
+// nothing is held yet. Events and replies to one actor leave in the order
+// the tier reported, so a durable reply is never overtaken by the event of
 // that file's removal.
+//
+// EraseEntry also cancels the key's pending writes (`ssd_tier::erase`):
+// their spill orders are answered `cancelled`.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -95,6 +99,9 @@ struct ssd_tier_state {
   /// The RAM actor told of removals (`attach_ram_atom`); weak, since it
   /// holds this actor.
   caf::weak_actor_ptr ram;
+  /// The checkpoints actor told of checkpoint files removed
+  /// (`attach_ckpt_atom`); weak, since it holds this actor.
+  caf::weak_actor_ptr checkpoints;
 };
 
 using ssd_tier_pointer = ssd_tier_actor::stateful_pointer<ssd_tier_state>;

@@ -295,6 +295,7 @@ struct SsdCounters {
   coalesced @14 :UInt64;   # restores that joined a read in flight
   cancelled @15 :UInt64;   # reads whose last interest ended first
   corruptRemoved @16 :UInt64; # files dropped as corrupt at scan or read
+  writesCancelled @17 :UInt64; # queued writes taken back by EraseEntry
 }
 
 struct SessionCounters {

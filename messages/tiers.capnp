@@ -78,6 +78,7 @@ enum SpillOutcome {
   refused @3;              # larger than the SSD cap, or the tier is closed
   dropped @4;              # the write-behind queue was full
   superseded @5;           # a newer write of the same key replaced it
+  cancelled @6;            # an EraseEntry of the key took it back unwritten
 }
 
 struct SpillEntryReply {
@@ -122,12 +123,14 @@ enum SsdEvictReason {
 }
 
 struct SsdEvictEvent {
-  # SSD -> RAM, one per entry file the SSD tier stops holding (checkpoint
-  # files excepted: RAM never holds them). RAM copies that file backed (the
-  # entry of this key, and entries restored trimmed from it) are no longer
-  # durable and must be written before they leave RAM. Sent after every
-  # reply that told RAM the file was durable, so the pair's FIFO order
-  # keeps a durable mark from outliving its file.
+  # SSD -> RAM, one per entry file the SSD tier stops holding; for a
+  # checkpoint file (namespace kvtier.checkpoint/...) SSD -> checkpoints
+  # instead. RAM copies that file backed (the entry of this key, and
+  # entries restored trimmed from it) are no longer durable and must be
+  # written before they leave RAM; a checkpoint held in memory whose file
+  # it was is written again by the next flush. Sent after every reply that
+  # told the receiver the file was durable, so the pair's FIFO order keeps
+  # a durable mark from outliving its file.
   key @0 :EntryKey;
   reason @1 :SsdEvictReason;
   fileBytes @2 :UInt64;    # bytes the file took on storage
@@ -145,12 +148,14 @@ struct KeepsBytesReply {
 
 struct EraseEntry {
   # Service/checkpoints -> SSD: remove the file of exactly this key (a
-  # completed generation's checkpoint). Not an error when absent.
+  # completed generation's checkpoint) and cancel every write of it pending
+  # now (a queued one is never written; one in flight is removed once it
+  # finishes). Not an error when absent.
   key @0 :EntryKey;
 }
 
 struct EraseEntryReply {
-  erased @0 :Bool;         # false: no such file
+  erased @0 :Bool;         # false: no such file and no write of it
 }
 
 struct SessionPutEvent {

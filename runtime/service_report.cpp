@@ -40,6 +40,7 @@ void ssd_part(msg::SsdCounters::Reader in, service_report::ssd_part& o) {
   o.coalesced = in.getCoalesced();
   o.cancelled = in.getCancelled();
   o.corrupt_removed = in.getCorruptRemoved();
+  o.writes_cancelled = in.getWritesCancelled();
 }
 
 void admission_part(msg::AdmissionCounters::Reader in,

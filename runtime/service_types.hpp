@@ -148,7 +148,7 @@ struct service_report {
              write_no_space = 0, dropped = 0, superseded = 0,
              rejected_too_large = 0, evicted = 0, restores_ok = 0,
              restores_failed = 0, coalesced = 0, cancelled = 0,
-             corrupt_removed = 0;
+             corrupt_removed = 0, writes_cancelled = 0;
   } ssd;
   struct sessions_part {
     uint64_t open = 0, protected_entries = 0, closed = 0, opened = 0;

@@ -79,8 +79,15 @@ actors::checkpoints_actor
 spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
                   actors::ssd_tier_actor ssd,
                   std::vector<tiers::checkpoint_file> saved) {
-  return sys.spawn(actors::checkpoints, opts.checkpoint_every_tokens,
-                   std::move(ssd), std::move(saved));
+  auto checkpoints = sys.spawn(
+    actors::checkpoints, opts.checkpoint_every_tokens, ssd, std::move(saved));
+  // The SSD actor tells this one of every checkpoint file it removes.
+  // Sent at once, so it is in the SSD actor's mailbox before any write
+  // order a flush of this actor can send; only erase orders of the files
+  // found at start may come first (their removals concern nobody).
+  if (ssd)
+    caf::anon_send(ssd, actors::attach_ckpt_atom::value, checkpoints);
+  return checkpoints;
 }
 
 caf::expected<service_handles>

@@ -50,6 +50,8 @@ caf::expected<actors::admission_actor>
 spawn_admission(caf::actor_system& sys, const service_options& opts);
 
 /// The checkpoints actor; `saved` are the checkpoint files found at start.
+/// Attached to `ssd` (may be null) as the actor it tells of every
+/// checkpoint file it removes (SsdEvictEvent).
 actors::checkpoints_actor
 spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
                   actors::ssd_tier_actor ssd,

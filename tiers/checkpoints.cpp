@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <tuple>
 
 namespace kvtier::tiers {
 
@@ -52,14 +53,62 @@ checkpoint_store::mark_durable(const checkpoint_id& id,
   return old;
 }
 
+void checkpoint_store::ordered(const checkpoint_id& id,
+                               const token_seq& tokens) {
+  held_[id].writing.push_back(tokens);
+}
+
+std::vector<checkpoint_file> checkpoint_store::settled(const checkpoint_id& id,
+                                                       const token_seq& tokens,
+                                                       bool durable) {
+  auto i = held_.find(id);
+  if (i == held_.end())
+    return {};
+  auto& w = i->second.writing;
+  auto order = std::find(w.begin(), w.end(), tokens);
+  if (order == w.end())
+    return {};
+  w.erase(order);
+  return durable ? mark_durable(id, tokens) : std::vector<checkpoint_file>{};
+}
+
+bool checkpoint_store::file_removed(const checkpoint_id& id,
+                                    const token_seq& tokens) {
+  auto i = held_.find(id);
+  if (i == held_.end())
+    return false;
+  auto& r = i->second;
+  std::erase(r.files, tokens);
+  bool cleared = r.state && r.durable && r.state->tokens == tokens;
+  if (cleared)
+    r.durable = false;
+  if (!r.state && r.files.empty() && r.writing.empty())
+    held_.erase(i);
+  return cleared;
+}
+
 std::vector<checkpoint_file> checkpoint_store::remove(uint64_t request) {
   std::vector<checkpoint_file> out;
   auto i = held_.lower_bound(checkpoint_id{request, {}});
   while (i != held_.end() && i->first.request == request) {
-    for (auto& f : i->second.files)
-      out.push_back({storage_ns(i->first), f});
+    auto ns = storage_ns(i->first);
+    auto& r = i->second;
+    for (auto& f : r.files)
+      out.push_back({ns, f});
+    for (auto& t : r.writing)
+      if (std::find(r.files.begin(), r.files.end(), t) == r.files.end())
+        out.push_back({ns, t});
     i = held_.erase(i);
   }
+  // One erase per key: a key ordered twice is one file.
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) {
+    return std::tie(a.ns, a.tokens) < std::tie(b.ns, b.tokens);
+  });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](auto& a, auto& b) {
+                          return a.ns == b.ns && a.tokens == b.tokens;
+                        }),
+            out.end());
   return out;
 }
 
@@ -83,7 +132,8 @@ checkpoint_store::undurable() const {
 void checkpoint_store::clear_memory() {
   for (auto i = held_.begin(); i != held_.end();) {
     i->second.state.reset();
-    i = i->second.files.empty() ? held_.erase(i) : std::next(i);
+    auto& r = i->second;
+    i = r.files.empty() && r.writing.empty() ? held_.erase(i) : std::next(i);
   }
 }
 

@@ -13,6 +13,16 @@
 // file headers alone. Once a newer checkpoint is durable, older files of the
 // same identity are given back for removal.
 //
+// Durable marks follow the files: the owner records each write it orders
+// (`ordered`) and its answer (`settled`), and tells the store of every
+// checkpoint file the SSD tier stops holding (`file_removed`: evicted over
+// the cap, found corrupt or gone at a restore). The checkpoint held in
+// memory whose file went is no longer durable, so the next flush writes it
+// again; a newer checkpoint of the identity keeps its own mark. `remove`
+// also gives back the keys of writes still ordered, so the owner can
+// cancel them with the files: a completed generation leaves no file, even
+// when its write was still queued.
+//
 // Not an error: saving a checkpoint that is not newer (fewer tokens) than
 // the one held (it is disposed); finding none.
 #pragma once
@@ -57,12 +67,31 @@ public:
   /// The newest checkpoint of `id`; nullopt when there is none.
   std::optional<found> find(const checkpoint_id& id) const;
 
-  /// Records that a file of `id` with `tokens` is durable; returns older
-  /// files of `id` that it makes redundant (to remove).
+  /// Records that a file of `id` with `tokens` is durable (found at start,
+  /// or a write answered); returns older files of `id` that it makes
+  /// redundant (to remove).
   std::vector<checkpoint_file> mark_durable(const checkpoint_id& id,
                                             const token_seq& tokens);
 
-  /// Forgets every checkpoint of `request`; returns their files.
+  /// Records that a write of `id`'s checkpoint with `tokens` was ordered.
+  void ordered(const checkpoint_id& id, const token_seq& tokens);
+
+  /// The final answer to an order of `ordered` (not a failure the SSD tier
+  /// keeps queued for a retry: such an order stays ordered until `remove`):
+  /// settles it and, when `durable`, is `mark_durable`. An order the identity
+  /// no longer holds (released meanwhile, maybe saved again under a reused id)
+  /// changes nothing: returns no file.
+  std::vector<checkpoint_file> settled(const checkpoint_id& id,
+                                       const token_seq& tokens, bool durable);
+
+  /// The file of `id` with `tokens` is no longer on SSD: forgets it, and
+  /// when it was the file of the checkpoint held in memory, that one is no
+  /// longer durable (the next `undurable` lists it). Returns whether a
+  /// durable mark was cleared. Not an error: an identity or file unknown.
+  bool file_removed(const checkpoint_id& id, const token_seq& tokens);
+
+  /// Forgets every checkpoint of `request`; returns their files and the
+  /// keys of their writes still ordered (to erase and cancel).
   std::vector<checkpoint_file> remove(uint64_t request);
 
   /// Checkpoints of `request` (identities held).
@@ -92,6 +121,8 @@ private:
     bool durable = false;
     /// Durable files, oldest first.
     std::vector<token_seq> files;
+    /// Writes ordered and not answered yet (one per order).
+    std::vector<token_seq> writing;
   };
 
   std::map<checkpoint_id, record> held_;

@@ -1,12 +1,14 @@
-// SSD removals reach the RAM tier (SsdEvictEvent), message by message on
-// CAF's deterministic scheduler: a real SSD actor (in-memory file system,
-// an I/O engine that runs each op at once, so every completion is an
-// io_done message the scheduler orders) and a real RAM actor, wired as
-// runtime/spawn.cpp wires them. The SSD cap holds one 100-token entry, so
-// each new file evicts the one before.
+// SSD removals reach the RAM tier and the checkpoints (SsdEvictEvent),
+// message by message on CAF's deterministic scheduler: a real SSD actor
+// (in-memory file system, an I/O engine that runs each op at once, so every
+// completion is an io_done message the scheduler orders), a real RAM actor
+// and a real checkpoints actor, wired as runtime/spawn.cpp wires them. The
+// SSD cap holds one 100-token entry, so each new file evicts the one
+// before. Also: a completed release cancels its checkpoint's writes.
 #define BOOST_TEST_MODULE actors_ssd_evict
 #include "tests/caf_bridge.hpp"
 
+#include "actors/checkpoints_actor.hpp"
 #include "actors/ram_tier_actor.hpp"
 #include "actors/ssd_tier_actor.hpp"
 #include "runtime/oracle.hpp"
@@ -41,11 +43,13 @@ private:
 };
 
 using ram_impl = std::remove_pointer_t<actors::ram_tier_pointer>;
+using checkpoints_impl = std::remove_pointer_t<actors::checkpoints_pointer>;
 
 struct fixture : kvtier::testing::kvtier_fixture<> {
   runtime::oracle_engine oracle{*tiers::model_geometry::preset("tiny-dense")};
   actors::ssd_tier_actor ssd;
   actors::ram_tier_actor ram;
+  actors::checkpoints_actor ckpt;
 
   fixture() {
     auto parts = std::make_shared<actors::ssd_parts>();
@@ -70,6 +74,9 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     // 1 MiB: 4096 tokens of tiny-dense (256 bytes per token).
     ram = sys.spawn(actors::ram_tier, uint64_t{1} << 20, ssd, nullptr);
     self->send(ssd, actors::attach_ram_atom::value, ram);
+    ckpt = sys.spawn(actors::checkpoints, uint64_t{16}, ssd,
+                     std::vector<tiers::checkpoint_file>{});
+    self->send(ssd, actors::attach_ckpt_atom::value, ckpt);
     drain();
   }
 
@@ -159,6 +166,63 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     return n;
   }
 
+  /// Saves a checkpoint of `request` (ns "ns"); requires it kept.
+  void save_checkpoint(uint64_t request, size_t n, tiers::token first) {
+    msg::draft<msg::SaveCheckpoint> d;
+    d.root().initRequest().setId(request);
+    d.root().getRequest().setNs("ns");
+    tiers::write_entry(d, d.root().initEntry(), entry(n, first));
+    self->send(ckpt, std::move(d).seal());
+    drain();
+    self->receive([](const sealed<msg::SaveCheckpointReply>& r) {
+      BOOST_CHECK(r.root().getKept());
+    });
+  }
+
+  sealed<msg::ReleaseRequest> release(uint64_t request, bool completed) {
+    msg::draft<msg::ReleaseRequest> d;
+    d.root().initRequest().setId(request);
+    d.root().getRequest().setNs("ns");
+    d.root().setCompleted(completed);
+    return std::move(d).seal();
+  }
+
+  /// The checkpoints actor's FlushState: its writes ordered and answered.
+  void flush_checkpoints() {
+    self->send(ckpt, empty<msg::FlushState>());
+    drain();
+    self->receive([](const sealed<msg::FlushStateReply>&) {});
+  }
+
+  /// Tokens of `request`'s checkpoint as FindCheckpoint serves it (0:
+  /// none); `from_ssd` tells where it came from.
+  size_t find_checkpoint(uint64_t request, bool* from_ssd = nullptr) {
+    msg::draft<msg::FindCheckpoint> d;
+    d.root().initRequest().setId(request);
+    d.root().getRequest().setNs("ns");
+    self->send(ckpt, std::move(d).seal());
+    drain();
+    size_t n = 0;
+    self->receive([&](const sealed<msg::FindCheckpointReply>& r) {
+      if (r.root().isEntry())
+        n = r.root().getEntry().getTokens().size();
+      if (from_ssd)
+        *from_ssd = r.root().getFromSsd();
+    });
+    return n;
+  }
+
+  tiers::checkpoint_store& checkpoints() {
+    return deref<checkpoints_impl>(ckpt).state.store;
+  }
+
+  msg::SsdCounters::Reader ssd_counters() {
+    report_ = ssd_report();
+    return report_->root().getSsd();
+  }
+
+  std::optional<sealed<msg::ReadReportReply>> report_;
+
   sealed<msg::EraseEntry> erase(const std::string& ns,
                                 const tiers::token_seq& tokens) {
     msg::draft<msg::EraseEntry> d;
@@ -235,7 +299,7 @@ BOOST_AUTO_TEST_CASE(an_install_after_the_file_went_is_not_durable) {
   BOOST_CHECK(item(seq(100, 1)));
 }
 
-BOOST_AUTO_TEST_CASE(erasing_a_file_tells_ram_unless_it_is_a_checkpoint) {
+BOOST_AUTO_TEST_CASE(erasing_a_file_tells_ram_or_for_a_checkpoint_the_owner) {
   publish_durable(100, 1);
   self->send(ssd, erase("ns", seq(100, 1)));
   expect((sealed<msg::EraseEntry>), from(self).to(ssd));
@@ -258,10 +322,90 @@ BOOST_AUTO_TEST_CASE(erasing_a_file_tells_ram_unless_it_is_a_checkpoint) {
   });
   self->send(ssd, erase(ns, seq(10, 1)));
   expect((sealed<msg::EraseEntry>), from(self).to(ssd));
+  expect((sealed<msg::SsdEvictEvent>), from(ssd).to(ckpt));
   disallow((sealed<msg::SsdEvictEvent>), from(ssd).to(ram));
   drain();
   self->receive([](const sealed<msg::EraseEntryReply>& r) {
     BOOST_CHECK(r.root().getErased());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(
+  a_checkpoint_evicted_from_ssd_is_written_again_by_a_flush) {
+  save_checkpoint(7, 100, 1);
+  flush_checkpoints();
+  BOOST_CHECK(checkpoints().undurable().empty());
+  BOOST_CHECK_EQUAL(ssd_counters().getWritesOk(), 1u);
+  // A prefix file pushes the checkpoint's out of the SSD cap: the
+  // checkpoints actor hears of it (RAM does not), and its checkpoint held
+  // in memory is no longer durable.
+  publish_durable(100, 5000);
+  BOOST_CHECK_EQUAL(ssd_counters().getEvicted(), 1u);
+  BOOST_CHECK_EQUAL(backing_lost(), 0u);
+  BOOST_CHECK_EQUAL(checkpoints().undurable().size(), 1u);
+  // The next flush writes it again (and that evicts the prefix file).
+  flush_checkpoints();
+  BOOST_CHECK(checkpoints().undurable().empty());
+  BOOST_CHECK_EQUAL(ssd_counters().getWritesOk(), 3u);
+  BOOST_CHECK_EQUAL(backing_lost(), 1u);
+  // Memory cleared (a close): the file alone restores it.
+  self->send(ckpt, empty<msg::CloseService>());
+  drain();
+  self->receive([](const sealed<msg::CloseServiceReply>&) {});
+  bool from_ssd = false;
+  BOOST_CHECK_EQUAL(find_checkpoint(7, &from_ssd), 100u);
+  BOOST_CHECK(from_ssd);
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_file_that_went_is_a_miss_from_then_on) {
+  save_checkpoint(7, 100, 1);
+  flush_checkpoints();
+  self->send(ckpt, empty<msg::CloseService>());
+  drain();
+  self->receive([](const sealed<msg::CloseServiceReply>&) {});
+  // The file goes behind the tier's back: the restore finds it gone, and
+  // the checkpoints actor forgets it instead of asking again.
+  auto& parts =
+    *deref<std::remove_pointer_t<actors::ssd_tier_pointer>>(ssd).state.parts;
+  auto ns = tiers::checkpoint_store::storage_ns({7, "ns"});
+  auto name = ssd::file_name(ns, seq(100, 1));
+  BOOST_REQUIRE(!parts.own_fs->remove(parts.tier->root() + "/" + name));
+  BOOST_CHECK_EQUAL(find_checkpoint(7), 0u);
+  BOOST_CHECK_EQUAL(checkpoints().size(), 0u);
+  BOOST_CHECK_EQUAL(find_checkpoint(7), 0u); // no second read
+  BOOST_CHECK_EQUAL(ssd_counters().getRestoresFailed(), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_completed_release_cancels_its_checkpoint_writes) {
+  save_checkpoint(7, 100, 1);
+  // Two flushes order the write twice before either is answered: the
+  // first is in flight, the second waits behind it; then the release.
+  self->send(ckpt, empty<msg::FlushState>());
+  self->send(ckpt, empty<msg::FlushState>());
+  self->send(ckpt, release(7, true));
+  drain();
+  self->receive([](const sealed<msg::FlushStateReply>&) {});
+  self->receive([](const sealed<msg::FlushStateReply>&) {});
+  self->receive([](const sealed<msg::ReleaseRequestReply>& r) {
+    BOOST_CHECK_EQUAL(r.root().getCheckpointsRemoved(), 1u);
+  });
+  // The queued one was never written; the one in flight was, then erased.
+  auto c = ssd_counters();
+  BOOST_CHECK_EQUAL(c.getWritesCancelled(), 1u);
+  BOOST_CHECK_EQUAL(c.getWritesOk(), 1u);
+  BOOST_CHECK_EQUAL(c.getFiles(), 0u);
+  BOOST_CHECK_EQUAL(c.getQueueItems(), 0u);
+  BOOST_CHECK_EQUAL(c.getDropped(), 0u);
+  BOOST_CHECK_EQUAL(checkpoints().size(), 0u); // late answers change nothing
+  BOOST_CHECK_EQUAL(find_checkpoint(7), 0u);
+  self->send(ssd, empty<msg::ReadStats>());
+  self->send(ssd, empty<msg::FlushState>());
+  drain();
+  self->receive([](const sealed<msg::ReadStatsReply>& r) {
+    BOOST_CHECK_EQUAL(r.root().getPendingCheckpointWrites(), 0u);
+  });
+  self->receive([](const sealed<msg::FlushStateReply>& r) {
+    BOOST_CHECK(r.root().getResult().getDurable());
   });
 }
 

@@ -4,6 +4,7 @@
 // cold entries, close durability, idempotence and the closed state.
 #define BOOST_TEST_MODULE runtime_service_lifecycle
 #include "tests/runtime/service_fixture.hpp"
+#include "tiers/ssd/entry_format.hpp"
 #include "tiers/ssd/faulty_file_system.hpp"
 
 #include <chrono>
@@ -15,6 +16,13 @@ using testing::ok;
 using testing::service_fixture;
 
 namespace {
+
+/// An oracle of the fixture's model, to size files before `start`.
+const runtime::oracle_engine& oracle_for_layout() {
+  static const runtime::oracle_engine o{
+    *tiers::model_geometry::preset("tiny-dense")};
+  return o;
+}
 
 bool ready(std::future<caf::expected<runtime::admit_decision>>& f) {
   return f.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
@@ -112,6 +120,75 @@ BOOST_AUTO_TEST_CASE(checkpoints_resume_the_newest_and_survive_a_restart) {
   svc->flush();
   start();
   BOOST_CHECK(get("ns", prompt, 42).source != state_source::checkpoint);
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_the_ssd_cap_evicted_is_rewritten_by_a_flush) {
+  opts.checkpoint_every_tokens = 16;
+  opts.ram_cap_bytes = 4ull << 20;
+  auto prompt = seq(2000);
+  // Every file below has the checkpoint's shape: the cap (at least 1 MiB)
+  // holds two.
+  auto one = tiers::ssd::layout(oracle_for_layout().prefill("ns", seq(2032)),
+                                opts.model, 4096, 1u << 20)
+               .file_length;
+  opts.ssd_cap_bytes = one * 5 / 2;
+  start();
+  auto r = request(42, prompt, 64);
+  auto s =
+    oracle->prefill("ns", cat(prompt, oracle->generate("ns", prompt, 32)));
+  auto want = s.tokens;
+  BOOST_REQUIRE(*svc->checkpoint(r, std::move(s)));
+  BOOST_CHECK_EQUAL(svc->release(r, false)->checkpoints_kept, 1u);
+  BOOST_CHECK(svc->flush()->durable);
+  // Two prefix files later the checkpoint's is the least recently used
+  // over the cap: evicted. The checkpoints actor hears of it.
+  put("other", seq(2032, 10000));
+  BOOST_CHECK(svc->flush()->durable);
+  put("other", seq(2032, 20000));
+  BOOST_CHECK(svc->flush()->durable);
+  BOOST_CHECK_EQUAL(report().ssd.evicted, 1u);
+  // The next flush writes the checkpoint (still in memory) again.
+  auto writes = report().ssd.writes_ok;
+  BOOST_CHECK(svc->flush()->durable);
+  BOOST_CHECK_EQUAL(report().ssd.writes_ok, writes + 1);
+  start(); // a restart: only the file can resume the generation
+  auto resumed = get("ns", prompt, 42);
+  BOOST_CHECK(resumed.source == state_source::checkpoint);
+  BOOST_CHECK(resumed.state.tokens == want);
+}
+
+BOOST_AUTO_TEST_CASE(a_completed_release_leaves_no_file_of_a_queued_write) {
+  opts.checkpoint_every_tokens = 16;
+  tiers::ssd::faulty_file_system faulty{memory};
+  fs = &faulty;
+  start();
+  auto prompt = seq(100);
+  auto r = request(42, prompt, 64);
+  auto s =
+    oracle->prefill("ns", cat(prompt, oracle->generate("ns", prompt, 16)));
+  BOOST_REQUIRE(*svc->checkpoint(r, std::move(s)));
+  // The write fails: it stays queued on SSD for the next flush's retry.
+  faulty.inject(tiers::ssd::fs_op::create, 1, tiers::ssd::fault_kind::eio);
+  auto f = svc->flush();
+  BOOST_REQUIRE(f);
+  BOOST_CHECK(!f->durable);
+  BOOST_CHECK_EQUAL(report().ssd.queue_items, 1u);
+  // Completed: the queued write is cancelled, not retried.
+  BOOST_CHECK_EQUAL(svc->release(r, true)->checkpoints_removed, 1u);
+  f = svc->flush();
+  BOOST_REQUIRE(f);
+  BOOST_CHECK(f->durable); // a cancel is neither pending, failed nor dropped
+  auto rep = report();
+  BOOST_CHECK_EQUAL(rep.ssd.queue_items, 0u);
+  BOOST_CHECK_EQUAL(rep.ssd.writes_cancelled, 1u);
+  BOOST_CHECK_EQUAL(rep.ssd.dropped, 0u);
+  BOOST_CHECK_EQUAL(rep.ssd.files, 0u);
+  BOOST_CHECK_EQUAL(svc->stats()->pending_checkpoint_writes, 0u);
+  // A reused request id finds no finished generation, also after a restart.
+  BOOST_CHECK(get("ns", prompt, 42).source != state_source::checkpoint);
+  start();
+  BOOST_CHECK(get("ns", prompt, 42).source != state_source::checkpoint);
+  BOOST_CHECK_EQUAL(report().ssd.files, 0u);
 }
 
 BOOST_AUTO_TEST_CASE(without_an_interval_checkpoints_are_disposed) {

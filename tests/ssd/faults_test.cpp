@@ -175,3 +175,28 @@ BOOST_AUTO_TEST_CASE(disk_full_degrades_to_not_stored) {
   BOOST_TEST((fw.events[0].err == ec::no_space));
   BOOST_TEST(w.files().empty());
 }
+
+BOOST_AUTO_TEST_CASE(an_erased_write_that_fails_is_cancelled_not_retried) {
+  for (auto engine : all_engines())
+    for (auto s : write_steps)
+      BOOST_TEST_CONTEXT(to_string(s.op) << " #" << s.nth) {
+        faulty_world fw{engine};
+        auto& w = fw.w;
+        fw.faulty.inject(s.op, s.nth, fault_kind::eio);
+        BOOST_REQUIRE(w.tier->enqueue(version("new"), write_reason::snapshot));
+        BOOST_TEST(w.tier->erase("ns", tokens(30))); // in flight
+        auto ev = w.flush();
+        BOOST_TEST(ev.durable); // nothing failed stays: it was cancelled
+        BOOST_TEST(ev.pending == 0u);
+        BOOST_TEST(ev.failed == 0u);
+        BOOST_TEST(ev.entries == 0u);
+        drive(*w.tier, w.queue);
+        BOOST_REQUIRE(fw.events.size() == 1u);
+        BOOST_TEST((fw.events[0].outcome == write_outcome::cancelled));
+        BOOST_TEST(w.tier->stats().writes_cancelled == 1u);
+        BOOST_TEST(w.tier->stats().writes_failed == 1u);
+        BOOST_TEST(served(w) == ""); // a whole file renamed in is removed
+        BOOST_TEST(w.files().empty());
+        BOOST_TEST(w.flush().durable);
+      }
+}

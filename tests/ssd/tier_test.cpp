@@ -327,3 +327,62 @@ BOOST_AUTO_TEST_CASE(the_scan_reports_what_it_evicts_over_the_cap) {
   }
   BOOST_TEST(events[0].tokens != events[1].tokens);
 }
+
+BOOST_AUTO_TEST_CASE(erase_cancels_a_queued_write_and_removes_one_in_flight) {
+  auto o = every_kind_oracle();
+  auto live = buffer::live_count();
+  using wo = write_outcome;
+  for (auto b : all_backends()) {
+    BOOST_TEST_CONTEXT(b.name()) {
+      std::vector<std::pair<token, wo>> writes;
+      std::vector<std::pair<token, removal_reason>> removals;
+      ssd_config cfg;
+      cfg.writes_in_flight = 1; // the second write waits in the queue
+      cfg.on_write = [&](const write_event& ev) {
+        writes.emplace_back(ev.tokens[0], ev.outcome);
+      };
+      cfg.on_remove = [&](const remove_event& ev) {
+        removals.emplace_back(ev.tokens[0], ev.reason);
+      };
+      scratch_dir dir;
+      world w{b, dir.path, cfg};
+      auto a = tokens(20, 100), q = tokens(20, 200);
+      BOOST_REQUIRE(w.tier->enqueue(o.prefill("ns", a), write_reason::spill));
+      BOOST_REQUIRE(
+        w.tier->enqueue(o.prefill("ns", q), write_reason::snapshot));
+      // The queued one is taken back at once, its buffers with it.
+      BOOST_TEST(w.tier->erase("ns", q));
+      BOOST_TEST(
+        (writes == std::vector<std::pair<token, wo>>{{201, wo::cancelled}}));
+      BOOST_TEST(w.tier->stats().queue_items == 1u);
+      // The one in flight finishes, then its file goes.
+      BOOST_TEST(w.tier->erase("ns", a));
+      auto ev = w.flush();
+      BOOST_TEST(ev.durable); // a cancel is not a drop
+      BOOST_TEST(ev.dropped == 0u);
+      BOOST_TEST(ev.pending == 0u);
+      BOOST_TEST(ev.entries == 0u);
+      drive(*w.tier, w.queue);
+      BOOST_TEST((writes
+                  == std::vector<std::pair<token, wo>>{{201, wo::cancelled},
+                                                       {101, wo::durable}}));
+      BOOST_TEST((removals
+                  == std::vector<std::pair<token, removal_reason>>{
+                    {101, removal_reason::erased}}));
+      BOOST_TEST(!w.tier->contains("ns", a));
+      BOOST_TEST(!w.tier->find(tokens(21, 100), "ns"));
+      BOOST_TEST(w.files().empty());
+      auto s = w.tier->stats();
+      BOOST_TEST(s.writes_cancelled == 1u);
+      BOOST_TEST(s.dropped == 0u);
+      BOOST_TEST(s.writes_ok == 1u);
+      BOOST_TEST(s.queue_bytes == 0u);
+      // Nothing left of either key; a write queued after an erase stays.
+      BOOST_TEST(!w.tier->erase("ns", q));
+      w.store(o.prefill("ns", q));
+      BOOST_TEST(w.tier->contains("ns", q));
+      BOOST_TEST(w.files().size() == 1u);
+    }
+  }
+  BOOST_TEST(buffer::live_count() == live);
+}

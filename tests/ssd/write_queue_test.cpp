@@ -84,3 +84,39 @@ BOOST_AUTO_TEST_CASE(failed_items_stay_until_retried_and_release_buffers) {
     BOOST_TEST(buffer::live_count() == live);
   }
 }
+
+BOOST_AUTO_TEST_CASE(cancel_takes_back_queued_and_failed_items_of_one_key) {
+  auto live = buffer::live_count();
+  {
+    write_queue q{10000};
+    auto a = q.push("a", sized(2, 1), write_reason::spill).id; // 200
+    q.push("b", sized(3, 2), write_reason::snapshot);          // 500
+    auto* first = q.start_next();
+    BOOST_REQUIRE(first);
+    BOOST_TEST(first->id == a);
+    auto queued = q.push("a", sized(4, 3), write_reason::spill).id; // 900
+    BOOST_TEST(q.cancel("a").size() == 1u); // not the one in flight
+    BOOST_TEST(q.size() == 2u);
+    BOOST_TEST(q.bytes() == 500u);
+    BOOST_TEST(q.find(queued) == nullptr);
+    BOOST_TEST(q.find(a) != nullptr);
+    // A failed item of a key is cancelled too; nothing of another key.
+    q.fail(a);
+    auto gone = q.cancel("a");
+    BOOST_REQUIRE(gone.size() == 1u);
+    BOOST_TEST(gone[0].id == a);
+    BOOST_TEST(q.cancel("none").empty());
+    BOOST_TEST(q.size() == 1u);
+    BOOST_TEST(q.bytes() == 300u);
+    // take removes by id, in flight or not.
+    auto* b = q.start_next();
+    BOOST_REQUIRE(b);
+    auto taken = q.take(b->id);
+    BOOST_REQUIRE(taken);
+    BOOST_TEST(taken->key == "b");
+    BOOST_TEST(!q.take(taken->id)); // gone
+    BOOST_TEST(q.size() == 0u);
+    BOOST_TEST(q.bytes() == 0u);
+  }
+  BOOST_TEST(buffer::live_count() == live);
+}

@@ -50,6 +50,8 @@ struct ssd_stats {
   uint64_t bytes_written = 0;
   uint64_t dropped = 0;
   uint64_t superseded = 0;
+  /// Queued writes taken back by `erase` (never written; not `dropped`).
+  uint64_t writes_cancelled = 0;
   uint64_t rejected_too_large = 0;
   uint64_t evicted = 0;
   /// Reads issued to the engine (one per distinct restore in flight).

@@ -116,10 +116,24 @@ bool ssd_tier::contains(std::string_view ns,
 }
 
 bool ssd_tier::erase(std::string_view ns, std::span<const token> tokens) {
-  if (!index_.contains(ns, tokens))
-    return false;
-  remove_file(file_name(ns, tokens), removal_reason::erased);
-  return true;
+  auto name = file_name(ns, tokens);
+  bool any = false;
+  for (auto& item : queue_.cancel(name)) {
+    ++stats_.writes_cancelled;
+    report(item, write_outcome::cancelled);
+    any = true;
+  } // each item's buffers go here
+  for (auto& [tag, job] : writes_)
+    if (job->name == name) {
+      erase_after_.insert(name); // write_done or write_failed removes it
+      any = true;
+    }
+  if (index_.contains(ns, tokens)) {
+    remove_file(name, removal_reason::erased);
+    any = true;
+  }
+  maybe_finish_flush();
+  return any;
 }
 
 std::vector<saved_prefix> ssd_tier::saved_prefixes() const {

@@ -33,6 +33,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 
 namespace kvtier::tiers::ssd {
 
@@ -46,6 +47,9 @@ enum class write_outcome : uint8_t {
   dropped,
   /// Replaced in the queue by a newer state of the same key.
   superseded,
+  /// Taken back by `erase` before it was written (or, when its write was
+  /// running and failed, instead of a retry): never written.
+  cancelled,
 };
 
 const char* to_string(write_outcome o);
@@ -108,8 +112,8 @@ struct ssd_config {
   /// Where failure lines go; stderr when empty.
   std::function<void(const std::string&)> log;
   /// Told what became of each queued write (e.g. so the RAM tier can mark
-  /// an entry durable); runs inside `enqueue` or `handle` and must not call
-  /// back into the tier. Optional.
+  /// an entry durable); runs inside `enqueue`, `erase` or `handle` and
+  /// must not call back into the tier. Optional.
   std::function<void(const write_event&)> on_write;
   /// Told about every indexed file the tier stops holding, at the moment
   /// it leaves the index (before the unlink runs), so an owner holding a
@@ -152,8 +156,14 @@ public:
   bool contains(std::string_view ns, std::span<const token> tokens) const;
 
   /// Removes the file of exactly (ns, tokens), e.g. a completed
-  /// generation's checkpoint (reported as `erased`); false when there is
-  /// none. A queued write of the key is not cancelled.
+  /// generation's checkpoint (reported as `erased`), and every write of the
+  /// key pending now: queued or failed items are cancelled (reported as
+  /// `cancelled`, buffers released, not counted as dropped); an item being
+  /// written finishes and its file is then removed (reported `durable`,
+  /// then `erased`; if it fails, `cancelled` instead of a retry). A write
+  /// of the key queued after this call is not affected. False when there
+  /// was neither a file nor a write of the key. May complete a flush
+  /// (its callback runs inside this call).
   bool erase(std::string_view ns, std::span<const token> tokens);
 
   /// Prefixes on SSD, from headers only.
@@ -268,6 +278,9 @@ private:
   uint64_t next_lease_ = 1;
   /// Ops in flight that belong to no job (removals), and what they do.
   std::map<uint64_t, std::string> chore_what_;
+  /// Keys erased while their write was in flight: the file that write
+  /// leaves is removed when it finishes.
+  std::set<std::string> erase_after_;
   std::vector<flush_callback> flushes_;
   /// Dropped and failed counts at the last flush report.
   uint64_t dropped_at_flush_ = 0;

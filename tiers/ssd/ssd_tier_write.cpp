@@ -57,6 +57,7 @@ const char* to_string(write_outcome o) {
     case write_outcome::failed: return "failed";
     case write_outcome::dropped: return "dropped";
     case write_outcome::superseded: return "superseded";
+    case write_outcome::cancelled: return "cancelled";
   }
   return "unknown";
 }
@@ -228,6 +229,10 @@ void ssd_tier::write_done(write_job& job) {
     report(*item, write_outcome::durable);
   queue_.done(job.item_id);
   writes_.erase(job.tag);
+  // Erased while it was written: the file goes now (no write of the key
+  // is in flight any more, so the unlink is not skipped).
+  if (erase_after_.erase(name) > 0)
+    remove_file(name, removal_reason::erased);
   evict_over_cap(name);
   pump();
   maybe_finish_flush();
@@ -255,10 +260,25 @@ void ssd_tier::write_failed(write_job& job) {
     submit(call_op(
       tag, [fs = &fs_, p = job.io->temp_path] { return fs->remove(p); }));
   }
-  queue_.fail(job.item_id);
-  if (item != nullptr)
-    report(*item, write_outcome::failed, job.err);
-  writes_.erase(job.tag);
+  auto name = job.name;
+  auto id = job.item_id;
+  bool renamed = job.renamed;
+  if (erase_after_.erase(name) > 0) {
+    // Erased while it was written: no retry; the item goes, its buffers
+    // with it, and a whole file under the final name is removed.
+    auto taken = queue_.take(id);
+    ++stats_.writes_cancelled;
+    if (taken)
+      report(*taken, write_outcome::cancelled, job.err);
+    writes_.erase(job.tag);
+    if (renamed)
+      remove_file(name, removal_reason::erased);
+  } else {
+    queue_.fail(id);
+    if (item != nullptr)
+      report(*item, write_outcome::failed, job.err);
+    writes_.erase(job.tag);
+  }
   pump();
   maybe_finish_flush();
 }

@@ -81,6 +81,29 @@ void write_queue::done(uint64_t id) {
     erase(i);
 }
 
+std::vector<write_item> write_queue::cancel(const std::string& key) {
+  std::vector<write_item> out;
+  for (auto i = items_.begin(); i != items_.end();) {
+    auto next = std::next(i);
+    if (i->key == key && !i->in_flight) {
+      out.push_back(std::move(*i));
+      erase(i);
+    }
+    i = next;
+  }
+  return out;
+}
+
+std::optional<write_item> write_queue::take(uint64_t id) {
+  auto i = std::find_if(items_.begin(), items_.end(),
+                        [id](const write_item& w) { return w.id == id; });
+  if (i == items_.end())
+    return std::nullopt;
+  auto out = std::move(*i);
+  erase(i);
+  return out;
+}
+
 void write_queue::fail(uint64_t id) {
   if (auto* w = find(id)) {
     w->in_flight = false;

@@ -10,6 +10,9 @@
 //     the newer one (same ns and tokens: the newer state replaces the older).
 //   - Writes for one key never overlap: `start_next` skips keys in flight.
 //   - A failed item stays, marked failed, and is retried by `retry_failed`.
+//   - `cancel` takes back the items of a key that are not being written
+//     (queued or failed): an erased key's pending writes never happen. An
+//     item in flight cannot be taken back; its owner orders what follows.
 //   - Items hold their entry's buffers; removing an item (done, dropped,
 //     superseded) releases them at once.
 // Owned by the SSD tier; single-threaded.
@@ -18,6 +21,7 @@
 #include "tiers/state.hpp"
 
 #include <list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +74,13 @@ public:
 
   /// Removes a written item, releasing its buffers.
   void done(uint64_t id);
+
+  /// Removes the items of `key` that are not in flight (queued or failed)
+  /// and hands them back, oldest first; their buffers go with the result.
+  std::vector<write_item> cancel(const std::string& key);
+
+  /// Removes the item with `id` (in flight or not) and hands it back.
+  std::optional<write_item> take(uint64_t id);
 
   /// Marks an in-flight item failed (kept for a retry).
   void fail(uint64_t id);
