@@ -64,6 +64,7 @@ write_reason reason_of(msg::SpillReason r) {
   switch (r) {
     case msg::SpillReason::DEMOTE: return write_reason::demotion;
     case msg::SpillReason::SPILL: return write_reason::spill;
+    case msg::SpillReason::CHECKPOINT: return write_reason::checkpoint;
     default: return write_reason::snapshot;
   }
 }

@@ -120,3 +120,11 @@ BOOST_AUTO_TEST_CASE(cancel_takes_back_queued_and_failed_items_of_one_key) {
   }
   BOOST_TEST(buffer::live_count() == live);
 }
+
+BOOST_AUTO_TEST_CASE(reasons_have_their_own_names_in_log_lines) {
+  using kvtier::tiers::ssd::write_reason;
+  BOOST_TEST(std::string{to_string(write_reason::spill)} == "spill");
+  BOOST_TEST(std::string{to_string(write_reason::demotion)} == "demotion");
+  BOOST_TEST(std::string{to_string(write_reason::snapshot)} == "snapshot");
+  BOOST_TEST(std::string{to_string(write_reason::checkpoint)} == "checkpoint");
+}

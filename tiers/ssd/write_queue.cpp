@@ -10,6 +10,7 @@ const char* to_string(write_reason r) {
     case write_reason::spill: return "spill";
     case write_reason::demotion: return "demotion";
     case write_reason::snapshot: return "snapshot";
+    case write_reason::checkpoint: return "checkpoint";
   }
   return "unknown";
 }

@@ -28,7 +28,7 @@
 namespace kvtier::tiers::ssd {
 
 /// Why an entry is being written.
-enum class write_reason : uint8_t { spill, demotion, snapshot };
+enum class write_reason : uint8_t { spill, demotion, snapshot, checkpoint };
 
 const char* to_string(write_reason r);
 
