@@ -20,6 +20,8 @@
 //             pending spills are flushed before this row and the
 //             throughput row.
 //   acquires/s  RAM hits from two client threads for a second.
+//   idle      CPU the process used while the started service sat idle for
+//             2 s (1 s with --quick): nothing spins.
 //
 // Usage: bench_service [--quick] [--json]
 #include "runtime/affine_sharing.hpp"
@@ -43,6 +45,8 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include <sys/resource.h>
 
 using namespace kvtier;
 using clk = std::chrono::steady_clock;
@@ -192,6 +196,24 @@ std::pair<percentiles, percentiles> sized_hits(runtime::service& svc,
   return {summarize(std::move(ns_of[0])), summarize(std::move(ns_of[1]))};
 }
 
+/// CPU milliseconds the whole process used while idle for `span` (the
+/// service started, no call made): a scheduler that spins shows here.
+double idle_cpu(std::chrono::milliseconds span) {
+  auto cpu_ms = [] {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    auto ms = [](const timeval& t) {
+      return static_cast<double>(t.tv_sec) * 1e3
+             + static_cast<double>(t.tv_usec) / 1e3;
+    };
+    return ms(u.ru_utime) + ms(u.ru_stime);
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(200)); // start-up
+  auto before = cpu_ms();
+  std::this_thread::sleep_for(span);
+  return cpu_ms() - before;
+}
+
 double throughput(runtime::service& svc, const runtime::state_request& r,
                   std::chrono::milliseconds span) {
   std::atomic<uint64_t> count{0};
@@ -235,10 +257,12 @@ int main(int argc, char** argv) {
   char* args[] = {arg0, dir_arg.data(), nullptr};
   require(!cfg.load(2, args), "load the shipped configuration");
   percentiles hit, miss, pub, hit_1mib, hit_1gib;
+  double idle_cpu_ms = 0;
   double per_s = 0;
   {
     runtime::service svc{cfg};
     require(!svc.start_error(), "start");
+    idle_cpu_ms = idle_cpu(std::chrono::seconds(quick ? 1 : 2));
     auto g =
       tiers::model_geometry::preset(cfg.options.model, cfg.options.model_scale);
     runtime::oracle_engine oracle{*g};
@@ -272,9 +296,11 @@ int main(int argc, char** argv) {
                 "\"hit_p50_ns\": %.0f, "
                 "\"hit_p99_ns\": %.0f, \"miss_p50_ns\": %.0f, "
                 "\"publish_p50_ns\": %.0f, \"hit_1mib_p50_ns\": %.0f, "
-                "\"hit_1gib_p50_ns\": %.0f, \"acquires_per_s\": %.0f}\n",
+                "\"hit_1gib_p50_ns\": %.0f, \"acquires_per_s\": %.0f, "
+                "\"idle_cpu_ms\": %.1f}\n",
                 floor, stealing.p50, sharing.p50, affine.p50, hit.p50, hit.p99,
-                miss.p50, pub.p50, hit_1mib.p50, hit_1gib.p50, per_s);
+                miss.p50, pub.p50, hit_1mib.p50, hit_1gib.p50, per_s,
+                idle_cpu_ms);
     return 0;
   }
   std::printf("%-28s %10s %10s\n", "round trip", "p50 us", "p99 us");
@@ -293,5 +319,7 @@ int main(int argc, char** argv) {
   std::printf("hit / echo floor: %.2fx; 1 GiB / 1 MiB: %.2fx; "
               "RAM-hit acquires/s (2 threads): %.0f\n",
               hit.p50 / floor, hit_1gib.p50 / hit_1mib.p50, per_s);
+  std::printf("idle service (shipped scheduler): %.1f ms CPU in %d s\n",
+              idle_cpu_ms, quick ? 1 : 2);
   return 0;
 }
