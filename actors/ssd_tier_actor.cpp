@@ -221,13 +221,12 @@ restore(ssd_tier_pointer self, msg::RestoreEntry::Reader m) {
 
 caf::result<sealed<msg::PrefetchPrefixReply>>
 prefetch(ssd_tier_pointer self, msg::PrefetchPrefix::Reader m) {
-  auto prompt = tiers::read_tokens(m.getPrompt());
-  auto ns = std::string{m.getNs().cStr()};
-  auto match = tier(self).find(prompt, ns);
+  tiers::tokens_of prompt{m.getPrompt()};
+  auto match = tier(self).find(prompt.span(), m.getNs().cStr());
   auto reads = tier(self).stats().reads;
   // Nothing longer than what RAM holds: no read, no lease (an empty reply).
   auto lease =
-    match ? tier(self).prefetch(prompt, ns, m.getBetterThan()) : std::nullopt;
+    match ? tier(self).prefetch(*match, m.getBetterThan()) : std::nullopt;
   if (!lease)
     return msg::draft<msg::PrefetchPrefixReply>{}.seal();
   bool started = tier(self).stats().reads > reads;

@@ -188,6 +188,10 @@ public:
                                    std::string_view ns,
                                    uint64_t better_than = 0);
 
+  /// The same for a match `find` already gave (no second index lookup).
+  std::optional<uint64_t> prefetch(const ssd_match& m,
+                                   uint64_t better_than = 0);
+
   /// Ends an interest; the last one ending before the read completes
   /// cancels it (its result is discarded, its buffers released).
   void release(uint64_t lease);

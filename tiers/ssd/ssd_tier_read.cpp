@@ -24,10 +24,17 @@ std::optional<uint64_t> ssd_tier::prefetch(std::span<const token> prompt,
                                            std::string_view ns,
                                            uint64_t better_than) {
   auto m = find(prompt, ns);
-  if (!m || m->length <= better_than)
+  if (!m)
     return std::nullopt;
-  read_key key{m->name, m->length};
-  index_.touch(m->name);
+  return prefetch(*m, better_than);
+}
+
+std::optional<uint64_t> ssd_tier::prefetch(const ssd_match& m,
+                                           uint64_t better_than) {
+  if (m.length <= better_than)
+    return std::nullopt;
+  read_key key{m.name, m.length};
+  index_.touch(m.name);
   auto lease = next_lease_++;
   leases_.emplace(lease, key);
   if (auto h = held_.find(key); h != held_.end()) {
@@ -37,7 +44,7 @@ std::optional<uint64_t> ssd_tier::prefetch(std::span<const token> prompt,
     ++stats_.coalesced;
     ++reads_.at(r->second)->leases;
   } else {
-    ++start_read(*m).leases;
+    ++start_read(m).leases;
   }
   return lease;
 }
