@@ -64,6 +64,13 @@ struct service::impl {
   }
 
   void start(service_parts parts) {
+    // A spawn argument: CAF 0.17 binds a null tuple for argument-less
+    // spawns (UBSan).
+    async_caller = sys->spawn(
+      [](caf::event_based_actor* self, int) -> caf::behavior {
+        return {[self](const async_call_ptr& c) { (*c)(self); }};
+      },
+      0);
     auto h = spawn_service(*sys, opts, parts.fs, observer);
     if (!h)
       start_error = std::move(h.error());
@@ -108,25 +115,11 @@ struct service::impl {
           .then([conv, p](const reply& r) { p->set_value(conv(r)); },
                 [p](caf::error& err) { p->set_value(std::move(err)); });
       });
-    caf::anon_send(caller(), std::move(call));
+    caf::anon_send(async_caller, std::move(call));
     return f;
   }
 
-  /// The actor that makes the future calls (spawned at the first one).
-  caf::actor caller() {
-    std::lock_guard<std::mutex> guard{caller_mtx};
-    if (!async_caller)
-      // A spawn argument: CAF 0.17 binds a null tuple for argument-less
-      // spawns (UBSan).
-      async_caller = sys->spawn(
-        [](caf::event_based_actor* self, int) -> caf::behavior {
-          return {[self](const async_call_ptr& c) { (*c)(self); }};
-        },
-        0);
-    return async_caller;
-  }
-
-  std::mutex caller_mtx;
+  /// The actor that makes the future calls (spawned by `start`).
   caf::actor async_caller;
 };
 
