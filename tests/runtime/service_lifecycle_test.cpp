@@ -168,11 +168,17 @@ BOOST_AUTO_TEST_CASE(a_completed_release_leaves_no_file_of_a_queued_write) {
     oracle->prefill("ns", cat(prompt, oracle->generate("ns", prompt, 16)));
   BOOST_REQUIRE(*svc->checkpoint(r, std::move(s)));
   // The write fails: it stays queued on SSD for the next flush's retry.
+  // The flush orders the checkpoint write and then flushes the SSD tier;
+  // when the write has already failed by then, that flush retries it: a
+  // second fault (on the retry's data write; the first attempt never gets
+  // past create) makes the retry fail too, whichever way the timing goes.
   faulty.inject(tiers::ssd::fs_op::create, 1, tiers::ssd::fault_kind::eio);
+  faulty.inject(tiers::ssd::fs_op::write, 1, tiers::ssd::fault_kind::eio);
   auto f = svc->flush();
   BOOST_REQUIRE(f);
   BOOST_CHECK(!f->durable);
   BOOST_CHECK_EQUAL(report().ssd.queue_items, 1u);
+  faulty.clear(); // the retry's fault, if the timing left it unused
   // Completed: the queued write is cancelled, not retried.
   BOOST_CHECK_EQUAL(svc->release(r, true)->checkpoints_removed, 1u);
   f = svc->flush();
