@@ -24,6 +24,9 @@ const char* to_string(ec code) {
     case ec::incompatible_format: return "incompatible_format";
     case ec::closed: return "closed";
     case ec::cancelled: return "cancelled";
+    case ec::timeout: return "timeout";
+    case ec::queue_full: return "queue_full";
+    case ec::locked: return "locked";
   }
   return "unknown";
 }

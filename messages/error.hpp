@@ -60,6 +60,14 @@ enum class ec : uint8_t {
   closed,
   /// The operation was cancelled before it completed.
   cancelled,
+  /// A storage operation or a peer did not answer within its deadline; the
+  /// call answered with what it had (retryable, like `io_error`).
+  timeout,
+  /// A bounded queue (e.g. admission's waiters) is full: try again later.
+  queue_full,
+  /// A resource (an SSD directory) is held by another process, named in the
+  /// context.
+  locked,
 };
 
 /// The enumerator's name, e.g. "corrupt_data".
