@@ -336,3 +336,32 @@ BOOST_AUTO_TEST_CASE(a_second_service_on_the_same_directory_does_not_start) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 }
+
+BOOST_AUTO_TEST_CASE(a_service_in_a_callers_actor_system_frees_its_directory) {
+  // Destroying the service waits for its SSD actor (the lock's holder), so
+  // a restart in the same actor system finds the directory free at once.
+  runtime::kvtier_config cfg;
+  char arg0[] = "kvtier";
+  char* argv[] = {arg0, nullptr};
+  BOOST_REQUIRE(!cfg.load(1, argv));
+  caf::actor_system sys{cfg};
+  tiers::ssd::memory_file_system disk;
+  auto opts = base_options();
+  runtime::oracle_engine oracle{runtime::running_geometry(opts).value()};
+  for (int i = 0; i < 20; ++i) {
+    BOOST_TEST_CONTEXT("restart " << i) {
+      runtime::service svc{sys, opts, runtime::service_parts{&disk}};
+      BOOST_REQUIRE_MESSAGE(!svc.start_error(), describe(svc.start_error()));
+      auto prompt = seq(40 + static_cast<size_t>(i));
+      if (i > 0) { // the previous life's entry, from SSD
+        auto r = svc.acquire(service_fixture::request(1, prompt), "ns");
+        BOOST_REQUIRE(r);
+        BOOST_TEST((r->source == state_source::ssd));
+        BOOST_TEST(!oracle.verify(r->state));
+      }
+      auto p = svc.publish(service_fixture::request(1, prompt),
+                           oracle.prefill("ns", prompt));
+      BOOST_REQUIRE(p);
+    }
+  }
+}
