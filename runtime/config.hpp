@@ -5,7 +5,10 @@
 // Policy: every invalid value is refused at start with an `ec::invalid_config`
 // error naming the key and the accepted range; an unknown key inside one of
 // kvtier's sections, and a dotted section such as [kvtier.ram-tier] (which
-// CAF would silently ignore), are refused too. Defaults live in
+// CAF would silently ignore), are refused too, as is a key that moved to
+// another section (admission.model is now model.preset), naming the new key.
+// `running_model` is the one resolution of the [model] section into the
+// model identity every part of the service uses. Defaults live in
 // conf/kvtier.conf, which is compiled in as the embedded default.
 //
 // A `kvtier_config` is used by one thread while loading; afterwards the

@@ -167,6 +167,10 @@ caf::error runner::configure() {
       opts_.model = v;
     else if (k == "model-scale")
       opts_.model_scale = std::strtod(v.c_str(), nullptr);
+    else if (k == "model-layers")
+      opts_.model_layers = v;
+    else if (k == "model-identity")
+      opts_.model_identity = v;
     else if (k == "ram-cap-bytes")
       opts_.ram_cap_bytes = u();
     else if (k == "ssd-cap-bytes")
