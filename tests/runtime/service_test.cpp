@@ -236,7 +236,8 @@ BOOST_AUTO_TEST_CASE(an_entry_whose_ssd_file_went_is_kept_at_a_boundary) {
   runtime::oracle_engine probe{*g};
   auto align = static_cast<uint32_t>(opts.alignment);
   opts.ssd_cap_bytes =
-    tiers::ssd::layout(probe.prefill("ns", seq(3000)), opts.model, align,
+    tiers::ssd::layout(probe.prefill("ns", seq(3000)),
+                       runtime::running_model(opts)->fingerprint(), align,
                        std::max<uint32_t>(align, 1u << 20))
       .file_length
     * 3 / 2;
