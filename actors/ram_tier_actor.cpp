@@ -252,10 +252,10 @@ caf::result<sealed<msg::RelievePressureReply>> relieve(ram_tier_pointer self,
 
 sealed<msg::ReclaimAtBoundaryReply> reclaim(ram_tier_pointer self,
                                             uint64_t target) {
-  auto [items, bytes] = tier(self).reclaim(target);
+  auto r = tier(self).reclaim(target);
   msg::draft<msg::ReclaimAtBoundaryReply> d;
-  d.root().setReleased(items);
-  d.root().setReleasedBytes(bytes);
+  d.root().setReleased(r.released);
+  d.root().setReleasedBytes(r.released_bytes);
   return std::move(d).seal();
 }
 
