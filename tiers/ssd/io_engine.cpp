@@ -50,6 +50,7 @@ public:
     boost::asio::post(pool_, [this, op = std::move(op)]() mutable {
       auto c = run_now(op);
       op.keep.reset();
+      op.call = nullptr; // its captures too: nothing outlives the report
       sink_(std::move(c));
     });
   }

@@ -245,9 +245,9 @@ bool ssd_tier::erase(std::string_view ns, std::span<const token> tokens) {
   bool any = false;
   for (auto& item : queue_.cancel(name)) {
     ++stats_.writes_cancelled;
-    report(item, write_outcome::cancelled);
+    report_gone(std::move(item), write_outcome::cancelled); // buffers first
     any = true;
-  } // each item's buffers go here
+  }
   for (auto& [tag, job] : writes_)
     if (job->name == name) {
       erase_after_.insert(name); // write_done or write_failed removes it
@@ -266,7 +266,7 @@ std::vector<saved_prefix> ssd_tier::saved_prefixes() const {
 }
 
 void ssd_tier::flush(flush_callback cb) {
-  queue_.retry_failed();
+  stats_.writes_retried += queue_.retry_failed();
   flushes_.push_back(std::move(cb));
   pump();
   maybe_finish_flush();
@@ -280,12 +280,25 @@ void ssd_tier::maybe_finish_flush() {
   ev.failed = queue_.failed();
   ev.dropped = stats_.dropped - dropped_at_flush_;
   dropped_at_flush_ = stats_.dropped;
+  ev.given_up = stats_.writes_given_up - given_up_at_flush_;
+  given_up_at_flush_ = stats_.writes_given_up;
   ev.entries = index_.size();
   ev.longest_durable_prefix = index_.longest();
-  ev.durable = ev.pending == 0 && ev.failed == 0 && ev.dropped == 0;
+  ev.durable = ev.pending == 0 && ev.failed == 0 && ev.dropped == 0
+               && ev.given_up == 0;
   auto cbs = std::exchange(flushes_, {});
   for (auto& cb : cbs)
     cb(ev);
+}
+
+bool ssd_tier::retry(uint64_t id) {
+  auto* item = queue_.find(id);
+  if (item == nullptr || !item->failed)
+    return false;
+  item->failed = false;
+  ++stats_.writes_retried;
+  pump();
+  return true;
 }
 
 void ssd_tier::handle(io_completion c) {

@@ -53,7 +53,8 @@ namespace kvtier::tiers::ssd {
 enum class write_outcome : uint8_t {
   /// The file is durable and indexed.
   durable,
-  /// The write failed; the item stays queued and a flush retries it.
+  /// The write failed; the item stays queued for a retry (`retry`, or a
+  /// flush). Not final: a later report of the same item follows.
   failed,
   /// Dropped over the queue's byte cap: never written.
   dropped,
@@ -62,6 +63,9 @@ enum class write_outcome : uint8_t {
   /// Taken back by `erase` before it was written (or, when its write was
   /// running and failed, instead of a retry): never written.
   cancelled,
+  /// Failed `ssd_config::max_attempts` times: released, never written
+  /// (`err` says why the last attempt failed).
+  given_up,
 };
 
 const char* to_string(write_outcome o);
@@ -73,8 +77,11 @@ struct write_event {
   token_seq tokens;
   write_reason reason = write_reason::spill;
   write_outcome outcome = write_outcome::durable;
-  /// Why, for `failed`.
+  /// Why, for `failed` and `given_up`: the step and the error, without the
+  /// entry's name (so equal failures of several entries read the same).
   caf::error err;
+  /// Attempts made so far (1 after the first).
+  uint32_t attempts = 0;
 };
 
 /// Why the tier stopped holding an entry file (see `ssd_config::on_remove`).
@@ -125,6 +132,9 @@ struct ssd_config {
   uint32_t checksum_chunk = 1u << 20;
   /// Entry writes running at once.
   uint32_t writes_in_flight = 2;
+  /// Attempts a write gets before it is given up (`write_outcome::given_up`);
+  /// 0: no limit (a failed item waits for `retry` or a flush for ever).
+  uint32_t max_attempts = 0;
   /// Largest single read or write handed to the engine.
   uint32_t max_op_bytes = 8u << 20;
   /// Data reads or writes of one entry running at once. One sequential
@@ -135,7 +145,8 @@ struct ssd_config {
   std::function<void(const std::string&)> log;
   /// Told what became of each queued write (e.g. so the RAM tier can mark
   /// an entry durable); runs inside `enqueue`, `erase` or `handle` and
-  /// must not call back into the tier. Optional.
+  /// must not call back into the tier. A final report (all but `failed`)
+  /// comes after the tier let go of the item's buffers. Optional.
   std::function<void(const write_event&)> on_write;
   /// Told about every indexed file the tier stops holding, at the moment
   /// it leaves the index (before the unlink runs), so an owner holding a
@@ -225,8 +236,14 @@ public:
 
   /// Writes everything queued (retrying failed items once) and calls `cb`
   /// with the evidence when nothing is left in flight; at once when idle.
-  /// Concurrent flushes share one result.
+  /// Concurrent flushes share one result. The tier keeps no clock: an
+  /// owner that wants a flush to retry with backoff calls it again (the
+  /// SSD actor does, docs/ssd-format.md "Retries").
   void flush(flush_callback cb);
+
+  /// Makes the failed item `id` writable again now (its owner's retry
+  /// timer fired); false when it is not failed (written, given up, gone).
+  bool retry(uint64_t id);
 
   /// Feeds one engine completion back; runs callbacks it completes.
   void handle(io_completion c);
@@ -270,6 +287,10 @@ private:
   void evict_over_cap(const std::string& keep);
   void report(const write_item& item, write_outcome outcome,
               caf::error err = {});
+  /// Reports a final outcome of an item already out of the queue, after
+  /// its buffers are released.
+  void report_gone(write_item item, write_outcome outcome,
+                   caf::error err = {});
   void maybe_finish_flush();
 
   // Read path (ssd_tier_read.cpp).
@@ -325,8 +346,9 @@ private:
   /// leaves is removed when it finishes.
   std::set<std::string> erase_after_;
   std::vector<flush_callback> flushes_;
-  /// Dropped and failed counts at the last flush report.
+  /// Dropped and given-up counts at the last flush report.
   uint64_t dropped_at_flush_ = 0;
+  uint64_t given_up_at_flush_ = 0;
 };
 
 } // namespace kvtier::tiers::ssd

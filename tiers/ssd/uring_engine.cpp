@@ -64,6 +64,7 @@ public:
       boost::asio::post(helper_, [this, op = std::move(op)]() mutable {
         auto c = run_now(op);
         op.keep.reset();
+        op.call = nullptr; // its captures too: nothing outlives the report
         sink_(std::move(c));
       });
       return;
