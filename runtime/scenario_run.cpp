@@ -311,7 +311,9 @@ caf::error runner::request(const scenario_step& st) {
   result_.facts[name + ".source"] = to_string(acq->source);
   fact(name + ".usable", double(acq->usable_tokens));
   bool good = acq->source != state_source::none;
-  if (good && oracle_->verify(acq->state)) {
+  if (good
+      && oracle_->verify_served(acq->state, ns, req.prompt,
+                                acq->source == state_source::checkpoint)) {
     ++wrong_;
     good = false;
   }

@@ -28,11 +28,12 @@ namespace kvtier::runtime {
 /// Builds the I/O engine and SSD tier in `opts.ssd_dir` (on `fs`, or the
 /// POSIX file system when null), runs the header-only start-up scan, and
 /// spawns the SSD actor over them. Errors: the scan's, or the engine's.
-/// `saved` receives the prefixes the scan found (for the checkpoints).
+/// `saved` receives the checkpoint files the scan found, by their headers
+/// (for the checkpoints actor).
 caf::expected<actors::ssd_tier_actor>
 spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
                tiers::ssd::file_system* fs,
-               std::vector<tiers::checkpoint_file>* saved = nullptr);
+               std::vector<tiers::storage_key>* saved = nullptr);
 
 /// The RAM tier actor, spilling to `ssd` (may be null), and attached to
 /// `ssd` as the actor it tells of every file it removes (SsdEvictEvent).
@@ -55,7 +56,7 @@ spawn_admission(caf::actor_system& sys, const service_options& opts);
 actors::checkpoints_actor
 spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
                   actors::ssd_tier_actor ssd,
-                  std::vector<tiers::checkpoint_file> saved);
+                  std::vector<tiers::storage_key> saved);
 
 /// Every actor of one service.
 struct service_handles {

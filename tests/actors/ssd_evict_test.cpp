@@ -75,7 +75,7 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     ram = sys.spawn(actors::ram_tier, uint64_t{1} << 20, ssd, nullptr);
     self->send(ssd, actors::attach_ram_atom::value, ram);
     ckpt = sys.spawn(actors::checkpoints, uint64_t{16}, ssd,
-                     std::vector<tiers::checkpoint_file>{});
+                     std::vector<tiers::storage_key>{});
     self->send(ssd, actors::attach_ckpt_atom::value, ckpt);
     drain();
   }
@@ -225,8 +225,12 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
 
   sealed<msg::EraseEntry> erase(const std::string& ns,
                                 const tiers::token_seq& tokens) {
+    return erase(tiers::storage_key::prefix(ns, tokens));
+  }
+
+  sealed<msg::EraseEntry> erase(const tiers::storage_key& key) {
     msg::draft<msg::EraseEntry> d;
-    tiers::write_key(d.root().initKey(), ns, tokens);
+    tiers::write_key(d.root().initKey(), key);
     return std::move(d).seal();
   }
 };
@@ -310,17 +314,18 @@ BOOST_AUTO_TEST_CASE(erasing_a_file_tells_ram_or_for_a_checkpoint_the_owner) {
   });
   BOOST_CHECK(!durable(seq(100, 1)));
   // A checkpoint file: written and erased, RAM hears nothing.
-  auto ns = tiers::checkpoint_store::storage_ns({7, "ns"});
+  auto key = tiers::storage_key::checkpoint(7, 0, "ns", seq(10, 1));
   msg::draft<msg::SpillEntry> s;
   s.root().setOrderId(1);
   s.root().setReason(msg::SpillReason::CHECKPOINT);
-  tiers::write_entry(s, s.root().getItem().initEntry(), entry(10, 1, ns));
+  tiers::write_entry(s, s.root().getItem().initEntry(), entry(10, 1));
+  tiers::write_owner(s.root().getKind().initCheckpoint(), key);
   self->send(ssd, std::move(s).seal());
   drain();
   self->receive([](const sealed<msg::SpillEntryReply>& r) {
     BOOST_CHECK(r.root().getOutcome() == msg::SpillOutcome::DURABLE);
   });
-  self->send(ssd, erase(ns, seq(10, 1)));
+  self->send(ssd, erase(key));
   expect((sealed<msg::EraseEntry>), from(self).to(ssd));
   expect((sealed<msg::SsdEvictEvent>), from(ssd).to(ckpt));
   disallow((sealed<msg::SsdEvictEvent>), from(ssd).to(ram));
@@ -367,8 +372,8 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_file_that_went_is_a_miss_from_then_on) {
   // the checkpoints actor forgets it instead of asking again.
   auto& parts =
     *deref<std::remove_pointer_t<actors::ssd_tier_pointer>>(ssd).state.parts;
-  auto ns = tiers::checkpoint_store::storage_ns({7, "ns"});
-  auto name = ssd::file_name(ns, seq(100, 1));
+  auto name =
+    ssd::file_name(tiers::storage_key::checkpoint(7, 0, "ns", seq(100, 1)));
   BOOST_REQUIRE(!parts.own_fs->remove(parts.tier->root() + "/" + name));
   BOOST_CHECK_EQUAL(find_checkpoint(7), 0u);
   BOOST_CHECK_EQUAL(checkpoints().size(), 0u);
