@@ -158,6 +158,11 @@ public:
     BOOST_REQUIRE(!fs_->remove(join_path(tier->root(), name)));
   }
 
+  /// The file system the tier runs on.
+  file_system& fs() {
+    return *fs_;
+  }
+
   /// Names of the files in the tier's directory.
   std::vector<std::string> files() {
     auto l = fs_->list(tier->root());

@@ -132,7 +132,13 @@ bool ssd_tier::contains(std::string_view ns,
 }
 
 bool ssd_tier::contains(const storage_key& key) const {
-  return index_.contains(key) && !queue_.holds(file_name(key));
+  if (key.kind == key_kind::prefix)
+    return contains(key.ns, key.tokens);
+  // A checkpoint is on SSD under its owner only: a file another attempt
+  // wrote is rewritten, so its header names the new owner.
+  auto* f = index_.file(key);
+  return f && f->header->attempt == key.attempt
+         && !queue_.holds(file_name(key));
 }
 
 bool ssd_tier::erase(std::string_view ns, std::span<const token> tokens) {

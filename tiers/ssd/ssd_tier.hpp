@@ -190,7 +190,9 @@ public:
   /// SSD".
   bool contains(std::string_view ns, std::span<const token> tokens) const;
 
-  /// The same for a key of any kind.
+  /// The same for a key of any kind; a checkpoint's file must also name
+  /// `key.attempt` (a file of another attempt is written again under the
+  /// new owner).
   bool contains(const storage_key& key) const;
 
   /// Removes the file of exactly (ns, tokens), e.g. a completed
@@ -332,8 +334,8 @@ private:
   /// disk under the name) to the removals that cover the write; whether
   /// any did.
   bool covered_write_finished(uint64_t tag, const std::string& name, bool left);
-  /// A write renamed a new file over `name`: a covered file of that name
-  /// is gone.
+  /// A write's rename of a new file over `name` is durable: an older
+  /// (covered or stray) file of that name is gone for good.
   void replaced_on_disk(const std::string& name);
   bool removal_busy() const noexcept;
 

@@ -166,10 +166,13 @@ void ssd_tier::removal_step(uint64_t id) {
   io->fs = &fs_;
   io->dir = root_;
   // A name being written is left to that write: it may rename a new file
-  // over it (which the unlink must not remove).
+  // over it (which the unlink must not remove); so is a name the index
+  // holds again (a newer file renamed over it whose name is not durable
+  // yet: its write is retried, and its success clears the name).
   for (auto& name : rm.files)
-    if (std::none_of(writes_.begin(), writes_.end(),
-                     [&](auto& w) { return w.second->name == name; }))
+    if (!index_.file(name)
+        && std::none_of(writes_.begin(), writes_.end(),
+                        [&](auto& w) { return w.second->name == name; }))
       io->names.push_back(name);
   if (covered && rm.record != rs::durable && !rm.record_tried) {
     io->what = removal_io::step::record;

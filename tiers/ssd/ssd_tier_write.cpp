@@ -229,7 +229,6 @@ void ssd_tier::on_write(uint64_t tag, io_completion& c) {
       job.renamed = true;
       // The older file of this key is gone from disk: forget it now.
       index_.erase(job.name);
-      replaced_on_disk(job.name);
       break;
     case write_step::sync_dir: write_done(job); return;
   }
@@ -248,6 +247,9 @@ void ssd_tier::write_done(write_job& job) {
   if (auto* item = queue_.find(job.item_id))
     report(*item, write_outcome::durable);
   queue_.done(job.item_id);
+  // The rename is durable now: an older file under the name is gone for
+  // good (a removal that covered it has nothing left to do there).
+  replaced_on_disk(name);
   bool covered = covered_write_finished(job.tag, name, true);
   writes_.erase(job.tag);
   // Erased while it was written: the file goes now (no write of the key
