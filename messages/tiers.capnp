@@ -154,10 +154,11 @@ struct KeepsBytesReply {
 }
 
 struct EraseEntry {
-  # Service/checkpoints -> SSD: remove the file of exactly this key (a
-  # completed generation's checkpoint) and cancel every write of it pending
-  # now (a queued one is never written; one in flight is removed once it
-  # finishes). Not an error when absent.
+  # Checkpoints -> SSD: remove the file of exactly this key (a checkpoint
+  # file a newer durable one made redundant; a completed generation uses
+  # RemoveCheckpoints) and cancel every write of it pending now (a queued
+  # one is never written; one in flight is removed once it finishes). Not
+  # an error when absent.
   key @0 :EntryKey;
 }
 
