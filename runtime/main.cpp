@@ -52,10 +52,11 @@ int print_config(kvtier_config& cfg) {
               o.io_engine.c_str());
   std::printf(
     "[admission]\nmodel=\"%s\"\nmodel-scale=%g\nkv-budget-bytes=%llu\n"
-    "position-limit=%llu\n",
+    "position-limit=%llu\nmax-queued=%llu\n",
     o.model.c_str(), o.model_scale,
     static_cast<unsigned long long>(o.kv_budget_bytes),
-    static_cast<unsigned long long>(o.position_limit));
+    static_cast<unsigned long long>(o.position_limit),
+    static_cast<unsigned long long>(o.max_queued));
   std::printf(
     "[service]\nidle-demotion-ms=%llu\ncheckpoint-every-tokens=%llu\n",
     static_cast<unsigned long long>(o.idle_demotion_ms),
