@@ -12,6 +12,12 @@
 // durable. A failed restore falls back to the RAM candidate or fresh
 // state, never to an error.
 //
+// Model identity: the facade holds the running geometry. A publish or a
+// checkpoint whose layers (count, kinds, bytes per token, windows, state
+// sizes; read from the layer descriptors, no payload decoded) do not match
+// it is refused with `ec::invalid_argument` naming the layer and the field;
+// a restored entry or checkpoint of another shape is never served (a miss).
+//
 // Sessions: a publish naming a session asks RAM to pin the new entry in
 // the same step as the put, then (when kept) tells the sessions actor,
 // before the engine gets its answer; close_session goes to the sessions
@@ -70,7 +76,8 @@ struct cache_service_state {
     caf::typed_response_promise<sealed<msg::CloseServiceReply>>;
 
   service_actors tiers;
-  /// Projects a request's bytes for WouldKeep (configuration, not data).
+  /// The running model's shape: projects a request's bytes for WouldKeep
+  /// and is checked at every door (configuration, not data).
   tiers::model_geometry geometry;
   /// Whether any checkpoint can exist (interval set, or files at start).
   bool checkpoints_possible = false;

@@ -51,6 +51,13 @@ void serve_ram(const lookup_ptr& s) {
   deliver(s, *s->ram);
 }
 
+/// The last door before the engine: a decoded state the tiers handed up
+/// (a restore, a checkpoint) is served only with the running model's shape;
+/// anything else is a miss (the tiers check and count it first).
+bool fits_model(self_ptr self, const tiers::entry& e) {
+  return !self->state.geometry.check(e);
+}
+
 /// Puts a restored entry into RAM (durable: its file exists).
 void install(
   self_ptr self, const tiers::entry& e, uint64_t interest,
@@ -77,7 +84,7 @@ void serve_ssd(self_ptr self, const lookup_ptr& s) {
       [self, s](const sealed<msg::RestoreEntryReply>& r) {
         auto e = r.root().isEntry() ? tiers::read_entry(r, r.root().getEntry())
                                     : caf::expected<tiers::entry>{caf::error{}};
-        if (!r.root().isEntry() || !e)
+        if (!r.root().isEntry() || !e || !fits_model(self, *e))
           return serve_ram(s);
         // Installed before the answer, so the next acquire finds it in RAM.
         auto out = answer(msg::Tier::SSD, e->size(), &*e);
@@ -172,7 +179,7 @@ void read_cold(self_ptr self, const cold_draft& cold, uint64_t ram_tokens,
         auto e = in.getLeaseId() != 0
                    ? tiers::read_entry(r, in.getEntry())
                    : caf::expected<tiers::entry>{caf::error{}};
-        if (in.getLeaseId() == 0 || !e) {
+        if (in.getLeaseId() == 0 || !e || !fits_model(self, *e)) {
           rp.deliver(out);
           return;
         }
@@ -203,7 +210,7 @@ acquire(self_ptr self, const sealed<msg::AcquireState>& m) {
       [self, s](const sealed<msg::FindCheckpointReply>& r) {
         auto e = r.root().isEntry() ? tiers::read_entry(r, r.root().getEntry())
                                     : caf::expected<tiers::entry>{caf::error{}};
-        if (!r.root().isEntry() || !e)
+        if (!r.root().isEntry() || !e || !fits_model(self, *e))
           return search_tiers(self, s);
         s->rp.deliver(answer(msg::Tier::CHECKPOINT, e->size(), &*e));
       },

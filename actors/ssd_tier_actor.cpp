@@ -329,6 +329,8 @@ void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
   o.setCancelled(s.cancelled);
   o.setCorruptRemoved(s.corrupt_removed);
   o.setWritesCancelled(s.writes_cancelled);
+  o.setGeometryMismatched(s.geometry_mismatched);
+  o.setRestoresMismatched(s.restores_mismatched);
 }
 
 sealed<msg::ReadReportReply> report(ssd_tier_pointer self) {

@@ -297,6 +297,8 @@ struct SsdCounters {
   cancelled @15 :UInt64;   # reads whose last interest ended first
   corruptRemoved @16 :UInt64; # files dropped as corrupt at scan or read
   writesCancelled @17 :UInt64; # queued writes taken back by EraseEntry
+  geometryMismatched @18 :UInt64; # files the scan left unindexed: layers of another model (kept)
+  restoresMismatched @19 :UInt64; # restores refused: the file is another model's (a miss, file kept)
 }
 
 struct SessionCounters {

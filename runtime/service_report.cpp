@@ -41,6 +41,8 @@ void ssd_part(msg::SsdCounters::Reader in, service_report::ssd_part& o) {
   o.cancelled = in.getCancelled();
   o.corrupt_removed = in.getCorruptRemoved();
   o.writes_cancelled = in.getWritesCancelled();
+  o.geometry_mismatched = in.getGeometryMismatched();
+  o.restores_mismatched = in.getRestoresMismatched();
 }
 
 void admission_part(msg::AdmissionCounters::Reader in,

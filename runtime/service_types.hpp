@@ -153,6 +153,12 @@ struct service_report {
              rejected_too_large = 0, evicted = 0, restores_ok = 0,
              restores_failed = 0, coalesced = 0, cancelled = 0,
              corrupt_removed = 0, writes_cancelled = 0;
+    /// Files of this directory whose layers are another model's: left
+    /// unindexed at start, kept on disk.
+    uint64_t geometry_mismatched = 0;
+    /// Restores refused because the file is another model's (a miss; the
+    /// file is kept).
+    uint64_t restores_mismatched = 0;
   } ssd;
   struct sessions_part {
     uint64_t open = 0, protected_entries = 0, closed = 0, opened = 0;

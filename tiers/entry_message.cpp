@@ -208,6 +208,26 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e) {
     out.getSession().setNone();
 }
 
+caf::error check_layers(const model_geometry& g, msg::Entry::Reader in) {
+  auto layers = in.getLayers();
+  if (layers.size() != g.layers.size())
+    return make_error(ec::invalid_argument,
+                      "the state has " + std::to_string(layers.size())
+                        + " layers, the model (" + g.name + ") has "
+                        + std::to_string(g.layers.size()));
+  for (uint32_t i = 0; i < layers.size(); ++i) {
+    auto d = layers[i].getDescriptor();
+    auto l = read_descriptor(d);
+    if (!l)
+      return malformed("layer " + std::to_string(i), l.error());
+    layer_shape shape{l->kind, l->bytes_per_token, l->window, l->tokens,
+                      d.getByteLength()};
+    if (auto err = g.check(i, shape))
+      return err;
+  }
+  return {};
+}
+
 caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in) {
   entry e;
   e.ns = text(in.getNs());

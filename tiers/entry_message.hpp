@@ -15,6 +15,7 @@
 #pragma once
 
 #include "messages/sealed.hpp"
+#include "tiers/geometry.hpp"
 #include "tiers/state.hpp"
 
 #include <optional>
@@ -32,6 +33,17 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e);
 /// byteLength that disagrees with its segments, geometry
 /// `entry::validate()` rejects).
 caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in);
+
+/// Checks the layers `in` describes against the running geometry `g`
+/// (`model_geometry::check`: count, kinds, bytes per token, windows, state
+/// sizes) from their descriptors alone, without reading a payload: the
+/// door check for state an engine hands in (publish, checkpoint). A
+/// descriptor's byte length stands for its layer's bytes; `read_entry`
+/// later refuses one that disagrees with its segments. Errors:
+/// `ec::invalid_argument` naming the layer and the field,
+/// `ec::malformed_message` for an unknown kind. A malformed message may
+/// throw `kj::Exception` (callers run inside `decoding`).
+caf::error check_layers(const model_geometry& g, msg::Entry::Reader in);
 
 /// Writes `in` into `out` (initialized with `in.size()` elements); the
 /// segments become side views of `d`. Also the form of a stored object.

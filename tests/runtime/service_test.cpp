@@ -75,7 +75,7 @@ BOOST_AUTO_TEST_CASE(an_entry_that_does_not_validate_is_invalid_argument) {
   BOOST_CHECK_NE(describe(r.error()).find("layer 2: tokens"),
                  std::string::npos);
   auto ckpt = oracle->prefill("ns", seq(20));
-  ckpt.layers[0].bytes_per_token = 1; // its segments hold more
+  ckpt.layers[0].segments.back().length -= 64; // one row short
   auto c = svc->checkpoint(request(1, seq(10)), std::move(ckpt));
   BOOST_REQUIRE(!c);
   BOOST_CHECK(c.error() == ec::invalid_argument);
@@ -259,7 +259,8 @@ BOOST_AUTO_TEST_CASE(an_entry_whose_ssd_file_went_is_kept_at_a_boundary) {
   runtime::oracle_engine probe{*g};
   auto align = static_cast<uint32_t>(opts.alignment);
   opts.ssd_cap_bytes =
-    tiers::ssd::layout(probe.prefill("ns", seq(3000)), opts.model, align,
+    tiers::ssd::layout(probe.prefill("ns", seq(3000)),
+                       runtime::running_model(opts)->fingerprint(), align,
                        std::max<uint32_t>(align, 1u << 20))
       .file_length
     * 3 / 2;

@@ -17,6 +17,9 @@ struct scan_report {
   uint64_t temps_removed = 0;
   /// Files of another fingerprint or format version, left alone.
   uint64_t ignored = 0;
+  /// Files of this fingerprint whose layers do not match the running
+  /// geometry: not indexed, left alone.
+  uint64_t mismatched = 0;
   /// Files removed at once because the byte cap is smaller than the data.
   uint64_t evicted = 0;
 };
@@ -63,6 +66,13 @@ struct ssd_stats {
   uint64_t restores_ok = 0;
   uint64_t restores_failed = 0;
   uint64_t corrupt_removed = 0;
+  /// Files the scan left unindexed because their layers do not match the
+  /// running geometry (kept on disk).
+  uint64_t geometry_mismatched = 0;
+  /// Restores that found the file's layers do not match the running
+  /// geometry: a miss, the file forgotten but kept (also counted in
+  /// `restores_failed`).
+  uint64_t restores_mismatched = 0;
   /// Reads whose last interest ended before they completed.
   uint64_t cancelled = 0;
   uint64_t bytes_read = 0;

@@ -17,6 +17,16 @@
 // fsynced. Only renamed-and-synced files enter the index; a pending write
 // is not "on SSD". The byte cap evicts least-recently-used files.
 //
+// Identity and ownership (docs/ssd-format.md, "Where files live"): the
+// fingerprint is the model's (`ssd_config::model`), so another model's
+// files live in another directory; `open` locks `<dir>/<fingerprint>/LOCK`
+// for the tier's lifetime (a second holder is refused with `ec::locked`
+// naming the first), keeps that directory 0700 (tightening a looser one)
+// and checks or writes its `MODEL` file. With a model set, every header is
+// checked against its geometry: at the scan (a file of another shape is
+// not indexed, kept, counted) and at each restore (a miss, the file kept,
+// counted); `enqueue` refuses an entry of another shape.
+//
 // Reports: the owner hears what became of each queued write (`on_write`)
 // and of every indexed file the tier stops holding (`on_remove`), so a
 // tier above that marked its copy of an entry durable can tell when that
@@ -29,6 +39,7 @@
 // line per failed write or corrupt file; never a wrong state, never a crash.
 #pragma once
 
+#include "tiers/model_identity.hpp"
 #include "tiers/ssd/io_engine.hpp"
 #include "tiers/ssd/ssd_index.hpp"
 #include "tiers/ssd/ssd_stats.hpp"
@@ -36,6 +47,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace kvtier::tiers::ssd {
@@ -94,11 +106,21 @@ struct remove_event {
   uint64_t bytes = 0;
 };
 
+/// The lock file in the tier's directory (held while the tier lives).
+inline constexpr const char* lock_file_name = "LOCK";
+/// The file stating the directory's model identity in words.
+inline constexpr const char* model_file_name = "MODEL";
+
 struct ssd_config {
   /// Root directory; this tier uses `<dir>/<fingerprint>/` only.
   std::string dir;
-  /// Model fingerprint: a file-name-safe string naming what the state means.
+  /// Model fingerprint: a file-name-safe string naming what the state
+  /// means. Replaced by `model->fingerprint()` when `model` is set.
   std::string fingerprint = "default";
+  /// The running model: names the directory, is written to its MODEL file,
+  /// and its geometry is checked against every header and enqueued entry.
+  /// Unset (tests of the file protocol alone): no shape check.
+  std::optional<model_identity> model;
   /// Bytes of entry files kept; least recently used files go first.
   uint64_t byte_cap = 64ull << 30;
   /// Bytes the write-behind queue may hold.
@@ -151,9 +173,13 @@ public:
   ssd_tier(const ssd_tier&) = delete;
   ssd_tier& operator=(const ssd_tier&) = delete;
 
-  /// Scans headers only (no payload reads) and rebuilds the index; removes
-  /// orphan temps and corrupt or truncated files; ignores other fingerprints
-  /// and format versions. Blocking: call once before serving.
+  /// Creates `<dir>/<fingerprint>/` (0700; a looser existing one is
+  /// tightened, logged), locks it (`ec::locked` naming the holder), checks
+  /// its MODEL file (another model's: `ec::incompatible_format`) or writes
+  /// it, then scans headers only (no payload reads) and rebuilds the
+  /// index; removes orphan temps and corrupt or truncated files; ignores
+  /// other fingerprints and format versions, and files whose layers do not
+  /// match the model (kept, counted). Blocking: call once before serving.
   caf::expected<scan_report> open();
 
   /// The best usable file for `prompt` in `ns`; no I/O.
@@ -179,8 +205,9 @@ public:
   std::vector<saved_prefix> saved_prefixes() const;
 
   /// Queues `e` for writing; returns the item id. An entry larger than the
-  /// whole byte cap is not stored (`ec::no_space`); an invalid one is
-  /// `ec::invalid_argument`.
+  /// whole byte cap is not stored (`ec::no_space`); an invalid one, one the
+  /// file format cannot hold (`check_storable`) or, with a model set, one
+  /// of another shape (`model_geometry::check`) is `ec::invalid_argument`.
   caf::expected<uint64_t> enqueue(entry e, write_reason reason);
 
   /// Restores `m` (from `find`). Identical restores in flight share one
@@ -242,6 +269,11 @@ public:
     return root_;
   }
 
+  /// The fingerprint in use (the model's when one is set).
+  const std::string& fingerprint() const noexcept {
+    return cfg_.fingerprint;
+  }
+
 private:
   struct write_job;
   struct read_job;
@@ -277,6 +309,9 @@ private:
   void on_read(uint64_t tag, io_completion& c);
 
   // Shared.
+  /// Tightens the directory, takes the lock, checks the MODEL file.
+  caf::error own_directory();
+  caf::error check_model_file();
   void scan_file(const std::string& name, scan_report& r);
   /// Drops `name` from the index and reports it (`on_remove`).
   void forget(const std::string& name, removal_reason why);
@@ -290,6 +325,10 @@ private:
   file_system& fs_;
   io_engine& engine_;
   std::string root_;
+  /// The directory's lock, held from `open` until destruction.
+  lock_ref lock_;
+  /// The model's geometry when one is set (shared with restore ops).
+  std::shared_ptr<const model_geometry> geometry_;
   ssd_index index_;
   write_queue queue_;
   ssd_stats stats_;

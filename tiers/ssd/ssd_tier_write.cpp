@@ -34,6 +34,11 @@ caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason) {
     return make_error(ec::invalid_argument, "entry without tokens");
   if (auto err = e.validate())
     return err;
+  if (auto err = check_storable(e))
+    return err;
+  if (geometry_)
+    if (auto err = geometry_->check(e))
+      return err;
   auto h = layout(e, cfg_.fingerprint, cfg_.alignment, cfg_.checksum_chunk);
   if (h.file_length > cfg_.byte_cap) {
     ++stats_.rejected_too_large;
