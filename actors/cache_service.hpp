@@ -29,7 +29,7 @@
 // durable (each refuses to store anything after), and last closes the SSD
 // tier, which releases the writes still queued or failed (counted as
 // `abandoned`: the result is then not durable) and the prefetch results it
-// held, refuses later writes, and answers once no op runs: when close
+// held, refuses later writes, and answers once no write runs: when close
 // answers, the service holds no buffer (what the engine was lent stays
 // the engine's). The result is remembered: later closes get it again
 // (alreadyClosed), concurrent ones share it. After close, calls that would

@@ -134,8 +134,8 @@ void closed(self_ptr self, const sealed<msg::CloseServiceReply>& r) {
 
 /// Last step: the SSD tier releases the writes still queued or failed and
 /// the prefetch results it holds, and refuses later writes; it answers
-/// once no op runs (so no buffer is left behind), and with how many writes
-/// it released unwritten.
+/// once no write runs (so none is left holding a buffer), with how many
+/// writes it released unwritten.
 void close_ssd(self_ptr self, const sealed<msg::FlushStateReply>& f) {
   auto& ssd = self->state.tiers.ssd;
   if (!ssd)

@@ -129,7 +129,7 @@ using ssd_tier_actor = caf::typed_actor<
   // Writes everything queued; replies with the durability evidence.
   KVTIER_CALL(FlushState),
   // After the flush: releases writes not running, drops prefetch results,
-  // refuses later writes; replies (abandoned count) once no op runs.
+  // refuses later writes; replies (abandoned count) once no write runs.
   KVTIER_CALL(CloseService),
   // Pending writes by reason.
   KVTIER_CALL(ReadStats),

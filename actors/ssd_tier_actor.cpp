@@ -275,8 +275,8 @@ caf::result<sealed<msg::FlushStateReply>> flush(ssd_tier_pointer self) {
 }
 
 /// The service's close, after its flush: the tier releases what it holds
-/// (tiers/ssd/ssd_tier.hpp, `close`); answered once no op runs, with the
-/// writes released unwritten (durable only when there were none).
+/// (tiers/ssd/ssd_tier.hpp, `close`); answered once no write runs, with
+/// the writes released unwritten (durable only when there were none).
 caf::result<sealed<msg::CloseServiceReply>> close(ssd_tier_pointer self) {
   auto rp = self->make_response_promise<sealed<msg::CloseServiceReply>>();
   tier(self).close([rp](uint64_t abandoned) mutable {

@@ -321,9 +321,12 @@ void ssd_tier::abandon(uint64_t id) {
 }
 
 void ssd_tier::maybe_finish_close() {
-  // Ops hold their buffers until their completion is handled (the engines
-  // drop an op before reporting it): none running, none held.
-  if (closes_.empty() || !writes_.empty() || !reads_.empty())
+  // A write holds its buffers until its last completion is handled (the
+  // engines drop an op before reporting it): none running, none held.
+  // Reads are not waited for (a close never waited on one): a cancelled
+  // read lets its buffers go when it ends, an awaited one hands its entry
+  // to whoever awaits it.
+  if (closes_.empty() || !writes_.empty())
     return;
   auto cbs = std::exchange(closes_, {});
   for (auto& cb : cbs)

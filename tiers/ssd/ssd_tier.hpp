@@ -33,7 +33,8 @@
 // stops being true.
 //
 // Close: `close` ends the writes for good and lets go of every buffer the
-// tier holds (unwritten writes, prefetch results), done once no op runs.
+// tier holds (unwritten writes, prefetch results), done once no write
+// runs.
 //
 // Every failure degrades to "no hit" or "not stored", counted, with one log
 // line per failed write or corrupt file; never a wrong state, never a crash.
@@ -243,10 +244,12 @@ public:
   /// results held for leases are dropped and every lease forgotten (a read
   /// running for leases alone is cancelled). From now on `enqueue` fails
   /// with `ec::closed`, `prefetch` starts nothing, and a write that fails
-  /// is released instead of kept. Writes and reads running finish; `cb`
-  /// runs once none is left (inside this call when none runs), with the
-  /// number of writes released unwritten since the first close. Lookups
-  /// and restores still work; a second close is harmless.
+  /// is released instead of kept. Writes running finish; `cb` runs once
+  /// none is left (inside this call when none runs), with the number of
+  /// writes released unwritten since the first close. Reads running are
+  /// not waited for: a cancelled one lets its buffers go when it ends, an
+  /// awaited one completes its restore. Lookups and restores still work;
+  /// a second close is harmless.
   void close(close_callback cb);
 
   bool closed() const noexcept {
