@@ -30,6 +30,8 @@ void erase_files(checkpoints_pointer self,
 caf::result<sealed<msg::SaveCheckpointReply>>
 save(checkpoints_pointer self, const sealed<msg::SaveCheckpoint>& m) {
   msg::draft<msg::SaveCheckpointReply> d;
+  if (self->state.closed)
+    return make_error(ec::closed, "the cache service is closed");
   if (self->state.every == 0)
     return std::move(d).seal(); // the service keeps none: disposed
   auto e = tiers::read_entry(m, m.root().getEntry());
@@ -167,6 +169,7 @@ checkpoints(checkpoints_pointer self, uint64_t every, ssd_tier_actor ssd,
     },
     [self](const sealed<msg::FlushState>&) { return flush(self); },
     [self](const sealed<msg::CloseService>&) {
+      self->state.closed = true;
       self->state.store.clear_memory();
       return msg::draft<msg::CloseServiceReply>{}.seal();
     },

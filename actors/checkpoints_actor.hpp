@@ -29,6 +29,8 @@ struct checkpoints_state {
   ssd_tier_actor ssd;
   /// checkpoint_every_tokens; 0 keeps none.
   uint64_t every = 0;
+  /// After CloseService: a late SaveCheckpoint fails `closed`.
+  bool closed = false;
 };
 
 using checkpoints_pointer =

@@ -87,6 +87,7 @@ msg::SpillOutcome outcome_of(tiers::ssd::write_outcome o) {
     case write_outcome::dropped: return msg::SpillOutcome::DROPPED;
     case write_outcome::superseded: return msg::SpillOutcome::SUPERSEDED;
     case write_outcome::cancelled: return msg::SpillOutcome::CANCELLED;
+    case write_outcome::abandoned: return msg::SpillOutcome::REFUSED;
   }
   return msg::SpillOutcome::FAILED;
 }
@@ -147,7 +148,8 @@ spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
     return spill_reply(order, msg::SpillOutcome::ALREADY_DURABLE);
   auto id = tier(self).enqueue(std::move(*e), reason_of(m.root().getReason()));
   if (!id) {
-    ++self->state.failures;
+    if (id.error() != ec::closed)
+      ++self->state.failures;
     return spill_reply(order, msg::SpillOutcome::REFUSED, id.error());
   }
   auto rp = self->make_response_promise<sealed<msg::SpillEntryReply>>();
@@ -269,6 +271,26 @@ caf::result<sealed<msg::FlushStateReply>> flush(ssd_tier_pointer self) {
       }
       rp.deliver(std::move(d).seal());
     });
+  return rp;
+}
+
+/// The service's close, after its flush: the tier releases what it holds
+/// (tiers/ssd/ssd_tier.hpp, `close`); answered once no write runs, with
+/// the writes released unwritten (durable only when there were none).
+caf::result<sealed<msg::CloseServiceReply>> close(ssd_tier_pointer self) {
+  auto rp = self->make_response_promise<sealed<msg::CloseServiceReply>>();
+  tier(self).close([rp](uint64_t abandoned) mutable {
+    msg::draft<msg::CloseServiceReply> d;
+    auto out = d.root().initResult();
+    out.setDurable(abandoned == 0);
+    out.setAbandoned(abandoned);
+    if (abandoned > 0)
+      write_error(
+        out.initErrors(1)[0],
+        make_error(ec::io_error, std::to_string(abandoned)
+                                   + " writes released unwritten at close"));
+    rp.deliver(std::move(d).seal());
+  });
   return rp;
 }
 
@@ -395,6 +417,7 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
         &msg::EraseEntryReply::Builder::setErased);
     },
     [self](const sealed<msg::FlushState>&) { return flush(self); },
+    [self](const sealed<msg::CloseService>&) { return close(self); },
     [self](const sealed<msg::ReadStats>&) { return stats(self); },
     [self](const sealed<msg::ReadReport>&) { return report(self); },
     [self](const sealed<msg::ListSavedPrefixes>&) { return saved(self); },

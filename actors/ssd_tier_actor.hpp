@@ -28,6 +28,14 @@
 //
 // EraseEntry also cancels the key's pending writes (`ssd_tier::erase`):
 // their spill orders are answered `cancelled`.
+//
+// CloseService (the service's close, after its flush) closes the tier
+// (`ssd_tier::close`): spill orders of writes it releases unwritten, and
+// every later one, are answered `refused` with `ec::closed`; prefetch
+// results held for leases go, later prefetches start nothing. The reply
+// waits for the writes still running (each holds its buffers until it
+// ends; a flush waited for them too) and carries the number of writes
+// released unwritten (`abandoned`).
 #pragma once
 
 #include "actors/interfaces.hpp"

@@ -81,7 +81,7 @@ struct AdmitRequest {
 struct AdmitRequestReply {
   union {
     admitted @0 :Bool;     # true: bytes held until release; false: wait
-    never @1 :Error;       # position_limit_exceeded or over_budget
+    never @1 :Error;       # position_limit_exceeded, over_budget; queue_full, closed
   }
   projectedBytes @2 :UInt64; # the request's projected KV bytes
   availableBytes @3 :UInt64; # budget left before this decision
@@ -174,6 +174,7 @@ struct DurabilityResult {
   entries @4 :UInt64;      # durable entries
   longestDurablePrefix @5 :UInt64; # tokens of the longest durable entry
   errors @6 :List(Error);  # distinct failures, for the operator
+  abandoned @7 :UInt64;    # close only: writes released unwritten (queued or failed)
 }
 
 struct FlushState {
@@ -323,6 +324,8 @@ struct AdmissionCounters {
   heldBytes @5 :UInt64;
   holders @6 :UInt64;      # requests holding bytes right now
   budgetBytes @7 :UInt64;
+  maxQueued @8 :UInt64;    # the queue's bound (admission.max-queued)
+  queueFull @9 :UInt64;    # queued admits refused over that bound
 }
 
 struct ReadReport {

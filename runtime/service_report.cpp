@@ -55,6 +55,8 @@ void admission_part(msg::AdmissionCounters::Reader in,
   o.held_bytes = in.getHeldBytes();
   o.holders = in.getHolders();
   o.budget_bytes = in.getBudgetBytes();
+  o.max_queued = in.getMaxQueued();
+  o.queue_full = in.getQueueFull();
 }
 
 io_counters io_part(msg::IoCounters::Reader in) {

@@ -92,6 +92,10 @@ struct durability_result {
   uint64_t longest_durable_prefix = 0;
   /// Distinct failures, for the operator.
   std::vector<std::string> errors;
+  /// close only: writes the SSD tier released unwritten with their buffers
+  /// (still queued, or failed and kept for a retry); `durable` is false
+  /// when there were any.
+  uint64_t abandoned = 0;
   /// close only: an earlier close produced this result.
   bool already_closed = false;
 };
@@ -166,6 +170,9 @@ struct service_report {
   struct admission_part {
     uint64_t admitted = 0, refused = 0, errors = 0, released = 0, waiting = 0,
              held_bytes = 0, holders = 0, budget_bytes = 0;
+    /// The queue's bound (admission.max-queued) and the queued admits
+    /// refused over it (`ec::queue_full`).
+    uint64_t max_queued = 0, queue_full = 0;
   } admission;
   /// Storage operations per tier: RAM (always zero) and SSD.
   io_counters ram_io;

@@ -74,7 +74,8 @@ spawn_admission(caf::actor_system& sys, const service_options& opts) {
   auto g = running_geometry(opts);
   if (!g)
     return std::move(g.error());
-  tiers::admission_limits limits{opts.kv_budget_bytes, opts.position_limit};
+  tiers::admission_limits limits{opts.kv_budget_bytes, opts.position_limit,
+                                 opts.max_queued};
   return sys.spawn(actors::admission, std::move(*g), limits);
 }
 

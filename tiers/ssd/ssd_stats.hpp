@@ -55,6 +55,8 @@ struct ssd_stats {
   uint64_t superseded = 0;
   /// Queued writes taken back by `erase` (never written; not `dropped`).
   uint64_t writes_cancelled = 0;
+  /// Writes `close` released unwritten (queued, failed, or failing after).
+  uint64_t writes_abandoned = 0;
   uint64_t rejected_too_large = 0;
   uint64_t evicted = 0;
   /// Reads issued to the engine (one per distinct restore in flight).

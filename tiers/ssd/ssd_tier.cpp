@@ -288,6 +288,51 @@ void ssd_tier::maybe_finish_flush() {
     cb(ev);
 }
 
+void ssd_tier::close(close_callback cb) {
+  closed_ = true;
+  std::vector<uint64_t> idle;
+  for (auto& item : queue_.items())
+    if (!item.in_flight)
+      idle.push_back(item.id);
+  for (auto id : idle)
+    abandon(id); // its buffers go here
+  held_.clear(); // prefetched entries, their buffers with them
+  leases_.clear();
+  for (auto& [tag, job] : reads_) {
+    job->leases = 0;
+    if (job->waiters.empty() && !job->cancelled) {
+      job->cancelled = true; // discarded (buffers released) when it ends
+      reading_.erase(job->key);
+      ++stats_.cancelled;
+    }
+  }
+  closes_.push_back(std::move(cb));
+  maybe_finish_flush(); // the queue may have emptied
+  maybe_finish_close();
+}
+
+void ssd_tier::abandon(uint64_t id) {
+  auto item = queue_.take(id);
+  if (!item)
+    return;
+  ++stats_.writes_abandoned;
+  report(*item, write_outcome::abandoned,
+         make_error(ec::closed, "the SSD tier closed before writing it"));
+}
+
+void ssd_tier::maybe_finish_close() {
+  // A write holds its buffers until its last completion is handled (the
+  // engines drop an op before reporting it): none running, none held.
+  // Reads are not waited for (a close never waited on one): a cancelled
+  // read lets its buffers go when it ends, an awaited one hands its entry
+  // to whoever awaits it.
+  if (closes_.empty() || !writes_.empty())
+    return;
+  auto cbs = std::exchange(closes_, {});
+  for (auto& cb : cbs)
+    cb(stats_.writes_abandoned);
+}
+
 void ssd_tier::handle(io_completion c) {
   auto tag = c.tag >> sub_bits;
   if (writes_.count(tag) > 0) {
@@ -299,6 +344,7 @@ void ssd_tier::handle(io_completion c) {
       log("ssd: " + i->second + ": " + describe(c.err));
     chore_what_.erase(i);
   }
+  maybe_finish_close();
 }
 
 bool ssd_tier::busy() const noexcept {

@@ -32,6 +32,10 @@
 // tier above that marked its copy of an entry durable can tell when that
 // stops being true.
 //
+// Close: `close` ends the writes for good and lets go of every buffer the
+// tier holds (unwritten writes, prefetch results), done once no write
+// runs.
+//
 // Every failure degrades to "no hit" or "not stored", counted, with one log
 // line per failed write or corrupt file; never a wrong state, never a crash.
 #pragma once
@@ -62,6 +66,9 @@ enum class write_outcome : uint8_t {
   /// Taken back by `erase` before it was written (or, when its write was
   /// running and failed, instead of a retry): never written.
   cancelled,
+  /// Released unwritten by `close` (queued, or failed and kept for a
+  /// retry, or failing after the close): never written.
+  abandoned,
 };
 
 const char* to_string(write_outcome o);
@@ -156,6 +163,9 @@ using restore_callback = std::function<void(caf::expected<entry>)>;
 
 using flush_callback = std::function<void(const durability_evidence&)>;
 
+/// Called once a close is done, with the writes it released unwritten.
+using close_callback = std::function<void(uint64_t abandoned)>;
+
 class ssd_tier {
 public:
   ssd_tier(ssd_config cfg, file_system& fs, io_engine& engine);
@@ -228,6 +238,24 @@ public:
   /// Concurrent flushes share one result.
   void flush(flush_callback cb);
 
+  /// Closes the tier for good (the service's close, after its flush).
+  /// Every write not running (queued, or failed and kept for a retry) is
+  /// released unwritten with its buffers (reported `abandoned`); prefetch
+  /// results held for leases are dropped and every lease forgotten (a read
+  /// running for leases alone is cancelled). From now on `enqueue` fails
+  /// with `ec::closed`, `prefetch` starts nothing, and a write that fails
+  /// is released instead of kept. Writes running finish; `cb` runs once
+  /// none is left (inside this call when none runs), with the number of
+  /// writes released unwritten since the first close. Reads running are
+  /// not waited for: a cancelled one lets its buffers go when it ends, an
+  /// awaited one completes its restore. Lookups and restores still work;
+  /// a second close is harmless.
+  void close(close_callback cb);
+
+  bool closed() const noexcept {
+    return closed_;
+  }
+
   /// Feeds one engine completion back; runs callbacks it completes.
   void handle(io_completion c);
 
@@ -271,6 +299,9 @@ private:
   void report(const write_item& item, write_outcome outcome,
               caf::error err = {});
   void maybe_finish_flush();
+  /// Removes item `id` from the queue, unwritten, and reports it abandoned.
+  void abandon(uint64_t id);
+  void maybe_finish_close();
 
   // Read path (ssd_tier_read.cpp).
   read_job& start_read(const ssd_match& m);
@@ -327,6 +358,9 @@ private:
   std::vector<flush_callback> flushes_;
   /// Dropped and failed counts at the last flush report.
   uint64_t dropped_at_flush_ = 0;
+  /// Closed (`close`): no write is queued or kept any more.
+  bool closed_ = false;
+  std::vector<close_callback> closes_;
 };
 
 } // namespace kvtier::tiers::ssd

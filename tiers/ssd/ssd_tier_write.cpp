@@ -28,6 +28,8 @@ io_op call_op(uint64_t job, std::function<caf::error()> fn, uint64_t sub = 0) {
 } // namespace
 
 caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason) {
+  if (closed_)
+    return make_error(ec::closed, "the SSD tier is closed");
   if (e.tokens.empty())
     return make_error(ec::invalid_argument, "entry without tokens");
   if (auto err = e.validate())
@@ -63,6 +65,7 @@ const char* to_string(write_outcome o) {
     case write_outcome::dropped: return "dropped";
     case write_outcome::superseded: return "superseded";
     case write_outcome::cancelled: return "cancelled";
+    case write_outcome::abandoned: return "abandoned";
   }
   return "unknown";
 }
@@ -247,7 +250,9 @@ void ssd_tier::write_failed(write_job& job) {
   auto* item = queue_.find(job.item_id);
   log("ssd: " + std::string{item ? to_string(item->reason) : "write"} + " of "
       + job.name + " failed at " + to_string(job.stage) + ": "
-      + describe(job.err) + "; not stored, kept for a retry");
+      + describe(job.err)
+      + (closed_ ? "; not stored, released (the tier is closed)"
+                 : "; not stored, kept for a retry"));
   ++stats_.writes_failed;
   if (job.err == ec::no_space)
     ++stats_.write_no_space;
@@ -283,6 +288,8 @@ void ssd_tier::write_failed(write_job& job) {
     if (item != nullptr)
       report(*item, write_outcome::failed, job.err);
     writes_.erase(job.tag);
+    if (closed_)
+      abandon(id); // no retry will come: released, not kept
   }
   pump();
   maybe_finish_flush();
