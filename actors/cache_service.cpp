@@ -92,7 +92,11 @@ cache_service_actor::behavior_type cache_service(cache_service_pointer self,
     [self](const sealed<msg::ReleaseRequest>& m) {
       return ops::release(self, m);
     },
-    [self, &t](const sealed<msg::SaveCheckpoint>& m) {
+    [self, &t](const sealed<msg::SaveCheckpoint>& m)
+      -> caf::result<sealed<msg::SaveCheckpointReply>> {
+      if (!self->state.closed)
+        if (auto err = ops::check_shape(self, m.root().getEntry()))
+          return err;
       return guarded<msg::SaveCheckpointReply>(self, t.checkpoints, m);
     },
     [self, &t](const sealed<msg::CloseSession>& m)

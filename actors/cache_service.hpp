@@ -12,17 +12,30 @@
 // durable. A failed restore falls back to the RAM candidate or fresh
 // state, never to an error.
 //
+// Model identity: the facade holds the running geometry. A publish or a
+// checkpoint whose layers (count, kinds, bytes per token, windows, state
+// sizes; read from the layer descriptors, no payload decoded) do not match
+// it is refused with `ec::invalid_argument` naming the layer and the field;
+// a restored entry or checkpoint of another shape is never served (a miss).
+//
 // Sessions: a publish naming a session asks RAM to pin the new entry in
 // the same step as the put, then (when kept) tells the sessions actor,
 // before the engine gets its answer; close_session goes to the sessions
 // actor, which takes the pin back in RAM.
 //
-// Lifecycle: `close` flushes, then clears RAM, the session table and the
-// checkpoints even when the flush was not durable, and remembers its
-// result: later closes get it again (alreadyClosed), concurrent ones share
-// it. After close, calls that would change or lend state fail with
-// `ec::closed`; publish answers droppedClosed. Idle demotion runs on a
-// timer of the facade while `idle_ms` > 0, until StopIdleDemotion.
+// Lifecycle: `close` closes admission at once (queued admits fail
+// `ec::closed`, so do later admits and fits) and flushes; then it clears
+// RAM, the session table and the checkpoints even when the flush was not
+// durable (each refuses to store anything after), and last closes the SSD
+// tier, which releases the writes still queued or failed (counted as
+// `abandoned`: the result is then not durable) and the prefetch results it
+// held, refuses later writes, and answers once no write runs: when close
+// answers, the service holds no buffer (what the engine was lent stays
+// the engine's). The result is remembered: later closes get it again
+// (alreadyClosed), concurrent ones share it. After close, calls that would
+// change or lend state fail with `ec::closed`; publish answers
+// droppedClosed. Idle demotion runs on a timer of the facade while
+// `idle_ms` > 0, until StopIdleDemotion.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -46,6 +59,16 @@ struct service_actors {
   sessions_actor sessions;
 };
 
+/// What the first close answered, kept as plain values (a message would
+/// hold a buffer, and a closed service holds none); every later close is
+/// answered with it again.
+struct close_record {
+  bool durable = false;
+  uint64_t pending = 0, dropped = 0, failed = 0, entries = 0,
+           longest_durable_prefix = 0, abandoned = 0;
+  std::vector<caf::error> errors;
+};
+
 struct cache_service_state {
   static inline const char* name = "cache-service";
 
@@ -53,7 +76,8 @@ struct cache_service_state {
     caf::typed_response_promise<sealed<msg::CloseServiceReply>>;
 
   service_actors tiers;
-  /// Projects a request's bytes for WouldKeep (configuration, not data).
+  /// The running model's shape: projects a request's bytes for WouldKeep
+  /// and is checked at every door (configuration, not data).
   tiers::model_geometry geometry;
   /// Whether any checkpoint can exist (interval set, or files at start).
   bool checkpoints_possible = false;
@@ -61,7 +85,7 @@ struct cache_service_state {
   bool idle_running = false;
   uint64_t demotions = 0;
   bool closing = false;
-  std::optional<sealed<msg::CloseServiceReply>> closed;
+  std::optional<close_record> closed;
   std::vector<close_promise> close_waiters;
 };
 

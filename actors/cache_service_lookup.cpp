@@ -76,6 +76,13 @@ void serve_ram(const lookup_ptr& s) {
   deliver(s, *s->ram);
 }
 
+/// The last door before the engine: a decoded state the tiers handed up
+/// (a restore, a checkpoint) is served only with the running model's shape;
+/// anything else is a miss (the tiers check and count it first).
+bool fits_model(self_ptr self, const tiers::entry& e) {
+  return !self->state.geometry.check(e);
+}
+
 /// Puts a restored entry into RAM (durable: its file exists).
 void install(
   self_ptr self, const tiers::entry& e, uint64_t interest,
@@ -102,7 +109,7 @@ void serve_ssd(self_ptr self, const lookup_ptr& s) {
       [self, s](const sealed<msg::RestoreEntryReply>& r) {
         auto e = r.root().isEntry() ? tiers::read_entry(r, r.root().getEntry())
                                     : caf::expected<tiers::entry>{caf::error{}};
-        if (!r.root().isEntry() || !e)
+        if (!r.root().isEntry() || !e || !fits_model(self, *e))
           return serve_ram(s);
         // Installed before the answer, so the next acquire finds it in RAM.
         auto out = answer(msg::Tier::SSD, e->size(), &*e);
@@ -197,7 +204,7 @@ void read_cold(self_ptr self, const cold_draft& cold, uint64_t ram_tokens,
         auto e = in.getLeaseId() != 0
                    ? tiers::read_entry(r, in.getEntry())
                    : caf::expected<tiers::entry>{caf::error{}};
-        if (in.getLeaseId() == 0 || !e) {
+        if (in.getLeaseId() == 0 || !e || !fits_model(self, *e)) {
           rp.deliver(out);
           return;
         }
@@ -228,9 +235,10 @@ acquire(self_ptr self, const sealed<msg::AcquireState>& m) {
       [self, s](const sealed<msg::FindCheckpointReply>& r) {
         auto e = r.root().isEntry() ? tiers::read_entry(r, r.root().getEntry())
                                     : caf::expected<tiers::entry>{caf::error{}};
-        if (!r.root().isEntry() || !e) {
-          // None, or stale: served as a fresh prompt through the prefix
-          // search, and the reply says a checkpoint was passed over.
+        if (!r.root().isEntry() || !e || !fits_model(self, *e)) {
+          // None, stale, or not this model's shape: served as a fresh
+          // prompt through the prefix search; the reply says when a
+          // checkpoint was passed over for another prompt.
           s->stale = r.root().getStaleTokens();
           return search_tiers(self, s);
         }

@@ -55,4 +55,10 @@ caf::result<sealed<msg::ListSavedPrefixesReply>> saved(self_ptr self);
 /// The error of a call after close.
 caf::error closed_error();
 
+/// Whether the state `e` describes has the running model's shape (layer
+/// count, kinds, bytes per token, windows, state sizes), from its layer
+/// descriptors alone: `ec::invalid_argument` naming the layer and field,
+/// `ec::malformed_message` for an undecodable message.
+caf::error check_shape(self_ptr self, msg::Entry::Reader e);
+
 } // namespace kvtier::actors::ops

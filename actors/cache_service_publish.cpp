@@ -1,8 +1,11 @@
 // The facade's publish: a publish naming a session is pinned in RAM as the
 // session's newest entry by the put itself, and the sessions actor learns
 // of it before the engine gets its answer; any other publish is delegated
-// to RAM as it came.
+// to RAM as it came. Either way its layers are first checked against the
+// running model (`check_shape`): state of another shape never enters.
 #include "actors/cache_service_ops.hpp"
+#include "actors/codec.hpp"
+#include "tiers/entry_message.hpp"
 
 namespace kvtier::actors::ops {
 
@@ -32,8 +35,20 @@ sealed<msg::SessionPutEvent> put_event(msg::Entry::Reader e, uint64_t pin) {
 
 } // namespace
 
+caf::error check_shape(self_ptr self, msg::Entry::Reader e) {
+  try {
+    return tiers::check_layers(self->state.geometry, e);
+  } catch (const kj::Exception& ex) {
+    return make_error(ec::malformed_message,
+                      std::string{"undecodable message: "}
+                        + ex.getDescription().cStr());
+  }
+}
+
 caf::result<sealed<msg::PublishStateReply>>
 publish(self_ptr self, const sealed<msg::PublishState>& m) {
+  if (auto err = check_shape(self, m.root().getEntry()))
+    return err;
   auto& t = self->state.tiers;
   if (!m.root().getEntry().getSession().isId() || !t.sessions)
     return self->delegate(t.ram, m);

@@ -33,6 +33,8 @@ caf::result<sealed<msg::SaveCheckpointReply>>
 save(checkpoints_pointer self, const sealed<msg::SaveCheckpoint>& m) {
   msg::draft<msg::SaveCheckpointReply> d;
   auto& st = self->state;
+  if (st.closed)
+    return make_error(ec::closed, "the cache service is closed");
   if (st.every == 0) {
     ++st.disposed;
     return std::move(d).seal(); // the service keeps none: disposed
@@ -262,6 +264,7 @@ checkpoints(checkpoints_pointer self, uint64_t every, ssd_tier_actor ssd,
     },
     [self](const sealed<msg::FlushState>&) { return flush(self); },
     [self](const sealed<msg::CloseService>&) {
+      self->state.closed = true;
       self->state.store.clear_memory();
       return msg::draft<msg::CloseServiceReply>{}.seal();
     },

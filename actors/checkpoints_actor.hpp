@@ -36,6 +36,8 @@ struct checkpoints_state {
   uint64_t every = 0;
   /// The report's counters (CheckpointCounters).
   uint64_t saved = 0, disposed = 0, resumed = 0, stale = 0, removed = 0;
+  /// After CloseService: a late SaveCheckpoint fails `closed`.
+  bool closed = false;
 };
 
 using checkpoints_pointer =

@@ -133,6 +133,9 @@ using ssd_tier_actor = caf::typed_actor<
   KVTIER_CALL(RemoveCheckpoints),
   // Writes everything queued; replies with the durability evidence.
   KVTIER_CALL(FlushState),
+  // After the flush: releases writes not running, drops prefetch results,
+  // refuses later writes; replies (abandoned count) once no write runs.
+  KVTIER_CALL(CloseService),
   // Pending writes by reason.
   KVTIER_CALL(ReadStats),
   // The SSD part of the report and its I/O counters.
@@ -154,6 +157,8 @@ using admission_actor = caf::typed_actor<
   KVTIER_CALL(FitsRequest),
   // Returns the budget and admits queued requests in arrival order.
   KVTIER_CALL(ReleaseRequest),
+  // Ends admission: queued admits fail `closed`, so do later ones.
+  KVTIER_CALL(CloseService),
   // The admission part of the report.
   KVTIER_CALL(ReadReport)>;
 

@@ -86,6 +86,7 @@ msg::SpillOutcome outcome_of(tiers::ssd::write_outcome o) {
     case write_outcome::dropped: return msg::SpillOutcome::DROPPED;
     case write_outcome::superseded: return msg::SpillOutcome::SUPERSEDED;
     case write_outcome::cancelled: return msg::SpillOutcome::CANCELLED;
+    case write_outcome::abandoned: return msg::SpillOutcome::REFUSED;
   }
   return msg::SpillOutcome::FAILED;
 }
@@ -167,7 +168,8 @@ spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
   auto id =
     tier(self).enqueue(std::move(*e), reason_of(m.root().getReason()), *key);
   if (!id) {
-    ++self->state.failures;
+    if (id.error() != ec::closed)
+      ++self->state.failures;
     return spill_reply(order, msg::SpillOutcome::REFUSED, id.error());
   }
   auto rp = self->make_response_promise<sealed<msg::SpillEntryReply>>();
@@ -315,6 +317,26 @@ remove_checkpoints(ssd_tier_pointer self, msg::RemoveCheckpoints::Reader m) {
   return rp;
 }
 
+/// The service's close, after its flush: the tier releases what it holds
+/// (tiers/ssd/ssd_tier.hpp, `close`); answered once no write runs, with
+/// the writes released unwritten (durable only when there were none).
+caf::result<sealed<msg::CloseServiceReply>> close(ssd_tier_pointer self) {
+  auto rp = self->make_response_promise<sealed<msg::CloseServiceReply>>();
+  tier(self).close([rp](uint64_t abandoned) mutable {
+    msg::draft<msg::CloseServiceReply> d;
+    auto out = d.root().initResult();
+    out.setDurable(abandoned == 0);
+    out.setAbandoned(abandoned);
+    if (abandoned > 0)
+      write_error(
+        out.initErrors(1)[0],
+        make_error(ec::io_error, std::to_string(abandoned)
+                                   + " writes released unwritten at close"));
+    rp.deliver(std::move(d).seal());
+  });
+  return rp;
+}
+
 sealed<msg::ReadStatsReply> stats(ssd_tier_pointer self) {
   msg::draft<msg::ReadStatsReply> d;
   uint64_t snapshots = 0, spills = 0, checkpoints = 0;
@@ -353,6 +375,8 @@ void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
   o.setRemovalRecords(s.removal_records);
   o.setRemovalFailures(s.removal_failures);
   o.setRemovalsPending(s.removals_pending);
+  o.setGeometryMismatched(s.geometry_mismatched);
+  o.setRestoresMismatched(s.restores_mismatched);
 }
 
 sealed<msg::ReadReportReply> report(ssd_tier_pointer self) {
@@ -443,6 +467,7 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
         [&] { return remove_checkpoints(self, m.root()); });
     },
     [self](const sealed<msg::FlushState>&) { return flush(self); },
+    [self](const sealed<msg::CloseService>&) { return close(self); },
     [self](const sealed<msg::ReadStats>&) { return stats(self); },
     [self](const sealed<msg::ReadReport>&) { return report(self); },
     [self](const sealed<msg::ListSavedPrefixes>&) { return saved(self); },

@@ -33,6 +33,14 @@
 // durable (`ssd_tier::remove_checkpoints`). A SpillEntry carries its key
 // kind: a checkpoint key only with the reason checkpoint (else refused),
 // so no prefix write can become a checkpoint file.
+//
+// CloseService (the service's close, after its flush) closes the tier
+// (`ssd_tier::close`): spill orders of writes it releases unwritten, and
+// every later one, are answered `refused` with `ec::closed`; prefetch
+// results held for leases go, later prefetches start nothing. The reply
+// waits for the writes still running (each holds its buffers until it
+// ends; a flush waited for them too) and carries the number of writes
+// released unwritten (`abandoned`).
 #pragma once
 
 #include "actors/interfaces.hpp"

@@ -84,7 +84,7 @@ struct AdmitRequest {
 struct AdmitRequestReply {
   union {
     admitted @0 :Bool;     # true: bytes held until release; false: wait
-    never @1 :Error;       # position_limit_exceeded or over_budget
+    never @1 :Error;       # position_limit_exceeded, over_budget; queue_full, closed
   }
   projectedBytes @2 :UInt64; # the request's projected KV bytes
   availableBytes @3 :UInt64; # budget left before this decision
@@ -181,7 +181,8 @@ struct DurabilityResult {
   entries @4 :UInt64;      # durable entries
   longestDurablePrefix @5 :UInt64; # tokens of the longest durable prefix
   errors @6 :List(Error);  # distinct failures, for the operator
-  removalsPending @7 :UInt64; # completed checkpoints whose removal is not
+  abandoned @7 :UInt64;    # close only: writes released unwritten (queued or failed)
+  removalsPending @8 :UInt64; # completed checkpoints whose removal is not
                            # durable yet (retried by every flush)
 }
 
@@ -305,9 +306,11 @@ struct SsdCounters {
   cancelled @15 :UInt64;   # reads whose last interest ended first
   corruptRemoved @16 :UInt64; # files dropped as corrupt at scan or read
   writesCancelled @17 :UInt64; # queued writes taken back by EraseEntry
-  removalRecords @18 :UInt64; # checkpoint removal records written
-  removalFailures @19 :UInt64; # removal steps that failed (retried)
-  removalsPending @20 :UInt64; # checkpoint removals not durably done
+  geometryMismatched @18 :UInt64; # files the scan left unindexed: layers of another model (kept)
+  restoresMismatched @19 :UInt64; # restores refused: the file is another model's (a miss, file kept)
+  removalRecords @20 :UInt64; # checkpoint removal records written
+  removalFailures @21 :UInt64; # removal steps that failed (retried)
+  removalsPending @22 :UInt64; # checkpoint removals not durably done
 }
 
 struct CheckpointCounters {
@@ -344,6 +347,8 @@ struct AdmissionCounters {
   heldBytes @5 :UInt64;
   holders @6 :UInt64;      # requests holding bytes right now
   budgetBytes @7 :UInt64;
+  maxQueued @8 :UInt64;    # the queue's bound (admission.max-queued)
+  queueFull @9 :UInt64;    # queued admits refused over that bound
 }
 
 struct ReadReport {

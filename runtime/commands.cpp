@@ -82,7 +82,8 @@ replay_report from_simulation(const trace& t, const simulate_result& s,
                               const service_options& o, double rate) {
   replay_report r;
   r.trace = t.name;
-  r.model = o.model;
+  auto g = running_geometry(o);
+  r.model = g ? g->name : o.model;
   r.replayed = false;
   r.verified = false;
   r.ram_cap_bytes = o.ram_cap_bytes;
@@ -103,12 +104,14 @@ replay_report from_simulation(const trace& t, const simulate_result& s,
   return r;
 }
 
-/// Removes `<dir>/<model>/` (the service's own fingerprint folder only).
+/// Removes `<dir>/<fingerprint>/` (the service's own model's folder only).
 void clean_ssd(const service_options& o) {
-  if (o.ssd_dir.empty())
+  auto model = running_model(o);
+  if (o.ssd_dir.empty() || !model)
     return;
   std::error_code ec;
-  std::filesystem::remove_all(std::filesystem::path(o.ssd_dir) / o.model, ec);
+  std::filesystem::remove_all(
+    std::filesystem::path(o.ssd_dir) / model->fingerprint(), ec);
 }
 
 int emit(const replay_report& r, const flags& f) {
@@ -138,7 +141,7 @@ int run_replay(kvtier_config& cfg, const flags& f) {
   }
   cfg.options = rs.apply(cfg.options);
   auto& o = cfg.options;
-  auto g = tiers::model_geometry::preset(o.model, o.model_scale);
+  auto g = running_geometry(o);
   if (!g) {
     std::fprintf(stderr, "kvtier: %s\n", describe(g.error()).c_str());
     return 2;

@@ -39,8 +39,8 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
     {"ram-tier", {"cap-bytes"}},
     {"ssd-tier",
      {"dir", "cap-bytes", "alignment", "write-behind-cap-bytes", "io-engine"}},
-    {"admission",
-     {"model", "model-scale", "kv-budget-bytes", "position-limit"}},
+    {"model", {"identity", "preset", "scale", "layers"}},
+    {"admission", {"kv-budget-bytes", "position-limit", "max-queued"}},
     {"service", {"idle-demotion-ms", "checkpoint-every-tokens"}},
     {"replay",
      {"trace", "max-requests", "verify", "settle", "speed", "batch",
@@ -48,6 +48,42 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
       "clean-ssd"}},
   };
   return m;
+}
+
+/// Keys that moved to another section: old "section.key" -> new one.
+const std::map<std::string, std::string>& moved_keys() {
+  static const std::map<std::string, std::string> m{
+    {"admission.model", "model.preset"},
+    {"admission.model-scale", "model.scale"},
+  };
+  return m;
+}
+
+caf::error moved(const std::string& where, const std::string& key) {
+  return make_error(ec::invalid_config,
+                    where + key + " has moved: use " + moved_keys().at(key)
+                      + " ([model] section, docs/configuration.md)");
+}
+
+/// Command-line options naming a key that moved.
+caf::error check_moved_options(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a{argv[i]};
+    if (a.substr(0, 2) != "--")
+      continue;
+    auto key = std::string{a.substr(2, a.find('=') - 2)};
+    if (moved_keys().count(key) > 0)
+      return moved("--", key);
+  }
+  return {};
+}
+
+/// The text of a kvtier error without its code.
+std::string context_of(const caf::error& err) {
+  auto& ctx = err.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+    return ctx.get_as<std::string>(0);
+  return describe(err);
 }
 
 /// Section names in `ini` that CAF would ignore or kvtier does not know.
@@ -74,6 +110,8 @@ caf::error check_sections(const std::string& ini) {
       continue; // CAF's own sections ([scheduler], [middleman], ...)
     auto key = line.substr(first, line.find('=') - first);
     key.erase(key.find_last_not_of(" \t") + 1);
+    if (moved_keys().count(section + "." + key) > 0)
+      return moved("line " + std::to_string(n) + ": ", section + "." + key);
     if (keys->second.count(key) == 0)
       return make_error(ec::invalid_config, "line " + std::to_string(n)
                                               + ": unknown key " + section + "."
@@ -100,15 +138,16 @@ caf::error service_options::validate() const {
   if (io_engine != "auto" && io_engine != "uring" && io_engine != "threads")
     return out_of_range("ssd-tier.io-engine", "\"" + io_engine + "\"",
                         "\"auto\", \"uring\" or \"threads\"");
-  if (auto g = tiers::model_geometry::preset(model, model_scale); !g)
-    return make_error(ec::invalid_config,
-                      "admission.model / admission.model-scale: "
-                        + describe(g.error()));
+  if (auto m = running_model(*this); !m)
+    return m.error();
   if (auto e = check("admission.kv-budget-bytes", kv_budget_bytes, MiB,
                      16 * TiB, "1 MiB .. 16 TiB"))
     return e;
   if (auto e = check("admission.position-limit", position_limit, 1,
                      uint64_t{1} << 24, "1 .. 16777216"))
+    return e;
+  if (auto e = check("admission.max-queued", max_queued, 1, uint64_t{1} << 20,
+                     "1 .. 1048576"))
     return e;
   if (auto e = check("service.idle-demotion-ms", idle_demotion_ms, 0,
                      7ull * 24 * 3600 * 1000, "0 .. 604800000 (one week)"))
@@ -117,6 +156,43 @@ caf::error service_options::validate() const {
                      0, uint64_t{1} << 20, "0 .. 1048576"))
     return e;
   return {};
+}
+
+caf::expected<tiers::model_identity> running_model(const service_options& o) {
+  if (!(o.model_scale > 0 && o.model_scale <= 1))
+    return make_error(ec::invalid_config,
+                      "model.scale = " + std::to_string(o.model_scale)
+                        + " is outside (0, 1]");
+  auto preset = tiers::model_geometry::preset(o.model, o.model_scale);
+  if (!preset)
+    return make_error(ec::invalid_config,
+                      "model.preset: " + context_of(preset.error()));
+  if (o.model_identity.size() > 4096)
+    return out_of_range("model.identity",
+                        std::to_string(o.model_identity.size()) + " bytes",
+                        "at most 4096 bytes");
+  for (char c : o.model_identity)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      return make_error(ec::invalid_config,
+                        "model.identity: control characters are not "
+                        "allowed (one line of text)");
+  tiers::model_identity m{std::move(*preset), o.model_identity};
+  if (!o.model_layers.empty()) {
+    auto g = tiers::model_geometry::parse_layers(o.model_layers);
+    if (!g)
+      return make_error(ec::invalid_config,
+                        "model.layers: " + context_of(g.error()));
+    m.geometry = std::move(*g);
+  }
+  return m;
+}
+
+caf::expected<tiers::model_geometry>
+running_geometry(const service_options& o) {
+  auto m = running_model(o);
+  if (!m)
+    return m.error();
+  return std::move(m->geometry);
 }
 
 caf::error replay_settings::validate() const {
@@ -132,7 +208,7 @@ caf::error replay_settings::validate() const {
                         std::to_string(prefill_tokens_per_s), "(0, 1e9]");
   if (!(model_scale >= 0 && model_scale <= 1))
     return out_of_range("replay.model-scale", std::to_string(model_scale),
-                        "0 (keep admission.model-scale) or (0, 1]");
+                        "0 (keep model.scale) or (0, 1]");
   if (ram_cap_bytes != 0)
     if (auto e = check("replay.ram-cap-bytes", ram_cap_bytes, MiB, 16 * TiB,
                        "0 or 1 MiB .. 16 TiB"))
@@ -165,11 +241,18 @@ kvtier_config::kvtier_config() {
     .add(o.write_behind_cap_bytes, "write-behind-cap-bytes",
          "bytes of writes that may wait for the disk")
     .add(o.io_engine, "io-engine", "auto, uring or threads");
+  opt_group{custom_options_, "model"}
+    .add(o.model_identity, "identity",
+         "the engine's words for what its state means (weights, tokenizer, "
+         "KV dtype, quantisation)")
+    .add(o.model, "preset", "geometry preset (unless layers is set)")
+    .add(o.model_scale, "scale", "scale of the preset's byte sizes")
+    .add(o.model_layers, "layers",
+         "the engine's own layers, e.g. 32*kv:4096 (replaces the preset)");
   opt_group{custom_options_, "admission"}
-    .add(o.model, "model", "geometry preset for projected bytes")
-    .add(o.model_scale, "model-scale", "scale of the preset's byte sizes")
     .add(o.kv_budget_bytes, "kv-budget-bytes", "bytes admitted requests hold")
-    .add(o.position_limit, "position-limit", "max prompt + new tokens");
+    .add(o.position_limit, "position-limit", "max prompt + new tokens")
+    .add(o.max_queued, "max-queued", "requests admit_queued may hold waiting");
   opt_group{custom_options_, "service"}
     .add(o.idle_demotion_ms, "idle-demotion-ms", "0: off")
     .add(o.checkpoint_every_tokens, "checkpoint-every-tokens", "0: none");
@@ -182,7 +265,7 @@ kvtier_config::kvtier_config() {
     .add(r.speed, "speed", "0: as fast as possible")
     .add(r.batch, "batch", "requests admitted at once")
     .add(r.prefill_tokens_per_s, "prefill-tokens-per-s", "assumed rate")
-    .add(r.model_scale, "model-scale", "0: admission.model-scale")
+    .add(r.model_scale, "model-scale", "0: model.scale")
     .add(r.ram_cap_bytes, "ram-cap-bytes", "0: ram-tier.cap-bytes")
     .add(r.ssd_cap_bytes, "ssd-cap-bytes", "0: ssd-tier.cap-bytes")
     .add(r.clean_ssd, "clean-ssd", "start with an empty SSD fingerprint");
@@ -192,6 +275,8 @@ kvtier_config::kvtier_config() {
 caf::error kvtier_config::load(int argc, char** argv,
                                const std::string& ini_text) {
   if (auto err = check_sections(ini_text))
+    return err;
+  if (auto err = check_moved_options(argc, argv))
     return err;
   std::istringstream ini(ini_text);
   if (auto err = parse(argc, argv, ini))

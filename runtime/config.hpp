@@ -5,7 +5,10 @@
 // Policy: every invalid value is refused at start with an `ec::invalid_config`
 // error naming the key and the accepted range; an unknown key inside one of
 // kvtier's sections, and a dotted section such as [kvtier.ram-tier] (which
-// CAF would silently ignore), are refused too. Defaults live in
+// CAF would silently ignore), are refused too, as is a key that moved to
+// another section (admission.model is now model.preset), naming the new key.
+// `running_model` is the one resolution of the [model] section into the
+// model identity every part of the service uses. Defaults live in
 // conf/kvtier.conf, which is compiled in as the embedded default.
 //
 // A `kvtier_config` is used by one thread while loading; afterwards the
@@ -13,6 +16,7 @@
 #pragma once
 
 #include "messages/error.hpp"
+#include "tiers/model_identity.hpp"
 
 #include <caf/actor_system_config.hpp>
 
@@ -31,11 +35,23 @@ struct service_options {
   uint64_t alignment = 4096;
   uint64_t write_behind_cap_bytes = 512ull << 20;
   std::string io_engine = "auto";
-  // [admission]
+  // [model] (docs/configuration.md, "The model"; resolved by
+  // `running_model`)
+  /// `model.preset`: the geometry preset, unless `model_layers` is set.
   std::string model = "llama-3.1-8b";
+  /// `model.scale`: the preset's byte sizes scaled by this, in (0, 1].
   double model_scale = 1.0 / 64;
+  /// `model.identity`: the engine's words for what its state bytes mean
+  /// (weights, tokenizer, KV dtype, quantisation); part of the fingerprint.
+  std::string model_identity;
+  /// `model.layers`: the engine's own layer description
+  /// (`tiers::model_geometry::parse_layers`); replaces the preset, taken as
+  /// given (no scale).
+  std::string model_layers;
+  // [admission]
   uint64_t kv_budget_bytes = 4ull << 30;
   uint64_t position_limit = 131072;
+  uint64_t max_queued = 4096;
   // [service]
   uint64_t idle_demotion_ms = 0;
   uint64_t checkpoint_every_tokens = 0;
@@ -43,6 +59,16 @@ struct service_options {
   /// Checks every value against its accepted range.
   caf::error validate() const;
 };
+
+/// The model `o` describes: the geometry of `o.model_layers` when set,
+/// else preset `o.model` at `o.model_scale`, with `o.model_identity`. The
+/// one resolution every part uses (spawn, admission, the facade, the SSD
+/// fingerprint, replay, tests' oracles). `ec::invalid_config` naming the
+/// key that is wrong.
+caf::expected<tiers::model_identity> running_model(const service_options& o);
+
+/// `running_model(o)`'s geometry.
+caf::expected<tiers::model_geometry> running_geometry(const service_options& o);
 
 /// The [replay] section: how `kvtier replay` and `kvtier demo` drive the
 /// service (docs/replay.md). Zero for a scale or cap keeps the service's.

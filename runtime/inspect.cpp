@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 namespace kvtier::runtime {
@@ -50,8 +51,36 @@ caf::error verify_payloads(ssd::file& f, const ssd::entry_header& h,
   return {};
 }
 
+/// The whole (small) text file `path`, or "" when it cannot be read.
+std::string read_text(ssd::file_system& fs, const std::string& path) {
+  auto f = fs.open(path, ssd::open_mode::read);
+  if (!f)
+    return {};
+  auto size = (*f)->size();
+  if (!size)
+    return {};
+  std::string s(std::min<uint64_t>(*size, 1u << 16), '\0');
+  auto n = (*f)->read_at(0, std::as_writable_bytes(std::span{s}));
+  s.resize(n ? *n : 0);
+  return s;
+}
+
+/// The geometry a MODEL text's "layers: " line gives, if it parses.
+std::optional<tiers::model_geometry> model_layers(const std::string& text) {
+  auto at = text.find("\nlayers: ");
+  if (at == std::string::npos)
+    return std::nullopt;
+  at += 9;
+  auto g = tiers::model_geometry::parse_layers(
+    text.substr(at, text.find('\n', at) - at));
+  if (!g)
+    return std::nullopt;
+  return std::move(*g);
+}
+
 inspected_file inspect_file(ssd::file_system& fs, const std::string& root,
                             const std::string& fingerprint,
+                            const std::optional<tiers::model_geometry>& model,
                             const std::string& name, bool verify) {
   inspected_file out;
   out.name = name;
@@ -95,9 +124,15 @@ inspected_file inspect_file(ssd::file_system& fs, const std::string& root,
                     + static_cast<ptrdiff_t>(std::min<size_t>(8, out.tokens)));
   out.layers = static_cast<uint32_t>(h->layers.size());
   out.bytes = h->file_length;
+  caf::error shape;
+  if (model)
+    shape = ssd::check_header(*model, fingerprint, *h);
   if (h->fingerprint != fingerprint) {
     out.status = "incompatible";
     out.detail = "header names fingerprint " + h->fingerprint;
+  } else if (shape) {
+    out.status = "mismatched";
+    out.detail = ssd::context_of(shape) + " (MODEL's layers)";
   } else if (ssd::file_name(h->key()) != name) {
     out.status = "misnamed";
     out.detail = "header hashes to " + ssd::file_name(h->key());
@@ -133,9 +168,16 @@ caf::expected<inspect_report> inspect(ssd::file_system& fs,
     auto names = fs.list(root);
     if (!names)
       return names.error();
+    g.model = read_text(fs, ssd::join_path(root, ssd::model_file_name));
+    g.holder = read_text(fs, ssd::join_path(root, ssd::lock_file_name));
+    while (!g.holder.empty() && g.holder.back() == '\n')
+      g.holder.pop_back();
+    auto layers = model_layers(g.model);
     std::sort(names->begin(), names->end());
     for (auto& name : *names) {
-      auto f = inspect_file(fs, root, fp, name, verify);
+      if (name == ssd::model_file_name || name == ssd::lock_file_name)
+        continue;
+      auto f = inspect_file(fs, root, fp, layers, name, verify);
       if (f.status == "ok") {
         ++g.entries;
         g.entry_bytes += f.bytes;
@@ -157,6 +199,15 @@ std::string render_inspect(const inspect_report& r) {
   for (auto& g : r.fingerprints) {
     o << "\n[" << g.fingerprint << "] " << g.entries << " entries, "
       << g.entry_bytes << " bytes, " << g.problems << " problems\n";
+    // The MODEL file's lines but its first (a heading) and fingerprint.
+    std::istringstream model(g.model);
+    std::string line;
+    for (int i = 0; std::getline(model, line); ++i)
+      if (i > 0 && line.rfind("fingerprint: ", 0) != 0)
+        o << "  " << line << "\n";
+    if (!g.holder.empty())
+      o << "  LOCK: " << g.holder
+        << " (uses the directory while that process runs)\n";
     for (auto& f : g.files) {
       char buf[256];
       std::snprintf(buf, sizeof buf, "  %-38s %-12s %8llu tokens %12llu B  ",

@@ -1,6 +1,8 @@
 // `kvtier inspect DIR`: what an SSD tier directory holds, read-only.
-// Lists every fingerprint directory under DIR and, per fingerprint, its
-// entry files (namespace, tokens, layers, bytes, session), orphan temps and
+// Lists every fingerprint directory under DIR and, per fingerprint, the
+// model its MODEL file names (and the holder its LOCK file names, while a
+// service runs there), its entry files (namespace, tokens, layers, bytes,
+// session), orphan temps, files whose layers are not that model's, and
 // files it cannot read; with `verify`, reads every payload and checks its
 // chunk checksums (docs/ssd-format.md).
 //
@@ -21,8 +23,9 @@ namespace kvtier::runtime {
 struct inspected_file {
   std::string name;
   /// "ok", "temp" (an interrupted write), "record" (a checkpoint removal
-  /// record), "corrupt", "incompatible", "misnamed", "unreadable" or
-  /// "other" (not an entry file).
+  /// record), "corrupt", "incompatible", "mismatched" (layers of another
+  /// model than MODEL names), "misnamed", "unreadable" or "other" (not an
+  /// entry file).
   std::string status = "ok";
   /// Why the status is not "ok".
   std::string detail;
@@ -44,6 +47,11 @@ struct inspected_file {
 
 struct inspected_fingerprint {
   std::string fingerprint;
+  /// The MODEL file's text (empty when there is none).
+  std::string model;
+  /// The LOCK file's text: the holder while a service uses the directory
+  /// (empty when none does, or there is no LOCK file).
+  std::string holder;
   std::vector<inspected_file> files;
   uint64_t entries = 0;
   uint64_t entry_bytes = 0;

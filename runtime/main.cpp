@@ -50,12 +50,18 @@ int print_config(kvtier_config& cfg) {
               static_cast<unsigned long long>(o.alignment),
               static_cast<unsigned long long>(o.write_behind_cap_bytes),
               o.io_engine.c_str());
-  std::printf(
-    "[admission]\nmodel=\"%s\"\nmodel-scale=%g\nkv-budget-bytes=%llu\n"
-    "position-limit=%llu\n",
-    o.model.c_str(), o.model_scale,
-    static_cast<unsigned long long>(o.kv_budget_bytes),
-    static_cast<unsigned long long>(o.position_limit));
+  std::printf("[model]\nidentity=\"%s\"\npreset=\"%s\"\nscale=%g\n"
+              "layers=\"%s\"\n",
+              o.model_identity.c_str(), o.model.c_str(), o.model_scale,
+              o.model_layers.c_str());
+  if (auto m = kvtier::runtime::running_model(o))
+    std::printf("; fingerprint %s\n; resolved layers %s\n",
+                m->fingerprint().c_str(), m->geometry.layers_text().c_str());
+  std::printf("[admission]\nkv-budget-bytes=%llu\nposition-limit=%llu\n"
+              "max-queued=%llu\n",
+              static_cast<unsigned long long>(o.kv_budget_bytes),
+              static_cast<unsigned long long>(o.position_limit),
+              static_cast<unsigned long long>(o.max_queued));
   std::printf(
     "[service]\nidle-demotion-ms=%llu\ncheckpoint-every-tokens=%llu\n",
     static_cast<unsigned long long>(o.idle_demotion_ms),

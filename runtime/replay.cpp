@@ -275,6 +275,8 @@ caf::expected<replay_report> driver::run() {
                + rep->ssd.rejected_too_large;
   out_.ram_evictions = rep->ram.evictions;
   out_.ssd_evictions = rep->ssd.evicted;
+  out_.ssd_bytes_written = rep->ssd_io.bytes_written;
+  out_.ssd_bytes_read = rep->ssd_io.bytes_read;
   return std::move(out_);
 }
 

@@ -100,6 +100,10 @@ std::string render_table(const replay_report& r) {
   }
   row(o, "RAM evictions", num(r.ram_evictions));
   row(o, "SSD evictions", num(r.ssd_evictions));
+  if (r.replayed) {
+    row(o, "SSD bytes written", num(r.ssd_bytes_written));
+    row(o, "SSD bytes read", num(r.ssd_bytes_read));
+  }
   row(o, "wall time", fmt("%.1f s", r.wall_s));
   if (!r.calls.empty()) {
     o << "\n  call latency (us)              p50        p99      calls\n";
@@ -152,6 +156,8 @@ nlohmann::json to_json(const replay_report& r) {
           {"drops", r.drops},
           {"ram_evictions", r.ram_evictions},
           {"ssd_evictions", r.ssd_evictions},
+          {"ssd_bytes_written", r.ssd_bytes_written},
+          {"ssd_bytes_read", r.ssd_bytes_read},
           {"wall_s", r.wall_s},
           {"calls", calls}};
 }

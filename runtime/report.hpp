@@ -71,6 +71,10 @@ struct replay_report {
   uint64_t drops = 0;
   uint64_t ram_evictions = 0;
   uint64_t ssd_evictions = 0;
+  /// Bytes the SSD tier wrote and read (payloads and headers of entry
+  /// files; the service report's SSD I/O counters).
+  uint64_t ssd_bytes_written = 0;
+  uint64_t ssd_bytes_read = 0;
 
   double prefill_tokens_per_s = 0;
   double wall_s = 0;

@@ -71,6 +71,15 @@ public:
   caf::error make_dirs(const std::string& dir) override {
     return inner_.make_dirs(dir);
   }
+  caf::expected<uint32_t> mode(const std::string& path) override {
+    return inner_.mode(path);
+  }
+  caf::error set_mode(const std::string& path, uint32_t mode) override {
+    return inner_.set_mode(path, mode);
+  }
+  caf::expected<tiers::ssd::lock_ref> lock(const std::string& path) override {
+    return inner_.lock(path);
+  }
 
 private:
   class file final : public tiers::ssd::file {
@@ -158,6 +167,10 @@ caf::error runner::configure() {
       opts_.model = v;
     else if (k == "model-scale")
       opts_.model_scale = std::strtod(v.c_str(), nullptr);
+    else if (k == "model-layers")
+      opts_.model_layers = v;
+    else if (k == "model-identity")
+      opts_.model_identity = v;
     else if (k == "ram-cap-bytes")
       opts_.ram_cap_bytes = u();
     else if (k == "ssd-cap-bytes")
@@ -178,7 +191,7 @@ caf::error runner::configure() {
   }
   if (auto err = opts_.validate())
     return err;
-  auto g = tiers::model_geometry::preset(opts_.model, opts_.model_scale);
+  auto g = running_geometry(opts_);
   if (!g)
     return g.error();
   oracle_.emplace(*g);

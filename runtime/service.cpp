@@ -4,6 +4,8 @@
 
 #include "tiers/entry_message.hpp"
 
+#include <caf/scoped_actor.hpp>
+
 namespace kvtier::runtime {
 
 service::service(service_options opts, service_parts parts)
@@ -45,8 +47,16 @@ service::~service() {
   caf::anon_send_exit(h.tiers.admission, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.tiers.checkpoints, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.tiers.sessions, caf::exit_reason::user_shutdown);
-  if (h.tiers.ssd)
+  if (h.tiers.ssd) {
+    // The SSD actor's tier holds the directory's lock until the actor's
+    // state goes: wait for that, so the directory is free once this
+    // returns (a restart in a caller's actor system finds it unlocked).
+    caf::scoped_actor self{*impl_->sys};
+    self->monitor(h.tiers.ssd);
     caf::anon_send_exit(h.tiers.ssd, caf::exit_reason::user_shutdown);
+    self->receive([](const caf::down_msg&) {},
+                  caf::after(std::chrono::seconds(30)) >> [] {});
+  }
   h = {};
   impl_->async_caller = nullptr; // goes once its calls are answered
   impl_->pool.clear();           // before the actor system goes

@@ -15,8 +15,11 @@
 // once the call returns, the caller's when it fails. Failures are
 // `caf::expected` errors with a kvtier `ec` code; "no hit" and "not kept"
 // are answers, not errors. Every call after `close()` fails with
-// `ec::closed`, except `close()` itself (idempotent), `report()`, `stats()`
-// and `saved_prefixes()`.
+// `ec::closed` (also an `admit_queued` still waiting when close began),
+// except `close()` itself (idempotent), `publish` (answers dropped_closed),
+// `release`, `keeps`, `close_session`, a lease's `release`, `report()`,
+// `stats()` and `saved_prefixes()`. When `close()` returns the service
+// holds no buffer; what `acquire` lent the engine stays valid.
 #pragma once
 
 #include "runtime/config.hpp"

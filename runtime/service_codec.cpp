@@ -152,6 +152,7 @@ durability_result durability(msg::DurabilityResult::Reader in) {
   out.entries = in.getEntries();
   out.longest_durable_prefix = in.getLongestDurablePrefix();
   out.removals_pending = in.getRemovalsPending();
+  out.abandoned = in.getAbandoned();
   for (auto e : in.getErrors())
     out.errors.push_back(describe(actors::read_error(e)));
   return out;

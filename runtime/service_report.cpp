@@ -41,6 +41,8 @@ void ssd_part(msg::SsdCounters::Reader in, service_report::ssd_part& o) {
   o.cancelled = in.getCancelled();
   o.corrupt_removed = in.getCorruptRemoved();
   o.writes_cancelled = in.getWritesCancelled();
+  o.geometry_mismatched = in.getGeometryMismatched();
+  o.restores_mismatched = in.getRestoresMismatched();
   o.removal_records = in.getRemovalRecords();
   o.removal_failures = in.getRemovalFailures();
   o.removals_pending = in.getRemovalsPending();
@@ -66,6 +68,8 @@ void admission_part(msg::AdmissionCounters::Reader in,
   o.held_bytes = in.getHeldBytes();
   o.holders = in.getHolders();
   o.budget_bytes = in.getBudgetBytes();
+  o.max_queued = in.getMaxQueued();
+  o.queue_full = in.getQueueFull();
 }
 
 io_counters io_part(msg::IoCounters::Reader in) {

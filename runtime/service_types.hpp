@@ -114,6 +114,10 @@ struct durability_result {
   uint64_t removals_pending = 0;
   /// Distinct failures, for the operator.
   std::vector<std::string> errors;
+  /// close only: writes the SSD tier released unwritten with their buffers
+  /// (still queued, or failed and kept for a retry); `durable` is false
+  /// when there were any.
+  uint64_t abandoned = 0;
   /// close only: an earlier close produced this result.
   bool already_closed = false;
 };
@@ -172,6 +176,12 @@ struct service_report {
              restores_failed = 0, coalesced = 0, cancelled = 0,
              corrupt_removed = 0, writes_cancelled = 0, removal_records = 0,
              removal_failures = 0, removals_pending = 0;
+    /// Files of this directory whose layers are another model's: left
+    /// unindexed at start, kept on disk.
+    uint64_t geometry_mismatched = 0;
+    /// Restores refused because the file is another model's (a miss; the
+    /// file is kept).
+    uint64_t restores_mismatched = 0;
   } ssd;
   /// Checkpoints: identities held, saves kept and disposed, acquires that
   /// resumed one and that found a stale one, identities removed.
@@ -189,6 +199,9 @@ struct service_report {
   struct admission_part {
     uint64_t admitted = 0, refused = 0, errors = 0, released = 0, waiting = 0,
              held_bytes = 0, holders = 0, budget_bytes = 0;
+    /// The queue's bound (admission.max-queued) and the queued admits
+    /// refused over it (`ec::queue_full`).
+    uint64_t max_queued = 0, queue_full = 0;
   } admission;
   /// Storage operations per tier: RAM (always zero) and SSD.
   io_counters ram_io;

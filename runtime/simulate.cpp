@@ -33,7 +33,8 @@ simulate_options reference_options(const service_options& o,
   s.alignment = static_cast<uint32_t>(o.alignment);
   // The service's SSD tier keeps the default chunk (at least the alignment).
   s.checksum_chunk = std::max<uint32_t>(s.alignment, 1u << 20);
-  s.fingerprint = o.model;
+  auto model = running_model(o);
+  s.fingerprint = model ? model->fingerprint() : o.model;
   s.position_limit = o.position_limit;
   s.kv_budget_bytes = o.kv_budget_bytes;
   return s;

@@ -83,7 +83,7 @@ caf::expected<simulate_result> simulate(const trace& t,
                                         const simulate_options& opts);
 
 /// The reference's options for a service started with `o` (its caps,
-/// alignment, the 1 MiB checksum chunk, fingerprint = model, limits).
+/// alignment, the 1 MiB checksum chunk, the model's fingerprint, limits).
 simulate_options reference_options(const service_options& o,
                                    const tiers::model_geometry& g);
 

@@ -29,9 +29,12 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
   if (!engine)
     return std::move(engine.error());
   parts->engine = std::make_unique<ssd::counted_engine>(std::move(*engine));
+  auto model = running_model(opts);
+  if (!model)
+    return std::move(model.error());
   ssd::ssd_config cfg;
   cfg.dir = opts.ssd_dir;
-  cfg.fingerprint = opts.model;
+  cfg.model = std::move(*model); // names the directory: <dir>/<fingerprint>
   cfg.byte_cap = opts.ssd_cap_bytes;
   cfg.queue_cap = opts.write_behind_cap_bytes;
   cfg.alignment = static_cast<uint32_t>(opts.alignment);
@@ -67,10 +70,11 @@ actors::sessions_actor spawn_sessions(caf::actor_system& sys,
 
 caf::expected<actors::admission_actor>
 spawn_admission(caf::actor_system& sys, const service_options& opts) {
-  auto g = tiers::model_geometry::preset(opts.model, opts.model_scale);
+  auto g = running_geometry(opts);
   if (!g)
     return std::move(g.error());
-  tiers::admission_limits limits{opts.kv_budget_bytes, opts.position_limit};
+  tiers::admission_limits limits{opts.kv_budget_bytes, opts.position_limit,
+                                 opts.max_queued};
   return sys.spawn(actors::admission, std::move(*g), limits);
 }
 
@@ -112,7 +116,9 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   bool possible = opts.checkpoint_every_tokens > 0 || !saved.empty();
   h.tiers.checkpoints =
     spawn_checkpoints(sys, opts, h.tiers.ssd, std::move(saved));
-  auto g = tiers::model_geometry::preset(opts.model, opts.model_scale);
+  auto g = running_geometry(opts);
+  if (!g)
+    return std::move(g.error());
   h.facade = sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
                        opts.idle_demotion_ms);
   return h;

@@ -26,8 +26,11 @@ class file_system;
 namespace kvtier::runtime {
 
 /// Builds the I/O engine and SSD tier in `opts.ssd_dir` (on `fs`, or the
-/// POSIX file system when null), runs the header-only start-up scan, and
-/// spawns the SSD actor over them. Errors: the scan's, or the engine's.
+/// POSIX file system when null) for the running model (its directory
+/// `<dir>/<fingerprint>/`), runs the tier's `open` (lock, MODEL check,
+/// header-only scan), and spawns the SSD actor over them. Errors: the
+/// model's (`invalid_config`), the lock's (`locked`, naming the holder),
+/// the MODEL check's (`incompatible_format`), the scan's, or the engine's.
 /// `saved` receives the checkpoint files the scan found, by their headers
 /// (for the checkpoints actor).
 caf::expected<actors::ssd_tier_actor>

@@ -20,8 +20,24 @@ std::string text(capnp::Text::Reader t) {
   return {t.cStr(), t.size()};
 }
 
+/// Bytes that are not a valid message (a side index out of range, an
+/// unknown enum value): `malformed_message`.
 caf::error malformed(const std::string& where, const caf::error& why) {
   return make_error(ec::malformed_message, where + ": " + describe(why));
+}
+
+/// What `err` says, without its code.
+std::string reason(const caf::error& err) {
+  auto& ctx = err.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+    return ctx.get_as<std::string>(0);
+  return describe(err);
+}
+
+/// A well-formed message whose entry does not hold together (lengths that
+/// disagree, geometry `entry::validate()` rejects): `invalid_argument`.
+caf::error invalid(const std::string& where, const std::string& why) {
+  return make_error(ec::invalid_argument, where + ": " + why);
 }
 
 void write_segments(msg::draft_base& d, capnp::List<msg::Payload>::Builder out,
@@ -58,10 +74,9 @@ caf::expected<layer_state> read_layer(const msg::carrier& c,
     return std::move(segs.error());
   auto want = in.getDescriptor().getByteLength();
   if (total_length(*segs) != want)
-    return make_error(ec::malformed_message,
-                      where() + ": descriptor says " + std::to_string(want)
-                        + " bytes, segments hold "
-                        + std::to_string(total_length(*segs)));
+    return invalid(where(), "byteLength: descriptor says "
+                              + std::to_string(want) + " bytes, segments hold "
+                              + std::to_string(total_length(*segs)));
   l->segments = std::move(*segs);
   return l;
 }
@@ -218,6 +233,26 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e) {
     out.getSession().setNone();
 }
 
+caf::error check_layers(const model_geometry& g, msg::Entry::Reader in) {
+  auto layers = in.getLayers();
+  if (layers.size() != g.layers.size())
+    return make_error(ec::invalid_argument,
+                      "the state has " + std::to_string(layers.size())
+                        + " layers, the model (" + g.name + ") has "
+                        + std::to_string(g.layers.size()));
+  for (uint32_t i = 0; i < layers.size(); ++i) {
+    auto d = layers[i].getDescriptor();
+    auto l = read_descriptor(d);
+    if (!l)
+      return malformed("layer " + std::to_string(i), l.error());
+    layer_shape shape{l->kind, l->bytes_per_token, l->window, l->tokens,
+                      d.getByteLength()};
+    if (auto err = g.check(i, shape))
+      return err;
+  }
+  return {};
+}
+
 caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in) {
   entry e;
   e.ns = text(in.getNs());
@@ -238,7 +273,7 @@ caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in) {
   if (in.getSession().isId())
     e.session = text(in.getSession().getId());
   if (auto err = e.validate())
-    return malformed("entry", err);
+    return invalid("entry", reason(err));
   return e;
 }
 

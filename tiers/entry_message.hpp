@@ -7,12 +7,15 @@
 // back into a view: of the carrier's side buffer in-process, or of the
 // flat message's inline Data after `from_flat` (the view keeps the flat
 // bytes alive). Reading validates what the schema cannot: known layer
-// kinds, descriptor lengths that match the segments, and the geometry
-// rules of `entry::validate()`. Plain functions, no state; a carrier may be
-// read from any thread.
+// kinds and side indices (else `malformed_message`: not a valid message),
+// descriptor lengths that match the segments and the geometry rules of
+// `entry::validate()` (else `invalid_argument`: a valid message carrying
+// an entry that does not hold together). Plain functions, no state; a
+// carrier may be read from any thread.
 #pragma once
 
 #include "messages/sealed.hpp"
+#include "tiers/geometry.hpp"
 #include "tiers/state.hpp"
 #include "tiers/storage_key.hpp"
 
@@ -24,10 +27,24 @@ namespace kvtier::tiers {
 /// Writes `e` into `out`; its segments become side views of `d`.
 void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e);
 
-/// Reads an entry out of carrier `c`; fails with `ec::malformed_message`
-/// (naming the layer) on an unknown kind, a length mismatch, an
-/// out-of-range side index, or geometry `entry::validate()` rejects.
+/// Reads an entry out of carrier `c`. Bytes that are not a valid message
+/// fail with `ec::malformed_message` (an unknown layer kind, an
+/// out-of-range side index); an entry that does not hold together fails
+/// with `ec::invalid_argument` naming the layer and field (a descriptor's
+/// byteLength that disagrees with its segments, geometry
+/// `entry::validate()` rejects).
 caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in);
+
+/// Checks the layers `in` describes against the running geometry `g`
+/// (`model_geometry::check`: count, kinds, bytes per token, windows, state
+/// sizes) from their descriptors alone, without reading a payload: the
+/// door check for state an engine hands in (publish, checkpoint). A
+/// descriptor's byte length stands for its layer's bytes; `read_entry`
+/// later refuses one that disagrees with its segments. Errors:
+/// `ec::invalid_argument` naming the layer and the field,
+/// `ec::malformed_message` for an unknown kind. A malformed message may
+/// throw `kj::Exception` (callers run inside `decoding`).
+caf::error check_layers(const model_geometry& g, msg::Entry::Reader in);
 
 /// Writes `in` into `out` (initialized with `in.size()` elements); the
 /// segments become side views of `d`. Also the form of a stored object.

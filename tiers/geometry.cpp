@@ -41,6 +41,56 @@ size_t model_geometry::count(layer_kind k) const noexcept {
 
 namespace {
 
+std::string field(size_t i, layer_kind k, const char* name, uint64_t have,
+                  uint64_t want) {
+  return "layer " + std::to_string(i) + " (" + to_string(k) + "): " + name + " "
+         + std::to_string(have) + ", the model's is " + std::to_string(want);
+}
+
+} // namespace
+
+caf::error model_geometry::check(size_t i, const layer_shape& l) const {
+  if (i >= layers.size())
+    return make_error(ec::invalid_argument,
+                      "layer " + std::to_string(i) + ": the model has only "
+                        + std::to_string(layers.size()) + " layers");
+  auto& m = layers[i];
+  auto bad = [&](const char* name, uint64_t have, uint64_t want) {
+    return make_error(ec::invalid_argument, field(i, m.kind, name, have, want));
+  };
+  if (l.kind != m.kind)
+    return make_error(ec::invalid_argument, "layer " + std::to_string(i)
+                                              + ": kind " + to_string(l.kind)
+                                              + ", the model's is "
+                                              + to_string(m.kind));
+  bool rows = m.kind == layer_kind::kv || m.kind == layer_kind::ring;
+  uint32_t window = m.kind == layer_kind::ring ? m.window : 0;
+  if (l.bytes_per_token != (rows ? m.bytes_per_token : 0))
+    return bad("bytes per token", l.bytes_per_token,
+               rows ? m.bytes_per_token : 0);
+  if (l.window != window)
+    return bad("window", l.window, window);
+  if (!rows && l.byte_length != m.state_bytes)
+    return bad("state bytes", l.byte_length, m.state_bytes);
+  if (m.kind == layer_kind::object && l.tokens != 0)
+    return bad("tokens", l.tokens, 0);
+  return {};
+}
+
+caf::error model_geometry::check(const entry& e) const {
+  if (e.layers.size() != layers.size())
+    return make_error(ec::invalid_argument,
+                      "the state has " + std::to_string(e.layers.size())
+                        + " layers, the model (" + name + ") has "
+                        + std::to_string(layers.size()));
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (auto err = check(i, layer_shape::of(e.layers[i])))
+      return err;
+  return {};
+}
+
+namespace {
+
 /// K and V rows of one attention layer: 2 × kv_heads × head_dim × dtype.
 constexpr uint32_t attn_row(uint32_t kv_heads, uint32_t head_dim,
                             uint32_t dtype_bytes) {

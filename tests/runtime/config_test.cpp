@@ -87,12 +87,26 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_name_key_and_range) {
   BOOST_TEST(contains(t, "power of two"), t);
   t = error_text("[ssd-tier]\nio-engine=\"fast\"\n");
   BOOST_TEST(contains(t, "\"auto\", \"uring\" or \"threads\""), t);
-  t = error_text("[admission]\nmodel=\"gpt-9\"\n");
+  t = error_text("[model]\npreset=\"gpt-9\"\n");
   BOOST_TEST(contains(t, "unknown geometry preset 'gpt-9'"), t);
-  t = error_text("[admission]\nmodel-scale=2.0\n");
+  t = error_text("[model]\nscale=2.0\n");
   BOOST_TEST(contains(t, "outside (0, 1]"), t);
   t = error_text("", {"--admission.position-limit=0"});
   BOOST_TEST(contains(t, "admission.position-limit = 0"), t);
+}
+
+BOOST_AUTO_TEST_CASE(admission_max_queued_is_read_and_range_checked) {
+  kvtier_config cfg;
+  BOOST_REQUIRE(!load(cfg, runtime::embedded_default_config()));
+  BOOST_TEST(cfg.options.max_queued == 4096u);
+  kvtier_config one;
+  BOOST_REQUIRE(!load(one, "[admission]\nmax-queued=1\n"));
+  BOOST_TEST(one.options.max_queued == 1u);
+  auto t = error_text("[admission]\nmax-queued=0\n");
+  BOOST_TEST(contains(t, "admission.max-queued = 0"), t);
+  BOOST_TEST(contains(t, "1 .. 1048576"), t);
+  t = error_text("", {"--admission.max-queued=1048577"});
+  BOOST_TEST(contains(t, "admission.max-queued = 1048577"), t);
 }
 
 BOOST_AUTO_TEST_CASE(dotted_sections_and_unknown_keys_are_refused) {
@@ -129,4 +143,65 @@ BOOST_AUTO_TEST_CASE(config_file_flag_reads_another_file) {
   auto err2 = cfg2.load(2, argv2);
   BOOST_REQUIRE(err2);
   BOOST_TEST(contains(describe(err2), "/nonexistent/kvtier.conf"));
+}
+
+BOOST_AUTO_TEST_CASE(model_section_holds_preset_scale_identity_and_layers) {
+  kvtier_config cfg;
+  auto err = load(cfg,
+                  "[model]\nidentity=\"llama-3.1-8b-instruct kv=fp8\"\n"
+                  "preset=\"tiny-dense\"\nscale=0.5\n",
+                  {"--model.layers=8*(5*ring:8192:1024,kv:8192)"});
+  BOOST_REQUIRE_MESSAGE(!err, describe(err));
+  auto& o = cfg.options;
+  BOOST_TEST(o.model == "tiny-dense");
+  BOOST_TEST(o.model_scale == 0.5);
+  BOOST_TEST(o.model_identity == "llama-3.1-8b-instruct kv=fp8");
+  BOOST_TEST(o.model_layers == "8*(5*ring:8192:1024,kv:8192)");
+  // The layers replace the preset, taken as given (scale not applied).
+  auto m = runtime::running_model(o);
+  BOOST_REQUIRE(m);
+  BOOST_TEST(m->identity == o.model_identity);
+  BOOST_TEST(m->geometry.layers.size() == 48u);
+  BOOST_TEST(m->geometry.count(tiers::layer_kind::ring) == 40u);
+  BOOST_TEST(m->geometry.layers[5].bytes_per_token == 8192u);
+  BOOST_TEST(m->geometry.layers[0].window == 1024u);
+  // Without layers the preset at its scale.
+  o.model_layers.clear();
+  auto p = runtime::running_geometry(o);
+  BOOST_REQUIRE(p);
+  BOOST_TEST(p->name == "tiny-dense");
+  BOOST_TEST(p->layers[0].bytes_per_token == 32u);
+}
+
+BOOST_AUTO_TEST_CASE(moved_admission_model_keys_are_refused_naming_the_new) {
+  auto t = error_text("[admission]\nmodel=\"tiny-dense\"\n");
+  BOOST_TEST(contains(t, "admission.model has moved: use model.preset"), t);
+  t = error_text("[admission]\nmodel-scale=0.5\n");
+  BOOST_TEST(contains(t, "admission.model-scale has moved: use model.scale"),
+             t);
+  t = error_text("", {"--admission.model-scale=0.5"});
+  BOOST_TEST(contains(t, "use model.scale"), t);
+  t = error_text("", {"--admission.model=tiny-dense"});
+  BOOST_TEST(contains(t, "use model.preset"), t);
+}
+
+BOOST_AUTO_TEST_CASE(layer_descriptions_that_do_not_parse_name_the_position) {
+  auto t = error_text("", {"--model.layers=32*kv"});
+  BOOST_TEST(contains(t, "model.layers: at character 6"), t);
+  BOOST_TEST(contains(t, "expected ':' and the bytes per token"), t);
+  t = error_text("[model]\nlayers=\"4*(kv:64,ring:32)\"\n");
+  BOOST_TEST(contains(t, "at character 17"), t);
+  BOOST_TEST(contains(t, "window"), t);
+  t = error_text("[model]\nlayers=\"4*lstm:9\"\n");
+  BOOST_TEST(contains(t, "at character 3"), t);
+  BOOST_TEST(contains(t, "a layer kind (kv, ring, recurrent, object)"), t);
+  t = error_text("[model]\nlayers=\"kv:0\"\n");
+  BOOST_TEST(contains(t, "at character 4"), t);
+  BOOST_TEST(contains(t, "positive"), t);
+  t = error_text("[model]\nlayers=\"2*(kv:8\"\n");
+  BOOST_TEST(contains(t, "expected ')'"), t);
+  t = error_text("[model]\nidentity=\"a\tb\"\n");
+  BOOST_TEST(contains(t, "model.identity"), t);
+  t = error_text("[model]\nflavour=\"x\"\n");
+  BOOST_TEST(contains(t, "unknown key model.flavour"), t);
 }

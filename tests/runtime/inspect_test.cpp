@@ -8,6 +8,7 @@
 #include "runtime/inspect.hpp"
 #include "runtime/oracle.hpp"
 #include "tiers/ssd/entry_format.hpp"
+#include "tiers/ssd/ssd_tier.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -186,4 +187,51 @@ BOOST_AUTO_TEST_CASE(a_missing_directory_is_not_found) {
   auto r = inspect(fs, "/nonexistent/kvtier-inspect", false);
   BOOST_REQUIRE(!r);
   BOOST_TEST((r.error() == ec::not_found));
+}
+
+BOOST_AUTO_TEST_CASE(names_the_model_the_holder_and_files_of_another_shape) {
+  temp_dir dir;
+  tiers::model_identity model{*tiers::model_geometry::preset("tiny-dense"),
+                              "weights=test"};
+  ssd::posix_file_system fs;
+  ssd::completion_queue q;
+  auto engine = ssd::make_io_engine(ssd::engine_choice::threads, q.sink());
+  BOOST_REQUIRE(engine);
+  ssd::ssd_config cfg;
+  cfg.dir = dir.path.string();
+  cfg.model = model;
+  auto tier = std::make_unique<ssd::ssd_tier>(cfg, fs, **engine);
+  BOOST_REQUIRE(tier->open());
+  auto fp = model.fingerprint();
+  oracle_engine mine(model.geometry);
+  write_entry(dir.path, fp, mine.prefill("x", tokens(8, 4)));
+  auto other = model.geometry;
+  other.layers[3].bytes_per_token = 16;
+  auto forged =
+    write_entry(dir.path, fp, oracle_engine(other).prefill("x", tokens(9, 4)));
+  auto r = inspect(fs, dir.path.string(), false);
+  BOOST_REQUIRE(r);
+  BOOST_REQUIRE(r->fingerprints.size() == 1u);
+  auto& g = r->fingerprints[0];
+  BOOST_TEST(g.model == model.describe());
+  BOOST_TEST(g.holder.find("pid " + std::to_string(::getpid()))
+             != std::string::npos);
+  BOOST_TEST(g.files.size() == 2u); // LOCK and MODEL are not entries
+  BOOST_TEST(g.entries == 1u);
+  BOOST_TEST(g.problems == 1u);
+  for (auto& f : g.files)
+    if (f.name == forged.filename().string()) {
+      BOOST_TEST(f.status == "mismatched");
+      BOOST_TEST(f.detail.find("layer 3 (kv): bytes per token 16")
+                 != std::string::npos);
+    }
+  auto text = render_inspect(*r);
+  BOOST_TEST(text.find("identity: weights=test") != std::string::npos, text);
+  BOOST_TEST(text.find("layers: 4*kv:64") != std::string::npos, text);
+  BOOST_TEST(text.find("LOCK: pid ") != std::string::npos, text);
+  tier.reset(); // released: the lock file names nobody
+  auto after = inspect(fs, dir.path.string(), false);
+  BOOST_REQUIRE(after);
+  BOOST_TEST(after->fingerprints[0].holder.empty());
+  BOOST_TEST(stdfs::exists(forged)); // inspecting removes nothing
 }

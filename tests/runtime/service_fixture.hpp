@@ -44,7 +44,7 @@ struct service_fixture {
   /// Starts (or restarts) the service with `opts`.
   void start() {
     svc.reset();
-    auto g = tiers::model_geometry::preset(opts.model, opts.model_scale);
+    auto g = runtime::running_geometry(opts); // the service's own resolution
     BOOST_REQUIRE(g);
     oracle = std::make_unique<runtime::oracle_engine>(*g);
     svc = std::make_unique<runtime::service>(opts, runtime::service_parts{fs});

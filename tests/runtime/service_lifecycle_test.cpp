@@ -129,7 +129,8 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_the_ssd_cap_evicted_is_rewritten_by_a_flush) {
   // Every file below has the checkpoint's shape: the cap (at least 1 MiB)
   // holds two.
   auto one = tiers::ssd::layout(oracle_for_layout().prefill("ns", seq(2032)),
-                                opts.model, 4096, 1u << 20)
+                                runtime::running_model(opts)->fingerprint(),
+                                4096, 1u << 20)
                .file_length;
   opts.ssd_cap_bytes = one * 5 / 2;
   start();

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <random>
 
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,6 +80,9 @@ void check_after_crash(const std::string& dir, tally& t) {
   t.corrupt += r->corrupt_removed;
   auto names = fs.list(tier.root());
   BOOST_REQUIRE(names);
+  std::erase_if(*names, [](const std::string& n) {
+    return n == lock_file_name || n == model_file_name; // the tier's own
+  });
   for (auto& n : *names)
     BOOST_TEST(!n.ends_with(".tmp"), "temp file survived the scan: " << n);
   BOOST_TEST(names->size() == tier.saved_prefixes().size());
@@ -126,4 +130,53 @@ BOOST_AUTO_TEST_CASE(sigkilled_writer_leaves_only_whole_verifiable_entries) {
   BOOST_TEST(t.temps > 0u); // some kills did land in the middle of a write
   // Renamed files are whole (fsync before rename): a kill never corrupts.
   BOOST_TEST(t.corrupt == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_second_process_is_refused_by_name_until_the_first_dies) {
+  // The writer owns the directory while it runs: this process is refused,
+  // told the writer's pid, and never touches its temp files; the kernel
+  // frees the lock when the writer is killed (no stale lock to clean up).
+  scratch_dir dir;
+  int fds[2];
+  BOOST_REQUIRE(::pipe(fds) == 0);
+  auto pid = ::fork();
+  BOOST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::alarm(60); // never outlives a stuck test
+    ::execl(KVTIER_CRASH_WRITER, KVTIER_CRASH_WRITER, dir.path.c_str(), "1",
+            nullptr);
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  pollfd p{fds[0], POLLIN, 0};
+  BOOST_REQUIRE_MESSAGE(::poll(&p, 1, 30000) == 1, "the writer did not start");
+  auto* in = ::fdopen(fds[0], "r");
+  char line[128];
+  BOOST_REQUIRE(std::fgets(line, sizeof line, in)); // it holds the lock now
+  posix_file_system fs;
+  completion_queue q;
+  auto engine = make_io_engine(engine_choice::threads, q.sink());
+  BOOST_REQUIRE(engine);
+  {
+    ssd_tier second{crash::config(dir.path), fs, **engine};
+    auto r = second.open();
+    BOOST_REQUIRE(!r);
+    BOOST_TEST((r.error() == ec::locked));
+    auto why = describe(r.error());
+    BOOST_TEST(why.find("pid " + std::to_string(pid) + " on host ")
+                 != std::string::npos,
+               why);
+    BOOST_TEST(why.find("/LOCK") != std::string::npos, why);
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::fclose(in);
+  ssd_tier after{crash::config(dir.path), fs, **engine};
+  auto r = after.open();
+  BOOST_REQUIRE_MESSAGE(r, (r ? std::string{} : describe(r.error())));
+  drive(after, q);
 }

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <random>
+#include <tuple>
 
 #include <xxhash.h>
 
@@ -28,6 +29,69 @@ entry sample() {
 
 std::vector<std::byte> bytes_of(const buffer_ref& b, size_t n) {
   return {b->data(), b->data() + n};
+}
+
+/// The header of `sample()` as bytes, with the offsets of its fields.
+struct sample_header {
+  entry_header h;
+  std::vector<std::byte> bytes;
+  size_t session_flag = 0;
+  size_t request = 0;
+  size_t attempt = 0;
+  size_t parent_tokens = 0;
+  size_t layer0 = 0;
+
+  sample_header() {
+    auto e = sample();
+    h = layout(e, "fp", 512, 512);
+    compute_checksums(h, e);
+    bytes = bytes_of(encode(h), h.header_length);
+    size_t at = 64 + 4 + h.fingerprint.size() + 4 + h.ns.size();
+    session_flag = at;
+    at += 1 + (h.session ? 4 + h.session->size() : 0);
+    request = at;
+    attempt = at + 8;
+    at += 8 + 4;
+    at += 4 + h.parent.size();
+    parent_tokens = at;
+    at += 8 + 4 * h.tokens.size();
+    layer0 = at;
+  }
+
+  /// Offset of field `off` of layer record `i` (48 bytes each).
+  size_t layer(size_t i, size_t off) const {
+    return layer0 + 48 * i + off;
+  }
+
+  /// The header with `width` bytes at `at` set to `v` (little-endian) and
+  /// the checksum recomputed: only the rule under test is broken.
+  std::vector<std::byte> with(size_t at, uint64_t v, int width) const {
+    return with({{at, v, width}});
+  }
+
+  /// The same for several fields at once.
+  std::vector<std::byte>
+  with(std::initializer_list<std::tuple<size_t, uint64_t, int>> fields) const {
+    auto out = bytes;
+    for (auto [at, v, width] : fields)
+      for (int i = 0; i < width; ++i)
+        out[at + i] = std::byte(static_cast<uint8_t>(v >> (8 * i)));
+    auto sum = XXH3_64bits(out.data(), out.size() - 8);
+    std::memcpy(out.data() + out.size() - 8, &sum, 8);
+    return out;
+  }
+};
+
+/// Whether `bytes` decode to `corrupt_data` naming `rule`.
+bool refused_for(const std::vector<std::byte>& bytes, const std::string& rule) {
+  auto d = decode(bytes);
+  if (d) {
+    BOOST_TEST_MESSAGE("decoded, expected a refusal naming: " << rule);
+    return false;
+  }
+  auto text = describe(d.error());
+  BOOST_TEST_MESSAGE(text);
+  return d.error() == ec::corrupt_data && text.find(rule) != std::string::npos;
 }
 
 } // namespace
@@ -163,4 +227,149 @@ BOOST_AUTO_TEST_CASE(decoder_survives_mutations_behind_a_valid_checksum) {
   // Mutations of the token ids and names keep a header valid: some pass.
   BOOST_TEST(accepted > 0u);
   BOOST_TEST(accepted < 20000u);
+}
+
+// docs/ssd-format.md, "must be" by "must be": each test breaks one rule
+// behind a valid checksum and expects `corrupt_data` naming that rule.
+// Layers of `sample()`: 0 kv (64 B/token), 1 ring (32 B, window 8),
+// 2 recurrent (100 B), 3 object (50 B); 3 tokens.
+
+BOOST_AUTO_TEST_CASE(the_untouched_sample_header_decodes) {
+  sample_header s;
+  BOOST_TEST(static_cast<bool>(decode(s.bytes)));
+}
+
+BOOST_AUTO_TEST_CASE(the_key_kind_and_its_owner_follow_their_rules) {
+  // Version 2 uses the fixed prefix's formerly reserved fields: the key
+  // kind at 36, the write id at 56.
+  sample_header s;
+  BOOST_TEST(refused_for(s.with(36, 9, 4), "unknown key kind 9"));
+  BOOST_TEST(refused_for(s.with(s.request, 7, 8), "names a request"));
+  BOOST_TEST(refused_for(s.with(s.attempt, 1, 4), "names a request"));
+  // The reserved object kind: incompatible (ignored, kept), not corrupt.
+  auto object = decode(s.with(36, 2, 4));
+  BOOST_REQUIRE(!object);
+  BOOST_TEST((object.error() == ec::incompatible_format));
+  // A checkpoint names its request and attempt; any write id decodes.
+  auto cp = decode(s.with({{36, 1, 4},
+                           {s.request, 7, 8},
+                           {s.attempt, 3, 4},
+                           {56, uint64_t{1} << 40, 8}}));
+  BOOST_REQUIRE(cp);
+  BOOST_TEST((cp->kind == key_kind::checkpoint));
+  BOOST_TEST(cp->request == 7u);
+  BOOST_TEST(cp->attempt == 3u);
+  BOOST_TEST(cp->write_id == uint64_t{1} << 40);
+  BOOST_TEST((cp->key() == storage_key::checkpoint(7, 3, "ns", cp->tokens)));
+}
+
+BOOST_AUTO_TEST_CASE(the_header_round_trips_its_key) {
+  auto e = sample();
+  auto h = layout(e, "fp", 512, 512);
+  h.kind = key_kind::checkpoint;
+  h.request = 42;
+  h.attempt = 2;
+  h.write_id = 99;
+  compute_checksums(h, e);
+  auto d = decode(bytes_of(encode(h), h.header_length));
+  BOOST_REQUIRE(d);
+  BOOST_TEST((d->key() == storage_key::checkpoint(42, 2, "ns", e.tokens)));
+  BOOST_TEST(d->write_id == 99u);
+  // Its file name is the checkpoint key's, not the prefix (ns, tokens)'s.
+  BOOST_TEST(file_name(d->key()) != file_name("ns", e.tokens));
+}
+
+BOOST_AUTO_TEST_CASE(the_session_flag_must_be_zero_or_one) {
+  sample_header s;
+  BOOST_TEST(refused_for(s.with(s.session_flag, 2, 1), "session flag 2"));
+}
+
+BOOST_AUTO_TEST_CASE(parent_tokens_must_be_zero_without_a_parent_file) {
+  sample_header s;
+  BOOST_TEST(refused_for(s.with(s.parent_tokens, 3, 8), "parent tokens 3"));
+}
+
+BOOST_AUTO_TEST_CASE(a_layer_records_padding_and_reserved_field_are_zero) {
+  sample_header s;
+  for (size_t off : {1, 2, 3})
+    BOOST_TEST(refused_for(s.with(s.layer(0, off), 1, 1), "padding"));
+  BOOST_TEST(refused_for(s.with(s.layer(1, 12), 7, 4), "reserved"));
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_layer_kind_is_refused) {
+  sample_header s;
+  BOOST_TEST(refused_for(s.with(s.layer(0, 0), 4, 1), "unknown layer kind"));
+}
+
+BOOST_AUTO_TEST_CASE(recurrent_and_object_layers_have_no_bytes_per_token) {
+  sample_header s;
+  BOOST_TEST(refused_for(s.with(s.layer(2, 4), 8, 4),
+                         "recurrent layer with bytes per token 8"));
+  BOOST_TEST(refused_for(s.with(s.layer(3, 4), 8, 4),
+                         "object layer with bytes per token 8"));
+}
+
+BOOST_AUTO_TEST_CASE(only_a_ring_has_a_window) {
+  sample_header s;
+  BOOST_TEST(
+    refused_for(s.with(s.layer(0, 8), 4, 4), "kv layer with window 4"));
+  BOOST_TEST(
+    refused_for(s.with(s.layer(2, 8), 4, 4), "recurrent layer with window 4"));
+  BOOST_TEST(
+    refused_for(s.with(s.layer(3, 8), 4, 4), "object layer with window 4"));
+}
+
+BOOST_AUTO_TEST_CASE(a_rings_window_is_positive) {
+  sample_header s;
+  BOOST_TEST(
+    refused_for(s.with(s.layer(1, 8), 0, 4), "ring layer with window 0"));
+}
+
+BOOST_AUTO_TEST_CASE(an_object_layer_encodes_no_tokens) {
+  sample_header s;
+  BOOST_TEST(refused_for(s.with(s.layer(3, 16), 1, 8),
+                         "object layer encoding 1 tokens"));
+}
+
+BOOST_AUTO_TEST_CASE(a_non_object_layer_encodes_the_entrys_tokens) {
+  sample_header s;
+  BOOST_TEST(
+    refused_for(s.with(s.layer(2, 16), 2, 8), "encodes 2 tokens, the entry 3"));
+}
+
+BOOST_AUTO_TEST_CASE(the_minimum_offset_is_within_the_layers_tokens) {
+  sample_header s;
+  BOOST_TEST(refused_for(s.with(s.layer(0, 24), 4, 8), "minimum offset 4"));
+}
+
+BOOST_AUTO_TEST_CASE(kv_and_ring_payloads_have_their_geometrys_length) {
+  sample_header s;
+  // kv: 3 tokens x 65 != 192 bytes; ring: min(3, 8) x 33 != 96 bytes.
+  BOOST_TEST(refused_for(s.with(s.layer(0, 4), 65, 4),
+                         "payload of 192 bytes, its geometry says 195"));
+  BOOST_TEST(refused_for(s.with(s.layer(1, 4), 33, 4),
+                         "payload of 96 bytes, its geometry says 99"));
+  // A ring's rows stop at its window: a window of 2 holds 2 rows, not 3.
+  BOOST_TEST(refused_for(s.with(s.layer(1, 8), 2, 4),
+                         "payload of 96 bytes, its geometry says 64"));
+}
+
+BOOST_AUTO_TEST_CASE(the_writer_refuses_what_the_decoder_would) {
+  // An entry the format cannot hold is refused before a byte is written.
+  auto e = sample();
+  BOOST_TEST(!check_storable(e));
+  auto kv_window = e;
+  kv_window.layers[0].window = 5;
+  auto err = check_storable(kv_window);
+  BOOST_TEST((err == ec::invalid_argument));
+  BOOST_TEST(describe(err).find("layer 0: kv layer with window 5")
+             != std::string::npos);
+  auto object_tokens = e;
+  object_tokens.layers[3].tokens = 3;
+  BOOST_TEST(describe(check_storable(object_tokens))
+               .find("layer 3: object layer encoding 3 tokens")
+             != std::string::npos);
+  auto recurrent_rows = e;
+  recurrent_rows.layers[2].bytes_per_token = 4;
+  BOOST_TEST((check_storable(recurrent_rows) == ec::invalid_argument));
 }

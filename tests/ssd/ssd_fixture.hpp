@@ -163,10 +163,15 @@ public:
     return *fs_;
   }
 
-  /// Names of the files in the tier's directory.
+  /// Names of the files in the tier's directory, but for the tier's own
+  /// LOCK and MODEL files.
   std::vector<std::string> files() {
     auto l = fs_->list(tier->root());
-    return l ? *l : std::vector<std::string>{};
+    std::vector<std::string> out;
+    for (auto& n : l ? *l : std::vector<std::string>{})
+      if (n != lock_file_name && n != model_file_name)
+        out.push_back(n);
+    return out;
   }
 
   ~world() {

@@ -286,36 +286,71 @@ caf::error read_sums(reader& r, const entry_header& h, payload_info& p,
   return {};
 }
 
-caf::error check_layer(const layer_info& l, uint64_t tokens) {
-  if (l.kind > layer_kind::object)
-    return corrupt("unknown layer kind");
+/// The rules of a layer record that do not involve its payload's place:
+/// what each kind leaves zero, a ring's window, the minimum offset. Empty
+/// when they hold, else what is wrong.
+std::string record_rule(layer_kind kind, uint32_t bpt, uint32_t window,
+                        uint64_t tokens, uint64_t min_offset) {
+  if (kind > layer_kind::object)
+    return "unknown layer kind";
+  bool rows = kind == layer_kind::kv || kind == layer_kind::ring;
+  if (!rows && bpt != 0)
+    return std::string{to_string(kind)} + " layer with bytes per token "
+           + std::to_string(bpt) + " (must be 0)";
+  if (kind != layer_kind::ring && window != 0)
+    return std::string{to_string(kind)} + " layer with window "
+           + std::to_string(window) + " (must be 0)";
+  if (kind == layer_kind::ring && window == 0)
+    return "ring layer with window 0";
+  if (kind == layer_kind::object && tokens != 0)
+    return "object layer encoding " + std::to_string(tokens)
+           + " tokens (must be 0)";
+  if (min_offset > tokens)
+    return "minimum offset " + std::to_string(min_offset)
+           + " above the layer's " + std::to_string(tokens) + " tokens";
+  return {};
+}
+
+caf::error check_layer(const layer_info& l, size_t i, uint64_t tokens) {
+  auto where = "layer " + std::to_string(i) + ": ";
+  auto rule =
+    record_rule(l.kind, l.bytes_per_token, l.window, l.tokens, l.min_offset);
+  if (!rule.empty())
+    return corrupt(where + rule);
+  if (l.kind != layer_kind::object && l.tokens != tokens)
+    return corrupt(where + "encodes " + std::to_string(l.tokens)
+                   + " tokens, the entry " + std::to_string(tokens));
   uint64_t want = l.payload.length;
   if (l.kind == layer_kind::kv)
     want = l.tokens * l.bytes_per_token;
   else if (l.kind == layer_kind::ring)
     want = std::min<uint64_t>(l.tokens, l.window) * l.bytes_per_token;
-  if ((l.kind == layer_kind::ring && l.window == 0)
-      || (l.kind != layer_kind::object && l.tokens != tokens)
-      || l.min_offset > l.tokens || want != l.payload.length)
-    return corrupt("layer geometry does not match its payload");
+  if (want != l.payload.length)
+    return corrupt(where + "payload of " + std::to_string(l.payload.length)
+                   + " bytes, its geometry says " + std::to_string(want));
   return {};
 }
 
-void read_layers(reader& r, entry_header& h, uint32_t count) {
+/// Reads the layer table; a record's padding and reserved field must be 0.
+caf::error read_layers(reader& r, entry_header& h, uint32_t count) {
   for (uint32_t i = 0; i < count && !r.bad; ++i) {
     layer_info l;
     auto kind = r.u8();
     l.kind = static_cast<layer_kind>(kind > 3 ? 255 : kind);
-    r.u8(), r.u8(), r.u8();
+    uint32_t pad = r.u8() | r.u8() | r.u8();
     l.bytes_per_token = r.u32();
     l.window = r.u32();
-    r.u32();
+    pad |= r.u32();
     l.tokens = r.u64();
     l.min_offset = r.u64();
     l.payload.offset = r.u64();
     l.payload.length = r.u64();
+    if (pad != 0 && !r.bad)
+      return corrupt("layer " + std::to_string(i)
+                     + ": non-zero padding or reserved field");
     h.layers.push_back(std::move(l));
   }
+  return {};
 }
 
 void read_attachments(reader& r, entry_header& h, uint32_t count) {
@@ -331,10 +366,11 @@ void read_attachments(reader& r, entry_header& h, uint32_t count) {
 /// Reads the checksum tables and checks every payload's place and size.
 caf::error read_payloads(reader& r, entry_header& h) {
   uint64_t end = h.payload_start();
-  for (auto& l : h.layers) {
+  for (size_t i = 0; i < h.layers.size(); ++i) {
+    auto& l = h.layers[i];
     if (auto err = read_sums(r, h, l.payload, end))
       return err;
-    if (auto err = check_layer(l, h.tokens.size()))
+    if (auto err = check_layer(l, i, h.tokens.size()))
       return err;
   }
   for (auto& a : h.attachments)
@@ -368,12 +404,19 @@ caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
   h.write_id = r.u64();
   h.fingerprint = r.str();
   h.ns = r.str();
-  if (r.u8() != 0)
+  auto session = r.u8();
+  if (session > 1 && !r.bad)
+    return corrupt("session flag " + std::to_string(session)
+                   + " (must be 0 or 1)");
+  if (session == 1)
     h.session = r.str();
   h.request = r.u64();
   h.attempt = r.u32();
   h.parent = r.str();
   h.parent_tokens = r.u64();
+  if (h.parent.empty() && h.parent_tokens != 0 && !r.bad)
+    return corrupt("parent tokens " + std::to_string(h.parent_tokens)
+                   + " without a parent file (must be 0)");
   if (r.bad || ntokens > len / 4)
     return corrupt("token count " + std::to_string(ntokens));
   if (auto err = check_key(h, kind))
@@ -419,7 +462,8 @@ caf::expected<entry_header> decode(std::span<const std::byte> bytes) {
                       "parent files are not supported by format version 2");
   if (nlayers > *len / 48 || nattach > *len / 20)
     return corrupt("layer or attachment count");
-  read_layers(r, h, nlayers);
+  if (auto err = read_layers(r, h, nlayers))
+    return err;
   read_attachments(r, h, nattach);
   if (r.bad)
     return corrupt("truncated layer table");
@@ -428,6 +472,18 @@ caf::expected<entry_header> decode(std::span<const std::byte> bytes) {
   if (r.bad || r.pos() != *len - 8)
     return corrupt("header length does not match its fields");
   return h;
+}
+
+caf::error check_storable(const entry& e) {
+  for (size_t i = 0; i < e.layers.size(); ++i) {
+    auto& l = e.layers[i];
+    auto rule =
+      record_rule(l.kind, l.bytes_per_token, l.window, l.tokens, l.min_offset);
+    if (!rule.empty())
+      return make_error(ec::invalid_argument,
+                        "layer " + std::to_string(i) + ": " + rule);
+  }
+  return {};
 }
 
 uint64_t read_length(const entry_header& h, const payload_info& p,

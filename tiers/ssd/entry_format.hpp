@@ -78,7 +78,7 @@ struct entry_header {
   /// covers a later write.
   uint64_t write_id = 0;
   /// Reserved for incremental files: the file holding the shared prefix.
-  /// Version 1 writes it empty and rejects files that name one.
+  /// Version 2 writes it empty and rejects files that name one.
   std::string parent;
   uint64_t parent_tokens = 0;
   token_seq tokens;
@@ -117,10 +117,18 @@ buffer_ref encode(entry_header& h);
 /// `ec::corrupt_data`; another version is `ec::incompatible_format`.
 caf::expected<uint32_t> decode_header_length(std::span<const std::byte> p);
 
-/// Decodes and verifies a whole header (`header_length` bytes).
+/// Decodes and verifies a whole header (`header_length` bytes): every
+/// "must be" of docs/ssd-format.md, reserved and padding fields included.
 /// `ec::corrupt_data` for anything inconsistent, `ec::incompatible_format`
 /// for a parent reference this version cannot follow.
 caf::expected<entry_header> decode(std::span<const std::byte> bytes);
+
+/// Whether `e`'s layers can be written as the format says a layer record
+/// must be (kv: window 0; recurrent, object: bytes per token and window 0;
+/// object: 0 tokens; ring: window > 0; minimum offset within the tokens);
+/// `ec::invalid_argument` naming the layer and the rule otherwise. The
+/// decoder refuses files that break these rules as corrupt.
+caf::error check_storable(const entry& e);
 
 /// Bytes to read from the start of `p` so that its first `need` bytes can
 /// be verified: `need` rounded up to whole chunks, at most the payload.

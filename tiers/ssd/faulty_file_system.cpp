@@ -166,4 +166,17 @@ caf::error faulty_file_system::make_dirs(const std::string& dir) {
   return inner_.make_dirs(dir);
 }
 
+caf::expected<uint32_t> faulty_file_system::mode(const std::string& path) {
+  return inner_.mode(path);
+}
+
+caf::error faulty_file_system::set_mode(const std::string& path,
+                                        uint32_t mode) {
+  return inner_.set_mode(path, mode);
+}
+
+caf::expected<lock_ref> faulty_file_system::lock(const std::string& path) {
+  return inner_.lock(path);
+}
+
 } // namespace kvtier::tiers::ssd

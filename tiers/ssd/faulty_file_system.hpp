@@ -76,6 +76,10 @@ public:
   caf::error sync_dir(const std::string& dir) override;
   caf::expected<std::vector<std::string>> list(const std::string& dir) override;
   caf::error make_dirs(const std::string& dir) override;
+  /// Modes and locks are forwarded; no fault targets them.
+  caf::expected<uint32_t> mode(const std::string& path) override;
+  caf::error set_mode(const std::string& path, uint32_t mode) override;
+  caf::expected<lock_ref> lock(const std::string& path) override;
 
   /// Counts `op` and returns the fault to apply to it, if any (used by the
   /// files this opens).

@@ -2,10 +2,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +14,8 @@ namespace kvtier::tiers::ssd {
 file::~file() = default;
 
 file_system::~file_system() = default;
+
+file_lock::~file_lock() = default;
 
 caf::error errno_error(int err, const std::string& what) {
   auto text = what + ": " + std::strerror(err);
@@ -105,7 +107,7 @@ caf::expected<file_ref> posix_file_system::open(const std::string& path,
                                                 open_mode mode) {
   int flags = O_CLOEXEC;
   flags |= mode == open_mode::read ? O_RDONLY : O_WRONLY | O_CREAT | O_EXCL;
-  int fd = ::open(path.c_str(), flags, 0644);
+  int fd = ::open(path.c_str(), flags, 0600);
   if (fd < 0)
     return errno_error(errno, "open " + path);
   return file_ref{std::make_shared<posix_file>(fd, path)};
@@ -156,11 +158,99 @@ posix_file_system::list(const std::string& dir) {
 }
 
 caf::error posix_file_system::make_dirs(const std::string& dir) {
-  std::error_code err;
-  std::filesystem::create_directories(dir, err);
-  if (err)
-    return errno_error(err.value(), "create directory " + dir);
+  // Component by component, so that every directory made is 0700 (not
+  // 0777 less the umask, as std::filesystem would make it).
+  std::string at;
+  size_t pos = 0;
+  while (pos <= dir.size()) {
+    auto next = dir.find('/', pos);
+    if (next == std::string::npos)
+      next = dir.size();
+    at = dir.substr(0, next);
+    pos = next + 1;
+    if (at.empty() || at == "." || at == "..")
+      continue;
+    if (::mkdir(at.c_str(), 0700) == 0)
+      continue;
+    int err = errno;
+    struct stat st;
+    if (err != EEXIST || ::stat(at.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return errno_error(err == EEXIST ? ENOTDIR : err,
+                         "create directory " + at);
+  }
   return {};
+}
+
+caf::expected<uint32_t> posix_file_system::mode(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return errno_error(errno, "stat " + path);
+  return static_cast<uint32_t>(st.st_mode & 07777);
+}
+
+caf::error posix_file_system::set_mode(const std::string& path, uint32_t mode) {
+  if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0)
+    return errno_error(errno, "chmod " + path);
+  return {};
+}
+
+namespace {
+
+/// A held flock; its file says who holds it, and is emptied on release.
+class posix_lock final : public file_lock {
+public:
+  explicit posix_lock(int fd)
+    : fd_(fd) {}
+
+  ~posix_lock() override {
+    // Emptied while still held, so no later holder's name is lost.
+    [[maybe_unused]] auto rc = ::ftruncate(fd_, 0);
+    ::close(fd_); // releases the flock
+  }
+
+private:
+  int fd_;
+};
+
+/// "pid N on host H".
+std::string this_holder() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0)
+    std::strcpy(host, "?");
+  return "pid " + std::to_string(::getpid()) + " on host " + host;
+}
+
+} // namespace
+
+caf::expected<lock_ref> posix_file_system::lock(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return errno_error(errno, "open lock file " + path);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    char buf[512] = {};
+    auto n = ::pread(fd, buf, sizeof buf - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK)
+      return errno_error(err, "lock " + path);
+    std::string holder{buf, n > 0 ? static_cast<size_t>(n) : 0};
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == 0))
+      holder.pop_back();
+    return make_error(
+      ec::locked,
+      path + " is held by "
+        + (holder.empty() ? "another process (not yet named)" : holder)
+        + ": one process at a time may use an SSD directory");
+  }
+  auto text = this_holder() + "\n";
+  if (::ftruncate(fd, 0) != 0
+      || ::pwrite(fd, text.data(), text.size(), 0)
+           != static_cast<ssize_t>(text.size())) {
+    int err = errno;
+    ::close(fd);
+    return errno_error(err, "write lock file " + path);
+  }
+  return lock_ref{std::make_unique<posix_lock>(fd)};
 }
 
 } // namespace kvtier::tiers::ssd

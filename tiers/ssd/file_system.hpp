@@ -7,6 +7,13 @@
 // threads at once (the I/O engine calls `read_at`/`write_at` on pool threads
 // while the owner opens and renames); implementations lock what they share.
 //
+// Privacy: directories `make_dirs` creates are 0700 and files `open`
+// creates 0600 (state bytes are the users' prompts); `mode` and `set_mode`
+// let the tier tighten a looser directory it finds.
+//
+// Ownership: `lock` takes a non-blocking exclusive lock that lasts as long
+// as the returned handle, so one process at a time owns an SSD directory.
+//
 // Errors are values. errno maps to `ec::no_space` (ENOSPC, EDQUOT),
 // `ec::not_found` (ENOENT) and `ec::io_error` (everything else, retryable).
 // Not an error: a read that stops at end of file (it returns fewer bytes),
@@ -52,6 +59,14 @@ public:
 
 using file_ref = std::shared_ptr<file>;
 
+/// A held lock (`file_system::lock`); destroying it releases the lock.
+class file_lock {
+public:
+  virtual ~file_lock();
+};
+
+using lock_ref = std::unique_ptr<file_lock>;
+
 /// How `file_system::open` opens a path.
 enum class open_mode : uint8_t {
   /// Existing file, read only.
@@ -66,7 +81,7 @@ class file_system {
 public:
   virtual ~file_system();
 
-  /// Opens `path` as `mode` says.
+  /// Opens `path` as `mode` says; a created file has mode 0600.
   virtual caf::expected<file_ref> open(const std::string& path,
                                        open_mode mode) = 0;
 
@@ -84,8 +99,23 @@ public:
   virtual caf::expected<std::vector<std::string>>
   list(const std::string& dir) = 0;
 
-  /// Creates `dir` and its parents; existing directories are fine.
+  /// Creates `dir` and its parents, each missing one with mode 0700;
+  /// existing directories are fine (and keep their mode).
   virtual caf::error make_dirs(const std::string& dir) = 0;
+
+  /// The permission bits (e.g. 0700) of the file or directory `path`.
+  virtual caf::expected<uint32_t> mode(const std::string& path) = 0;
+
+  /// Sets the permission bits of `path`.
+  virtual caf::error set_mode(const std::string& path, uint32_t mode) = 0;
+
+  /// Takes the exclusive lock on the file `path` (created 0600 when
+  /// missing) until the returned handle is destroyed, without waiting, and
+  /// records the holder in the file (POSIX: "pid N on host H"). Held by
+  /// another holder: `ec::locked` naming that holder. POSIX: a `flock`,
+  /// which the kernel releases when its process dies (no stale locks) and
+  /// which a second open of the file refuses in the same process too.
+  virtual caf::expected<lock_ref> lock(const std::string& path) = 0;
 };
 
 /// The real disk, through POSIX calls.
@@ -98,6 +128,9 @@ public:
   caf::error sync_dir(const std::string& dir) override;
   caf::expected<std::vector<std::string>> list(const std::string& dir) override;
   caf::error make_dirs(const std::string& dir) override;
+  caf::expected<uint32_t> mode(const std::string& path) override;
+  caf::error set_mode(const std::string& path, uint32_t mode) override;
+  caf::expected<lock_ref> lock(const std::string& path) override;
 };
 
 /// Maps an errno value to a kvtier error naming `what` and the OS message.

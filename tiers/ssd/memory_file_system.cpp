@@ -7,6 +7,7 @@ namespace kvtier::tiers::ssd {
 
 struct memory_file_system::inode {
   std::mutex mtx;
+  uint32_t mode = 0600;
   std::vector<std::byte> data;
   std::vector<std::byte> synced;
 };
@@ -126,9 +127,78 @@ memory_file_system::list(const std::string& dir) {
   return out;
 }
 
-caf::error memory_file_system::make_dirs(const std::string&) {
-  // Directories are implicit in the paths of their files.
+caf::error memory_file_system::make_dirs(const std::string& dir) {
+  // Directories are implicit in the paths of their files; each one named
+  // here gets a mode (0700) unless it has one.
+  std::lock_guard guard{mtx_};
+  for (auto at = dir; !at.empty() && at != "/"; at = parent_of(at))
+    dir_modes_.emplace(at, 0700);
   return {};
+}
+
+caf::expected<uint32_t> memory_file_system::mode(const std::string& path) {
+  std::lock_guard guard{mtx_};
+  if (auto i = live_.find(path); i != live_.end()) {
+    std::lock_guard file_guard{i->second->mtx};
+    return i->second->mode;
+  }
+  if (auto d = dir_modes_.find(path); d != dir_modes_.end())
+    return d->second;
+  return make_error(ec::not_found, "stat " + path);
+}
+
+caf::error memory_file_system::set_mode(const std::string& path,
+                                        uint32_t mode) {
+  std::lock_guard guard{mtx_};
+  if (auto i = live_.find(path); i != live_.end()) {
+    std::lock_guard file_guard{i->second->mtx};
+    i->second->mode = mode;
+    return {};
+  }
+  dir_modes_[path] = mode;
+  return {};
+}
+
+namespace {
+
+template <class Table>
+class memory_lock final : public file_lock {
+public:
+  memory_lock(std::shared_ptr<Table> table, std::string path)
+    : table_(std::move(table))
+    , path_(std::move(path)) {}
+
+  ~memory_lock() override {
+    std::lock_guard guard{table_->mtx};
+    table_->paths.erase(path_);
+  }
+
+private:
+  std::shared_ptr<Table> table_;
+  std::string path_;
+};
+
+} // namespace
+
+caf::expected<lock_ref> memory_file_system::lock(const std::string& path) {
+  {
+    std::lock_guard guard{locks_->mtx};
+    if (!locks_->paths.insert(path).second)
+      return make_error(ec::locked,
+                        path
+                          + " is held by another holder in this process "
+                            "(in-memory file system): one at a time may "
+                            "use an SSD directory");
+  }
+  std::lock_guard guard{mtx_};
+  auto& node = live_[path];
+  if (!node)
+    node = std::make_shared<inode>();
+  std::lock_guard file_guard{node->mtx};
+  static constexpr char holder[] = "this process (in-memory file system)\n";
+  auto p = reinterpret_cast<const std::byte*>(holder);
+  node->data.assign(p, p + sizeof holder - 1);
+  return lock_ref{std::make_unique<memory_lock<lock_table>>(locks_, path)};
 }
 
 void memory_file_system::power_loss() {

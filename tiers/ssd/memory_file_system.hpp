@@ -7,7 +7,11 @@
 // every directory back to its synced entries, as a crash of the machine
 // would (a file created and renamed but never made durable vanishes; a
 // rename whose directory was not synced is undone). Open `file`s keep their
-// bytes after the name is removed or replaced, as on POSIX.
+// bytes after the name is removed or replaced, as on POSIX. Directories
+// are implicit in the paths of their files, but keep a mode once
+// `make_dirs` or `set_mode` names them; files are created 0600. A lock is
+// held in this instance only (a second `lock` of the same path while the
+// first handle lives is `ec::locked`); locks survive no power loss.
 //
 // Thread-safe: one mutex guards names, one per file guards its bytes.
 #pragma once
@@ -16,6 +20,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace kvtier::tiers::ssd {
 
@@ -33,6 +38,9 @@ public:
   caf::error sync_dir(const std::string& dir) override;
   caf::expected<std::vector<std::string>> list(const std::string& dir) override;
   caf::error make_dirs(const std::string& dir) override;
+  caf::expected<uint32_t> mode(const std::string& path) override;
+  caf::error set_mode(const std::string& path, uint32_t mode) override;
+  caf::expected<lock_ref> lock(const std::string& path) override;
 
   /// Rolls files and directories back to what was last made durable.
   void power_loss();
@@ -51,6 +59,14 @@ private:
   table live_;
   /// Names as of each directory's last sync.
   table durable_;
+  /// Modes of the directories named so far.
+  std::map<std::string, uint32_t> dir_modes_;
+  /// Paths locked now, shared with their handles (which may outlive this).
+  struct lock_table {
+    std::mutex mtx;
+    std::set<std::string> paths;
+  };
+  std::shared_ptr<lock_table> locks_ = std::make_shared<lock_table>();
 };
 
 } // namespace kvtier::tiers::ssd

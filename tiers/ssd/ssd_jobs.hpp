@@ -73,6 +73,10 @@ enum class read_step : uint8_t { open, data };
 struct read_io {
   file_system* fs = nullptr;
   std::string path;
+  /// The running model's geometry and fingerprint, checked against the
+  /// header as re-read at open (no geometry: no check).
+  std::shared_ptr<const model_geometry> geometry;
+  std::string fingerprint;
   std::shared_ptr<const entry_header> header;
   file_ref in;
   /// One per payload restored: layers, then attachments when exact.
@@ -152,5 +156,19 @@ namespace kvtier::tiers::ssd {
 /// Reads and decodes the header of an open entry file and checks that the
 /// file is as long as the header says (`ec::corrupt_data` when truncated).
 caf::expected<entry_header> read_header(file& f);
+
+/// Whether a header belongs to the running model: its fingerprint, then
+/// its layers against `g` (`model_geometry::check`, each payload length
+/// as the layer's bytes). `ec::incompatible_format` naming what differs.
+caf::error check_header(const model_geometry& g, const std::string& fingerprint,
+                        const entry_header& h);
+
+/// The text of a kvtier error without its code (for log lines).
+inline std::string context_of(const caf::error& err) {
+  auto& ctx = err.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+    return ctx.get_as<std::string>(0);
+  return describe(err);
+}
 
 } // namespace kvtier::tiers::ssd

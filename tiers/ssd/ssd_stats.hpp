@@ -18,6 +18,9 @@ struct scan_report {
   uint64_t temps_removed = 0;
   /// Files of another fingerprint or format version, left alone.
   uint64_t ignored = 0;
+  /// Files of this fingerprint whose layers do not match the running
+  /// geometry: not indexed, left alone.
+  uint64_t mismatched = 0;
   /// Files removed at once because the byte cap is smaller than the data.
   uint64_t evicted = 0;
   /// Checkpoint files a removal record covered: removed, never indexed.
@@ -63,6 +66,8 @@ struct ssd_stats {
   uint64_t superseded = 0;
   /// Queued writes taken back by `erase` (never written; not `dropped`).
   uint64_t writes_cancelled = 0;
+  /// Writes `close` released unwritten (queued, failed, or failing after).
+  uint64_t writes_abandoned = 0;
   uint64_t rejected_too_large = 0;
   uint64_t evicted = 0;
   /// Reads issued to the engine (one per distinct restore in flight).
@@ -72,6 +77,13 @@ struct ssd_stats {
   uint64_t restores_ok = 0;
   uint64_t restores_failed = 0;
   uint64_t corrupt_removed = 0;
+  /// Files the scan left unindexed because their layers do not match the
+  /// running geometry (kept on disk).
+  uint64_t geometry_mismatched = 0;
+  /// Restores that found the file's layers do not match the running
+  /// geometry: a miss, the file forgotten but kept (also counted in
+  /// `restores_failed`).
+  uint64_t restores_mismatched = 0;
   /// Reads whose last interest ended before they completed.
   uint64_t cancelled = 0;
   /// Removal records written (`remove_checkpoints`, durable).

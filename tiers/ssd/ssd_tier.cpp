@@ -3,9 +3,30 @@
 #include "tiers/ssd/ssd_jobs.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 
 namespace kvtier::tiers::ssd {
+
+caf::error check_header(const model_geometry& g, const std::string& fingerprint,
+                        const entry_header& h) {
+  if (h.fingerprint != fingerprint)
+    return make_error(ec::incompatible_format,
+                      "the header names fingerprint " + h.fingerprint);
+  if (h.layers.size() != g.layers.size())
+    return make_error(ec::incompatible_format,
+                      "the file has " + std::to_string(h.layers.size())
+                        + " layers, the model (" + g.name + ") has "
+                        + std::to_string(g.layers.size()));
+  for (size_t i = 0; i < h.layers.size(); ++i) {
+    auto& l = h.layers[i];
+    layer_shape shape{l.kind, l.bytes_per_token, l.window, l.tokens,
+                      l.payload.length};
+    if (auto err = g.check(i, shape))
+      return make_error(ec::incompatible_format, context_of(err));
+  }
+  return {};
+}
 
 caf::expected<entry_header> read_header(file& f) {
   std::vector<std::byte> buf(fixed_header_size);
@@ -34,12 +55,25 @@ caf::expected<entry_header> read_header(file& f) {
   return h;
 }
 
+namespace {
+
+ssd_config with_model_fingerprint(ssd_config cfg) {
+  if (cfg.model)
+    cfg.fingerprint = cfg.model->fingerprint();
+  return cfg;
+}
+
+} // namespace
+
 ssd_tier::ssd_tier(ssd_config cfg, file_system& fs, io_engine& engine)
-  : cfg_(std::move(cfg))
+  : cfg_(with_model_fingerprint(std::move(cfg)))
   , fs_(fs)
   , engine_(engine)
   , root_(join_path(cfg_.dir, cfg_.fingerprint))
-  , queue_(cfg_.queue_cap) {}
+  , queue_(cfg_.queue_cap) {
+  if (cfg_.model)
+    geometry_ = std::make_shared<const model_geometry>(cfg_.model->geometry);
+}
 
 ssd_tier::~ssd_tier() = default;
 
@@ -54,8 +88,10 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 
 caf::expected<scan_report> ssd_tier::open() {
   scan_report r;
-  if (auto err = fs_.make_dirs(root_))
+  if (auto err = own_directory()) {
+    lock_.reset();
     return err;
+  }
   auto names = fs_.list(root_);
   if (!names)
     return names.error();
@@ -73,10 +109,90 @@ caf::expected<scan_report> ssd_tier::open() {
   }
   stats_.corrupt_removed += r.corrupt_removed;
   stats_.evicted += r.evicted;
+  stats_.geometry_mismatched += r.mismatched;
   return r;
 }
 
+caf::error ssd_tier::own_directory() {
+  if (auto err = fs_.make_dirs(root_))
+    return err;
+  auto mode = fs_.mode(root_);
+  if (!mode)
+    return mode.error();
+  if ((*mode & 077) != 0) {
+    // State bytes are users' prompts: the directory is the owner's alone.
+    auto tight = *mode & ~uint32_t{077};
+    if (auto err = fs_.set_mode(root_, tight))
+      return err;
+    char line[64];
+    std::snprintf(line, sizeof line, " from %04o to %04o", *mode, tight);
+    log("ssd: tightened the permissions of " + root_ + line);
+  }
+  // Before anything in the directory is read or removed: a second process
+  // must not scan away the first one's temp files.
+  auto lock = fs_.lock(path(lock_file_name));
+  if (!lock)
+    return lock.error();
+  lock_ = std::move(*lock);
+  return check_model_file();
+}
+
+caf::error ssd_tier::check_model_file() {
+  auto want = cfg_.model
+                ? cfg_.model->describe()
+                : "kvtier model identity: fingerprint " + cfg_.fingerprint
+                    + " (no model geometry given)\n";
+  auto p = path(model_file_name);
+  if (auto f = fs_.open(p, open_mode::read); f) {
+    auto size = (*f)->size();
+    if (!size)
+      return size.error();
+    std::string have(std::min<uint64_t>(*size, 1u << 16), '\0');
+    auto n = (*f)->read_at(0, std::as_writable_bytes(std::span{have}));
+    if (!n)
+      return n.error();
+    have.resize(*n);
+    if (have == want)
+      return {};
+    // Name the first line that differs, theirs and ours.
+    size_t at = 0;
+    while (at < have.size() && at < want.size() && have[at] == want[at])
+      ++at;
+    auto line = [at](const std::string& s) {
+      auto b = s.rfind('\n', at == 0 ? 0 : at - 1);
+      b = (b == std::string::npos || at == 0) ? 0 : b + 1;
+      return s.substr(b, s.find('\n', b) - b);
+    };
+    return make_error(ec::incompatible_format,
+                      p + " describes another model (\"" + line(have)
+                        + "\"; this service: \"" + line(want)
+                        + "\"): a fingerprint collision or an edited file; "
+                          "move the directory aside");
+  } else if (f.error() != ec::not_found) {
+    return f.error();
+  }
+  auto tmp = p + ".tmp";
+  fs_.remove(tmp); // left by a crash while writing it, if at all
+  auto out = fs_.open(tmp, open_mode::create);
+  if (!out)
+    return out.error();
+  auto bytes = std::as_bytes(std::span{want});
+  auto n = (*out)->write_at(0, bytes);
+  if (!n)
+    return n.error();
+  if (*n != bytes.size())
+    return make_error(ec::io_error, "short write of " + tmp);
+  if (auto err = (*out)->sync())
+    return err;
+  out->reset();
+  if (auto err = fs_.rename(tmp, p))
+    return err;
+  return fs_.sync_dir(root_);
+}
+
 void ssd_tier::scan_file(const std::string& name, scan_report& r) {
+  if (name == lock_file_name || name == model_file_name)
+    return;
   if (ends_with(name, ".tmp")) {
     if (!fs_.remove(path(name)))
       ++r.temps_removed;
@@ -104,6 +220,15 @@ void ssd_tier::scan_file(const std::string& name, scan_report& r) {
     return;
   }
   max_write_id_seen_ = std::max(max_write_id_seen_, h->write_id);
+  if (geometry_)
+    if (auto err = check_header(*geometry_, cfg_.fingerprint, *h)) {
+      // Not this model's state, whatever its name says: never served,
+      // never deleted (it may be a file an operator put here by mistake).
+      log("ssd: not indexing " + name + ": " + context_of(err)
+          + " (file kept)");
+      ++r.mismatched;
+      return;
+    }
   if (covered_at_scan(name, *h, r))
     return;
   auto bytes = h->file_length;
@@ -216,6 +341,51 @@ void ssd_tier::maybe_finish_flush() {
     cb(ev);
 }
 
+void ssd_tier::close(close_callback cb) {
+  closed_ = true;
+  std::vector<uint64_t> idle;
+  for (auto& item : queue_.items())
+    if (!item.in_flight)
+      idle.push_back(item.id);
+  for (auto id : idle)
+    abandon(id); // its buffers go here
+  held_.clear(); // prefetched entries, their buffers with them
+  leases_.clear();
+  for (auto& [tag, job] : reads_) {
+    job->leases = 0;
+    if (job->waiters.empty() && !job->cancelled) {
+      job->cancelled = true; // discarded (buffers released) when it ends
+      reading_.erase(job->key);
+      ++stats_.cancelled;
+    }
+  }
+  closes_.push_back(std::move(cb));
+  maybe_finish_flush(); // the queue may have emptied
+  maybe_finish_close();
+}
+
+void ssd_tier::abandon(uint64_t id) {
+  auto item = queue_.take(id);
+  if (!item)
+    return;
+  ++stats_.writes_abandoned;
+  report(*item, write_outcome::abandoned,
+         make_error(ec::closed, "the SSD tier closed before writing it"));
+}
+
+void ssd_tier::maybe_finish_close() {
+  // A write holds its buffers until its last completion is handled (the
+  // engines drop an op before reporting it): none running, none held.
+  // Reads are not waited for (a close never waited on one): a cancelled
+  // read lets its buffers go when it ends, an awaited one hands its entry
+  // to whoever awaits it.
+  if (closes_.empty() || !writes_.empty())
+    return;
+  auto cbs = std::exchange(closes_, {});
+  for (auto& cb : cbs)
+    cb(stats_.writes_abandoned);
+}
+
 void ssd_tier::handle(io_completion c) {
   auto tag = c.tag >> sub_bits;
   if (writes_.count(tag) > 0) {
@@ -238,6 +408,7 @@ void ssd_tier::handle(io_completion c) {
       pump();
     }
   }
+  maybe_finish_close();
 }
 
 bool ssd_tier::busy() const noexcept {

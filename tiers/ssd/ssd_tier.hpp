@@ -30,15 +30,30 @@
 // durably gone. Write ids increase above every id and record the scan
 // found, so a later checkpoint of a reused request id is never covered.
 //
+// Identity and ownership (docs/ssd-format.md, "Where files live"): the
+// fingerprint is the model's (`ssd_config::model`), so another model's
+// files live in another directory; `open` locks `<dir>/<fingerprint>/LOCK`
+// for the tier's lifetime (a second holder is refused with `ec::locked`
+// naming the first), keeps that directory 0700 (tightening a looser one)
+// and checks or writes its `MODEL` file. With a model set, every header is
+// checked against its geometry: at the scan (a file of another shape is
+// not indexed, kept, counted) and at each restore (a miss, the file kept,
+// counted); `enqueue` refuses an entry of another shape.
+//
 // Reports: the owner hears what became of each queued write (`on_write`)
 // and of every indexed file the tier stops holding (`on_remove`), so a
 // tier above that marked its copy of an entry durable can tell when that
 // stops being true.
 //
+// Close: `close` ends the writes for good and lets go of every buffer the
+// tier holds (unwritten writes, prefetch results), done once no write
+// runs.
+//
 // Every failure degrades to "no hit" or "not stored", counted, with one log
 // line per failed write or corrupt file; never a wrong state, never a crash.
 #pragma once
 
+#include "tiers/model_identity.hpp"
 #include "tiers/ssd/io_engine.hpp"
 #include "tiers/ssd/ssd_index.hpp"
 #include "tiers/ssd/ssd_stats.hpp"
@@ -46,6 +61,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace kvtier::tiers::ssd {
@@ -65,6 +81,9 @@ enum class write_outcome : uint8_t {
   /// Taken back by `erase` before it was written (or, when its write was
   /// running and failed, instead of a retry): never written.
   cancelled,
+  /// Released unwritten by `close` (queued, or failed and kept for a
+  /// retry, or failing after the close): never written.
+  abandoned,
 };
 
 const char* to_string(write_outcome o);
@@ -111,11 +130,21 @@ struct remove_event {
   }
 };
 
+/// The lock file in the tier's directory (held while the tier lives).
+inline constexpr const char* lock_file_name = "LOCK";
+/// The file stating the directory's model identity in words.
+inline constexpr const char* model_file_name = "MODEL";
+
 struct ssd_config {
   /// Root directory; this tier uses `<dir>/<fingerprint>/` only.
   std::string dir;
-  /// Model fingerprint: a file-name-safe string naming what the state means.
+  /// Model fingerprint: a file-name-safe string naming what the state
+  /// means. Replaced by `model->fingerprint()` when `model` is set.
   std::string fingerprint = "default";
+  /// The running model: names the directory, is written to its MODEL file,
+  /// and its geometry is checked against every header and enqueued entry.
+  /// Unset (tests of the file protocol alone): no shape check.
+  std::optional<model_identity> model;
   /// Bytes of entry files kept; least recently used files go first.
   uint64_t byte_cap = 64ull << 30;
   /// Bytes the write-behind queue may hold.
@@ -162,6 +191,8 @@ using flush_callback = std::function<void(const durability_evidence&)>;
 /// could not be made durable yet (the error; it stays pending and every
 /// flush retries it).
 using removal_callback = std::function<void(const caf::error&)>;
+/// Called once a close is done, with the writes it released unwritten.
+using close_callback = std::function<void(uint64_t abandoned)>;
 
 class ssd_tier {
 public:
@@ -171,9 +202,13 @@ public:
   ssd_tier(const ssd_tier&) = delete;
   ssd_tier& operator=(const ssd_tier&) = delete;
 
-  /// Scans headers only (no payload reads) and rebuilds the index; removes
-  /// orphan temps and corrupt or truncated files; ignores other fingerprints
-  /// and format versions. Blocking: call once before serving.
+  /// Creates `<dir>/<fingerprint>/` (0700; a looser existing one is
+  /// tightened, logged), locks it (`ec::locked` naming the holder), checks
+  /// its MODEL file (another model's: `ec::incompatible_format`) or writes
+  /// it, then scans headers only (no payload reads) and rebuilds the
+  /// index; removes orphan temps and corrupt or truncated files; ignores
+  /// other fingerprints and format versions, and files whose layers do not
+  /// match the model (kept, counted). Blocking: call once before serving.
   caf::expected<scan_report> open();
 
   /// The best usable prefix file for `prompt` in `ns`; no I/O. Never a
@@ -235,7 +270,9 @@ public:
 
   /// Queues `e` for writing as a prefix entry; returns the item id. An
   /// entry larger than the whole byte cap is not stored (`ec::no_space`);
-  /// an invalid one is `ec::invalid_argument`.
+  /// an invalid one, one the file format cannot hold (`check_storable`)
+  /// or, with a model set, one of another shape (`model_geometry::check`)
+  /// is `ec::invalid_argument`.
   caf::expected<uint64_t> enqueue(entry e, write_reason reason);
 
   /// The same under `key` (whose ns and tokens are `e`'s): a checkpoint's
@@ -273,6 +310,24 @@ public:
   /// one result.
   void flush(flush_callback cb);
 
+  /// Closes the tier for good (the service's close, after its flush).
+  /// Every write not running (queued, or failed and kept for a retry) is
+  /// released unwritten with its buffers (reported `abandoned`); prefetch
+  /// results held for leases are dropped and every lease forgotten (a read
+  /// running for leases alone is cancelled). From now on `enqueue` fails
+  /// with `ec::closed`, `prefetch` starts nothing, and a write that fails
+  /// is released instead of kept. Writes running finish; `cb` runs once
+  /// none is left (inside this call when none runs), with the number of
+  /// writes released unwritten since the first close. Reads running are
+  /// not waited for: a cancelled one lets its buffers go when it ends, an
+  /// awaited one completes its restore. Lookups and restores still work;
+  /// a second close is harmless.
+  void close(close_callback cb);
+
+  bool closed() const noexcept {
+    return closed_;
+  }
+
   /// Feeds one engine completion back; runs callbacks it completes.
   void handle(io_completion c);
 
@@ -287,6 +342,11 @@ public:
   /// `<dir>/<fingerprint>`.
   const std::string& root() const noexcept {
     return root_;
+  }
+
+  /// The fingerprint in use (the model's when one is set).
+  const std::string& fingerprint() const noexcept {
+    return cfg_.fingerprint;
   }
 
 private:
@@ -312,6 +372,9 @@ private:
   void report(const write_item& item, write_outcome outcome,
               caf::error err = {});
   void maybe_finish_flush();
+  /// Removes item `id` from the queue, unwritten, and reports it abandoned.
+  void abandon(uint64_t id);
+  void maybe_finish_close();
 
   // Read path (ssd_tier_read.cpp).
   read_job& start_read(const ssd_match& m);
@@ -340,6 +403,9 @@ private:
   bool removal_busy() const noexcept;
 
   // Shared.
+  /// Tightens the directory, takes the lock, checks the MODEL file.
+  caf::error own_directory();
+  caf::error check_model_file();
   void scan_file(const std::string& name, scan_report& r);
   /// Drops `name` from the index and reports it (`on_remove`).
   void forget(const std::string& name, removal_reason why);
@@ -353,6 +419,10 @@ private:
   file_system& fs_;
   io_engine& engine_;
   std::string root_;
+  /// The directory's lock, held from `open` until destruction.
+  lock_ref lock_;
+  /// The model's geometry when one is set (shared with restore ops).
+  std::shared_ptr<const model_geometry> geometry_;
   ssd_index index_;
   write_queue queue_;
   ssd_stats stats_;
@@ -405,6 +475,9 @@ private:
   std::vector<flush_callback> flushes_;
   /// Dropped and failed counts at the last flush report.
   uint64_t dropped_at_flush_ = 0;
+  /// Closed (`close`): no write is queued or kept any more.
+  bool closed_ = false;
+  std::vector<close_callback> closes_;
 };
 
 } // namespace kvtier::tiers::ssd

@@ -31,8 +31,8 @@ std::optional<uint64_t> ssd_tier::prefetch(std::span<const token> prompt,
 
 std::optional<uint64_t> ssd_tier::prefetch(const ssd_match& m,
                                            uint64_t better_than) {
-  if (m.length <= better_than)
-    return std::nullopt;
+  if (closed_ || m.length <= better_than)
+    return std::nullopt; // closed: nothing is held for a lease any more
   read_key key{m.name, m.length};
   index_.touch(m.name);
   auto lease = next_lease_++;
@@ -79,6 +79,8 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
   auto io = std::make_shared<read_io>();
   io->fs = &fs_;
   io->path = path(m.name);
+  io->geometry = geometry_;
+  io->fingerprint = cfg_.fingerprint;
   io->header = m.header;
   auto& h = *m.header;
   for (auto& l : h.layers) {
@@ -107,6 +109,11 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
     auto h = read_header(**f);
     if (!h)
       return h.error();
+    // Every restore is checked against the running model, on the header
+    // as it is now: a file of another model is never served.
+    if (io->geometry)
+      if (auto err = check_header(*io->geometry, io->fingerprint, *h))
+        return err;
     if (h->header_sum != io->header->header_sum)
       return make_error(ec::not_found, "file replaced since it was indexed");
     io->in = std::move(*f);
@@ -244,6 +251,12 @@ void ssd_tier::read_failed(read_job& job) {
   } else if (same && err == ec::not_found) {
     // Gone or replaced behind our back: forget it (the file, if any, is
     // not ours to delete).
+    forget(name, removal_reason::gone);
+  } else if (same && err == ec::incompatible_format) {
+    // Another model's (or format version's) file under this name: a miss,
+    // forgotten, and left on disk for whoever it belongs to.
+    log("ssd: not restoring " + name + ": " + context_of(err) + " (file kept)");
+    ++stats_.restores_mismatched;
     forget(name, removal_reason::gone);
   }
   ++stats_.restores_failed;

@@ -34,6 +34,8 @@ caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason) {
 
 caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason,
                                           const storage_key& key) {
+  if (closed_)
+    return make_error(ec::closed, "the SSD tier is closed");
   if (key.ns != e.ns || key.tokens != e.tokens)
     return make_error(ec::invalid_argument, "a storage key that is not the "
                                             "entry's (ns or tokens differ)");
@@ -46,6 +48,11 @@ caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason,
     return make_error(ec::invalid_argument, "entry without tokens");
   if (auto err = e.validate())
     return err;
+  if (auto err = check_storable(e))
+    return err;
+  if (geometry_)
+    if (auto err = geometry_->check(e))
+      return err;
   auto h = layout(e, cfg_.fingerprint, cfg_.alignment, cfg_.checksum_chunk);
   if (h.file_length > cfg_.byte_cap) {
     ++stats_.rejected_too_large;
@@ -73,6 +80,7 @@ const char* to_string(write_outcome o) {
     case write_outcome::dropped: return "dropped";
     case write_outcome::superseded: return "superseded";
     case write_outcome::cancelled: return "cancelled";
+    case write_outcome::abandoned: return "abandoned";
   }
   return "unknown";
 }
@@ -269,7 +277,9 @@ void ssd_tier::write_failed(write_job& job) {
   auto* item = queue_.find(job.item_id);
   log("ssd: " + std::string{item ? to_string(item->reason) : "write"} + " of "
       + job.name + " failed at " + to_string(job.stage) + ": "
-      + describe(job.err) + "; not stored, kept for a retry");
+      + describe(job.err)
+      + (closed_ ? "; not stored, released (the tier is closed)"
+                 : "; not stored, kept for a retry"));
   ++stats_.writes_failed;
   if (job.err == ec::no_space)
     ++stats_.write_no_space;
@@ -307,6 +317,8 @@ void ssd_tier::write_failed(write_job& job) {
     if (item != nullptr)
       report(*item, write_outcome::failed, job.err);
     writes_.erase(job.tag);
+    if (closed_)
+      abandon(id); // no retry will come: released, not kept
   }
   pump();
   resume_removals();
