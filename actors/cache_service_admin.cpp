@@ -2,7 +2,6 @@
 // release, keeps, idle demotion, report and the saved-prefix listing.
 #include "actors/cache_service_ops.hpp"
 #include "actors/codec.hpp"
-#include "tiers/checkpoints.hpp"
 #include "tiers/entry_message.hpp"
 
 namespace kvtier::actors::ops {
@@ -239,6 +238,8 @@ release(self_ptr self, const sealed<msg::ReleaseRequest>& m) {
               d.root().setReleasedBytes(a.root().getReleasedBytes());
               d.root().setCheckpointsRemoved(c.root().getCheckpointsRemoved());
               d.root().setCheckpointsKept(c.root().getCheckpointsKept());
+              d.root().setRemovalPending(c.root().getRemovalPending());
+              d.root().setRemovalError(c.root().getRemovalError());
               rp.deliver(std::move(d).seal());
             },
             [rp, a](const caf::error&) mutable { rp.deliver(a); });
@@ -317,6 +318,8 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
         out.setSsd(r.getSsd());
       if (r.hasAdmission())
         out.setAdmission(r.getAdmission());
+      if (r.hasCheckpoints())
+        out.setCheckpoints(r.getCheckpoints());
       for (auto x : r.getIo())
         io.setWithCaveats(next++, x);
     }
@@ -335,6 +338,7 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
   auto& t = self->state.tiers;
   ask(t.ram);
   ask(t.admission);
+  ask(t.checkpoints);
   if (t.sessions)
     ask(t.sessions);
   if (t.ssd)
@@ -350,16 +354,10 @@ caf::result<sealed<msg::ListSavedPrefixesReply>> saved(self_ptr self) {
     ->request(self->state.tiers.ssd, caf::infinite,
               empty<msg::ListSavedPrefixes>())
     .then(
+      // The SSD tier lists prefix files only (checkpoint files are their
+      // own kind of key and never in its prefix index).
       [rp](const sealed<msg::ListSavedPrefixesReply>& r) mutable {
-        std::vector<msg::EntryKey::Reader> keep;
-        for (auto k : r.root().getPrefixes())
-          if (!tiers::checkpoint_store::parse_storage_ns(k.getNs().cStr()))
-            keep.push_back(k);
-        msg::draft<msg::ListSavedPrefixesReply> d;
-        auto out = d.root().initPrefixes(keep.size());
-        for (size_t i = 0; i < keep.size(); ++i)
-          out.setWithCaveats(i, keep[i]);
-        rp.deliver(std::move(d).seal());
+        rp.deliver(r);
       },
       [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   return rp;

@@ -228,6 +228,26 @@ oracle_engine::extend(const entry& reused,
   return e;
 }
 
+caf::error oracle_engine::verify_served(const entry& e, std::string_view ns,
+                                        std::span<const token> prompt,
+                                        bool checkpoint) const {
+  if (e.ns != ns)
+    return make_error(ec::corrupt_data, "served state of namespace '" + e.ns
+                                          + "' for a request in '"
+                                          + std::string{ns} + "'");
+  auto n = e.tokens.size();
+  bool fits = checkpoint ? n >= prompt.size() : n < prompt.size();
+  auto m = std::min<size_t>(n, prompt.size());
+  if (!fits
+      || !std::equal(prompt.begin(), prompt.begin() + m, e.tokens.begin()))
+    return make_error(ec::corrupt_data,
+                      std::string{checkpoint ? "a checkpoint" : "a prefix"}
+                        + " of " + std::to_string(n)
+                        + " tokens served for another prompt of "
+                        + std::to_string(prompt.size()) + " tokens");
+  return verify(e);
+}
+
 caf::error oracle_engine::verify(const entry& e) const {
   if (e.layers.size() != geometry_.layers.size())
     return make_error(ec::invalid_argument,

@@ -53,6 +53,15 @@ public:
   /// differ, or `ec::invalid_argument` for a shape that does not match.
   caf::error verify(const tiers::entry& e) const;
 
+  /// `verify`, plus whether `served` is state for a request with `prompt`
+  /// in `ns` at all: the same namespace, and either a prefix of the prompt
+  /// leaving at least one token to forward (a prefix hit) or, when
+  /// `checkpoint`, a generation whose tokens begin with the whole prompt.
+  /// `ec::corrupt_data` names what does not belong.
+  caf::error verify_served(const tiers::entry& served, std::string_view ns,
+                           std::span<const tiers::token> prompt,
+                           bool checkpoint) const;
+
   /// `count` deterministic "generated" tokens continuing `tokens` (a pure
   /// function of the prefix), drawn from [0, vocab).
   tiers::token_seq generate(std::string_view ns,

@@ -142,13 +142,16 @@ public:
   result<admit_decision> fits(const state_request& r);
   future<admit_decision> fits_async(const state_request& r);
 
-  /// `r` is done: budget back; checkpoints removed when `completed`.
+  /// `r` is done: budget back; when `completed`, the checkpoints
+  /// `r.attempt` owns are removed (answered once the removal is durable:
+  /// a restart never resumes them), else kept.
   result<release_result> release(const state_request& r, bool completed);
   future<release_result> release_async(const state_request& r, bool completed);
 
-  /// Saves a resumable point of `r`'s generation (the cache owns it).
-  /// On success `state` is emptied (the cache owns it); on failure
-  /// untouched.
+  /// Saves a resumable point of `r`'s generation (the cache owns it), as
+  /// `r.attempt`: disposed (false) from an attempt older than the one
+  /// that owns the request's checkpoint. On success `state` is emptied
+  /// (the cache owns it); on failure untouched.
   result<bool> checkpoint(const state_request& r, tiers::entry&& state);
   future<bool> checkpoint_async(const state_request& r, tiers::entry state);
 

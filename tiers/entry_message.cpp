@@ -137,6 +137,31 @@ void write_key(msg::EntryKey::Builder out, std::string_view ns,
   write_tokens(out.initTokens(tokens.size()), tokens);
 }
 
+void write_owner(msg::CheckpointKey::Builder out, const storage_key& key) {
+  out.setRequest(key.request);
+  out.setAttempt(key.attempt);
+}
+
+void write_key(msg::EntryKey::Builder out, const storage_key& key) {
+  KVTIER_ASSERT(key.kind != key_kind::object);
+  write_key(out, key.ns, key.tokens);
+  if (key.kind == key_kind::checkpoint)
+    write_owner(out.getKind().initCheckpoint(), key);
+}
+
+storage_key read_key(msg::EntryKey::Reader in) {
+  storage_key k;
+  k.ns = in.getNs().cStr();
+  k.tokens = read_tokens(in.getTokens());
+  if (in.getKind().isCheckpoint()) {
+    auto c = in.getKind().getCheckpoint();
+    k.kind = key_kind::checkpoint;
+    k.request = c.getRequest();
+    k.attempt = c.getAttempt();
+  }
+  return k;
+}
+
 void write_descriptor(msg::LayerDescriptor::Builder out, const layer_state& l) {
   out.setKind(static_cast<msg::LayerKind>(l.kind));
   out.setBytesPerToken(l.bytes_per_token);

@@ -17,6 +17,7 @@
 #include "messages/sealed.hpp"
 #include "tiers/geometry.hpp"
 #include "tiers/state.hpp"
+#include "tiers/storage_key.hpp"
 
 #include <optional>
 #include <span>
@@ -63,9 +64,19 @@ void write_descriptor(msg::LayerDescriptor::Builder out, const layer_state& l);
 /// `ec::malformed_message` on an unknown kind.
 caf::expected<layer_state> read_descriptor(msg::LayerDescriptor::Reader in);
 
-/// Writes an entry's key (namespace and tokens).
+/// Writes a prefix entry's key (namespace and tokens).
 void write_key(msg::EntryKey::Builder out, std::string_view ns,
                std::span<const token> tokens);
+
+/// Writes a storage key of any kind (prefix, checkpoint); the reserved
+/// object kind has no message form (a programming error).
+void write_key(msg::EntryKey::Builder out, const storage_key& key);
+
+/// Reads a key with its kind.
+storage_key read_key(msg::EntryKey::Reader in);
+
+/// Writes a checkpoint's request and attempt.
+void write_owner(msg::CheckpointKey::Builder out, const storage_key& key);
 
 /// The tokens of a token list.
 token_seq read_tokens(capnp::List<uint32_t>::Reader in);

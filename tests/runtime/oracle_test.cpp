@@ -35,6 +35,28 @@ BOOST_AUTO_TEST_CASE(prefill_is_deterministic_and_verifies) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_served_state_must_belong_to_its_prompt) {
+  oracle_engine eng(model_geometry::preset("tiny-dense").value());
+  auto prompt = iota_tokens(40);
+  auto prefix = eng.prefill("ns", iota_tokens(30));
+  BOOST_TEST(!eng.verify_served(prefix, "ns", prompt, false));
+  // Another namespace, another prompt, the whole prompt (nothing left to
+  // forward): right bytes, wrong request.
+  BOOST_TEST(
+    static_cast<bool>(eng.verify_served(prefix, "other", prompt, false)));
+  BOOST_TEST(static_cast<bool>(
+    eng.verify_served(prefix, "ns", iota_tokens(40, 2), false)));
+  auto whole = eng.prefill("ns", prompt);
+  BOOST_TEST(static_cast<bool>(eng.verify_served(whole, "ns", prompt, false)));
+  // A checkpoint must extend the whole prompt.
+  auto generated = eng.prefill("ns", iota_tokens(60));
+  BOOST_TEST(!eng.verify_served(generated, "ns", prompt, true));
+  BOOST_TEST(!eng.verify_served(whole, "ns", prompt, true));
+  BOOST_TEST(static_cast<bool>(eng.verify_served(prefix, "ns", prompt, true)));
+  BOOST_TEST(static_cast<bool>(
+    eng.verify_served(generated, "ns", iota_tokens(40, 3), true)));
+}
+
 BOOST_AUTO_TEST_CASE(state_depends_on_namespace_and_every_token) {
   oracle_engine eng(model_geometry::preset("tiny-dense").value());
   auto t = iota_tokens(10);
