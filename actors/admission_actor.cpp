@@ -91,6 +91,22 @@ sealed<msg::ReleaseRequestReply> release(admission_pointer self,
   return std::move(d).seal();
 }
 
+/// Ends admission: every queued admit is answered `closed`, and later
+/// admits and fits fail `closed` (releases still return bytes).
+sealed<msg::CloseServiceReply> close(admission_pointer self) {
+  auto& waiting = self->state.waiting;
+  for (auto id : engine(self).close()) {
+    auto w = waiting.find(id);
+    if (w == waiting.end())
+      continue;
+    w->second.first.deliver(make_error(
+      ec::closed, "request " + std::to_string(id)
+                    + ": the cache service closed while it was queued"));
+    waiting.erase(w);
+  }
+  return msg::draft<msg::CloseServiceReply>{}.seal();
+}
+
 sealed<msg::ReadReportReply> report(admission_pointer self) {
   auto& c = engine(self).counters();
   msg::draft<msg::ReadReportReply> d;
@@ -103,6 +119,8 @@ sealed<msg::ReadReportReply> report(admission_pointer self) {
   out.setHeldBytes(c.held_bytes);
   out.setHolders(c.holders);
   out.setBudgetBytes(engine(self).limits().kv_budget_bytes);
+  out.setMaxQueued(engine(self).limits().max_queued);
+  out.setQueueFull(c.queue_full);
   return std::move(d).seal();
 }
 
@@ -126,6 +144,7 @@ admission_actor::behavior_type admission(admission_pointer self,
       return decoding<sealed<msg::ReleaseRequestReply>>(
         [&] { return release(self, m.root()); });
     },
+    [self](const sealed<msg::CloseService>&) { return close(self); },
     [self](const sealed<msg::ReadReport>&) { return report(self); },
   };
 }

@@ -4,7 +4,9 @@
 // answered only when a later release admits it, in arrival order, so the
 // engine can await it and no request starves. A request that can never be
 // admitted is answered with its error inside the reply (`never`), naming
-// the limit and the excess.
+// the limit and the excess; so is one the bounded queue cannot take
+// (`queue_full`). CloseService ends admission: queued admits are answered
+// `closed`, later admits and fits fail `closed`; releases still work.
 #pragma once
 
 #include "actors/interfaces.hpp"

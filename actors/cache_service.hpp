@@ -23,12 +23,19 @@
 // before the engine gets its answer; close_session goes to the sessions
 // actor, which takes the pin back in RAM.
 //
-// Lifecycle: `close` flushes, then clears RAM, the session table and the
-// checkpoints even when the flush was not durable, and remembers its
-// result: later closes get it again (alreadyClosed), concurrent ones share
-// it. After close, calls that would change or lend state fail with
-// `ec::closed`; publish answers droppedClosed. Idle demotion runs on a
-// timer of the facade while `idle_ms` > 0, until StopIdleDemotion.
+// Lifecycle: `close` closes admission at once (queued admits fail
+// `ec::closed`, so do later admits and fits) and flushes; then it clears
+// RAM, the session table and the checkpoints even when the flush was not
+// durable (each refuses to store anything after), and last closes the SSD
+// tier, which releases the writes still queued or failed (counted as
+// `abandoned`: the result is then not durable) and the prefetch results it
+// held, refuses later writes, and answers once no write runs: when close
+// answers, the service holds no buffer (what the engine was lent stays
+// the engine's). The result is remembered: later closes get it again
+// (alreadyClosed), concurrent ones share it. After close, calls that would
+// change or lend state fail with `ec::closed`; publish answers
+// droppedClosed. Idle demotion runs on a timer of the facade while
+// `idle_ms` > 0, until StopIdleDemotion.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -52,6 +59,16 @@ struct service_actors {
   sessions_actor sessions;
 };
 
+/// What the first close answered, kept as plain values (a message would
+/// hold a buffer, and a closed service holds none); every later close is
+/// answered with it again.
+struct close_record {
+  bool durable = false;
+  uint64_t pending = 0, dropped = 0, failed = 0, entries = 0,
+           longest_durable_prefix = 0, abandoned = 0;
+  std::vector<caf::error> errors;
+};
+
 struct cache_service_state {
   static inline const char* name = "cache-service";
 
@@ -68,7 +85,7 @@ struct cache_service_state {
   bool idle_running = false;
   uint64_t demotions = 0;
   bool closing = false;
-  std::optional<sealed<msg::CloseServiceReply>> closed;
+  std::optional<close_record> closed;
   std::vector<close_promise> close_waiters;
 };
 

@@ -2,7 +2,6 @@
 // release, keeps, idle demotion, report and the saved-prefix listing.
 #include "actors/cache_service_ops.hpp"
 #include "actors/codec.hpp"
-#include "tiers/checkpoints.hpp"
 #include "tiers/entry_message.hpp"
 
 namespace kvtier::actors::ops {
@@ -64,20 +63,104 @@ void run_flush(self_ptr self, flush_done done) {
   }
 }
 
-/// Clears RAM, the session table and checkpoints, then answers every
-/// close waiting.
-void finish_close(self_ptr self, const sealed<msg::FlushStateReply>& f) {
+/// The close result: the flush's evidence, plus the writes the SSD tier
+/// released unwritten at close (`ssd`, empty without a cold tier); durable
+/// only when the flush was and the SSD's close released nothing unwritten
+/// (its reply says durable).
+sealed<msg::CloseServiceReply>
+close_result(msg::DurabilityResult::Reader flushed,
+             std::optional<sealed<msg::CloseServiceReply>> ssd) {
+  msg::draft<msg::CloseServiceReply> d;
+  d.root().setResult(flushed);
+  if (!ssd)
+    return std::move(d).seal();
+  auto closed = ssd->root().getResult();
+  auto out = d.root().getResult();
+  out.setAbandoned(closed.getAbandoned());
+  out.setDurable(flushed.getDurable() && closed.getDurable());
+  auto before = flushed.getErrors();
+  auto more = closed.getErrors();
+  if (more.size() == 0)
+    return std::move(d).seal();
+  auto errs = out.initErrors(before.size() + more.size());
+  uint32_t i = 0;
+  for (auto e : before)
+    errs.setWithCaveats(i++, e);
+  for (auto e : more)
+    errs.setWithCaveats(i++, e);
+  return std::move(d).seal();
+}
+
+close_record record_of(msg::DurabilityResult::Reader r) {
+  close_record out;
+  out.durable = r.getDurable();
+  out.pending = r.getPending();
+  out.dropped = r.getDropped();
+  out.failed = r.getFailed();
+  out.entries = r.getEntries();
+  out.longest_durable_prefix = r.getLongestDurablePrefix();
+  out.abandoned = r.getAbandoned();
+  for (auto e : r.getErrors())
+    out.errors.push_back(read_error(e));
+  return out;
+}
+
+sealed<msg::CloseServiceReply> close_reply(const close_record& c,
+                                           bool already) {
+  msg::draft<msg::CloseServiceReply> d;
+  auto out = d.root().initResult();
+  out.setDurable(c.durable);
+  out.setPending(c.pending);
+  out.setDropped(c.dropped);
+  out.setFailed(c.failed);
+  out.setEntries(c.entries);
+  out.setLongestDurablePrefix(c.longest_durable_prefix);
+  out.setAbandoned(c.abandoned);
+  auto errs = out.initErrors(static_cast<unsigned>(c.errors.size()));
+  for (unsigned i = 0; i < c.errors.size(); ++i)
+    write_error(errs[i], c.errors[i]);
+  d.root().setAlreadyClosed(already);
+  return std::move(d).seal();
+}
+
+/// Answers every close waiting with the result, and keeps it for later.
+void closed(self_ptr self, const sealed<msg::CloseServiceReply>& r) {
+  self->state.closed = record_of(r.root().getResult());
+  self->state.idle_running = false;
+  for (auto& rp : std::exchange(self->state.close_waiters, {}))
+    rp.deliver(r);
+}
+
+/// Last step: the SSD tier releases the writes still queued or failed and
+/// the prefetch results it holds, and refuses later writes; it answers
+/// once no write runs (so none is left holding a buffer), with how many
+/// writes it released unwritten.
+void close_ssd(self_ptr self, const sealed<msg::FlushStateReply>& f) {
+  auto& ssd = self->state.tiers.ssd;
+  if (!ssd)
+    return closed(self, close_result(f.root().getResult(), std::nullopt));
+  self->request(ssd, caf::infinite, empty<msg::CloseService>())
+    .then(
+      [self, f](const sealed<msg::CloseServiceReply>& r) {
+        closed(self, close_result(f.root().getResult(), r));
+      },
+      [self, f](const caf::error& err) {
+        msg::draft<msg::CloseServiceReply> d;
+        d.root().initResult();
+        write_error(d.root().getResult().initErrors(1)[0], err);
+        closed(self, close_result(f.root().getResult(), std::move(d).seal()));
+      });
+}
+
+/// After the flush: clears RAM, the session table and the checkpoints
+/// (nothing is stored there any more), then closes the SSD tier: every
+/// spill order those actors sent is in its mailbox before that.
+void clear_tiers(self_ptr self, const sealed<msg::FlushStateReply>& f) {
   auto& t = self->state.tiers;
   auto left = std::make_shared<int>(t.sessions ? 3 : 2);
   auto done = [self, left, f] {
-    if (--*left > 0)
-      return;
-    msg::draft<msg::CloseServiceReply> d;
-    d.root().setResult(f.root().getResult());
-    self->state.closed = std::move(d).seal();
-    self->state.idle_running = false;
-    for (auto& rp : std::exchange(self->state.close_waiters, {}))
-      rp.deliver(*self->state.closed);
+    if (--*left == 0)
+      close_ssd(self, f);
   };
   self->request(t.ram, caf::infinite, empty<msg::CloseService>())
     .then([done](const sealed<msg::CloseServiceReply>&) { done(); },
@@ -89,6 +172,27 @@ void finish_close(self_ptr self, const sealed<msg::FlushStateReply>& f) {
   self->request(t.checkpoints, caf::infinite, empty<msg::CloseService>())
     .then([done](const sealed<msg::CloseServiceReply>&) { done(); },
           [done](const caf::error&) { done(); });
+}
+
+/// Closes admission at once (queued admits fail `closed`, so does every
+/// later admit) while the flush runs; both done, the tiers are cleared.
+void start_close(self_ptr self) {
+  auto left = std::make_shared<int>(2);
+  auto flushed =
+    std::make_shared<std::optional<sealed<msg::FlushStateReply>>>();
+  auto next = [self, left, flushed] {
+    if (--*left == 0)
+      clear_tiers(self, **flushed);
+  };
+  self
+    ->request(self->state.tiers.admission, caf::infinite,
+              empty<msg::CloseService>())
+    .then([next](const sealed<msg::CloseServiceReply>&) { next(); },
+          [next](const caf::error&) { next(); });
+  run_flush(self, [flushed, next](sealed<msg::FlushStateReply> f) {
+    *flushed = std::move(f);
+    next();
+  });
 }
 
 } // namespace
@@ -109,17 +213,12 @@ caf::result<sealed<msg::FlushStateReply>> flush(self_ptr self) {
 
 caf::result<sealed<msg::CloseServiceReply>> close(self_ptr self) {
   auto& st = self->state;
-  if (st.closed) {
-    msg::draft<msg::CloseServiceReply> d;
-    d.root().setResult(st.closed->root().getResult());
-    d.root().setAlreadyClosed(true);
-    return std::move(d).seal();
-  }
+  if (st.closed)
+    return close_reply(*st.closed, true);
   auto rp = self->make_response_promise<sealed<msg::CloseServiceReply>>();
   st.close_waiters.push_back(rp);
   if (!std::exchange(st.closing, true))
-    run_flush(
-      self, [self](sealed<msg::FlushStateReply> f) { finish_close(self, f); });
+    start_close(self);
   return rp;
 }
 
@@ -139,6 +238,8 @@ release(self_ptr self, const sealed<msg::ReleaseRequest>& m) {
               d.root().setReleasedBytes(a.root().getReleasedBytes());
               d.root().setCheckpointsRemoved(c.root().getCheckpointsRemoved());
               d.root().setCheckpointsKept(c.root().getCheckpointsKept());
+              d.root().setRemovalPending(c.root().getRemovalPending());
+              d.root().setRemovalError(c.root().getRemovalError());
               rp.deliver(std::move(d).seal());
             },
             [rp, a](const caf::error&) mutable { rp.deliver(a); });
@@ -217,6 +318,8 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
         out.setSsd(r.getSsd());
       if (r.hasAdmission())
         out.setAdmission(r.getAdmission());
+      if (r.hasCheckpoints())
+        out.setCheckpoints(r.getCheckpoints());
       for (auto x : r.getIo())
         io.setWithCaveats(next++, x);
     }
@@ -235,6 +338,7 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
   auto& t = self->state.tiers;
   ask(t.ram);
   ask(t.admission);
+  ask(t.checkpoints);
   if (t.sessions)
     ask(t.sessions);
   if (t.ssd)
@@ -250,16 +354,10 @@ caf::result<sealed<msg::ListSavedPrefixesReply>> saved(self_ptr self) {
     ->request(self->state.tiers.ssd, caf::infinite,
               empty<msg::ListSavedPrefixes>())
     .then(
+      // The SSD tier lists prefix files only (checkpoint files are their
+      // own kind of key and never in its prefix index).
       [rp](const sealed<msg::ListSavedPrefixesReply>& r) mutable {
-        std::vector<msg::EntryKey::Reader> keep;
-        for (auto k : r.root().getPrefixes())
-          if (!tiers::checkpoint_store::parse_storage_ns(k.getNs().cStr()))
-            keep.push_back(k);
-        msg::draft<msg::ListSavedPrefixesReply> d;
-        auto out = d.root().initPrefixes(keep.size());
-        for (size_t i = 0; i < keep.size(); ++i)
-          out.setWithCaveats(i, keep[i]);
-        rp.deliver(std::move(d).seal());
+        rp.deliver(r);
       },
       [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   return rp;

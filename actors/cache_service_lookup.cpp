@@ -1,8 +1,9 @@
-// The facade's lookups: acquire (checkpoint, then RAM against SSD) and
-// prefetch (a RAM peek, then cold reads of a strictly longer prefix, whose
-// result RAM holds for the lease).
+// The facade's lookups: acquire (the request's checkpoint when it extends
+// the prompt, then RAM against SSD) and prefetch (a RAM peek, then cold
+// reads of a strictly longer prefix, whose result RAM holds for the lease).
 #include "actors/cache_service_ops.hpp"
 #include "actors/codec.hpp"
+#include "tiers/checkpoints.hpp"
 #include "tiers/entry_message.hpp"
 
 namespace kvtier::actors::ops {
@@ -20,6 +21,9 @@ struct lookup {
   std::optional<sealed<msg::FindPrefixReply>> ssd;
   int left = 0;
   bool answered = false;
+  /// The request's checkpoint did not extend its prompt: its tokens, said
+  /// in the reply (0: none).
+  uint64_t stale = 0;
 };
 
 using lookup_ptr = std::shared_ptr<lookup>;
@@ -34,10 +38,31 @@ sealed<msg::AcquireStateReply> answer(msg::Tier source, uint64_t usable,
   return std::move(d).seal();
 }
 
+/// `r` with the stale checkpoint's tokens set (views of the same buffers;
+/// only when the request had a stale checkpoint, so the usual reply is
+/// forwarded as it came).
+caf::expected<sealed<msg::AcquireStateReply>>
+with_stale(const sealed<msg::AcquireStateReply>& r, uint64_t stale) {
+  auto in = r.root();
+  msg::draft<msg::AcquireStateReply> d;
+  d.root().setSource(in.getSource());
+  d.root().setUsableTokens(in.getUsableTokens());
+  d.root().setStaleCheckpointTokens(stale);
+  if (in.getSource() != msg::Tier::NONE) {
+    auto e = tiers::read_entry(r, in.getEntry());
+    if (!e)
+      return std::move(e.error());
+    tiers::write_entry(d, d.root().initEntry(), *e);
+  }
+  return std::move(d).seal();
+}
+
 void deliver(const lookup_ptr& s,
              caf::expected<sealed<msg::AcquireStateReply>> r) {
   if (std::exchange(s->answered, true))
     return;
+  if (r && s->stale > 0)
+    r = with_stale(*r, s->stale);
   if (r)
     s->rp.deliver(std::move(*r));
   else
@@ -210,9 +235,23 @@ acquire(self_ptr self, const sealed<msg::AcquireState>& m) {
       [self, s](const sealed<msg::FindCheckpointReply>& r) {
         auto e = r.root().isEntry() ? tiers::read_entry(r, r.root().getEntry())
                                     : caf::expected<tiers::entry>{caf::error{}};
-        if (!r.root().isEntry() || !e || !fits_model(self, *e))
+        if (!r.root().isEntry() || !e || !fits_model(self, *e)) {
+          // None, stale, or not this model's shape: served as a fresh
+          // prompt through the prefix search; the reply says when a
+          // checkpoint was passed over for another prompt.
+          s->stale = r.root().getStaleTokens();
           return search_tiers(self, s);
-        s->rp.deliver(answer(msg::Tier::CHECKPOINT, e->size(), &*e));
+        }
+        // The checkpoints actor served it by the resume rule; checked once
+        // more where it leaves: never another prompt's or namespace's.
+        auto q = s->request.root().getRequest();
+        tiers::tokens_of prompt{q.getPrompt()};
+        if (e->ns != q.getNs().cStr()
+            || !tiers::checkpoint_store::resumes(e->tokens, prompt.span())) {
+          s->stale = e->size();
+          return search_tiers(self, s);
+        }
+        deliver(s, answer(msg::Tier::CHECKPOINT, e->size(), &*e));
       },
       [self, s](const caf::error&) { search_tiers(self, s); });
   return s->rp;

@@ -1,18 +1,23 @@
 // The checkpoints actor: sole owner of a `tiers::checkpoint_store`. It keeps
-// the newest resumable point of each (request id, namespace), writes them
-// to SSD on flush (as SpillEntry orders of reason `checkpoint` under the
-// store's storage namespace), removes a completed generation's files, and
-// after a restart restores a checkpoint that only its file still holds.
-// Without an SSD actor checkpoints live in memory only.
+// the newest resumable point of each (request id, namespace) and the
+// attempt that owns it, writes them to SSD on flush (SpillEntry orders of
+// reason `checkpoint` under a checkpoint key: request and attempt), serves
+// a request's checkpoint only when it extends the request's prompt (else
+// the reply says it is stale), removes a completed attempt's checkpoints
+// durably (RemoveCheckpoints: the release is answered once a removal
+// record is durable), and after a restart restores a checkpoint that only
+// its file still holds. Without an SSD actor checkpoints live in memory
+// only.
 //
 // Durable marks follow the files: the SSD actor (to which runtime/spawn.cpp
 // attaches this actor, `attach_ckpt_atom`) sends an SsdEvictEvent for each
 // checkpoint file its tier stops holding, after every reply that called
 // that file durable; the checkpoint held in memory whose file it was is
-// then written again by the next flush. A completed release erases the
-// request's files and the keys of its writes still unanswered, which
-// cancels a queued write (answered `cancelled`) and removes the file of
-// one in flight once it finishes.
+// then written again by the next flush. A completed release sends one
+// RemoveCheckpoints per identity the attempt owned: the SSD tier cancels
+// the identity's queued writes (answered `cancelled`), unlinks its files,
+// and those of writes in flight once they finish, behind a removal record
+// a restart applies before it indexes anything.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -29,15 +34,19 @@ struct checkpoints_state {
   ssd_tier_actor ssd;
   /// checkpoint_every_tokens; 0 keeps none.
   uint64_t every = 0;
+  /// The report's counters (CheckpointCounters).
+  uint64_t saved = 0, disposed = 0, resumed = 0, stale = 0, removed = 0;
+  /// After CloseService: a late SaveCheckpoint fails `closed`.
+  bool closed = false;
 };
 
 using checkpoints_pointer =
   checkpoints_actor::stateful_pointer<checkpoints_state>;
 
-/// The behaviour; `saved` are checkpoint files found on SSD at start
-/// (storage namespace and tokens, from the saved-prefix listing).
+/// The behaviour; `saved` are the checkpoint files found on SSD at start,
+/// by their headers' keys, oldest write first (`ssd_tier::checkpoint_files`).
 checkpoints_actor::behavior_type
 checkpoints(checkpoints_pointer self, uint64_t every, ssd_tier_actor ssd,
-            std::vector<tiers::checkpoint_file> saved);
+            std::vector<tiers::storage_key> saved);
 
 } // namespace kvtier::actors

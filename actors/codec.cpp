@@ -42,6 +42,7 @@ void write_evidence(msg::DurabilityResult::Builder out,
   out.setFailed(ev.failed);
   out.setEntries(ev.entries);
   out.setLongestDurablePrefix(ev.longest_durable_prefix);
+  out.setRemovalsPending(ev.removals_pending);
 }
 
 tiers::ram_key key_of(msg::EntryKey::Reader k) {

@@ -101,6 +101,8 @@ using checkpoints_actor = caf::typed_actor<
   KVTIER_CALL(FlushState),
   // Forgets every checkpoint held in memory (files stay).
   KVTIER_CALL(CloseService),
+  // The checkpoints part of the report (held, resumed, stale...).
+  KVTIER_CALL(ReadReport),
   // A checkpoint file went: the checkpoint held in memory whose file it
   // was is no longer durable (from the SSD).
   caf::reacts_to<sealed<msg::SsdEvictEvent>>>;
@@ -126,8 +128,14 @@ using ssd_tier_actor = caf::typed_actor<
   KVTIER_CALL(ReleasePrefetch),
   // Removes the file of exactly one key; cancels its pending writes.
   KVTIER_CALL(EraseEntry),
+  // A completed generation: removes every file and write of a checkpoint
+  // identity; replies once the removal is durable (a removal record).
+  KVTIER_CALL(RemoveCheckpoints),
   // Writes everything queued; replies with the durability evidence.
   KVTIER_CALL(FlushState),
+  // After the flush: releases writes not running, drops prefetch results,
+  // refuses later writes; replies (abandoned count) once no write runs.
+  KVTIER_CALL(CloseService),
   // Pending writes by reason.
   KVTIER_CALL(ReadStats),
   // The SSD part of the report and its I/O counters.
@@ -149,6 +157,8 @@ using admission_actor = caf::typed_actor<
   KVTIER_CALL(FitsRequest),
   // Returns the budget and admits queued requests in arrival order.
   KVTIER_CALL(ReleaseRequest),
+  // Ends admission: queued admits fail `closed`, so do later ones.
+  KVTIER_CALL(CloseService),
   // The admission part of the report.
   KVTIER_CALL(ReadReport)>;
 

@@ -131,6 +131,11 @@ publish(ram_tier_pointer self, const sealed<msg::PublishState>& m) {
   auto e = tiers::read_entry(m, m.root().getEntry());
   if (!e)
     return std::move(e.error());
+  if (self->state.closed) {
+    msg::draft<msg::PublishStateReply> d;
+    d.root().setOutcome(msg::PutOutcome::DROPPED_CLOSED);
+    return std::move(d).seal();
+  }
   auto p =
     m.root().getProtect() ? tiers::protection::pin : tiers::protection::none;
   auto r = tier(self).put(std::move(*e), now(self), false, p);
@@ -150,6 +155,11 @@ install(ram_tier_pointer self, const sealed<msg::InstallEntry>& m) {
   auto e = tiers::read_entry(m, m.root().getEntry());
   if (!e)
     return std::move(e.error());
+  if (self->state.closed) {
+    msg::draft<msg::InstallEntryReply> d;
+    d.root().setOutcome(msg::PutOutcome::DROPPED_CLOSED);
+    return std::move(d).seal();
+  }
   ram_key key{false, e->ns, e->tokens};
   // A durable claim is confirmed with the SSD actor before it counts (the
   // file may have gone since the restore); without an SSD actor nothing
@@ -274,6 +284,8 @@ put_object(ram_tier_pointer self, const sealed<msg::PutObject>& m) {
   auto tensors = tiers::read_attachments(m, obj.getAttachments());
   if (!tensors)
     return std::move(tensors.error());
+  if (self->state.closed)
+    return msg::draft<msg::PutObjectReply>{}.seal(); // not kept
   auto r =
     tier(self).put_object(obj.getKey().cStr(), std::move(*tensors), now(self));
   msg::draft<msg::PutObjectReply> d;
@@ -406,6 +418,7 @@ ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
     },
     [self](const sealed<msg::FlushState>&) { return snapshot(self); },
     [self](const sealed<msg::CloseService>&) {
+      self->state.closed = true;
       tier(self).clear();
       return empty_reply<msg::CloseServiceReply>();
     },

@@ -22,7 +22,11 @@
 // Policy beyond the tier's own: without an SSD actor, spill orders are
 // dropped (there is nowhere to write) and idle demotion does nothing.
 // Objects are never written to SSD (the entry file format stores prefix
-// entries): an evicted object is dropped.
+// entries): an evicted object is dropped. After CloseService (which clears
+// everything without spilling) nothing is stored any more: a publish or an
+// install that arrives late (a restore still running at close) is answered
+// droppedClosed, an object put is not kept, so a closed service holds no
+// buffer.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -41,6 +45,8 @@ struct ram_tier_state {
   ssd_tier_actor ssd;
   std::shared_ptr<put_observer_slot> observer;
   uint64_t next_order = 1;
+  /// After CloseService: nothing is stored any more.
+  bool closed = false;
 };
 
 using ram_tier_pointer = ram_tier_actor::stateful_pointer<ram_tier_state>;

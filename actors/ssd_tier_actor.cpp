@@ -1,7 +1,6 @@
 #include "actors/ssd_tier_actor.hpp"
 
 #include "actors/codec.hpp"
-#include "tiers/checkpoints.hpp"
 #include "tiers/entry_message.hpp"
 
 #include <caf/send.hpp>
@@ -87,6 +86,7 @@ msg::SpillOutcome outcome_of(tiers::ssd::write_outcome o) {
     case write_outcome::dropped: return msg::SpillOutcome::DROPPED;
     case write_outcome::superseded: return msg::SpillOutcome::SUPERSEDED;
     case write_outcome::cancelled: return msg::SpillOutcome::CANCELLED;
+    case write_outcome::abandoned: return msg::SpillOutcome::REFUSED;
   }
   return msg::SpillOutcome::FAILED;
 }
@@ -114,15 +114,16 @@ msg::SsdEvictReason reason_of(tiers::ssd::removal_reason r) {
 }
 
 /// The tier stopped holding a file: one SsdEvictEvent to the RAM actor,
-/// or, for a checkpoint file (RAM never holds one), to the checkpoints
-/// actor. Nobody attached (yet): nobody holds a copy it believes durable.
+/// or, for a checkpoint file (by its header's key kind; RAM never holds
+/// one), to the checkpoints actor. Nobody attached (yet): nobody holds a
+/// copy it believes durable.
 void removed(ssd_tier_pointer self, const tiers::ssd::remove_event& e) {
-  bool checkpoint = tiers::checkpoint_store::parse_storage_ns(e.ns).has_value();
+  bool checkpoint = e.kind == tiers::key_kind::checkpoint;
   auto to = (checkpoint ? self->state.checkpoints : self->state.ram).lock();
   if (!to)
     return;
   msg::draft<msg::SsdEvictEvent> d;
-  tiers::write_key(d.root().initKey(), e.ns, e.tokens);
+  tiers::write_key(d.root().initKey(), e.key());
   d.root().setReason(reason_of(e.reason));
   d.root().setFileBytes(e.bytes);
   // Normal priority, like the replies to the receiver's spill orders: one
@@ -131,6 +132,22 @@ void removed(ssd_tier_pointer self, const tiers::ssd::remove_event& e) {
     self->send(caf::actor_cast<checkpoints_actor>(to), std::move(d).seal());
   else
     self->send(caf::actor_cast<ram_tier_actor>(to), std::move(d).seal());
+}
+
+/// The storage key a spill order writes: a checkpoint key only for reason
+/// checkpoint, and reason checkpoint only for a checkpoint key.
+caf::expected<tiers::storage_key> spill_key(msg::SpillEntry::Reader m,
+                                            const tiers::entry& e) {
+  bool checkpoint = m.getKind().isCheckpoint();
+  if (checkpoint != (m.getReason() == msg::SpillReason::CHECKPOINT))
+    return make_error(ec::invalid_argument,
+                      "a checkpoint write needs a checkpoint key and the "
+                      "reason checkpoint");
+  if (!checkpoint)
+    return tiers::storage_key::prefix(e.ns, e.tokens);
+  auto c = m.getKind().getCheckpoint();
+  return tiers::storage_key::checkpoint(c.getRequest(), c.getAttempt(), e.ns,
+                                        e.tokens);
 }
 
 caf::result<sealed<msg::SpillEntryReply>>
@@ -143,11 +160,16 @@ spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
   auto e = tiers::read_entry(m, m.root().getItem().getEntry());
   if (!e)
     return std::move(e.error());
-  if (tier(self).contains(e->ns, e->tokens))
+  auto key = spill_key(m.root(), *e);
+  if (!key)
+    return spill_reply(order, msg::SpillOutcome::REFUSED, key.error());
+  if (tier(self).contains(*key))
     return spill_reply(order, msg::SpillOutcome::ALREADY_DURABLE);
-  auto id = tier(self).enqueue(std::move(*e), reason_of(m.root().getReason()));
+  auto id =
+    tier(self).enqueue(std::move(*e), reason_of(m.root().getReason()), *key);
   if (!id) {
-    ++self->state.failures;
+    if (id.error() != ec::closed)
+      ++self->state.failures;
     return spill_reply(order, msg::SpillOutcome::REFUSED, id.error());
   }
   auto rp = self->make_response_promise<sealed<msg::SpillEntryReply>>();
@@ -193,10 +215,14 @@ sealed<msg::RestoreEntryReply> restore_reply(caf::expected<tiers::entry> e,
 
 caf::result<sealed<msg::RestoreEntryReply>>
 restore(ssd_tier_pointer self, msg::RestoreEntry::Reader m) {
-  auto ns = std::string{m.getKey().getNs().cStr()};
+  auto key = tiers::read_key(m.getKey());
+  auto& ns = key.ns;
   auto usable = m.getUsableTokens();
-  auto prompt = prompt_for(tiers::read_tokens(m.getKey().getTokens()), usable);
-  auto match = tier(self).find(prompt, ns);
+  // A checkpoint is read by its exact key, whole; a prefix through the
+  // prefix index (which never holds a checkpoint file).
+  auto match = key.kind == tiers::key_kind::checkpoint
+                 ? tier(self).find(key)
+                 : tier(self).find(prompt_for(key.tokens, usable), ns);
   if (!match || match->length != usable)
     return restore_reply(
       make_error(ec::not_found,
@@ -259,16 +285,55 @@ caf::result<sealed<msg::FlushStateReply>> flush(ssd_tier_pointer self) {
       auto out = d.root().initResult();
       write_evidence(out, ev);
       if (!ev.durable) {
-        auto errs = out.initErrors(1);
+        auto errs = out.initErrors(ev.removals_pending > 0 ? 2 : 1);
         write_error(
           errs[0],
           make_error(ec::io_error, std::to_string(ev.failed) + " failed, "
                                      + std::to_string(ev.dropped) + " dropped, "
                                      + std::to_string(ev.pending)
                                      + " pending writes"));
+        if (ev.removals_pending > 0)
+          write_error(errs[1], make_error(ec::io_error,
+                                          std::to_string(ev.removals_pending)
+                                            + " completed checkpoint removals "
+                                              "pending: "
+                                            + ev.removal_error));
       }
       rp.deliver(std::move(d).seal());
     });
+  return rp;
+}
+
+caf::result<sealed<msg::RemoveCheckpointsReply>>
+remove_checkpoints(ssd_tier_pointer self, msg::RemoveCheckpoints::Reader m) {
+  auto rp = self->make_response_promise<sealed<msg::RemoveCheckpointsReply>>();
+  tier(self).remove_checkpoints(m.getRequest(), m.getNs().cStr(),
+                                [rp](const caf::error& err) mutable {
+                                  msg::draft<msg::RemoveCheckpointsReply> d;
+                                  d.root().setDurable(!err);
+                                  write_error(d.root().initError(), err);
+                                  rp.deliver(std::move(d).seal());
+                                });
+  return rp;
+}
+
+/// The service's close, after its flush: the tier releases what it holds
+/// (tiers/ssd/ssd_tier.hpp, `close`); answered once no write runs, with
+/// the writes released unwritten (durable only when there were none).
+caf::result<sealed<msg::CloseServiceReply>> close(ssd_tier_pointer self) {
+  auto rp = self->make_response_promise<sealed<msg::CloseServiceReply>>();
+  tier(self).close([rp](uint64_t abandoned) mutable {
+    msg::draft<msg::CloseServiceReply> d;
+    auto out = d.root().initResult();
+    out.setDurable(abandoned == 0);
+    out.setAbandoned(abandoned);
+    if (abandoned > 0)
+      write_error(
+        out.initErrors(1)[0],
+        make_error(ec::io_error, std::to_string(abandoned)
+                                   + " writes released unwritten at close"));
+    rp.deliver(std::move(d).seal());
+  });
   return rp;
 }
 
@@ -307,6 +372,9 @@ void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
   o.setCancelled(s.cancelled);
   o.setCorruptRemoved(s.corrupt_removed);
   o.setWritesCancelled(s.writes_cancelled);
+  o.setRemovalRecords(s.removal_records);
+  o.setRemovalFailures(s.removal_failures);
+  o.setRemovalsPending(s.removals_pending);
   o.setGeometryMismatched(s.geometry_mismatched);
   o.setRestoresMismatched(s.restores_mismatched);
 }
@@ -388,13 +456,18 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
         true, &msg::ReleasePrefetchReply::Builder::setReleased);
     },
     [self](const sealed<msg::EraseEntry>& m) {
-      auto k = m.root().getKey();
-      auto tokens = tiers::read_tokens(k.getTokens());
-      return bool_reply<msg::EraseEntryReply>(
-        tier(self).erase(k.getNs().cStr(), tokens),
-        &msg::EraseEntryReply::Builder::setErased);
+      return decoding<sealed<msg::EraseEntryReply>>([&] {
+        return bool_reply<msg::EraseEntryReply>(
+          tier(self).erase(tiers::read_key(m.root().getKey())),
+          &msg::EraseEntryReply::Builder::setErased);
+      });
+    },
+    [self](const sealed<msg::RemoveCheckpoints>& m) {
+      return decoding<sealed<msg::RemoveCheckpointsReply>>(
+        [&] { return remove_checkpoints(self, m.root()); });
     },
     [self](const sealed<msg::FlushState>&) { return flush(self); },
+    [self](const sealed<msg::CloseService>&) { return close(self); },
     [self](const sealed<msg::ReadStats>&) { return stats(self); },
     [self](const sealed<msg::ReadReport>&) { return report(self); },
     [self](const sealed<msg::ListSavedPrefixes>&) { return saved(self); },

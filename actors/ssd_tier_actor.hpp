@@ -17,8 +17,9 @@
 // Removals: every entry file the tier stops holding (`ssd_config::on_remove`:
 // evicted over the cap, found corrupt or gone by a restore, erased) becomes
 // one SsdEvictEvent to the RAM actor, which clears the durable marks that
-// file gave; a checkpoint file's (RAM never holds one) goes to the
-// checkpoints actor instead, which clears its checkpoint's durable mark.
+// file gave; a checkpoint file's (by its header's key kind; RAM never holds
+// one) goes to the checkpoints actor instead, which clears its
+// checkpoint's durable mark.
 // Each is attached once, after it is spawned (`attach_ram_atom`,
 // `attach_ckpt_atom`; runtime/spawn.cpp), and held weakly: both hold this
 // one. Removals before the attach (the start-up scan's) go nowhere:
@@ -27,7 +28,19 @@
 // that file's removal.
 //
 // EraseEntry also cancels the key's pending writes (`ssd_tier::erase`):
-// their spill orders are answered `cancelled`.
+// their spill orders are answered `cancelled`. RemoveCheckpoints (a
+// completed generation) is answered once the tier's removal record is
+// durable (`ssd_tier::remove_checkpoints`). A SpillEntry carries its key
+// kind: a checkpoint key only with the reason checkpoint (else refused),
+// so no prefix write can become a checkpoint file.
+//
+// CloseService (the service's close, after its flush) closes the tier
+// (`ssd_tier::close`): spill orders of writes it releases unwritten, and
+// every later one, are answered `refused` with `ec::closed`; prefetch
+// results held for leases go, later prefetches start nothing. The reply
+// waits for the writes still running (each holds its buffers until it
+// ends; a flush waited for them too) and carries the number of writes
+// released unwritten (`abandoned`).
 #pragma once
 
 #include "actors/interfaces.hpp"

@@ -79,10 +79,23 @@ struct StoredObject {
   attachments @1 :List(Attachment);
 }
 
+struct CheckpointKey {
+  # What names a checkpoint beyond its namespace and tokens
+  # (tiers/storage_key.hpp).
+  request @0 :UInt64;      # the engine request id (part of the key)
+  attempt @1 :UInt32;      # the attempt that wrote it (not part of the key)
+}
+
 struct EntryKey {
-  # Names an entry without its state: namespace and exact tokens.
+  # Names an entry without its state: namespace, exact tokens and what kind
+  # of key it is. A checkpoint is its own kind of key, never a namespace
+  # convention: no prefix key names one.
   ns @0 :Text;
   tokens @1 :List(UInt32);
+  kind :union {
+    prefix @2 :Void;       # a reusable prefix entry (the default)
+    checkpoint @3 :CheckpointKey; # a generation checkpoint of one request
+  }
 }
 
 struct RequestIdentity {
@@ -95,6 +108,9 @@ struct RequestIdentity {
   }
   prompt @4 :List(UInt32); # prompt tokens
   maxNewTokens @5 :UInt32; # generation budget (for admission projections)
+  attempt @6 :UInt32;      # which try of the request id this is (a retry
+                           # is a new attempt); owns the checkpoints it
+                           # saves or resumes
 }
 
 struct Error {

@@ -36,6 +36,9 @@ struct AcquireStateReply {
   source @0 :Tier;         # where the state came from; none: fresh
   usableTokens @1 :UInt64; # prompt tokens the state covers
   entry @2 :Entry;         # the lent state, trimmed to usableTokens
+  staleCheckpointTokens @3 :UInt64; # the request's checkpoint did not
+                           # extend its prompt (its tokens; it was not
+                           # served); 0: none
 }
 
 enum PutOutcome {
@@ -81,7 +84,7 @@ struct AdmitRequest {
 struct AdmitRequestReply {
   union {
     admitted @0 :Bool;     # true: bytes held until release; false: wait
-    never @1 :Error;       # position_limit_exceeded or over_budget
+    never @1 :Error;       # position_limit_exceeded, over_budget; queue_full, closed
   }
   projectedBytes @2 :UInt64; # the request's projected KV bytes
   availableBytes @3 :UInt64; # budget left before this decision
@@ -109,8 +112,12 @@ struct ReleaseRequest {
 
 struct ReleaseRequestReply {
   releasedBytes @0 :UInt64;       # 0 when the request held nothing
-  checkpointsRemoved @1 :UInt32;
-  checkpointsKept @2 :UInt32;
+  checkpointsRemoved @1 :UInt32;  # owned by the released attempt
+  checkpointsKept @2 :UInt32;     # owned by the released attempt
+  removalPending @3 :Bool;        # completed, and the removal of a file
+                                  # could not be made durable yet (the
+                                  # next flushes retry it and report it)
+  removalError @4 :Error;         # why, when removalPending
 }
 
 struct SaveCheckpoint {
@@ -172,8 +179,11 @@ struct DurabilityResult {
   dropped @2 :UInt64;      # entries that could not be stored (no room)
   failed @3 :UInt64;       # writes that failed
   entries @4 :UInt64;      # durable entries
-  longestDurablePrefix @5 :UInt64; # tokens of the longest durable entry
+  longestDurablePrefix @5 :UInt64; # tokens of the longest durable prefix
   errors @6 :List(Error);  # distinct failures, for the operator
+  abandoned @7 :UInt64;    # close only: writes released unwritten (queued or failed)
+  removalsPending @8 :UInt64; # completed checkpoints whose removal is not
+                           # durable yet (retried by every flush)
 }
 
 struct FlushState {
@@ -298,6 +308,20 @@ struct SsdCounters {
   writesCancelled @17 :UInt64; # queued writes taken back by EraseEntry
   geometryMismatched @18 :UInt64; # files the scan left unindexed: layers of another model (kept)
   restoresMismatched @19 :UInt64; # restores refused: the file is another model's (a miss, file kept)
+  removalRecords @20 :UInt64; # checkpoint removal records written
+  removalFailures @21 :UInt64; # removal steps that failed (retried)
+  removalsPending @22 :UInt64; # checkpoint removals not durably done
+}
+
+struct CheckpointCounters {
+  # The checkpoints actor's part of the report.
+  held @0 :UInt64;         # identities held (memory or file)
+  saved @1 :UInt64;        # checkpoints kept by `checkpoint`
+  disposed @2 :UInt64;     # checkpoints disposed (not newer, stale attempt)
+  resumed @3 :UInt64;      # acquires served a checkpoint
+  stale @4 :UInt64;        # acquires whose checkpoint did not extend the
+                           # prompt (served through the prefix search)
+  removed @5 :UInt64;      # identities removed by completed releases
 }
 
 struct SessionCounters {
@@ -323,6 +347,8 @@ struct AdmissionCounters {
   heldBytes @5 :UInt64;
   holders @6 :UInt64;      # requests holding bytes right now
   budgetBytes @7 :UInt64;
+  maxQueued @8 :UInt64;    # the queue's bound (admission.max-queued)
+  queueFull @9 :UInt64;    # queued admits refused over that bound
 }
 
 struct ReadReport {
@@ -337,6 +363,7 @@ struct ReadReportReply {
   demotions @4 :UInt64;    # entries demoted by idle demotion
   admission @5 :AdmissionCounters;
   io @6 :List(IoCounters); # one per tier doing I/O
+  checkpoints @7 :CheckpointCounters;
 }
 
 struct ListSavedPrefixes {

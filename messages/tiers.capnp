@@ -69,6 +69,11 @@ struct SpillEntry {
     none @4 :Void;
     key @5 :EntryKey;      # a file holding a shared prefix of the entry
   }
+  kind :union {
+    prefix @6 :Void;       # the entry is a prefix entry (reasons other
+                           # than checkpoint)
+    checkpoint @7 :Common.CheckpointKey; # reason checkpoint only
+  }
 }
 
 enum SpillOutcome {
@@ -89,7 +94,8 @@ struct SpillEntryReply {
 }
 
 struct FindCheckpoint {
-  # Service -> checkpoints: the request's newest resumable generation.
+  # Service -> checkpoints: the request's newest resumable generation, if
+  # it extends the request's prompt (its tokens begin with it).
   request @0 :Common.RequestIdentity;
 }
 
@@ -99,6 +105,8 @@ struct FindCheckpointReply {
     entry @1 :Entry;       # prompt + generated tokens and their state
   }
   fromSsd @2 :Bool;        # found after a restart, read from storage
+  staleTokens @3 :UInt64;  # none: the identity's checkpoint does not
+                           # extend the prompt (its tokens); 0: none held
 }
 
 struct InstallEntry {
@@ -124,8 +132,7 @@ enum SsdEvictReason {
 
 struct SsdEvictEvent {
   # SSD -> RAM, one per entry file the SSD tier stops holding; for a
-  # checkpoint file (namespace kvtier.checkpoint/...) SSD -> checkpoints
-  # instead. RAM copies that file backed (the entry of this key, and
+  # checkpoint file (key kind checkpoint) SSD -> checkpoints instead. RAM copies that file backed (the entry of this key, and
   # entries restored trimmed from it) are no longer durable and must be
   # written before they leave RAM; a checkpoint held in memory whose file
   # it was is written again by the next flush. Sent after every reply that
@@ -147,15 +154,33 @@ struct KeepsBytesReply {
 }
 
 struct EraseEntry {
-  # Service/checkpoints -> SSD: remove the file of exactly this key (a
-  # completed generation's checkpoint) and cancel every write of it pending
-  # now (a queued one is never written; one in flight is removed once it
-  # finishes). Not an error when absent.
+  # Checkpoints -> SSD: remove the file of exactly this key (a checkpoint
+  # file a newer durable one made redundant; a completed generation uses
+  # RemoveCheckpoints) and cancel every write of it pending now (a queued
+  # one is never written; one in flight is removed once it finishes). Not
+  # an error when absent.
   key @0 :EntryKey;
 }
 
 struct EraseEntryReply {
   erased @0 :Bool;         # false: no such file and no write of it
+}
+
+struct RemoveCheckpoints {
+  # Checkpoints -> SSD: a completed generation. Remove every file and
+  # pending write of the checkpoint identity (request, ns), whatever their
+  # tokens or attempt, durably: the reply comes once a removal record
+  # covering them is durable (or they are durably gone), so a restart never
+  # indexes them again. Writes of the identity ordered later are not
+  # affected.
+  request @0 :UInt64;
+  ns @1 :Text;
+}
+
+struct RemoveCheckpointsReply {
+  durable @0 :Bool;        # false: pending (error says why); every flush
+                           # retries it and reports it until it is done
+  error @1 :Error;
 }
 
 struct SessionPutEvent {

@@ -62,7 +62,8 @@ class actor_system_config;
   X(KeepsBytes) X(KeepsBytesReply)                                             \
   X(EraseEntry) X(EraseEntryReply)                                             \
   X(SessionPutEvent)                                                           \
-  X(UnprotectEntry) X(UnprotectEntryReply)
+  X(UnprotectEntry) X(UnprotectEntryReply)                                     \
+  X(RemoveCheckpoints) X(RemoveCheckpointsReply)
 // clang-format on
 
 #define KVTIER_ADD_MESSAGE_TYPE_ID(Root)                                       \

@@ -40,7 +40,7 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
     {"ssd-tier",
      {"dir", "cap-bytes", "alignment", "write-behind-cap-bytes", "io-engine"}},
     {"model", {"identity", "preset", "scale", "layers"}},
-    {"admission", {"kv-budget-bytes", "position-limit"}},
+    {"admission", {"kv-budget-bytes", "position-limit", "max-queued"}},
     {"service", {"idle-demotion-ms", "checkpoint-every-tokens"}},
     {"replay",
      {"trace", "max-requests", "verify", "settle", "speed", "batch",
@@ -146,6 +146,9 @@ caf::error service_options::validate() const {
   if (auto e = check("admission.position-limit", position_limit, 1,
                      uint64_t{1} << 24, "1 .. 16777216"))
     return e;
+  if (auto e = check("admission.max-queued", max_queued, 1, uint64_t{1} << 20,
+                     "1 .. 1048576"))
+    return e;
   if (auto e = check("service.idle-demotion-ms", idle_demotion_ms, 0,
                      7ull * 24 * 3600 * 1000, "0 .. 604800000 (one week)"))
     return e;
@@ -248,7 +251,8 @@ kvtier_config::kvtier_config() {
          "the engine's own layers, e.g. 32*kv:4096 (replaces the preset)");
   opt_group{custom_options_, "admission"}
     .add(o.kv_budget_bytes, "kv-budget-bytes", "bytes admitted requests hold")
-    .add(o.position_limit, "position-limit", "max prompt + new tokens");
+    .add(o.position_limit, "position-limit", "max prompt + new tokens")
+    .add(o.max_queued, "max-queued", "requests admit_queued may hold waiting");
   opt_group{custom_options_, "service"}
     .add(o.idle_demotion_ms, "idle-demotion-ms", "0: off")
     .add(o.checkpoint_every_tokens, "checkpoint-every-tokens", "0: none");

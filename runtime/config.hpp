@@ -51,6 +51,7 @@ struct service_options {
   // [admission]
   uint64_t kv_budget_bytes = 4ull << 30;
   uint64_t position_limit = 131072;
+  uint64_t max_queued = 4096;
   // [service]
   uint64_t idle_demotion_ms = 0;
   uint64_t checkpoint_every_tokens = 0;

@@ -89,6 +89,12 @@ inspected_file inspect_file(ssd::file_system& fs, const std::string& root,
     out.detail = "an interrupted write (removed by the next start)";
     return out;
   }
+  if (ends_with(name, ".kvr")) {
+    out.status = "record";
+    out.detail = "checkpoint files of one identity up to a write id are "
+                 "dead (applied and removed by the next start)";
+    return out;
+  }
   if (!ends_with(name, ".kvt")) {
     out.status = "other";
     return out;
@@ -108,6 +114,10 @@ inspected_file inspect_file(ssd::file_system& fs, const std::string& root,
   }
   out.ns = h->ns;
   out.session = h->session.value_or("");
+  out.kind = tiers::to_string(h->kind);
+  out.request = h->request;
+  out.attempt = h->attempt;
+  out.write_id = h->write_id;
   out.tokens = h->tokens.size();
   out.head.assign(h->tokens.begin(),
                   h->tokens.begin()
@@ -123,9 +133,9 @@ inspected_file inspect_file(ssd::file_system& fs, const std::string& root,
   } else if (shape) {
     out.status = "mismatched";
     out.detail = ssd::context_of(shape) + " (MODEL's layers)";
-  } else if (ssd::file_name(h->ns, h->tokens) != name) {
+  } else if (ssd::file_name(h->key()) != name) {
     out.status = "misnamed";
-    out.detail = "header hashes to " + ssd::file_name(h->ns, h->tokens);
+    out.detail = "header hashes to " + ssd::file_name(h->key());
   } else if (verify) {
     if (auto err = verify_payloads(**f, *h, out.chunks_checked)) {
       out.status = "corrupt";
@@ -171,7 +181,7 @@ caf::expected<inspect_report> inspect(ssd::file_system& fs,
       if (f.status == "ok") {
         ++g.entries;
         g.entry_bytes += f.bytes;
-      } else if (f.status != "other") {
+      } else if (f.status != "other" && f.status != "record") {
         ++g.problems;
       }
       g.files.push_back(std::move(f));
@@ -205,6 +215,8 @@ std::string render_inspect(const inspect_report& r) {
                     static_cast<unsigned long long>(f.tokens),
                     static_cast<unsigned long long>(f.bytes));
       o << buf << "ns=" << f.ns;
+      if (f.kind == "checkpoint")
+        o << " checkpoint request=" << f.request << " attempt=" << f.attempt;
       if (f.tokens > 0) {
         o << " prefix=[";
         for (size_t i = 0; i < f.head.size(); ++i)

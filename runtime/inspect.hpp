@@ -22,14 +22,20 @@ namespace kvtier::runtime {
 /// One file of a fingerprint directory.
 struct inspected_file {
   std::string name;
-  /// "ok", "temp" (an interrupted write), "corrupt", "incompatible",
-  /// "mismatched" (layers of another model than MODEL names), "misnamed",
-  /// "unreadable" or "other" (not an entry file).
+  /// "ok", "temp" (an interrupted write), "record" (a checkpoint removal
+  /// record), "corrupt", "incompatible", "mismatched" (layers of another
+  /// model than MODEL names), "misnamed", "unreadable" or "other" (not an
+  /// entry file).
   std::string status = "ok";
   /// Why the status is not "ok".
   std::string detail;
   std::string ns;
   std::string session;
+  /// "prefix" or "checkpoint" (with the request and attempt it names).
+  std::string kind;
+  uint64_t request = 0;
+  uint32_t attempt = 0;
+  uint64_t write_id = 0;
   uint64_t tokens = 0;
   /// The prefix's first tokens (at most 8).
   std::vector<uint32_t> head;

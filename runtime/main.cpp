@@ -57,9 +57,11 @@ int print_config(kvtier_config& cfg) {
   if (auto m = kvtier::runtime::running_model(o))
     std::printf("; fingerprint %s\n; resolved layers %s\n",
                 m->fingerprint().c_str(), m->geometry.layers_text().c_str());
-  std::printf("[admission]\nkv-budget-bytes=%llu\nposition-limit=%llu\n",
+  std::printf("[admission]\nkv-budget-bytes=%llu\nposition-limit=%llu\n"
+              "max-queued=%llu\n",
               static_cast<unsigned long long>(o.kv_budget_bytes),
-              static_cast<unsigned long long>(o.position_limit));
+              static_cast<unsigned long long>(o.position_limit),
+              static_cast<unsigned long long>(o.max_queued));
   std::printf(
     "[service]\nidle-demotion-ms=%llu\ncheckpoint-every-tokens=%llu\n",
     static_cast<unsigned long long>(o.idle_demotion_ms),

@@ -111,7 +111,8 @@ tiers::entry driver::state_for(const acquired_state& acq, const std::string& ns,
     bool good = true;
     if (o_.verify) {
       ++out_.verified_states;
-      if (oracle_.verify(acq.state)) {
+      if (oracle_.verify_served(acq.state, ns, prompt,
+                                acq.source == state_source::checkpoint)) {
         ++out_.wrong_states;
         good = false;
       }

@@ -273,6 +273,11 @@ caf::error runner::refresh_report() {
   fact("report.sessions.protected_entries", m.sessions.protected_entries);
   fact("report.sessions.opened", m.sessions.opened);
   fact("report.sessions.closed", m.sessions.closed);
+  fact("report.ssd.removals_pending", m.ssd.removals_pending);
+  fact("report.checkpoints.held", m.checkpoints.held);
+  fact("report.checkpoints.resumed", m.checkpoints.resumed);
+  fact("report.checkpoints.stale", m.checkpoints.stale);
+  fact("report.checkpoints.removed", m.checkpoints.removed);
   fact("report.admission.admitted", m.admission.admitted);
   fact("report.admission.errors", m.admission.errors);
   fact("report.demotions", m.demotions);
@@ -298,6 +303,7 @@ caf::error runner::request(const scenario_step& st) {
   ids_.emplace(name, req.id);
   req.prompt = *prompt;
   req.max_new_tokens = static_cast<uint32_t>(std::stoul(arg("new", "0")));
+  req.attempt = static_cast<uint32_t>(std::stoul(arg("attempt", "0")));
   if (auto s = arg("session"); !s.empty())
     req.session = s;
   prompts_[name] = req.prompt;
@@ -323,8 +329,11 @@ caf::error runner::request(const scenario_step& st) {
     return acq.error();
   result_.facts[name + ".source"] = to_string(acq->source);
   fact(name + ".usable", double(acq->usable_tokens));
+  fact(name + ".stale", double(acq->stale_checkpoint_tokens));
   bool good = acq->source != state_source::none;
-  if (good && oracle_->verify(acq->state)) {
+  if (good
+      && oracle_->verify_served(acq->state, ns, req.prompt,
+                                acq->source == state_source::checkpoint)) {
     ++wrong_;
     good = false;
   }

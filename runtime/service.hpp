@@ -15,8 +15,11 @@
 // once the call returns, the caller's when it fails. Failures are
 // `caf::expected` errors with a kvtier `ec` code; "no hit" and "not kept"
 // are answers, not errors. Every call after `close()` fails with
-// `ec::closed`, except `close()` itself (idempotent), `report()`, `stats()`
-// and `saved_prefixes()`.
+// `ec::closed` (also an `admit_queued` still waiting when close began),
+// except `close()` itself (idempotent), `publish` (answers dropped_closed),
+// `release`, `keeps`, `close_session`, a lease's `release`, `report()`,
+// `stats()` and `saved_prefixes()`. When `close()` returns the service
+// holds no buffer; what `acquire` lent the engine stays valid.
 #pragma once
 
 #include "runtime/config.hpp"
@@ -139,13 +142,16 @@ public:
   result<admit_decision> fits(const state_request& r);
   future<admit_decision> fits_async(const state_request& r);
 
-  /// `r` is done: budget back; checkpoints removed when `completed`.
+  /// `r` is done: budget back; when `completed`, the checkpoints
+  /// `r.attempt` owns are removed (answered once the removal is durable:
+  /// a restart never resumes them), else kept.
   result<release_result> release(const state_request& r, bool completed);
   future<release_result> release_async(const state_request& r, bool completed);
 
-  /// Saves a resumable point of `r`'s generation (the cache owns it).
-  /// On success `state` is emptied (the cache owns it); on failure
-  /// untouched.
+  /// Saves a resumable point of `r`'s generation (the cache owns it), as
+  /// `r.attempt`: disposed (false) from an attempt older than the one
+  /// that owns the request's checkpoint. On success `state` is emptied
+  /// (the cache owns it); on failure untouched.
   result<bool> checkpoint(const state_request& r, tiers::entry&& state);
   future<bool> checkpoint_async(const state_request& r, tiers::entry state);
 

@@ -33,6 +33,7 @@ namespace kvtier::runtime::codec {
 void write_identity(msg::RequestIdentity::Builder out, const state_request& r,
                     const std::string& ns) {
   out.setId(r.id);
+  out.setAttempt(r.attempt);
   out.setNs(ns);
   if (r.session)
     out.getSession().setId(*r.session);
@@ -80,6 +81,7 @@ acquired(const sealed<msg::AcquireStateReply>& r) {
     default: out.source = state_source::none;
   }
   out.usable_tokens = r.root().getUsableTokens();
+  out.stale_checkpoint_tokens = r.root().getStaleCheckpointTokens();
   if (out.source == state_source::none)
     return out;
   auto e = tiers::read_entry(r, r.root().getEntry());
@@ -130,9 +132,15 @@ caf::expected<admit_decision> fitted(const sealed<msg::FitsRequestReply>& r) {
 
 caf::expected<release_result>
 released(const sealed<msg::ReleaseRequestReply>& r) {
-  return release_result{r.root().getReleasedBytes(),
-                        r.root().getCheckpointsRemoved(),
-                        r.root().getCheckpointsKept()};
+  auto in = r.root();
+  release_result out;
+  out.released_bytes = in.getReleasedBytes();
+  out.checkpoints_removed = in.getCheckpointsRemoved();
+  out.checkpoints_kept = in.getCheckpointsKept();
+  out.removal_pending = in.getRemovalPending();
+  if (out.removal_pending)
+    out.removal_error = describe(actors::read_error(in.getRemovalError()));
+  return out;
 }
 
 durability_result durability(msg::DurabilityResult::Reader in) {
@@ -143,6 +151,8 @@ durability_result durability(msg::DurabilityResult::Reader in) {
   out.failed = in.getFailed();
   out.entries = in.getEntries();
   out.longest_durable_prefix = in.getLongestDurablePrefix();
+  out.removals_pending = in.getRemovalsPending();
+  out.abandoned = in.getAbandoned();
   for (auto e : in.getErrors())
     out.errors.push_back(describe(actors::read_error(e)));
   return out;

@@ -43,6 +43,19 @@ void ssd_part(msg::SsdCounters::Reader in, service_report::ssd_part& o) {
   o.writes_cancelled = in.getWritesCancelled();
   o.geometry_mismatched = in.getGeometryMismatched();
   o.restores_mismatched = in.getRestoresMismatched();
+  o.removal_records = in.getRemovalRecords();
+  o.removal_failures = in.getRemovalFailures();
+  o.removals_pending = in.getRemovalsPending();
+}
+
+void checkpoints_part(msg::CheckpointCounters::Reader in,
+                      service_report::checkpoints_part& o) {
+  o.held = in.getHeld();
+  o.saved = in.getSaved();
+  o.disposed = in.getDisposed();
+  o.resumed = in.getResumed();
+  o.stale = in.getStale();
+  o.removed = in.getRemoved();
 }
 
 void admission_part(msg::AdmissionCounters::Reader in,
@@ -55,6 +68,8 @@ void admission_part(msg::AdmissionCounters::Reader in,
   o.held_bytes = in.getHeldBytes();
   o.holders = in.getHolders();
   o.budget_bytes = in.getBudgetBytes();
+  o.max_queued = in.getMaxQueued();
+  o.queue_full = in.getQueueFull();
 }
 
 io_counters io_part(msg::IoCounters::Reader in) {
@@ -77,6 +92,7 @@ caf::expected<service_report> report(const sealed<msg::ReadReportReply>& r) {
                  obj.getMisses()};
   out.demotions = in.getDemotions();
   admission_part(in.getAdmission(), out.admission);
+  checkpoints_part(in.getCheckpoints(), out.checkpoints);
   for (auto io : in.getIo()) {
     if (io.getTier() == msg::Tier::RAM)
       out.ram_io = io_part(io);

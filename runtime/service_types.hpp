@@ -19,7 +19,12 @@ namespace kvtier::runtime {
 
 /// One engine request as the cache sees it (the seed's StateRequest).
 /// Its identity for checkpoints is (`id`, namespace): the engine must hand
-/// the same id again to resume a generation, also after a restart.
+/// the same id again to resume a generation, also after a restart. A
+/// checkpoint resumes a request only when its tokens begin with the
+/// request's prompt. `attempt` names the try: a retry of the same request
+/// id passes a higher one, so that releasing an earlier try as completed
+/// never removes the retry's checkpoints (docs/api.md, "Requests and
+/// identity").
 struct state_request {
   /// The engine's request id, unique while the request lives.
   uint64_t id = 0;
@@ -29,6 +34,9 @@ struct state_request {
   uint32_t max_new_tokens = 0;
   /// The conversation it belongs to (session affinity), if any.
   std::optional<std::string> session;
+  /// Which try of the request id this is (0 for an engine that never
+  /// retries); it owns the checkpoints it saves or resumes.
+  uint32_t attempt = 0;
 };
 
 /// Where acquired state came from.
@@ -44,6 +52,10 @@ struct acquired_state {
   uint64_t usable_tokens = 0;
   /// The state, trimmed to `usable_tokens` (no layers when fresh).
   tiers::entry state;
+  /// The request's checkpoint (same id, same namespace) did not extend its
+  /// prompt, so it was not served (the request went through the prefix
+  /// search as a fresh prompt): that checkpoint's tokens; 0 when none.
+  uint64_t stale_checkpoint_tokens = 0;
 };
 
 /// Why a publish kept or dropped its state.
@@ -76,8 +88,15 @@ struct admit_decision {
 
 struct release_result {
   uint64_t released_bytes = 0;
+  /// Checkpoints the released attempt owned: removed (completed) or kept.
   uint32_t checkpoints_removed = 0;
   uint32_t checkpoints_kept = 0;
+  /// Completed, and removing a checkpoint file could not be made durable
+  /// yet (`removal_error` says why): the checkpoint is never served again
+  /// by this process, every flush retries the removal and reports it
+  /// (`durability_result::removals_pending`) until it is done.
+  bool removal_pending = false;
+  std::string removal_error;
 };
 
 /// Evidence of what `flush` or `close` made durable.
@@ -89,9 +108,16 @@ struct durability_result {
   uint64_t dropped = 0;
   uint64_t failed = 0;
   uint64_t entries = 0;
+  /// Tokens of the longest durable prefix entry (checkpoints excluded).
   uint64_t longest_durable_prefix = 0;
+  /// Completed checkpoints whose removal is not durable yet.
+  uint64_t removals_pending = 0;
   /// Distinct failures, for the operator.
   std::vector<std::string> errors;
+  /// close only: writes the SSD tier released unwritten with their buffers
+  /// (still queued, or failed and kept for a retry); `durable` is false
+  /// when there were any.
+  uint64_t abandoned = 0;
   /// close only: an earlier close produced this result.
   bool already_closed = false;
 };
@@ -148,7 +174,8 @@ struct service_report {
              write_no_space = 0, dropped = 0, superseded = 0,
              rejected_too_large = 0, evicted = 0, restores_ok = 0,
              restores_failed = 0, coalesced = 0, cancelled = 0,
-             corrupt_removed = 0, writes_cancelled = 0;
+             corrupt_removed = 0, writes_cancelled = 0, removal_records = 0,
+             removal_failures = 0, removals_pending = 0;
     /// Files of this directory whose layers are another model's: left
     /// unindexed at start, kept on disk.
     uint64_t geometry_mismatched = 0;
@@ -156,6 +183,12 @@ struct service_report {
     /// file is kept).
     uint64_t restores_mismatched = 0;
   } ssd;
+  /// Checkpoints: identities held, saves kept and disposed, acquires that
+  /// resumed one and that found a stale one, identities removed.
+  struct checkpoints_part {
+    uint64_t held = 0, saved = 0, disposed = 0, resumed = 0, stale = 0,
+             removed = 0;
+  } checkpoints;
   struct sessions_part {
     uint64_t open = 0, protected_entries = 0, closed = 0, opened = 0;
   } sessions;
@@ -166,6 +199,9 @@ struct service_report {
   struct admission_part {
     uint64_t admitted = 0, refused = 0, errors = 0, released = 0, waiting = 0,
              held_bytes = 0, holders = 0, budget_bytes = 0;
+    /// The queue's bound (admission.max-queued) and the queued admits
+    /// refused over it (`ec::queue_full`).
+    uint64_t max_queued = 0, queue_full = 0;
   } admission;
   /// Storage operations per tier: RAM (always zero) and SSD.
   io_counters ram_io;

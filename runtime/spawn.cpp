@@ -14,7 +14,7 @@ namespace kvtier::runtime {
 caf::expected<actors::ssd_tier_actor>
 spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
                tiers::ssd::file_system* fs,
-               std::vector<tiers::checkpoint_file>* saved) {
+               std::vector<tiers::storage_key>* saved) {
   namespace ssd = tiers::ssd;
   auto parts = std::make_shared<actors::ssd_parts>();
   parts->relay = std::make_shared<actors::completion_relay>();
@@ -45,8 +45,7 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
   if (auto scan = parts->tier->open(); !scan)
     return std::move(scan.error());
   if (saved)
-    for (auto& p : parts->tier->saved_prefixes())
-      saved->push_back({p.ns, p.tokens});
+    *saved = parts->tier->checkpoint_files();
   return sys.spawn(actors::ssd_tier, std::move(parts));
 }
 
@@ -74,14 +73,15 @@ spawn_admission(caf::actor_system& sys, const service_options& opts) {
   auto g = running_geometry(opts);
   if (!g)
     return std::move(g.error());
-  tiers::admission_limits limits{opts.kv_budget_bytes, opts.position_limit};
+  tiers::admission_limits limits{opts.kv_budget_bytes, opts.position_limit,
+                                 opts.max_queued};
   return sys.spawn(actors::admission, std::move(*g), limits);
 }
 
 actors::checkpoints_actor
 spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
                   actors::ssd_tier_actor ssd,
-                  std::vector<tiers::checkpoint_file> saved) {
+                  std::vector<tiers::storage_key> saved) {
   auto checkpoints = sys.spawn(
     actors::checkpoints, opts.checkpoint_every_tokens, ssd, std::move(saved));
   // The SSD actor tells this one of every checkpoint file it removes.
@@ -100,7 +100,7 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   if (auto err = opts.validate())
     return err;
   service_handles h;
-  std::vector<tiers::checkpoint_file> saved;
+  std::vector<tiers::storage_key> saved; // checkpoint files, by header
   if (!opts.ssd_dir.empty()) {
     auto ssd = spawn_ssd_tier(sys, opts, fs, &saved);
     if (!ssd)
@@ -113,9 +113,6 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   h.tiers.admission = std::move(*adm);
   h.tiers.ram = spawn_ram_tier(sys, opts, h.tiers.ssd, std::move(observer));
   h.tiers.sessions = spawn_sessions(sys, h.tiers.ram);
-  std::erase_if(saved, [](const tiers::checkpoint_file& f) {
-    return !tiers::checkpoint_store::parse_storage_ns(f.ns);
-  });
   bool possible = opts.checkpoint_every_tokens > 0 || !saved.empty();
   h.tiers.checkpoints =
     spawn_checkpoints(sys, opts, h.tiers.ssd, std::move(saved));

@@ -31,11 +31,12 @@ namespace kvtier::runtime {
 /// header-only scan), and spawns the SSD actor over them. Errors: the
 /// model's (`invalid_config`), the lock's (`locked`, naming the holder),
 /// the MODEL check's (`incompatible_format`), the scan's, or the engine's.
-/// `saved` receives the prefixes the scan found (for the checkpoints).
+/// `saved` receives the checkpoint files the scan found, by their headers
+/// (for the checkpoints actor).
 caf::expected<actors::ssd_tier_actor>
 spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
                tiers::ssd::file_system* fs,
-               std::vector<tiers::checkpoint_file>* saved = nullptr);
+               std::vector<tiers::storage_key>* saved = nullptr);
 
 /// The RAM tier actor, spilling to `ssd` (may be null), and attached to
 /// `ssd` as the actor it tells of every file it removes (SsdEvictEvent).
@@ -58,7 +59,7 @@ spawn_admission(caf::actor_system& sys, const service_options& opts);
 actors::checkpoints_actor
 spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
                   actors::ssd_tier_actor ssd,
-                  std::vector<tiers::checkpoint_file> saved);
+                  std::vector<tiers::storage_key> saved);
 
 /// Every actor of one service.
 struct service_handles {

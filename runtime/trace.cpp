@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <list>
@@ -43,6 +44,60 @@ caf::error bad(const std::string& file, size_t line, const std::string& what) {
                       + what);
 }
 
+/// A value a reader refuses, with what is wrong (thrown inside a reader
+/// and turned into its `bad` error at the reader's boundary, with the
+/// file and the line or record).
+struct bad_value : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A `bad_value` that already says where in the file it is.
+struct placed_value : bad_value {
+  using bad_value::bad_value;
+};
+
+/// `v` as a token count: a whole number 0 .. max_trace_tokens.
+uint64_t as_count(const json& v, const std::string& name) {
+  if (v.is_number_integer() && !v.is_number_unsigned())
+    throw bad_value{name + " " + v.dump() + " is negative"};
+  if (!v.is_number_unsigned())
+    throw bad_value{name + " " + v.dump() + " is not a whole number"};
+  auto n = v.get<uint64_t>();
+  if (n > max_trace_tokens)
+    throw bad_value{name + " " + std::to_string(n) + " is past the limit of "
+                    + std::to_string(max_trace_tokens) + " tokens"};
+  return n;
+}
+
+/// `j[key]`, which must be there.
+const json& field(const json& j, const char* key) {
+  if (!j.is_object())
+    throw bad_value{"not a JSON object"};
+  auto i = j.find(key);
+  if (i == j.end())
+    throw bad_value{std::string{"missing "} + key};
+  return *i;
+}
+
+double as_time(const json& v, const std::string& name) {
+  if (!v.is_number())
+    throw bad_value{name + " " + v.dump() + " is not a number"};
+  return v.get<double>();
+}
+
+/// A `hash_ids` list: block ids, each a whole number 0 .. 2^64 - 1.
+template <class Add>
+void for_each_block(const json& v, Add&& add) {
+  if (!v.is_array())
+    throw bad_value{"hash_ids is not a list"};
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number_unsigned())
+      throw bad_value{"hash_ids[" + std::to_string(i) + "] " + v[i].dump()
+                      + " is not a block id (a whole number >= 0)"};
+    add(v[i].get<uint64_t>());
+  }
+}
+
 caf::error load_mooncake(const std::string& path, std::istream& in,
                          trace& out) {
   out.format = trace_format::mooncake;
@@ -57,13 +112,16 @@ caf::error load_mooncake(const std::string& path, std::istream& in,
     try {
       auto j = json::parse(line);
       trace_request r;
-      r.arrival_s = j.at("timestamp").get<double>() / 1000.0;
-      r.input_tokens = j.at("input_length").get<uint64_t>();
-      r.output_tokens = j.at("output_length").get<uint64_t>();
-      for (auto& id : j.at("hash_ids"))
-        r.blocks.push_back(block_key(scope, id.get<uint64_t>()));
+      r.arrival_s = as_time(field(j, "timestamp"), "timestamp") / 1000.0;
+      r.input_tokens = as_count(field(j, "input_length"), "input_length");
+      r.output_tokens = as_count(field(j, "output_length"), "output_length");
+      for_each_block(field(j, "hash_ids"), [&](uint64_t id) {
+        r.blocks.push_back(block_key(scope, id));
+      });
       r.tail_seed = fmix64(scope + n);
       out.requests.push_back(std::move(r));
+    } catch (const bad_value& e) {
+      return bad(path, n, e.what());
     } catch (const std::exception& e) {
       return bad(path, n, std::string{"not a mooncake request: "} + e.what());
     }
@@ -71,23 +129,39 @@ caf::error load_mooncake(const std::string& path, std::istream& in,
   return {};
 }
 
-void add_weka_requests(const json& reqs, double start, uint64_t file_scope,
-                       const std::string& session, trace& out) {
-  for (auto& q : reqs) {
-    double t = start + q.at("t").get<double>();
-    if (q.value("type", "") == "subagent") {
-      add_weka_requests(q.at("requests"), t, file_scope, session, out);
-      continue;
-    }
+/// The requests of `reqs` (the list at `where`, e.g. "requests[2].requests").
+void add_weka_requests(const json& reqs, const std::string& where, double start,
+                       uint64_t file_scope, const std::string& session,
+                       trace& out) {
+  if (!reqs.is_array())
+    throw placed_value{where + ": not a list"};
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto& q = reqs[i];
+    auto at = where + "[" + std::to_string(i) + "]";
     trace_request r;
-    r.arrival_s = t;
-    r.input_tokens = q.at("in").get<uint64_t>();
-    r.output_tokens = q.at("out").get<uint64_t>();
-    r.ns = q.value("model", "");
-    r.session = session;
-    auto scope = fmix64(file_scope ^ str_hash(r.ns));
-    for (auto& id : q.at("hash_ids"))
-      r.blocks.push_back(block_key(scope, id.get<uint64_t>()));
+    try {
+      double t = start + as_time(field(q, "t"), "t");
+      if (q.value("type", "") == "subagent") {
+        add_weka_requests(field(q, "requests"), at + ".requests", t, file_scope,
+                          session, out);
+        continue;
+      }
+      r.arrival_s = t;
+      r.input_tokens = as_count(field(q, "in"), "in");
+      r.output_tokens = as_count(field(q, "out"), "out");
+      r.ns = q.value("model", "");
+      r.session = session;
+      auto scope = fmix64(file_scope ^ str_hash(r.ns));
+      for_each_block(field(q, "hash_ids"), [&](uint64_t id) {
+        r.blocks.push_back(block_key(scope, id));
+      });
+    } catch (const placed_value&) {
+      throw; // a nested request's
+    } catch (const bad_value& e) {
+      throw placed_value{at + ": " + e.what()};
+    } catch (const json::exception& e) {
+      throw placed_value{at + ": " + e.what()};
+    }
     r.tail_seed = fmix64(file_scope + out.requests.size() * golden);
     out.requests.push_back(std::move(r));
   }
@@ -98,14 +172,23 @@ caf::error load_weka(const std::string& path, std::istream& in, double start,
   out.format = trace_format::weka;
   try {
     auto j = json::parse(in);
-    auto bs = j.at("block_size").get<uint32_t>();
+    auto& size = field(j, "block_size");
+    if (!size.is_number_unsigned() || size.get<uint64_t>() == 0
+        || size.get<uint64_t>() > max_trace_tokens)
+      throw bad_value{"block_size " + size.dump()
+                      + " is not a whole number 1 .. "
+                      + std::to_string(max_trace_tokens)};
+    auto bs = static_cast<uint32_t>(size.get<uint64_t>());
     if (out.block_size != 0 && out.block_size != bs)
       return bad(path, 0,
                  "block size " + std::to_string(bs) + " differs from "
                    + std::to_string(out.block_size));
     out.block_size = bs;
     auto id = j.value("id", fs::path(path).stem().string());
-    add_weka_requests(j.at("requests"), start, str_hash(id), id, out);
+    add_weka_requests(field(j, "requests"), "requests", start, str_hash(id), id,
+                      out);
+  } catch (const bad_value& e) {
+    return bad(path, 0, e.what());
   } catch (const std::exception& e) {
     return bad(path, 0, std::string{"not a weka trace: "} + e.what());
   }
@@ -122,6 +205,42 @@ int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
   return era * 146097 + static_cast<int64_t>(doe) - 719468;
 }
 
+/// A CSV token count: digits only, 0 .. max_trace_tokens.
+uint64_t csv_count(std::string_view text, const char* name) {
+  uint64_t n = 0;
+  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || err == std::errc::invalid_argument
+      || end != text.data() + text.size()) {
+    if (!text.empty() && text[0] == '-')
+      throw bad_value{std::string{name} + " " + std::string{text}
+                      + " is negative"};
+    throw bad_value{std::string{name} + " '" + std::string{text}
+                    + "' is not a whole number"};
+  }
+  if (err == std::errc::result_out_of_range || n > max_trace_tokens)
+    throw bad_value{std::string{name} + " " + std::string{text}
+                    + " is past the limit of "
+                    + std::to_string(max_trace_tokens) + " tokens"};
+  return n;
+}
+
+/// Seconds since 1970 of "YYYY-MM-DD hh:mm:ss[.fraction]".
+double csv_time(const std::string& text) {
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, used = 0;
+  double s = 0;
+  if (std::sscanf(text.c_str(), "%d-%d-%d %d:%d:%lf%n", &y, &mo, &d, &h, &mi,
+                  &s, &used)
+        != 6
+      || static_cast<size_t>(used) != text.size() || mo < 1 || mo > 12 || d < 1
+      || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || !(s >= 0 && s < 61))
+    throw bad_value{"TIMESTAMP '" + text
+                    + "' is not a time YYYY-MM-DD hh:mm:ss"};
+  return static_cast<double>(days_from_civil(y, static_cast<unsigned>(mo),
+                                             static_cast<unsigned>(d)))
+           * 86400.0
+         + h * 3600.0 + mi * 60.0 + s;
+}
+
 caf::error load_azure(const std::string& path, std::istream& in, trace& out) {
   out.format = trace_format::azure;
   out.block_size = 512;
@@ -132,22 +251,29 @@ caf::error load_azure(const std::string& path, std::istream& in, trace& out) {
   double first = -1;
   while (std::getline(in, line)) {
     ++n;
-    int y, mo, d, h, mi;
-    double s;
-    unsigned long long ctx, gen;
-    if (std::sscanf(line.c_str(), "%d-%d-%d %d:%d:%lf,%llu,%llu", &y, &mo, &d,
-                    &h, &mi, &s, &ctx, &gen)
-        != 8)
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos)
+      continue;
+    auto c1 = line.find(',');
+    auto c2 = c1 == std::string::npos ? c1 : line.find(',', c1 + 1);
+    if (c2 == std::string::npos || line.find(',', c2 + 1) != std::string::npos)
       return bad(path, n, "expected TIMESTAMP,ContextTokens,GeneratedTokens");
-    double t = static_cast<double>(days_from_civil(y, mo, d)) * 86400.0
-               + h * 3600.0 + mi * 60.0 + s;
+    trace_request r;
+    double t = 0;
+    std::string_view rest{line};
+    try {
+      t = csv_time(line.substr(0, c1));
+      r.input_tokens =
+        csv_count(rest.substr(c1 + 1, c2 - c1 - 1), "ContextTokens");
+      r.output_tokens = csv_count(rest.substr(c2 + 1), "GeneratedTokens");
+    } catch (const bad_value& e) {
+      return bad(path, n, e.what());
+    }
     if (first < 0)
       first = t;
-    trace_request r;
     r.arrival_s = t - first;
-    r.input_tokens = ctx;
-    r.output_tokens = gen;
-    for (uint64_t b = 0; b * 512 < ctx; ++b) // unshared blocks
+    for (uint64_t b = 0; b * 512 < r.input_tokens; ++b) // unshared blocks
       r.blocks.push_back(block_key(scope, (uint64_t{n} << 24) + b));
     r.tail_seed = fmix64(scope + n);
     out.requests.push_back(std::move(r));
@@ -174,18 +300,18 @@ caf::error load_file(const std::string& path, double start, trace& out) {
              "a weka JSON conversation or an azure CSV)");
 }
 
-} // namespace
-
-caf::expected<trace> load_trace(const std::string& path,
-                                const trace_options& opts) {
+caf::expected<trace> load_all(const std::string& path,
+                              const trace_options& opts) {
   trace out;
   out.name = fs::path(path).filename().string();
   std::error_code err;
   if (fs::is_directory(path, err)) {
     std::vector<std::string> files;
-    for (auto& e : fs::directory_iterator(path))
+    for (auto& e : fs::directory_iterator(path, err))
       if (e.path().extension() == ".json")
         files.push_back(e.path().string());
+    if (err)
+      return bad(path, 0, "cannot list: " + err.message());
     std::sort(files.begin(), files.end());
     if (files.empty())
       return bad(path, 0, "directory holds no .json trace");
@@ -200,6 +326,17 @@ caf::expected<trace> load_trace(const std::string& path,
   if (opts.max_requests > 0 && out.requests.size() > opts.max_requests)
     out.requests.resize(opts.max_requests);
   return out;
+}
+
+} // namespace
+
+caf::expected<trace> load_trace(const std::string& path,
+                                const trace_options& opts) {
+  try {
+    return load_all(path, opts);
+  } catch (const std::exception& e) { // a file system error, out of memory
+    return bad(path, 0, std::string{"cannot read the trace: "} + e.what());
+  }
 }
 
 tiers::token_seq prompt_tokens(const trace_request& r, uint32_t block_size,

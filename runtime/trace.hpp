@@ -56,8 +56,18 @@ struct trace_options {
   double conv_stagger_s = 0;
 };
 
+/// Largest input or output length a trace request may give: the largest
+/// position limit kvtier accepts (admission.position-limit, 2^24 tokens).
+inline constexpr uint64_t max_trace_tokens = uint64_t{1} << 24;
+
 /// Loads a trace file (format from its content) or a directory of weka
-/// files. Malformed input is `ec::invalid_argument` naming file and line.
+/// files. Bad input is `ec::invalid_argument` naming what is wrong and
+/// where: "file:line: ..." (mooncake, azure), "file: requests[3].in: ..."
+/// (weka: the record's place in the JSON). Refused: a missing field; a
+/// length that is negative, fractional, not a number, or past
+/// `max_trace_tokens`; a block id that is not a whole number >= 0; a weka
+/// block size outside 1 .. `max_trace_tokens`; an azure line without
+/// exactly three fields or with a malformed time. No exception escapes.
 caf::expected<trace> load_trace(const std::string& path,
                                 const trace_options& opts = {});
 

@@ -30,6 +30,15 @@ uint64_t admission::projected_bytes(const admission_request& r) const noexcept {
   return geometry_.projected_bytes(r.prompt_tokens, r.max_new_tokens);
 }
 
+namespace {
+
+caf::error closed_error(const admission_request& r) {
+  return make_error(ec::closed, "admission is closed: request "
+                                  + std::to_string(r.id) + " not admitted");
+}
+
+} // namespace
+
 caf::error admission::check_possible(const admission_request& r) const {
   auto positions = r.prompt_tokens + r.max_new_tokens;
   if (positions > limits_.position_limit)
@@ -63,12 +72,16 @@ void admission::hold(uint64_t id, uint64_t bytes) {
 }
 
 caf::expected<bool> admission::fits(const admission_request& r) const {
+  if (closed_)
+    return closed_error(r);
   if (auto err = check_possible(r))
     return err;
   return queue_.empty() && room_for(projected_bytes(r));
 }
 
 caf::expected<bool> admission::admit(const admission_request& r) {
+  if (closed_)
+    return closed_error(r);
   if (auto err = check_possible(r)) {
     ++counters_.errors;
     return err;
@@ -94,6 +107,14 @@ caf::expected<bool> admission::enqueue(const admission_request& r) {
   if (dup)
     return make_error(ec::invalid_argument, "request " + std::to_string(r.id)
                                               + " is already waiting");
+  if (queue_.size() >= limits_.max_queued) {
+    ++counters_.queue_full;
+    return make_error(ec::queue_full,
+                      "request " + std::to_string(r.id) + ": the admission "
+                        + "queue is full (" + std::to_string(queue_.size())
+                        + " waiting, admission.max-queued = "
+                        + std::to_string(limits_.max_queued) + ")");
+  }
   queue_.push_back(r);
   counters_.waiting = queue_.size();
   return false;
@@ -117,6 +138,16 @@ std::vector<uint64_t> admission::release(uint64_t id) {
   }
   counters_.waiting = queue_.size();
   return admitted;
+}
+
+std::vector<uint64_t> admission::close() {
+  closed_ = true;
+  std::vector<uint64_t> dropped;
+  for (auto& q : queue_)
+    dropped.push_back(q.id);
+  queue_.clear();
+  counters_.waiting = 0;
+  return dropped;
 }
 
 } // namespace kvtier::tiers

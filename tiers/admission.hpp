@@ -16,6 +16,13 @@
 // overtakes a large one ahead of it), so no request starves; for the same
 // reason a plain `admit` answers false while anyone is waiting.
 //
+// Bounds. The queue holds at most `max_queued` requests; an `enqueue` that
+// would wait beyond that is `ec::queue_full` naming the bound (nothing is
+// queued or held). `close` ends admission for good: it drops every queued
+// request (returning their ids, so the owner can answer them `closed`),
+// and later `admit`, `enqueue` and `fits` fail with `ec::closed`. Requests
+// already holding bytes keep them until `release`, which still works.
+//
 // Not an error: `admit` returning false (the caller waits); releasing an id
 // that holds nothing (a no-op returning no bytes, so release is idempotent).
 #pragma once
@@ -41,14 +48,17 @@ struct admission_limits {
   uint64_t kv_budget_bytes = 0;
   /// Largest prompt + max new tokens a request may reach.
   uint64_t position_limit = 0;
+  /// Requests `enqueue` may hold waiting at once (admission.max-queued).
+  uint64_t max_queued = 4096;
 };
 
 struct admission_counters {
-  uint64_t admitted = 0; // requests that started holding bytes
-  uint64_t refused = 0;  // admit/enqueue answers "wait"
-  uint64_t errors = 0;   // requests that can never be admitted
-  uint64_t released = 0; // requests that gave their bytes back
-  uint64_t waiting = 0;  // requests queued by enqueue right now
+  uint64_t admitted = 0;   // requests that started holding bytes
+  uint64_t refused = 0;    // admit/enqueue answers "wait"
+  uint64_t errors = 0;     // requests that can never be admitted
+  uint64_t released = 0;   // requests that gave their bytes back
+  uint64_t waiting = 0;    // requests queued by enqueue right now
+  uint64_t queue_full = 0; // enqueues refused over max_queued
   uint64_t held_bytes = 0;
   uint64_t holders = 0;
 };
@@ -69,12 +79,22 @@ public:
 
   /// Awaitable admit: true when admitted now; false when queued (a later
   /// `release` returns its id once it is admitted, in arrival order).
+  /// `ec::queue_full` when it would wait and `max_queued` already do.
   caf::expected<bool> enqueue(const admission_request& r);
 
   /// Returns `id`'s bytes (if it held any) or drops it from the queue, then
   /// admits queued requests from the head while they fit. Returns the ids
   /// admitted by this call, in order.
   std::vector<uint64_t> release(uint64_t id);
+
+  /// Ends admission: drops every queued request and returns their ids in
+  /// arrival order; from now on admit, enqueue and fits fail `ec::closed`.
+  /// Idempotent (a second call returns nothing).
+  std::vector<uint64_t> close();
+
+  bool closed() const noexcept {
+    return closed_;
+  }
 
   const admission_counters& counters() const noexcept {
     return counters_;
@@ -94,6 +114,7 @@ private:
   std::unordered_map<uint64_t, uint64_t> held_; // id -> bytes
   std::deque<admission_request> queue_;
   admission_counters counters_;
+  bool closed_ = false;
 };
 
 /// "1.50 GiB"-style rendering for messages.

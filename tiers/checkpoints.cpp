@@ -1,23 +1,37 @@
 #include "tiers/checkpoints.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <tuple>
 
 namespace kvtier::tiers {
 
-namespace {
+bool checkpoint_store::resumes(std::span<const token> tokens,
+                               std::span<const token> prompt) noexcept {
+  return tokens.size() >= prompt.size()
+         && std::equal(prompt.begin(), prompt.end(), tokens.begin());
+}
 
-constexpr std::string_view storage_prefix = "kvtier.checkpoint/";
+const token_seq* checkpoint_store::newest_tokens(const record& r) {
+  if (r.state)
+    return &r.state->tokens;
+  return r.files.empty() ? nullptr : &r.files.back().tokens;
+}
 
-} // namespace
-
-bool checkpoint_store::save(const checkpoint_id& id, entry e) {
+bool checkpoint_store::save(const checkpoint_id& id, uint32_t attempt,
+                            entry e) {
+  auto i = held_.find(id);
+  if (i != held_.end()) {
+    auto& r = i->second;
+    if (auto* newest = newest_tokens(r)) {
+      if (attempt < r.owner)
+        return false; // a stale attempt: the identity has moved on
+      if (attempt == r.owner && resumes(*newest, e.tokens))
+        return false; // not newer: the held one already covers it
+    }
+  }
   auto& r = held_[id];
-  if (r.state && e.size() <= r.tokens)
-    return false;
-  r.tokens = e.size();
   r.state = std::move(e);
+  r.seq = next_seq_++;
+  r.owner = attempt;
   r.durable = false;
   return true;
 }
@@ -29,47 +43,87 @@ checkpoint_store::find(const checkpoint_id& id) const {
     return std::nullopt;
   auto& r = i->second;
   if (r.state)
-    return found{r.state, std::nullopt};
+    return found{r.state, std::nullopt, r.state->tokens, r.owner};
   if (r.files.empty())
     return std::nullopt;
-  return found{std::nullopt, checkpoint_file{storage_ns(id), r.files.back()}};
+  auto& f = r.files.back();
+  return found{std::nullopt,
+               storage_key::checkpoint(id.request, f.attempt, id.ns, f.tokens),
+               f.tokens, r.owner};
 }
 
-std::vector<checkpoint_file>
-checkpoint_store::mark_durable(const checkpoint_id& id,
-                               const token_seq& tokens) {
+void checkpoint_store::adopt(const checkpoint_id& id, uint32_t attempt,
+                             const std::optional<entry>& restored) {
+  auto i = held_.find(id);
+  if (i == held_.end() || attempt <= i->second.owner)
+    return;
+  auto& r = i->second;
+  r.owner = attempt;
+  r.durable = false; // written again under the new owner
+  if (!r.state && restored && !r.files.empty()
+      && restored->tokens == r.files.back().tokens) {
+    r.state = restored;
+    r.seq = r.files.back().seq;
+  }
+}
+
+std::vector<storage_key> checkpoint_store::add_file(const checkpoint_id& id,
+                                                    file_info f) {
   auto& r = held_[id];
-  if (r.state && r.state->tokens == tokens)
+  r.on_ssd = true;
+  if (r.state && f.seq == r.seq && f.attempt == r.owner)
     r.durable = true;
-  if (r.files.empty() || r.files.back().size() < tokens.size())
-    r.files.push_back(tokens);
-  else if (std::find(r.files.begin(), r.files.end(), tokens) == r.files.end())
-    r.files.insert(r.files.begin(), tokens);
-  std::vector<checkpoint_file> old;
+  // One entry per file: a newer write of the same tokens replaced it.
+  std::erase_if(r.files, [&](auto& g) { return g.tokens == f.tokens; });
+  auto at = std::find_if(r.files.begin(), r.files.end(),
+                         [&](auto& g) { return g.seq > f.seq; });
+  r.files.insert(at, std::move(f));
+  std::vector<storage_key> old;
   while (r.files.size() > 1) {
-    old.push_back({storage_ns(id), std::move(r.files.front())});
+    auto& g = r.files.front();
+    old.push_back(
+      storage_key::checkpoint(id.request, g.attempt, id.ns, g.tokens));
     r.files.erase(r.files.begin());
   }
   return old;
 }
 
-void checkpoint_store::ordered(const checkpoint_id& id,
-                               const token_seq& tokens) {
-  held_[id].writing.push_back(tokens);
+std::vector<storage_key> checkpoint_store::found_file(const storage_key& f) {
+  checkpoint_id id{f.request, f.ns};
+  auto& r = held_[id];
+  if (!r.state)
+    r.owner = f.attempt; // the newest file's writer owns it
+  return add_file(id, {f.tokens, f.attempt, next_seq_++});
 }
 
-std::vector<checkpoint_file> checkpoint_store::settled(const checkpoint_id& id,
-                                                       const token_seq& tokens,
-                                                       bool durable) {
+uint64_t checkpoint_store::ordered(const checkpoint_id& id) {
+  auto& r = held_[id];
+  r.on_ssd = true;
+  auto n = next_order_++;
+  file_info f{r.state ? r.state->tokens : token_seq{}, r.owner, r.seq};
+  r.writing.push_back({n, std::move(f)});
+  orders_.emplace(n, id);
+  return n;
+}
+
+std::vector<storage_key> checkpoint_store::settled(uint64_t order,
+                                                   bool durable) {
+  auto o = orders_.find(order);
+  if (o == orders_.end())
+    return {};
+  auto id = o->second;
+  orders_.erase(o);
   auto i = held_.find(id);
   if (i == held_.end())
     return {};
   auto& w = i->second.writing;
-  auto order = std::find(w.begin(), w.end(), tokens);
-  if (order == w.end())
+  auto at = std::find_if(w.begin(), w.end(),
+                         [&](const auto& x) { return x.id == order; });
+  if (at == w.end())
     return {};
-  w.erase(order);
-  return durable ? mark_durable(id, tokens) : std::vector<checkpoint_file>{};
+  auto f = std::move(at->file);
+  w.erase(at);
+  return durable ? add_file(id, std::move(f)) : std::vector<storage_key>{};
 }
 
 bool checkpoint_store::file_removed(const checkpoint_id& id,
@@ -78,7 +132,7 @@ bool checkpoint_store::file_removed(const checkpoint_id& id,
   if (i == held_.end())
     return false;
   auto& r = i->second;
-  std::erase(r.files, tokens);
+  std::erase_if(r.files, [&](auto& f) { return f.tokens == tokens; });
   bool cleared = r.state && r.durable && r.state->tokens == tokens;
   if (cleared)
     r.durable = false;
@@ -87,74 +141,54 @@ bool checkpoint_store::file_removed(const checkpoint_id& id,
   return cleared;
 }
 
-std::vector<checkpoint_file> checkpoint_store::remove(uint64_t request) {
-  std::vector<checkpoint_file> out;
+void checkpoint_store::erase(std::map<checkpoint_id, record>::iterator i) {
+  for (auto& w : i->second.writing)
+    orders_.erase(w.id);
+  held_.erase(i);
+}
+
+std::vector<checkpoint_store::removed>
+checkpoint_store::remove(uint64_t request, uint32_t attempt) {
+  std::vector<removed> out;
   auto i = held_.lower_bound(checkpoint_id{request, {}});
   while (i != held_.end() && i->first.request == request) {
-    auto ns = storage_ns(i->first);
-    auto& r = i->second;
-    for (auto& f : r.files)
-      out.push_back({ns, f});
-    for (auto& t : r.writing)
-      if (std::find(r.files.begin(), r.files.end(), t) == r.files.end())
-        out.push_back({ns, t});
-    i = held_.erase(i);
+    auto next = std::next(i);
+    if (i->second.owner == attempt) {
+      out.push_back({i->first, i->second.on_ssd});
+      erase(i);
+    }
+    i = next;
   }
-  // One erase per key: a key ordered twice is one file.
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) {
-    return std::tie(a.ns, a.tokens) < std::tie(b.ns, b.tokens);
-  });
-  out.erase(std::unique(out.begin(), out.end(),
-                        [](auto& a, auto& b) {
-                          return a.ns == b.ns && a.tokens == b.tokens;
-                        }),
-            out.end());
   return out;
 }
 
-uint32_t checkpoint_store::count(uint64_t request) const {
+uint32_t checkpoint_store::count(uint64_t request, uint32_t attempt) const {
   uint32_t n = 0;
   for (auto i = held_.lower_bound(checkpoint_id{request, {}});
        i != held_.end() && i->first.request == request; ++i)
-    ++n;
+    if (i->second.owner == attempt && newest_tokens(i->second))
+      ++n;
   return n;
 }
 
-std::vector<std::pair<checkpoint_id, entry>>
-checkpoint_store::undurable() const {
-  std::vector<std::pair<checkpoint_id, entry>> out;
+std::vector<checkpoint_store::pending> checkpoint_store::undurable() const {
+  std::vector<pending> out;
   for (auto& [id, r] : held_)
     if (r.state && !r.durable)
-      out.emplace_back(id, *r.state);
+      out.push_back({id, r.owner, *r.state});
   return out;
 }
 
 void checkpoint_store::clear_memory() {
   for (auto i = held_.begin(); i != held_.end();) {
-    i->second.state.reset();
     auto& r = i->second;
-    i = r.files.empty() && r.writing.empty() ? held_.erase(i) : std::next(i);
+    r.state.reset();
+    r.durable = false;
+    if (r.files.empty() && r.writing.empty())
+      erase(i++);
+    else
+      ++i;
   }
-}
-
-std::string checkpoint_store::storage_ns(const checkpoint_id& id) {
-  return std::string{storage_prefix} + std::to_string(id.request) + "/" + id.ns;
-}
-
-std::optional<checkpoint_id>
-checkpoint_store::parse_storage_ns(std::string_view ns) {
-  if (!ns.starts_with(storage_prefix))
-    return std::nullopt;
-  ns.remove_prefix(storage_prefix.size());
-  auto slash = ns.find('/');
-  if (slash == std::string_view::npos)
-    return std::nullopt;
-  checkpoint_id id;
-  auto [end, err] = std::from_chars(ns.data(), ns.data() + slash, id.request);
-  if (err != std::errc{} || end != ns.data() + slash)
-    return std::nullopt;
-  id.ns = std::string{ns.substr(slash + 1)};
-  return id;
 }
 
 } // namespace kvtier::tiers

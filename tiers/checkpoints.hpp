@@ -2,36 +2,53 @@
 // "Checkpoints and sessions"). Plain single-threaded C++; the checkpoints
 // actor owns the only instance and does all I/O through the SSD actor.
 //
-// Identity: a checkpoint belongs to (engine request id, namespace). The
-// engine hands the same request id again to resume a generation, also after
-// a restart. Only the newest checkpoint of an identity is kept in memory;
-// it stays until its request is released as completed (or the service
-// closes). On SSD a checkpoint is an ordinary entry file whose namespace is
-// `storage_ns(id)` ("kvtier.checkpoint/<request id>/<ns>"), so the file
-// format needs no new field and no prefix lookup ever sees it; after a
-// restart the start-up listing of saved prefixes rebuilds the index from
-// file headers alone. Once a newer checkpoint is durable, older files of the
-// same identity are given back for removal.
+// Identity: a checkpoint belongs to (engine request id, namespace); the
+// record remembers the attempt that owns it (a retry of the same request
+// id is a new attempt, docs/api.md). Only the newest checkpoint of an
+// identity is kept in memory, until its owning attempt is released as
+// completed (or the service closes). On SSD a checkpoint file is its own
+// kind of key (tiers/storage_key.hpp, `key_kind::checkpoint`): its header
+// names the request and the attempt that wrote it, so no publish can ever
+// name one and no prompt lookup can find one; after a restart the SSD
+// tier's start-up scan hands the files back by their headers. Once a newer
+// checkpoint is durable, older files of the same identity are given back
+// for removal.
+//
+// Rules (each decided here, so the actor only carries them out):
+//   - Resume (`resumes`): a checkpoint resumes a request only when its
+//     tokens begin with the request's prompt (and are at least as many);
+//     otherwise it is stale for that request: never served, kept.
+//   - Save: from an attempt older than the owner, disposed. From the
+//     owner, disposed when the held checkpoint already begins with its
+//     tokens (not newer: an earlier point of the same generation, or the
+//     same one); otherwise kept as the newest. From a newer attempt, kept:
+//     that attempt owns the identity from then on.
+//   - Adopt: a newer attempt that resumes a checkpoint owns it from then
+//     on; its state is written again under the new owner by the next
+//     flush (so a restart remembers the owner).
+//   - Remove: `remove(request, attempt)` forgets only the identities that
+//     attempt owns; a later attempt's survive.
 //
 // Durable marks follow the files: the owner records each write it orders
-// (`ordered`) and its answer (`settled`), and tells the store of every
-// checkpoint file the SSD tier stops holding (`file_removed`: evicted over
-// the cap, found corrupt or gone at a restore). The checkpoint held in
-// memory whose file went is no longer durable, so the next flush writes it
-// again; a newer checkpoint of the identity keeps its own mark. `remove`
-// also gives back the keys of writes still ordered, so the owner can
-// cancel them with the files: a completed generation leaves no file, even
-// when its write was still queued.
+// (`ordered`, an order id per write) and its answer (`settled`), and tells
+// the store of every checkpoint file the SSD tier stops holding
+// (`file_removed`: evicted over the cap, found corrupt or gone at a
+// restore). The checkpoint held in memory whose file went is no longer
+// durable, so the next flush writes it again; a newer checkpoint of the
+// identity keeps its own mark. An answer to an order of an identity that
+// was removed meanwhile (maybe saved again under a reused request id)
+// changes nothing.
 //
-// Not an error: saving a checkpoint that is not newer (fewer tokens) than
-// the one held (it is disposed); finding none.
+// Not an error: a save that is disposed; finding none.
 #pragma once
 
 #include "tiers/state.hpp"
+#include "tiers/storage_key.hpp"
 
 #include <compare>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,12 +61,6 @@ struct checkpoint_id {
   auto operator<=>(const checkpoint_id&) const = default;
 };
 
-/// A storage key of a checkpoint file.
-struct checkpoint_file {
-  std::string ns; // storage_ns(id)
-  token_seq tokens;
-};
-
 class checkpoint_store {
 public:
   /// What `find` knows of an identity's newest checkpoint.
@@ -57,32 +68,55 @@ public:
     /// The state, when held in memory.
     std::optional<entry> state;
     /// Otherwise the newest durable file to restore.
-    std::optional<checkpoint_file> file;
+    std::optional<storage_key> file;
+    /// The checkpoint's tokens (the state's or the file's).
+    token_seq tokens;
+    /// The attempt that owns it.
+    uint32_t owner = 0;
   };
 
-  /// Keeps `e` as the newest checkpoint of `id`; false (disposed) when it
-  /// covers no more tokens than the one held.
-  bool save(const checkpoint_id& id, entry e);
+  /// A checkpoint not durable yet, for the flush to write.
+  struct pending {
+    checkpoint_id id;
+    /// The owner: the attempt the file's header names.
+    uint32_t attempt = 0;
+    entry state;
+  };
+
+  /// Whether a checkpoint of `tokens` resumes a request with `prompt`: its
+  /// tokens begin with the prompt (and are at least as many).
+  static bool resumes(std::span<const token> tokens,
+                      std::span<const token> prompt) noexcept;
+
+  /// Keeps `e` as the newest checkpoint of `id`, saved by `attempt`; false
+  /// when disposed (see the rules above).
+  bool save(const checkpoint_id& id, uint32_t attempt, entry e);
 
   /// The newest checkpoint of `id`; nullopt when there is none.
   std::optional<found> find(const checkpoint_id& id) const;
 
-  /// Records that a file of `id` with `tokens` is durable (found at start,
-  /// or a write answered); returns older files of `id` that it makes
-  /// redundant (to remove).
-  std::vector<checkpoint_file> mark_durable(const checkpoint_id& id,
-                                            const token_seq& tokens);
+  /// `attempt` resumed `id`'s checkpoint: a newer attempt owns it from now
+  /// on. `restored` is the state read back from its file when the store
+  /// held only the file; it is kept in memory when the owner changed, so
+  /// the next flush writes it under the new owner.
+  void adopt(const checkpoint_id& id, uint32_t attempt,
+             const std::optional<entry>& restored = std::nullopt);
 
-  /// Records that a write of `id`'s checkpoint with `tokens` was ordered.
-  void ordered(const checkpoint_id& id, const token_seq& tokens);
+  /// A checkpoint file the SSD tier holds at start (call in the order the
+  /// files were written, oldest first); returns older files of its
+  /// identity that it makes redundant (to remove).
+  std::vector<storage_key> found_file(const storage_key& file);
 
-  /// The final answer to an order of `ordered` (not a failure the SSD tier
-  /// keeps queued for a retry: such an order stays ordered until `remove`):
-  /// settles it and, when `durable`, is `mark_durable`. An order the identity
-  /// no longer holds (released meanwhile, maybe saved again under a reused id)
-  /// changes nothing: returns no file.
-  std::vector<checkpoint_file> settled(const checkpoint_id& id,
-                                       const token_seq& tokens, bool durable);
+  /// Records that a write of `id`'s checkpoint not yet durable was ordered
+  /// (the state `undurable` listed, under its owner); returns the order id.
+  uint64_t ordered(const checkpoint_id& id);
+
+  /// The final answer to order `order` (not a failure the SSD tier keeps
+  /// queued for a retry: such an order stays ordered until `remove`):
+  /// settles it and, when `durable`, records the file; returns older files
+  /// it makes redundant. An order the store no longer holds changes
+  /// nothing and returns no file.
+  std::vector<storage_key> settled(uint64_t order, bool durable);
 
   /// The file of `id` with `tokens` is no longer on SSD: forgets it, and
   /// when it was the file of the checkpoint held in memory, that one is no
@@ -90,15 +124,24 @@ public:
   /// durable mark was cleared. Not an error: an identity or file unknown.
   bool file_removed(const checkpoint_id& id, const token_seq& tokens);
 
-  /// Forgets every checkpoint of `request`; returns their files and the
-  /// keys of their writes still ordered (to erase and cancel).
-  std::vector<checkpoint_file> remove(uint64_t request);
+  /// An identity `remove` forgot.
+  struct removed {
+    checkpoint_id id;
+    /// A write of it was ordered or a file of it was known: the SSD tier
+    /// may hold something of it (which the owner must then remove).
+    bool on_ssd = false;
+  };
 
-  /// Checkpoints of `request` (identities held).
-  uint32_t count(uint64_t request) const;
+  /// Forgets every checkpoint of `request` that `attempt` owns; returns
+  /// their identities (whose files and writes the owner then removes).
+  std::vector<removed> remove(uint64_t request, uint32_t attempt);
 
-  /// In-memory checkpoints whose newest state is not durable yet.
-  std::vector<std::pair<checkpoint_id, entry>> undurable() const;
+  /// Checkpoints of `request` that `attempt` owns.
+  uint32_t count(uint64_t request, uint32_t attempt) const;
+
+  /// In-memory checkpoints whose newest state is not durable under its
+  /// owner yet.
+  std::vector<pending> undurable() const;
 
   /// Drops every in-memory state; durable files stay known.
   void clear_memory();
@@ -108,24 +151,45 @@ public:
     return held_.size();
   }
 
-  /// The storage namespace of `id`'s files.
-  static std::string storage_ns(const checkpoint_id& id);
-
-  /// The identity a storage namespace names; nullopt for other namespaces.
-  static std::optional<checkpoint_id> parse_storage_ns(std::string_view ns);
-
 private:
-  struct record {
-    std::optional<entry> state;
-    uint64_t tokens = 0;
-    bool durable = false;
-    /// Durable files, oldest first.
-    std::vector<token_seq> files;
-    /// Writes ordered and not answered yet (one per order).
-    std::vector<token_seq> writing;
+  struct file_info {
+    token_seq tokens;
+    uint32_t attempt = 0;
+    /// Store-wide order of the states: the newest file has the largest.
+    uint64_t seq = 0;
   };
 
+  struct order {
+    uint64_t id = 0;
+    file_info file;
+  };
+
+  struct record {
+    std::optional<entry> state;
+    /// The state's sequence number (its writes carry it).
+    uint64_t seq = 0;
+    uint32_t owner = 0;
+    /// The state has a durable file written under `owner`.
+    bool durable = false;
+    /// Durable files, oldest first.
+    std::vector<file_info> files;
+    /// Writes ordered and not answered yet.
+    std::vector<order> writing;
+    /// A write was ever ordered or a file known (see `removed::on_ssd`).
+    bool on_ssd = false;
+  };
+
+  /// Records `f` as a durable file of `id`; returns the files it makes
+  /// redundant.
+  std::vector<storage_key> add_file(const checkpoint_id& id, file_info f);
+  static const token_seq* newest_tokens(const record& r);
+  void erase(std::map<checkpoint_id, record>::iterator i);
+
   std::map<checkpoint_id, record> held_;
+  /// Order id -> the identity that ordered it.
+  std::map<uint64_t, checkpoint_id> orders_;
+  uint64_t next_order_ = 1;
+  uint64_t next_seq_ = 1;
 };
 
 } // namespace kvtier::tiers

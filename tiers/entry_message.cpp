@@ -20,8 +20,24 @@ std::string text(capnp::Text::Reader t) {
   return {t.cStr(), t.size()};
 }
 
+/// Bytes that are not a valid message (a side index out of range, an
+/// unknown enum value): `malformed_message`.
 caf::error malformed(const std::string& where, const caf::error& why) {
   return make_error(ec::malformed_message, where + ": " + describe(why));
+}
+
+/// What `err` says, without its code.
+std::string reason(const caf::error& err) {
+  auto& ctx = err.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+    return ctx.get_as<std::string>(0);
+  return describe(err);
+}
+
+/// A well-formed message whose entry does not hold together (lengths that
+/// disagree, geometry `entry::validate()` rejects): `invalid_argument`.
+caf::error invalid(const std::string& where, const std::string& why) {
+  return make_error(ec::invalid_argument, where + ": " + why);
 }
 
 void write_segments(msg::draft_base& d, capnp::List<msg::Payload>::Builder out,
@@ -58,10 +74,9 @@ caf::expected<layer_state> read_layer(const msg::carrier& c,
     return std::move(segs.error());
   auto want = in.getDescriptor().getByteLength();
   if (total_length(*segs) != want)
-    return make_error(ec::malformed_message,
-                      where() + ": descriptor says " + std::to_string(want)
-                        + " bytes, segments hold "
-                        + std::to_string(total_length(*segs)));
+    return invalid(where(), "byteLength: descriptor says "
+                              + std::to_string(want) + " bytes, segments hold "
+                              + std::to_string(total_length(*segs)));
   l->segments = std::move(*segs);
   return l;
 }
@@ -120,6 +135,31 @@ void write_key(msg::EntryKey::Builder out, std::string_view ns,
   auto name = std::string{ns};
   out.setNs(text(name));
   write_tokens(out.initTokens(tokens.size()), tokens);
+}
+
+void write_owner(msg::CheckpointKey::Builder out, const storage_key& key) {
+  out.setRequest(key.request);
+  out.setAttempt(key.attempt);
+}
+
+void write_key(msg::EntryKey::Builder out, const storage_key& key) {
+  KVTIER_ASSERT(key.kind != key_kind::object);
+  write_key(out, key.ns, key.tokens);
+  if (key.kind == key_kind::checkpoint)
+    write_owner(out.getKind().initCheckpoint(), key);
+}
+
+storage_key read_key(msg::EntryKey::Reader in) {
+  storage_key k;
+  k.ns = in.getNs().cStr();
+  k.tokens = read_tokens(in.getTokens());
+  if (in.getKind().isCheckpoint()) {
+    auto c = in.getKind().getCheckpoint();
+    k.kind = key_kind::checkpoint;
+    k.request = c.getRequest();
+    k.attempt = c.getAttempt();
+  }
+  return k;
 }
 
 void write_descriptor(msg::LayerDescriptor::Builder out, const layer_state& l) {
@@ -233,7 +273,7 @@ caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in) {
   if (in.getSession().isId())
     e.session = text(in.getSession().getId());
   if (auto err = e.validate())
-    return malformed("entry", err);
+    return invalid("entry", reason(err));
   return e;
 }
 

@@ -7,14 +7,17 @@
 // back into a view: of the carrier's side buffer in-process, or of the
 // flat message's inline Data after `from_flat` (the view keeps the flat
 // bytes alive). Reading validates what the schema cannot: known layer
-// kinds, descriptor lengths that match the segments, and the geometry
-// rules of `entry::validate()`. Plain functions, no state; a carrier may be
-// read from any thread.
+// kinds and side indices (else `malformed_message`: not a valid message),
+// descriptor lengths that match the segments and the geometry rules of
+// `entry::validate()` (else `invalid_argument`: a valid message carrying
+// an entry that does not hold together). Plain functions, no state; a
+// carrier may be read from any thread.
 #pragma once
 
 #include "messages/sealed.hpp"
 #include "tiers/geometry.hpp"
 #include "tiers/state.hpp"
+#include "tiers/storage_key.hpp"
 
 #include <optional>
 #include <span>
@@ -24,9 +27,12 @@ namespace kvtier::tiers {
 /// Writes `e` into `out`; its segments become side views of `d`.
 void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e);
 
-/// Reads an entry out of carrier `c`; fails with `ec::malformed_message`
-/// (naming the layer) on an unknown kind, a length mismatch, an
-/// out-of-range side index, or geometry `entry::validate()` rejects.
+/// Reads an entry out of carrier `c`. Bytes that are not a valid message
+/// fail with `ec::malformed_message` (an unknown layer kind, an
+/// out-of-range side index); an entry that does not hold together fails
+/// with `ec::invalid_argument` naming the layer and field (a descriptor's
+/// byteLength that disagrees with its segments, geometry
+/// `entry::validate()` rejects).
 caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in);
 
 /// Checks the layers `in` describes against the running geometry `g`
@@ -58,9 +64,19 @@ void write_descriptor(msg::LayerDescriptor::Builder out, const layer_state& l);
 /// `ec::malformed_message` on an unknown kind.
 caf::expected<layer_state> read_descriptor(msg::LayerDescriptor::Reader in);
 
-/// Writes an entry's key (namespace and tokens).
+/// Writes a prefix entry's key (namespace and tokens).
 void write_key(msg::EntryKey::Builder out, std::string_view ns,
                std::span<const token> tokens);
+
+/// Writes a storage key of any kind (prefix, checkpoint); the reserved
+/// object kind has no message form (a programming error).
+void write_key(msg::EntryKey::Builder out, const storage_key& key);
+
+/// Reads a key with its kind.
+storage_key read_key(msg::EntryKey::Reader in);
+
+/// Writes a checkpoint's request and attempt.
+void write_owner(msg::CheckpointKey::Builder out, const storage_key& key);
 
 /// The tokens of a token list.
 token_seq read_tokens(capnp::List<uint32_t>::Reader in);

@@ -105,7 +105,8 @@ caf::error layer_state::validate() const {
     case layer_kind::kv: want = tokens * bytes_per_token; break;
     case layer_kind::ring:
       if (window == 0)
-        return make_error(ec::invalid_argument, "ring layer with window 0");
+        return make_error(ec::invalid_argument, "window: ring layer with "
+                                                "window 0");
       want = std::min<uint64_t>(tokens, window) * bytes_per_token;
       break;
     case layer_kind::recurrent:
@@ -113,12 +114,14 @@ caf::error layer_state::validate() const {
   }
   if (have != want)
     return make_error(ec::invalid_argument,
-                      std::string{to_string(kind)} + " layer holds "
-                        + std::to_string(have) + " bytes, geometry says "
-                        + std::to_string(want));
+                      "segments: " + std::string{to_string(kind)}
+                        + " layer holds " + std::to_string(have)
+                        + " bytes, geometry says " + std::to_string(want));
   if (min_offset > tokens)
     return make_error(ec::invalid_argument,
-                      "minimum reusable offset beyond the layer's tokens");
+                      "minOffset: minimum reusable offset "
+                        + std::to_string(min_offset) + " beyond the layer's "
+                        + std::to_string(tokens) + " tokens");
   return {};
 }
 
@@ -171,17 +174,29 @@ uint64_t entry::byte_length() const noexcept {
   return n;
 }
 
+namespace {
+
+/// What `err` says, without its code (for nesting it in another error).
+std::string reason(const caf::error& err) {
+  auto& ctx = err.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+    return ctx.get_as<std::string>(0);
+  return describe(err);
+}
+
+} // namespace
+
 caf::error entry::validate() const {
   for (size_t i = 0; i < layers.size(); ++i) {
     auto& l = layers[i];
     if (l.kind != layer_kind::object && l.tokens != tokens.size())
       return make_error(ec::invalid_argument,
-                        "layer " + std::to_string(i) + " encodes "
+                        "layer " + std::to_string(i) + ": tokens: encodes "
                           + std::to_string(l.tokens) + " tokens, entry has "
                           + std::to_string(tokens.size()));
     if (auto err = l.validate())
       return make_error(ec::invalid_argument,
-                        "layer " + std::to_string(i) + ": " + describe(err));
+                        "layer " + std::to_string(i) + ": " + reason(err));
   }
   return {};
 }

@@ -68,4 +68,91 @@ BOOST_AUTO_TEST_CASE(a_never_admissible_request_carries_its_error) {
   });
 }
 
+BOOST_AUTO_TEST_CASE(close_answers_queued_admits_closed_and_refuses_later) {
+  self->send(adm, admit(1, 800, false));
+  self->send(adm, admit(2, 800, true)); // waits
+  self->send(adm, admit(3, 100, true)); // waits behind 2
+  drain();
+  self->receive([](const sealed<msg::AdmitRequestReply>& r) {
+    BOOST_CHECK(r.root().getAdmitted());
+  });
+  BOOST_CHECK(!self->has_next_message());
+  self->send(adm, msg::draft<msg::CloseService>{}.seal());
+  drain();
+  // The two waiters first (in arrival order), then the close's own reply.
+  for (int i = 0; i < 2; ++i)
+    self->receive(
+      [](const sealed<msg::AdmitRequestReply>&) {
+        BOOST_FAIL("a queued admit was admitted after close");
+      },
+      [](const caf::error& err) { BOOST_CHECK(err == ec::closed); });
+  self->receive([](const sealed<msg::CloseServiceReply>&) {});
+  // Later admits (plain or queued) and fits fail closed; release works.
+  self->send(adm, admit(4, 10, false));
+  self->send(adm, admit(5, 10, true));
+  drain();
+  for (int i = 0; i < 2; ++i)
+    self->receive([](const sealed<msg::AdmitRequestReply>& r) {
+      BOOST_REQUIRE(r.root().isNever());
+      BOOST_CHECK_EQUAL(r.root().getNever().getCode(),
+                        static_cast<uint8_t>(ec::closed));
+    });
+  msg::draft<msg::FitsRequest> f;
+  f.root().initRequest().setId(6);
+  self->send(adm, std::move(f).seal());
+  self->send(adm, release(1));
+  drain();
+  self->receive([](const sealed<msg::FitsRequestReply>& r) {
+    BOOST_REQUIRE(r.root().isNever());
+    BOOST_CHECK_EQUAL(r.root().getNever().getCode(),
+                      static_cast<uint8_t>(ec::closed));
+  });
+  self->receive([](const sealed<msg::ReleaseRequestReply>& r) {
+    BOOST_CHECK_EQUAL(r.root().getReleasedBytes(), 800u * 256);
+  });
+  self->send(adm, msg::draft<msg::ReadReport>{}.seal());
+  drain();
+  self->receive([](const sealed<msg::ReadReportReply>& r) {
+    auto a = r.root().getAdmission();
+    BOOST_CHECK_EQUAL(a.getWaiting(), 0u);
+    BOOST_CHECK_EQUAL(a.getHolders(), 0u);
+    BOOST_CHECK_EQUAL(a.getAdmitted(), 1u);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_queued_admit_past_the_bound_is_refused_queue_full) {
+  auto small =
+    sys.spawn(actors::admission, *tiers::model_geometry::preset("tiny-dense"),
+              tiers::admission_limits{1024 * 256, 2048, 1});
+  self->send(small, admit(1, 1000, false));
+  self->send(small, admit(2, 100, true)); // the one place in the queue
+  self->send(small, admit(3, 100, true)); // over the bound
+  drain();
+  self->receive([](const sealed<msg::AdmitRequestReply>& r) {
+    BOOST_CHECK(r.root().getAdmitted());
+  });
+  self->receive([](const sealed<msg::AdmitRequestReply>& r) {
+    BOOST_REQUIRE(r.root().isNever());
+    BOOST_CHECK_EQUAL(r.root().getNever().getCode(),
+                      static_cast<uint8_t>(ec::queue_full));
+    std::string text = r.root().getNever().getContext().cStr();
+    BOOST_CHECK_NE(text.find("admission.max-queued = 1"), std::string::npos);
+  });
+  BOOST_CHECK(!self->has_next_message()); // 2 still waits
+  self->send(small, msg::draft<msg::ReadReport>{}.seal());
+  drain();
+  self->receive([](const sealed<msg::ReadReportReply>& r) {
+    auto a = r.root().getAdmission();
+    BOOST_CHECK_EQUAL(a.getMaxQueued(), 1u);
+    BOOST_CHECK_EQUAL(a.getQueueFull(), 1u);
+    BOOST_CHECK_EQUAL(a.getWaiting(), 1u);
+  });
+  self->send(small, release(1));
+  drain();
+  self->receive([](const sealed<msg::AdmitRequestReply>& r) {
+    BOOST_CHECK(r.root().getAdmitted()); // 2, admitted by the release
+  });
+  self->receive([](const sealed<msg::ReleaseRequestReply>&) {});
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -75,7 +75,7 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     ram = sys.spawn(actors::ram_tier, uint64_t{1} << 20, ssd, nullptr);
     self->send(ssd, actors::attach_ram_atom::value, ram);
     ckpt = sys.spawn(actors::checkpoints, uint64_t{16}, ssd,
-                     std::vector<tiers::checkpoint_file>{});
+                     std::vector<tiers::storage_key>{});
     self->send(ssd, actors::attach_ckpt_atom::value, ckpt);
     drain();
   }
@@ -99,9 +99,10 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
 
   /// Publishes, then snapshots everything not durable (RAM FlushState):
   /// the SSD actor writes it, RAM marks it durable on the reply.
-  void publish_durable(size_t n, tiers::token first) {
+  void publish_durable(size_t n, tiers::token first,
+                       const std::string& ns = "ns") {
     msg::draft<msg::PublishState> d;
-    tiers::write_entry(d, d.root().initEntry(), entry(n, first));
+    tiers::write_entry(d, d.root().initEntry(), entry(n, first, ns));
     self->send(ram, std::move(d).seal());
     self->send(ram, empty<msg::FlushState>());
     drain();
@@ -166,23 +167,30 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     return n;
   }
 
-  /// Saves a checkpoint of `request` (ns "ns"); requires it kept.
-  void save_checkpoint(uint64_t request, size_t n, tiers::token first) {
+  /// Saves a checkpoint of `request` (ns "ns") by `attempt`; whether it
+  /// was kept.
+  bool save_checkpoint(uint64_t request, size_t n, tiers::token first,
+                       uint32_t attempt = 0) {
     msg::draft<msg::SaveCheckpoint> d;
     d.root().initRequest().setId(request);
     d.root().getRequest().setNs("ns");
+    d.root().getRequest().setAttempt(attempt);
     tiers::write_entry(d, d.root().initEntry(), entry(n, first));
     self->send(ckpt, std::move(d).seal());
     drain();
-    self->receive([](const sealed<msg::SaveCheckpointReply>& r) {
-      BOOST_CHECK(r.root().getKept());
+    bool kept = false;
+    self->receive([&](const sealed<msg::SaveCheckpointReply>& r) {
+      kept = r.root().getKept();
     });
+    return kept;
   }
 
-  sealed<msg::ReleaseRequest> release(uint64_t request, bool completed) {
+  sealed<msg::ReleaseRequest> release(uint64_t request, bool completed,
+                                      uint32_t attempt = 0) {
     msg::draft<msg::ReleaseRequest> d;
     d.root().initRequest().setId(request);
     d.root().getRequest().setNs("ns");
+    d.root().getRequest().setAttempt(attempt);
     d.root().setCompleted(completed);
     return std::move(d).seal();
   }
@@ -194,20 +202,32 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     self->receive([](const sealed<msg::FlushStateReply>&) {});
   }
 
-  /// Tokens of `request`'s checkpoint as FindCheckpoint serves it (0:
-  /// none); `from_ssd` tells where it came from.
-  size_t find_checkpoint(uint64_t request, bool* from_ssd = nullptr) {
+  /// Tokens of `request`'s checkpoint as FindCheckpoint serves it for
+  /// `prompt` (0: none); `from_ssd` tells where it came from, `stale` the
+  /// tokens of a checkpoint passed over.
+  size_t find_checkpoint(uint64_t request, bool* from_ssd = nullptr,
+                         const tiers::token_seq& prompt = {},
+                         uint32_t attempt = 0, uint64_t* stale = nullptr) {
     msg::draft<msg::FindCheckpoint> d;
     d.root().initRequest().setId(request);
     d.root().getRequest().setNs("ns");
+    d.root().getRequest().setAttempt(attempt);
+    tiers::write_tokens(d.root().getRequest().initPrompt(prompt.size()),
+                        prompt);
     self->send(ckpt, std::move(d).seal());
     drain();
     size_t n = 0;
     self->receive([&](const sealed<msg::FindCheckpointReply>& r) {
-      if (r.root().isEntry())
-        n = r.root().getEntry().getTokens().size();
+      if (r.root().isEntry()) {
+        auto e = tiers::read_entry(r, r.root().getEntry());
+        BOOST_REQUIRE(e);
+        BOOST_CHECK(!oracle.verify_served(*e, "ns", prompt, true));
+        n = e->size();
+      }
       if (from_ssd)
         *from_ssd = r.root().getFromSsd();
+      if (stale)
+        *stale = r.root().getStaleTokens();
     });
     return n;
   }
@@ -225,8 +245,12 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
 
   sealed<msg::EraseEntry> erase(const std::string& ns,
                                 const tiers::token_seq& tokens) {
+    return erase(tiers::storage_key::prefix(ns, tokens));
+  }
+
+  sealed<msg::EraseEntry> erase(const tiers::storage_key& key) {
     msg::draft<msg::EraseEntry> d;
-    tiers::write_key(d.root().initKey(), ns, tokens);
+    tiers::write_key(d.root().initKey(), key);
     return std::move(d).seal();
   }
 };
@@ -310,17 +334,18 @@ BOOST_AUTO_TEST_CASE(erasing_a_file_tells_ram_or_for_a_checkpoint_the_owner) {
   });
   BOOST_CHECK(!durable(seq(100, 1)));
   // A checkpoint file: written and erased, RAM hears nothing.
-  auto ns = tiers::checkpoint_store::storage_ns({7, "ns"});
+  auto key = tiers::storage_key::checkpoint(7, 0, "ns", seq(10, 1));
   msg::draft<msg::SpillEntry> s;
   s.root().setOrderId(1);
   s.root().setReason(msg::SpillReason::CHECKPOINT);
-  tiers::write_entry(s, s.root().getItem().initEntry(), entry(10, 1, ns));
+  tiers::write_entry(s, s.root().getItem().initEntry(), entry(10, 1));
+  tiers::write_owner(s.root().getKind().initCheckpoint(), key);
   self->send(ssd, std::move(s).seal());
   drain();
   self->receive([](const sealed<msg::SpillEntryReply>& r) {
     BOOST_CHECK(r.root().getOutcome() == msg::SpillOutcome::DURABLE);
   });
-  self->send(ssd, erase(ns, seq(10, 1)));
+  self->send(ssd, erase(key));
   expect((sealed<msg::EraseEntry>), from(self).to(ssd));
   expect((sealed<msg::SsdEvictEvent>), from(ssd).to(ckpt));
   disallow((sealed<msg::SsdEvictEvent>), from(ssd).to(ram));
@@ -332,7 +357,7 @@ BOOST_AUTO_TEST_CASE(erasing_a_file_tells_ram_or_for_a_checkpoint_the_owner) {
 
 BOOST_AUTO_TEST_CASE(
   a_checkpoint_evicted_from_ssd_is_written_again_by_a_flush) {
-  save_checkpoint(7, 100, 1);
+  BOOST_CHECK(save_checkpoint(7, 100, 1));
   flush_checkpoints();
   BOOST_CHECK(checkpoints().undurable().empty());
   BOOST_CHECK_EQUAL(ssd_counters().getWritesOk(), 1u);
@@ -358,7 +383,7 @@ BOOST_AUTO_TEST_CASE(
 }
 
 BOOST_AUTO_TEST_CASE(a_checkpoint_file_that_went_is_a_miss_from_then_on) {
-  save_checkpoint(7, 100, 1);
+  BOOST_CHECK(save_checkpoint(7, 100, 1));
   flush_checkpoints();
   self->send(ckpt, empty<msg::CloseService>());
   drain();
@@ -367,8 +392,8 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_file_that_went_is_a_miss_from_then_on) {
   // the checkpoints actor forgets it instead of asking again.
   auto& parts =
     *deref<std::remove_pointer_t<actors::ssd_tier_pointer>>(ssd).state.parts;
-  auto ns = tiers::checkpoint_store::storage_ns({7, "ns"});
-  auto name = ssd::file_name(ns, seq(100, 1));
+  auto name =
+    ssd::file_name(tiers::storage_key::checkpoint(7, 0, "ns", seq(100, 1)));
   BOOST_REQUIRE(!parts.own_fs->remove(parts.tier->root() + "/" + name));
   BOOST_CHECK_EQUAL(find_checkpoint(7), 0u);
   BOOST_CHECK_EQUAL(checkpoints().size(), 0u);
@@ -377,7 +402,7 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_file_that_went_is_a_miss_from_then_on) {
 }
 
 BOOST_AUTO_TEST_CASE(a_completed_release_cancels_its_checkpoint_writes) {
-  save_checkpoint(7, 100, 1);
+  BOOST_CHECK(save_checkpoint(7, 100, 1));
   // Two flushes order the write twice before either is answered: the
   // first is in flight, the second waits behind it; then the release.
   self->send(ckpt, empty<msg::FlushState>());
@@ -407,6 +432,117 @@ BOOST_AUTO_TEST_CASE(a_completed_release_cancels_its_checkpoint_writes) {
   self->receive([](const sealed<msg::FlushStateReply>& r) {
     BOOST_CHECK(r.root().getResult().getDurable());
   });
+}
+
+BOOST_AUTO_TEST_CASE(a_completed_release_answers_after_its_removal_record) {
+  BOOST_CHECK(save_checkpoint(7, 100, 1));
+  flush_checkpoints();
+  self->send(ckpt, release(7, true));
+  expect((sealed<msg::ReleaseRequest>), from(self).to(ckpt));
+  expect((sealed<msg::RemoveCheckpoints>), from(ckpt).to(ssd));
+  // The file leaves the index at once (the checkpoints actor hears of it,
+  // and finds nothing of the released identity to clear); the record's
+  // write (one engine op) completes before the SSD answers, and the
+  // checkpoints actor answers the release only after that answer.
+  expect((sealed<msg::SsdEvictEvent>), from(ssd).to(ckpt));
+  expect((actors::io_done), to(ssd));
+  expect((sealed<msg::RemoveCheckpointsReply>), from(ssd).to(ckpt));
+  expect((sealed<msg::ReleaseRequestReply>), from(ckpt).to(self));
+  drain();
+  auto c = ssd_counters();
+  BOOST_CHECK_EQUAL(c.getRemovalRecords(), 1u);
+  BOOST_CHECK_EQUAL(c.getFiles(), 0u);
+  BOOST_CHECK_EQUAL(c.getRemovalsPending(), 0u);
+  BOOST_CHECK_EQUAL(find_checkpoint(7), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_release_that_reached_no_file_asks_the_ssd_nothing) {
+  BOOST_CHECK(save_checkpoint(7, 100, 1)); // never flushed
+  self->send(ckpt, release(7, true));
+  expect((sealed<msg::ReleaseRequest>), from(self).to(ckpt));
+  disallow((sealed<msg::RemoveCheckpoints>), from(ckpt).to(ssd));
+  drain();
+  self->receive([](const sealed<msg::ReleaseRequestReply>& r) {
+    BOOST_CHECK_EQUAL(r.root().getCheckpointsRemoved(), 1u);
+    BOOST_CHECK(!r.root().getRemovalPending());
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_prefix_in_a_checkpoint_like_namespace_stays_a_prefix) {
+  // A publish in the namespace the old convention gave checkpoints: a
+  // prefix file like any other. Its removal goes to RAM; the checkpoints
+  // actor never sees it, before or after it is evicted.
+  publish_durable(100, 1, "kvtier.checkpoint/7/ns");
+  BOOST_CHECK_EQUAL(find_checkpoint(7), 0u);
+  BOOST_CHECK_EQUAL(checkpoints().size(), 0u);
+  publish_durable(100, 5000); // evicts it
+  BOOST_CHECK_EQUAL(ssd_counters().getEvicted(), 1u);
+  BOOST_CHECK_EQUAL(backing_lost(), 1u); // RAM heard of it
+  BOOST_CHECK_EQUAL(checkpoints().size(), 0u);
+  // A spill order cannot smuggle a checkpoint key past its reason.
+  msg::draft<msg::SpillEntry> s;
+  s.root().setReason(msg::SpillReason::SNAPSHOT);
+  tiers::write_entry(s, s.root().getItem().initEntry(), entry(10, 1));
+  tiers::write_owner(s.root().getKind().initCheckpoint(),
+                     tiers::storage_key::checkpoint(7, 0, "ns", {}));
+  self->send(ssd, std::move(s).seal());
+  drain();
+  self->receive([](const sealed<msg::SpillEntryReply>& r) {
+    BOOST_CHECK(r.root().getOutcome() == msg::SpillOutcome::REFUSED);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_is_served_only_for_a_prompt_it_extends) {
+  BOOST_CHECK(save_checkpoint(7, 100, 1));
+  uint64_t stale = 0;
+  BOOST_CHECK_EQUAL(find_checkpoint(7, nullptr, seq(60, 1)), 100u);
+  // Another prompt under the same request id: stale, not served.
+  BOOST_CHECK_EQUAL(find_checkpoint(7, nullptr, seq(60, 2), 0, &stale), 0u);
+  BOOST_CHECK_EQUAL(stale, 100u);
+  // A prompt longer than the checkpoint: stale too.
+  BOOST_CHECK_EQUAL(find_checkpoint(7, nullptr, seq(101, 1), 0, &stale), 0u);
+  BOOST_CHECK_EQUAL(stale, 100u);
+  // The same rule after a restart, when only the file holds it (no read
+  // is made for a stale one).
+  flush_checkpoints();
+  self->send(ckpt, empty<msg::CloseService>());
+  drain();
+  self->receive([](const sealed<msg::CloseServiceReply>&) {});
+  auto reads = ssd_counters().getRestoresOk();
+  BOOST_CHECK_EQUAL(find_checkpoint(7, nullptr, seq(60, 2), 0, &stale), 0u);
+  BOOST_CHECK_EQUAL(stale, 100u);
+  BOOST_CHECK_EQUAL(ssd_counters().getRestoresOk(), reads);
+  bool from_ssd = false;
+  BOOST_CHECK_EQUAL(find_checkpoint(7, &from_ssd, seq(60, 1)), 100u);
+  BOOST_CHECK(from_ssd);
+}
+
+BOOST_AUTO_TEST_CASE(a_retry_that_resumes_a_checkpoint_owns_it) {
+  BOOST_CHECK(save_checkpoint(7, 100, 1, 0));
+  // Attempt 1 (a retry) resumes it; attempt 0 completes late.
+  BOOST_CHECK_EQUAL(find_checkpoint(7, nullptr, seq(50, 1), 1), 100u);
+  self->send(ckpt, release(7, true, 0));
+  drain();
+  self->receive([](const sealed<msg::ReleaseRequestReply>& r) {
+    BOOST_CHECK_EQUAL(r.root().getCheckpointsRemoved(), 0u);
+  });
+  BOOST_CHECK_EQUAL(find_checkpoint(7, nullptr, seq(50, 1), 1), 100u);
+  // Attempt 0 keeps saving: disposed; attempt 1's saves are kept.
+  BOOST_CHECK(!save_checkpoint(7, 120, 1, 0));
+  BOOST_CHECK(save_checkpoint(7, 120, 1, 1));
+  // The flush writes it under attempt 1: a restart remembers the owner.
+  flush_checkpoints();
+  auto files = deref<std::remove_pointer_t<actors::ssd_tier_pointer>>(ssd)
+                 .state.parts->tier->checkpoint_files();
+  BOOST_REQUIRE_EQUAL(files.size(), 1u);
+  BOOST_CHECK_EQUAL(files[0].attempt, 1u);
+  self->send(ckpt, release(7, true, 1));
+  drain();
+  self->receive([](const sealed<msg::ReleaseRequestReply>& r) {
+    BOOST_CHECK_EQUAL(r.root().getCheckpointsRemoved(), 1u);
+  });
+  BOOST_CHECK_EQUAL(find_checkpoint(7, nullptr, seq(50, 1), 1), 0u);
+  BOOST_CHECK_EQUAL(ssd_counters().getFiles(), 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

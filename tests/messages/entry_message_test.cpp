@@ -32,16 +32,17 @@ read_back(const msg::sealed<msg::SaveCheckpoint>& m) {
 }
 
 /// Writes `e`, lets `spoil` change the message, and reads the entry back,
-/// which must fail with `malformed_message` mentioning `text`.
+/// which must fail with `code` mentioning `text`.
 template <class Spoil>
-void check_rejected(const tiers::entry& e, Spoil spoil, std::string text) {
+void check_rejected(const tiers::entry& e, Spoil spoil, std::string text,
+                    ec code) {
   msg::draft<msg::SaveCheckpoint> d;
   auto out = d.root().initEntry();
   tiers::write_entry(d, out, e);
   spoil(out);
   auto got = read_back(std::move(d).seal());
   BOOST_REQUIRE(!got);
-  BOOST_TEST(code_of(got.error()) == ec::malformed_message);
+  BOOST_TEST(code_of(got.error()) == code);
   BOOST_TEST(describe(got.error()).find(text) != std::string::npos,
              describe(got.error()));
 }
@@ -116,42 +117,63 @@ BOOST_AUTO_TEST_CASE(entry_without_session_stays_without_one) {
   BOOST_TEST(!got->session.has_value());
 }
 
-BOOST_AUTO_TEST_CASE(unknown_layer_kind_is_an_error) {
+BOOST_AUTO_TEST_CASE(unknown_layer_kind_is_a_malformed_message) {
   check_rejected(
     test::sample_entry(layer_kind::kv, 3, 6),
     [](msg::Entry::Builder out) {
       auto kind = static_cast<msg::LayerKind>(9);
       out.getLayers()[0].getDescriptor().setKind(kind);
     },
-    "unknown layer kind 9");
+    "unknown layer kind 9", ec::malformed_message);
 }
 
-BOOST_AUTO_TEST_CASE(descriptor_length_disagreeing_with_segments_is_an_error) {
+BOOST_AUTO_TEST_CASE(descriptor_length_disagreeing_with_segments_is_invalid) {
   check_rejected(
     test::sample_entry(layer_kind::recurrent, 3, 7),
     [](msg::Entry::Builder out) {
       out.getLayers()[0].getDescriptor().setByteLength(1);
     },
-    "layer 0: descriptor says 1 bytes");
+    "layer 0: byteLength: descriptor says 1 bytes", ec::invalid_argument);
 }
 
-BOOST_AUTO_TEST_CASE(out_of_range_side_index_is_an_error) {
+BOOST_AUTO_TEST_CASE(out_of_range_side_index_is_a_malformed_message) {
   check_rejected(
     test::sample_entry(layer_kind::kv, 3, 8),
     [](msg::Entry::Builder out) {
       out.getLayers()[0].getSegments()[1].setSide(7);
     },
-    "side buffer 7 out of range");
+    "side buffer 7 out of range", ec::malformed_message);
 }
 
-BOOST_AUTO_TEST_CASE(geometry_that_does_not_add_up_is_an_error) {
+BOOST_AUTO_TEST_CASE(
+  geometry_that_does_not_add_up_is_invalid_naming_the_layer) {
   auto e = test::sample_entry(layer_kind::kv, 4, 9);
   e.tokens.push_back(1); // the kv layer still encodes 4 tokens
   auto got = read_back(sealed_entry(e));
   BOOST_REQUIRE(!got);
-  BOOST_TEST(code_of(got.error()) == ec::malformed_message);
-  BOOST_TEST(describe(got.error()).find("encodes 4 tokens")
-             != std::string::npos);
+  BOOST_TEST(code_of(got.error()) == ec::invalid_argument);
+  BOOST_TEST(describe(got.error())
+                 .find("entry: layer 0: tokens: encodes 4 "
+                       "tokens, entry has 5")
+               != std::string::npos,
+             describe(got.error()));
+  // A ring layer whose window is 0, one whose bytes disagree with its
+  // geometry: each named by layer and field.
+  auto ring = test::sample_entry(layer_kind::ring, 4, 10);
+  ring.layers[0].window = 0;
+  got = read_back(sealed_entry(ring));
+  BOOST_REQUIRE(!got);
+  BOOST_TEST(code_of(got.error()) == ec::invalid_argument);
+  BOOST_TEST(describe(got.error()).find("layer 0: window") != std::string::npos,
+             describe(got.error()));
+  auto kv = test::sample_entry(layer_kind::kv, 4, 11);
+  kv.layers[0].bytes_per_token += 1;
+  got = read_back(sealed_entry(kv));
+  BOOST_REQUIRE(!got);
+  BOOST_TEST(code_of(got.error()) == ec::invalid_argument);
+  BOOST_TEST(describe(got.error()).find("layer 0: segments: kv layer holds")
+               != std::string::npos,
+             describe(got.error()));
 }
 
 BOOST_AUTO_TEST_CASE(object_spill_round_trips_through_flat_bytes) {

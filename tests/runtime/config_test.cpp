@@ -95,6 +95,20 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_name_key_and_range) {
   BOOST_TEST(contains(t, "admission.position-limit = 0"), t);
 }
 
+BOOST_AUTO_TEST_CASE(admission_max_queued_is_read_and_range_checked) {
+  kvtier_config cfg;
+  BOOST_REQUIRE(!load(cfg, runtime::embedded_default_config()));
+  BOOST_TEST(cfg.options.max_queued == 4096u);
+  kvtier_config one;
+  BOOST_REQUIRE(!load(one, "[admission]\nmax-queued=1\n"));
+  BOOST_TEST(one.options.max_queued == 1u);
+  auto t = error_text("[admission]\nmax-queued=0\n");
+  BOOST_TEST(contains(t, "admission.max-queued = 0"), t);
+  BOOST_TEST(contains(t, "1 .. 1048576"), t);
+  t = error_text("", {"--admission.max-queued=1048577"});
+  BOOST_TEST(contains(t, "admission.max-queued = 1048577"), t);
+}
+
 BOOST_AUTO_TEST_CASE(dotted_sections_and_unknown_keys_are_refused) {
   auto t = error_text("[kvtier.ram-tier]\ncap-bytes=4194304\n");
   BOOST_TEST(contains(t, "section [kvtier.ram-tier] has a dot"), t);

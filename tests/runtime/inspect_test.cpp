@@ -12,6 +12,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 
 using namespace kvtier;
 using namespace kvtier::runtime;
@@ -33,14 +35,21 @@ struct temp_dir {
   }
 };
 
-/// Writes `e` as an entry file of `fingerprint` under `dir`; returns its
-/// path.
+/// Writes `e` as an entry file of `fingerprint` under `dir` (a prefix
+/// entry unless `key` says otherwise); returns its path.
 stdfs::path write_entry(const stdfs::path& dir, const std::string& fingerprint,
-                        const tiers::entry& e) {
+                        const tiers::entry& e,
+                        std::optional<tiers::storage_key> key = {}) {
   auto h = ssd::layout(e, fingerprint, 4096, 1u << 20);
+  if (key) {
+    h.kind = key->kind;
+    h.request = key->request;
+    h.attempt = key->attempt;
+  }
+  h.write_id = 1;
   ssd::compute_checksums(h, e);
   auto header = ssd::encode(h);
-  auto path = dir / fingerprint / ssd::file_name(e.ns, e.tokens);
+  auto path = dir / fingerprint / ssd::file_name(h.key());
   stdfs::create_directories(path.parent_path());
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(header->data()),
@@ -144,6 +153,33 @@ BOOST_AUTO_TEST_CASE(reports_temps_other_fingerprints_and_torn_headers) {
   BOOST_TEST(status["0123.kvt"] == "corrupt");
   BOOST_TEST(status[good.filename().string()] == "ok");
   BOOST_TEST(stdfs::exists(dir.path / "tiny-dense" / "0123.kvt"));
+}
+
+BOOST_AUTO_TEST_CASE(names_checkpoint_files_and_removal_records) {
+  temp_dir dir;
+  oracle_engine e(*tiers::model_geometry::preset("tiny-dense"));
+  auto s = e.prefill("chat", tokens(20, 1));
+  write_entry(dir.path, "tiny-dense", s,
+              tiers::storage_key::checkpoint(42, 2, "chat", s.tokens));
+  auto record = std::string(32, 'a') + "." + std::string(16, '0') + ".kvr";
+  std::ofstream(dir.path / "tiny-dense" / record);
+  ssd::posix_file_system fs;
+  auto r = inspect(fs, dir.path.string(), true);
+  BOOST_REQUIRE(r);
+  auto& g = r->fingerprints.at(0);
+  BOOST_TEST(g.entries == 1u);
+  BOOST_TEST(g.problems == 0u); // a record is no problem
+  std::map<std::string, const inspected_file*> by_status;
+  for (auto& f : g.files)
+    by_status[f.status] = &f;
+  BOOST_REQUIRE(by_status.count("ok") == 1u);
+  BOOST_REQUIRE(by_status.count("record") == 1u);
+  auto& cp = *by_status["ok"];
+  BOOST_TEST(cp.kind == "checkpoint");
+  BOOST_TEST(cp.request == 42u);
+  BOOST_TEST(cp.attempt == 2u);
+  BOOST_TEST(render_inspect(*r).find("checkpoint request=42 attempt=2")
+             != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_directory_is_not_found) {

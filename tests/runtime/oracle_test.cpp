@@ -35,6 +35,28 @@ BOOST_AUTO_TEST_CASE(prefill_is_deterministic_and_verifies) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_served_state_must_belong_to_its_prompt) {
+  oracle_engine eng(model_geometry::preset("tiny-dense").value());
+  auto prompt = iota_tokens(40);
+  auto prefix = eng.prefill("ns", iota_tokens(30));
+  BOOST_TEST(!eng.verify_served(prefix, "ns", prompt, false));
+  // Another namespace, another prompt, the whole prompt (nothing left to
+  // forward): right bytes, wrong request.
+  BOOST_TEST(
+    static_cast<bool>(eng.verify_served(prefix, "other", prompt, false)));
+  BOOST_TEST(static_cast<bool>(
+    eng.verify_served(prefix, "ns", iota_tokens(40, 2), false)));
+  auto whole = eng.prefill("ns", prompt);
+  BOOST_TEST(static_cast<bool>(eng.verify_served(whole, "ns", prompt, false)));
+  // A checkpoint must extend the whole prompt.
+  auto generated = eng.prefill("ns", iota_tokens(60));
+  BOOST_TEST(!eng.verify_served(generated, "ns", prompt, true));
+  BOOST_TEST(!eng.verify_served(whole, "ns", prompt, true));
+  BOOST_TEST(static_cast<bool>(eng.verify_served(prefix, "ns", prompt, true)));
+  BOOST_TEST(static_cast<bool>(
+    eng.verify_served(generated, "ns", iota_tokens(40, 3), true)));
+}
+
 BOOST_AUTO_TEST_CASE(state_depends_on_namespace_and_every_token) {
   oracle_engine eng(model_geometry::preset("tiny-dense").value());
   auto t = iota_tokens(10);
@@ -52,6 +74,22 @@ BOOST_AUTO_TEST_CASE(state_depends_on_namespace_and_every_token) {
   for (size_t row = 0; row < 10; ++row)
     BOOST_TEST(!std::equal(fa.begin() + row * 64, fa.begin() + row * 64 + 64,
                            fc.begin() + row * 64));
+}
+
+BOOST_AUTO_TEST_CASE(a_salt_makes_another_models_bytes_of_the_same_shape) {
+  auto g = model_geometry::preset("tiny-hybrid").value();
+  oracle_engine plain(g), a(g, 0, 7), b(g, 0, 8);
+  auto t = iota_tokens(30);
+  auto sa = a.prefill("ns", t);
+  BOOST_TEST(!a.verify(sa));
+  BOOST_TEST(static_cast<bool>(b.verify(sa)));
+  BOOST_TEST(static_cast<bool>(plain.verify(sa)));
+  BOOST_TEST(static_cast<bool>(a.verify(plain.prefill("ns", t))));
+  // Extension keeps the salt; generated tokens ignore it.
+  auto ext = a.extend(a.prefill("ns", iota_tokens(20)), t);
+  BOOST_REQUIRE(ext);
+  BOOST_TEST(!a.verify(*ext));
+  BOOST_TEST(a.generate("ns", t, 8) == plain.generate("ns", t, 8));
 }
 
 BOOST_AUTO_TEST_CASE(extension_equals_fresh_prefill_for_every_family) {

@@ -78,13 +78,19 @@ struct service_fixture {
     BOOST_REQUIRE(r->kept);
   }
 
-  /// Acquires `prompt` in `ns`, requiring success and a byte-exact state.
+  /// Acquires `prompt` in `ns`, requiring success and a byte-exact state
+  /// that belongs to this request: its namespace, and a prefix of the
+  /// prompt (or, from a checkpoint, a generation extending it).
   runtime::acquired_state get(const std::string& ns,
-                              const tiers::token_seq& prompt, uint64_t id = 1) {
-    auto r = svc->acquire(request(id, prompt), ns);
+                              const tiers::token_seq& prompt, uint64_t id = 1,
+                              uint32_t attempt = 0) {
+    auto req = request(id, prompt);
+    req.attempt = attempt;
+    auto r = svc->acquire(req, ns);
     BOOST_REQUIRE_MESSAGE(r, why(r));
     if (r->source != runtime::state_source::none) {
-      BOOST_CHECK(ok(oracle->verify(r->state)));
+      bool resumed = r->source == runtime::state_source::checkpoint;
+      BOOST_CHECK(ok(oracle->verify_served(r->state, ns, prompt, resumed)));
       BOOST_CHECK_EQUAL(r->state.size(), r->usable_tokens);
     }
     return std::move(*r);

@@ -198,6 +198,204 @@ BOOST_AUTO_TEST_CASE(a_completed_release_leaves_no_file_of_a_queued_write) {
   BOOST_CHECK_EQUAL(report().ssd.files, 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_reused_request_id_never_resumes_another_prompts_state) {
+  opts.checkpoint_every_tokens = 16;
+  start();
+  auto a = seq(100), b = seq(100, 5000);
+  auto r = request(42, a, 64);
+  auto s = oracle->prefill("ns", cat(a, oracle->generate("ns", a, 32)));
+  BOOST_REQUIRE(*svc->checkpoint(r, std::move(s)));
+  BOOST_CHECK_EQUAL(svc->release(r, false)->checkpoints_kept, 1u);
+  put("ns", seq(60, 5000)); // a prefix of b
+  BOOST_CHECK(svc->flush()->durable);
+  // Request id 42 comes back for prompt b, before and after a restart:
+  // served as a fresh prompt (its own prefix, from RAM, then from SSD),
+  // and told that a checkpoint was passed over.
+  for (auto from : {state_source::ram, state_source::ssd}) {
+    auto got = get("ns", b, 42);
+    BOOST_CHECK(got.source == from);
+    BOOST_CHECK_EQUAL(got.usable_tokens, 60u);
+    BOOST_CHECK_EQUAL(got.stale_checkpoint_tokens, 132u);
+    BOOST_CHECK_EQUAL(report().checkpoints.stale, 1u);
+    start();
+  }
+  // The prompt it extends still resumes it.
+  auto own = get("ns", a, 42);
+  BOOST_CHECK(own.source == state_source::checkpoint);
+  BOOST_CHECK_EQUAL(own.stale_checkpoint_tokens, 0u);
+  BOOST_CHECK_EQUAL(report().checkpoints.resumed, 1u);
+  // The reused id completes: the stale checkpoint goes with it.
+  BOOST_CHECK_EQUAL(svc->release(request(42, b), true)->checkpoints_removed,
+                    1u);
+  BOOST_CHECK(get("ns", a, 42).source != state_source::checkpoint);
+  BOOST_CHECK(svc->flush()->durable);
+  start();
+  BOOST_CHECK(get("ns", a, 42).source != state_source::checkpoint);
+}
+
+BOOST_AUTO_TEST_CASE(
+  a_retry_keeps_its_checkpoint_when_an_earlier_try_completes) {
+  opts.checkpoint_every_tokens = 16;
+  start();
+  auto p = seq(100);
+  auto first = request(42, p, 64);
+  auto retry = first;
+  retry.attempt = 1;
+  auto at = [&](size_t n) {
+    return oracle->prefill("ns", cat(p, oracle->generate("ns", p, n)));
+  };
+  BOOST_REQUIRE(*svc->checkpoint(first, at(16)));
+  BOOST_CHECK_EQUAL(svc->release(first, false)->checkpoints_kept, 1u);
+  // The retry resumes the first try's checkpoint: it owns it from now on.
+  auto got = get("ns", p, 42, 1);
+  BOOST_CHECK(got.source == state_source::checkpoint);
+  BOOST_CHECK_EQUAL(got.usable_tokens, 116u);
+  // The first try completes late: nothing of the retry's goes.
+  BOOST_CHECK_EQUAL(svc->release(first, true)->checkpoints_removed, 0u);
+  BOOST_CHECK(get("ns", p, 42, 1).source == state_source::checkpoint);
+  // The first try's saves are disposed; the retry's are kept.
+  BOOST_CHECK(!*svc->checkpoint(first, at(48)));
+  BOOST_CHECK(*svc->checkpoint(retry, at(32)));
+  BOOST_CHECK(svc->flush()->durable);
+  start();
+  // After a restart the owner is the same (the file names the retry).
+  BOOST_CHECK_EQUAL(svc->release(first, true)->checkpoints_removed, 0u);
+  auto resumed = get("ns", p, 42, 1);
+  BOOST_CHECK(resumed.source == state_source::checkpoint);
+  BOOST_CHECK_EQUAL(resumed.usable_tokens, 132u);
+  BOOST_CHECK_EQUAL(svc->release(retry, true)->checkpoints_removed, 1u);
+  BOOST_CHECK(svc->flush()->durable);
+  start();
+  BOOST_CHECK(get("ns", p, 42, 1).source != state_source::checkpoint);
+  BOOST_CHECK_EQUAL(report().ssd.files, 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_resumed_checkpoint_stays_the_retrys_across_restarts) {
+  opts.checkpoint_every_tokens = 16;
+  start();
+  auto p = seq(100);
+  auto first = request(42, p, 64);
+  auto retry = first;
+  retry.attempt = 1;
+  auto s = oracle->prefill("ns", cat(p, oracle->generate("ns", p, 16)));
+  auto want = s.tokens;
+  BOOST_REQUIRE(*svc->checkpoint(first, std::move(s)));
+  BOOST_CHECK(svc->flush()->durable);
+  start(); // only the file (written by the first try) is left
+  // The retry resumes it from SSD; the next flush writes it under the
+  // retry, so the next restart still knows who owns it.
+  auto got = get("ns", p, 42, 1);
+  BOOST_CHECK(got.source == state_source::checkpoint);
+  BOOST_CHECK(got.state.tokens == want);
+  auto writes = report().ssd.writes_ok;
+  BOOST_CHECK(svc->flush()->durable);
+  BOOST_CHECK_EQUAL(report().ssd.writes_ok, writes + 1);
+  start();
+  BOOST_CHECK_EQUAL(svc->release(first, true)->checkpoints_removed, 0u);
+  auto again = get("ns", p, 42, 1);
+  BOOST_CHECK(again.source == state_source::checkpoint);
+  BOOST_CHECK(again.state.tokens == want);
+  BOOST_CHECK_EQUAL(svc->release(retry, true)->checkpoints_removed, 1u);
+  BOOST_CHECK(get("ns", p, 42, 1).source != state_source::checkpoint);
+}
+
+BOOST_AUTO_TEST_CASE(a_completed_generation_whose_unlink_fails_never_returns) {
+  opts.checkpoint_every_tokens = 16;
+  tiers::ssd::faulty_file_system faulty{memory};
+  fs = &faulty;
+  start();
+  auto p = seq(100);
+  auto r = request(42, p, 64);
+  BOOST_REQUIRE(*svc->checkpoint(
+    r, oracle->prefill("ns", cat(p, oracle->generate("ns", p, 16)))));
+  BOOST_CHECK(svc->flush()->durable);
+  // The removal record is written; unlinking the file fails.
+  faulty.inject(tiers::ssd::fs_op::remove, 1, tiers::ssd::fault_kind::eio);
+  auto rel = svc->release(r, true);
+  BOOST_REQUIRE(rel);
+  BOOST_CHECK_EQUAL(rel->checkpoints_removed, 1u);
+  BOOST_CHECK(!rel->removal_pending); // the record made it durable
+  BOOST_CHECK(get("ns", p, 42).source != state_source::checkpoint);
+  // The flush retries the unlink; failing again, it says so.
+  faulty.inject(tiers::ssd::fs_op::remove, 1, tiers::ssd::fault_kind::eio);
+  auto f = svc->flush();
+  BOOST_REQUIRE(f);
+  BOOST_CHECK(!f->durable);
+  BOOST_CHECK_EQUAL(f->removals_pending, 1u);
+  BOOST_CHECK(!f->errors.empty());
+  BOOST_CHECK_EQUAL(report().ssd.removals_pending, 1u);
+  // A restart with the file still on disk (the close before it retries
+  // the unlink once more, and fails): never indexed again.
+  faulty.inject(tiers::ssd::fs_op::remove, 1, tiers::ssd::fault_kind::eio);
+  start();
+  BOOST_CHECK(get("ns", p, 42).source != state_source::checkpoint);
+  BOOST_CHECK_EQUAL(report().ssd.files, 0u);
+  BOOST_CHECK_EQUAL(report().checkpoints.held, 0u);
+  BOOST_CHECK(svc->flush()->durable);
+  svc.reset(); // before `faulty` goes
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_between_release_and_unlink_never_resumes) {
+  opts.checkpoint_every_tokens = 16;
+  tiers::ssd::faulty_file_system faulty{memory};
+  fs = &faulty;
+  start();
+  auto p = seq(100);
+  auto r = request(42, p, 64);
+  BOOST_REQUIRE(*svc->checkpoint(
+    r, oracle->prefill("ns", cat(p, oracle->generate("ns", p, 16)))));
+  BOOST_CHECK(svc->flush()->durable);
+  // The process dies at the unlink, after the release answered; then the
+  // power goes: only what was made durable is left.
+  faulty.inject(tiers::ssd::fs_op::remove, 1, tiers::ssd::fault_kind::crash);
+  BOOST_CHECK_EQUAL(svc->release(r, true)->checkpoints_removed, 1u);
+  svc.reset();
+  faulty.clear();
+  memory.power_loss();
+  fs = &memory;
+  start();
+  BOOST_CHECK(get("ns", p, 42).source != state_source::checkpoint);
+  BOOST_CHECK_EQUAL(report().ssd.files, 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_publish_in_a_checkpoint_like_namespace_stays_a_prefix) {
+  opts.checkpoint_every_tokens = 16;
+  start();
+  auto p = seq(100);
+  auto generated = cat(p, oracle->generate("ns", p, 32));
+  // What the old namespace convention took for request 42's checkpoint.
+  const std::string hostile = "kvtier.checkpoint/42/ns";
+  put(hostile, generated);
+  put("ns", seq(50));
+  BOOST_CHECK(svc->flush()->durable);
+  for (int pass = 0; pass < 2; ++pass) { // before and after a restart
+    auto got = get("ns", p, 42);
+    BOOST_CHECK(got.source != state_source::checkpoint);
+    BOOST_CHECK_EQUAL(got.usable_tokens, 50u);
+    BOOST_CHECK_EQUAL(got.stale_checkpoint_tokens, 0u);
+    BOOST_CHECK_EQUAL(report().checkpoints.held, 0u);
+    start();
+  }
+  // A prefix like any other: listed, and served in its own namespace.
+  auto saved = svc->saved_prefixes();
+  BOOST_REQUIRE(saved);
+  BOOST_CHECK_EQUAL(saved->size(), 2u);
+  auto own = get(hostile, cat(generated, {7}), 43);
+  BOOST_CHECK(own.source == state_source::ssd);
+  BOOST_CHECK_EQUAL(own.usable_tokens, 132u);
+  // A real checkpoint of request 42 is never found by a prompt lookup, in
+  // its namespace or the look-alike one, and never listed.
+  BOOST_REQUIRE(
+    *svc->checkpoint(request(42, p, 64), oracle->prefill("ns", generated)));
+  BOOST_CHECK(svc->flush()->durable);
+  start();
+  BOOST_CHECK_EQUAL(get("ns", cat(generated, {7}), 43).usable_tokens, 50u);
+  BOOST_CHECK_EQUAL(svc->saved_prefixes()->size(), 2u);
+  auto resumed = get("ns", p, 42);
+  BOOST_CHECK(resumed.source == state_source::checkpoint);
+  BOOST_CHECK(resumed.state.tokens == generated);
+}
+
 BOOST_AUTO_TEST_CASE(without_an_interval_checkpoints_are_disposed) {
   start();
   BOOST_CHECK(!svc->checkpoint_every_tokens());

@@ -64,6 +64,29 @@ BOOST_AUTO_TEST_CASE(publish_takes_ownership_only_when_it_succeeds) {
   BOOST_CHECK_EQUAL(bad.layers.size(), 4u); // still the caller's
 }
 
+BOOST_AUTO_TEST_CASE(an_entry_that_does_not_validate_is_invalid_argument) {
+  opts.checkpoint_every_tokens = 16;
+  start();
+  auto bad = oracle->prefill("ns", seq(10));
+  bad.layers[2].tokens = 11; // the entry has 10
+  auto r = svc->publish(request(1, seq(10)), std::move(bad));
+  BOOST_REQUIRE(!r);
+  BOOST_CHECK(r.error() == ec::invalid_argument);
+  BOOST_CHECK_NE(describe(r.error()).find("layer 2: tokens"),
+                 std::string::npos);
+  auto ckpt = oracle->prefill("ns", seq(20));
+  ckpt.layers[0].segments.back().length -= 64; // one row short
+  auto c = svc->checkpoint(request(1, seq(10)), std::move(ckpt));
+  BOOST_REQUIRE(!c);
+  BOOST_CHECK(c.error() == ec::invalid_argument);
+  BOOST_CHECK_NE(describe(c.error()).find("layer 0: segments"),
+                 std::string::npos);
+  BOOST_CHECK_EQUAL(report().ram.entries, 0u); // nothing kept
+  // The service goes on: a valid entry is kept and served byte for byte.
+  put("ns", seq(10));
+  BOOST_CHECK(get("ns", seq(11)).source == state_source::ram);
+}
+
 BOOST_AUTO_TEST_CASE(cold_wins_only_when_strictly_longer) {
   start();
   put("ns", seq(200));

@@ -117,3 +117,72 @@ BOOST_AUTO_TEST_CASE(malformed_traces_name_file_and_line) {
   std::remove(path.c_str());
   BOOST_TEST(!load_trace("/nonexistent/trace.jsonl"));
 }
+
+namespace {
+
+const std::string fixtures =
+  std::string{KVTIER_SOURCE_DIR} + "/tests/runtime/fixtures/traces/";
+
+/// Loads fixture `name`, which must fail with `invalid_argument` naming
+/// `where` (file:line, or file: record) and saying `what`.
+void check_refused(const std::string& name, const std::string& where,
+                   const std::string& what) {
+  BOOST_TEST_CONTEXT(name) {
+    auto t = load_trace(fixtures + name);
+    BOOST_REQUIRE(!t);
+    BOOST_TEST(static_cast<ec>(t.error().code()) == ec::invalid_argument);
+    auto text = describe(t.error());
+    BOOST_TEST(text.find(fixtures + where + ": ") != std::string::npos, text);
+    BOOST_TEST(text.find(what) != std::string::npos, text);
+  }
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_small_fixture_loads_exactly) {
+  auto t = load_trace(fixtures + "mooncake_small.jsonl");
+  BOOST_REQUIRE_MESSAGE(t, why(t));
+  BOOST_REQUIRE(t->requests.size() == 2u); // the blank line is skipped
+  BOOST_TEST(t->requests[0].input_tokens == 600u);
+  BOOST_TEST(t->requests[1].output_tokens == 20u);
+  BOOST_TEST(t->requests[1].arrival_s == 2.5);
+  BOOST_TEST(t->requests[0].blocks == t->requests[1].blocks);
+}
+
+BOOST_AUTO_TEST_CASE(bad_mooncake_lines_are_errors_naming_file_and_line) {
+  check_refused("mooncake_negative_length.jsonl",
+                "mooncake_negative_length.jsonl:3",
+                "input_length -5 is negative");
+  check_refused(
+    "mooncake_absurd_length.jsonl", "mooncake_absurd_length.jsonl:2",
+    "output_length 5000000000 is past the limit of 16777216 tokens");
+  check_refused("mooncake_fractional_length.jsonl",
+                "mooncake_fractional_length.jsonl:1",
+                "input_length 12.5 is not a whole number");
+  check_refused("mooncake_missing_field.jsonl",
+                "mooncake_missing_field.jsonl:3", "missing hash_ids");
+  check_refused("mooncake_negative_block_id.jsonl",
+                "mooncake_negative_block_id.jsonl:1",
+                "hash_ids[1] -2 is not a block id");
+}
+
+BOOST_AUTO_TEST_CASE(bad_azure_lines_are_errors_naming_file_and_line) {
+  check_refused("azure_negative_length.csv", "azure_negative_length.csv:3",
+                "ContextTokens -5 is negative");
+  check_refused("azure_absurd_length.csv", "azure_absurd_length.csv:3",
+                "GeneratedTokens 99999999999999999999999 is past the limit");
+  check_refused("azure_fractional_length.csv", "azure_fractional_length.csv:3",
+                "GeneratedTokens '7.5' is not a whole number");
+  check_refused("azure_missing_field.csv", "azure_missing_field.csv:2",
+                "expected TIMESTAMP,ContextTokens,GeneratedTokens");
+}
+
+BOOST_AUTO_TEST_CASE(bad_weka_records_are_errors_naming_file_and_record) {
+  check_refused("weka_negative_length.json", "weka_negative_length.json",
+                "requests[1]: out -3 is negative");
+  check_refused("weka_subagent_missing_field.json",
+                "weka_subagent_missing_field.json",
+                "requests[1].requests[1]: missing in");
+  check_refused("weka_zero_block_size.json", "weka_zero_block_size.json",
+                "block_size 0 is not a whole number 1 .. 16777216");
+}

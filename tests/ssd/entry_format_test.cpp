@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <random>
+#include <tuple>
 
 #include <xxhash.h>
 
@@ -35,6 +36,8 @@ struct sample_header {
   entry_header h;
   std::vector<std::byte> bytes;
   size_t session_flag = 0;
+  size_t request = 0;
+  size_t attempt = 0;
   size_t parent_tokens = 0;
   size_t layer0 = 0;
 
@@ -46,6 +49,9 @@ struct sample_header {
     size_t at = 64 + 4 + h.fingerprint.size() + 4 + h.ns.size();
     session_flag = at;
     at += 1 + (h.session ? 4 + h.session->size() : 0);
+    request = at;
+    attempt = at + 8;
+    at += 8 + 4;
     at += 4 + h.parent.size();
     parent_tokens = at;
     at += 8 + 4 * h.tokens.size();
@@ -60,9 +66,16 @@ struct sample_header {
   /// The header with `width` bytes at `at` set to `v` (little-endian) and
   /// the checksum recomputed: only the rule under test is broken.
   std::vector<std::byte> with(size_t at, uint64_t v, int width) const {
+    return with({{at, v, width}});
+  }
+
+  /// The same for several fields at once.
+  std::vector<std::byte>
+  with(std::initializer_list<std::tuple<size_t, uint64_t, int>> fields) const {
     auto out = bytes;
-    for (int i = 0; i < width; ++i)
-      out[at + i] = std::byte(static_cast<uint8_t>(v >> (8 * i)));
+    for (auto [at, v, width] : fields)
+      for (int i = 0; i < width; ++i)
+        out[at + i] = std::byte(static_cast<uint8_t>(v >> (8 * i)));
     auto sum = XXH3_64bits(out.data(), out.size() - 8);
     std::memcpy(out.data() + out.size() - 8, &sum, 8);
     return out;
@@ -133,11 +146,14 @@ BOOST_AUTO_TEST_CASE(other_versions_and_parent_files_are_incompatible) {
   auto e = sample();
   auto h = layout(e, "fp", 512, 512);
   compute_checksums(h, e);
-  auto v2 = bytes_of(encode(h), h.header_length);
-  v2[8] = std::byte{2};
-  auto r = decode(v2);
-  BOOST_REQUIRE(!r);
-  BOOST_TEST((r.error() == ec::incompatible_format));
+  // Version 1 (before key kinds and write ids) and a future version 3.
+  for (auto version : {1, 3}) {
+    auto other = bytes_of(encode(h), h.header_length);
+    other[8] = std::byte(version);
+    auto r = decode(other);
+    BOOST_REQUIRE(!r);
+    BOOST_TEST((r.error() == ec::incompatible_format));
+  }
   // A header naming a parent file (reserved for incremental appends).
   h.parent = "0123.kvt";
   h.parent_tokens = 2;
@@ -223,10 +239,44 @@ BOOST_AUTO_TEST_CASE(the_untouched_sample_header_decodes) {
   BOOST_TEST(static_cast<bool>(decode(s.bytes)));
 }
 
-BOOST_AUTO_TEST_CASE(reserved_fields_of_the_fixed_prefix_must_be_zero) {
+BOOST_AUTO_TEST_CASE(the_key_kind_and_its_owner_follow_their_rules) {
+  // Version 2 uses the fixed prefix's formerly reserved fields: the key
+  // kind at 36, the write id at 56.
   sample_header s;
-  BOOST_TEST(refused_for(s.with(36, 1, 4), "reserved"));
-  BOOST_TEST(refused_for(s.with(56, uint64_t{1} << 40, 8), "reserved"));
+  BOOST_TEST(refused_for(s.with(36, 9, 4), "unknown key kind 9"));
+  BOOST_TEST(refused_for(s.with(s.request, 7, 8), "names a request"));
+  BOOST_TEST(refused_for(s.with(s.attempt, 1, 4), "names a request"));
+  // The reserved object kind: incompatible (ignored, kept), not corrupt.
+  auto object = decode(s.with(36, 2, 4));
+  BOOST_REQUIRE(!object);
+  BOOST_TEST((object.error() == ec::incompatible_format));
+  // A checkpoint names its request and attempt; any write id decodes.
+  auto cp = decode(s.with({{36, 1, 4},
+                           {s.request, 7, 8},
+                           {s.attempt, 3, 4},
+                           {56, uint64_t{1} << 40, 8}}));
+  BOOST_REQUIRE(cp);
+  BOOST_TEST((cp->kind == key_kind::checkpoint));
+  BOOST_TEST(cp->request == 7u);
+  BOOST_TEST(cp->attempt == 3u);
+  BOOST_TEST(cp->write_id == uint64_t{1} << 40);
+  BOOST_TEST((cp->key() == storage_key::checkpoint(7, 3, "ns", cp->tokens)));
+}
+
+BOOST_AUTO_TEST_CASE(the_header_round_trips_its_key) {
+  auto e = sample();
+  auto h = layout(e, "fp", 512, 512);
+  h.kind = key_kind::checkpoint;
+  h.request = 42;
+  h.attempt = 2;
+  h.write_id = 99;
+  compute_checksums(h, e);
+  auto d = decode(bytes_of(encode(h), h.header_length));
+  BOOST_REQUIRE(d);
+  BOOST_TEST((d->key() == storage_key::checkpoint(42, 2, "ns", e.tokens)));
+  BOOST_TEST(d->write_id == 99u);
+  // Its file name is the checkpoint key's, not the prefix (ns, tokens)'s.
+  BOOST_TEST(file_name(d->key()) != file_name("ns", e.tokens));
 }
 
 BOOST_AUTO_TEST_CASE(the_session_flag_must_be_zero_or_one) {

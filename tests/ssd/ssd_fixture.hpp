@@ -158,6 +158,11 @@ public:
     BOOST_REQUIRE(!fs_->remove(join_path(tier->root(), name)));
   }
 
+  /// The file system the tier runs on.
+  file_system& fs() {
+    return *fs_;
+  }
+
   /// Names of the files in the tier's directory, but for the tier's own
   /// LOCK and MODEL files.
   std::vector<std::string> files() {

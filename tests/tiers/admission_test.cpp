@@ -121,3 +121,49 @@ BOOST_AUTO_TEST_CASE(double_admit_of_one_id_is_refused) {
   BOOST_REQUIRE(!r);
   BOOST_TEST(code_of(r.error()) == ec::invalid_argument);
 }
+
+BOOST_AUTO_TEST_CASE(
+  the_queue_holds_at_most_max_queued_then_refuses_naming_it) {
+  admission a{model_geometry::preset("tiny-dense").value(),
+              {10 * 256, 1000, 2}};
+  BOOST_TEST(a.enqueue({1, 10, 0}).value()); // holds the whole budget
+  BOOST_TEST(!a.enqueue({2, 1, 0}).value());
+  BOOST_TEST(!a.enqueue({3, 1, 0}).value());
+  auto full = a.enqueue({4, 1, 0});
+  BOOST_REQUIRE(!full);
+  BOOST_TEST(code_of(full.error()) == ec::queue_full);
+  auto text = describe(full.error());
+  BOOST_TEST(text.find("request 4") != std::string::npos, text);
+  BOOST_TEST(text.find("admission.max-queued = 2") != std::string::npos, text);
+  BOOST_TEST(a.counters().queue_full == 1u);
+  BOOST_TEST(a.counters().waiting == 2u); // nothing queued or held for 4
+  BOOST_TEST(a.counters().errors == 0u);  // not a never-admissible request
+  // An admit that needs no waiting is not bounded by the queue.
+  BOOST_TEST(a.release(1) == (std::vector<uint64_t>{2, 3}));
+  BOOST_TEST(a.enqueue({4, 1, 0}).value());
+  // Room in the queue again: waiting is allowed.
+  BOOST_TEST(a.enqueue({5, 7, 0}).value()); // 10 tokens held now
+  BOOST_TEST(!a.enqueue({6, 1, 0}).value());
+  BOOST_TEST(a.counters().waiting == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(close_drops_the_queue_and_refuses_everything_but_release) {
+  auto a = make(10);
+  BOOST_TEST(a.admit({1, 10, 0}).value());
+  BOOST_TEST(!a.enqueue({2, 5, 0}).value());
+  BOOST_TEST(!a.enqueue({3, 1, 0}).value());
+  BOOST_TEST(a.close() == (std::vector<uint64_t>{2, 3}));
+  BOOST_TEST(a.closed());
+  BOOST_TEST(a.counters().waiting == 0u);
+  for (auto r : {a.admit({4, 1, 0}), a.enqueue({5, 1, 0}), a.fits({6, 1, 0})}) {
+    BOOST_REQUIRE(!r);
+    BOOST_TEST(code_of(r.error()) == ec::closed);
+    BOOST_TEST(describe(r.error()).find("closed") != std::string::npos);
+  }
+  BOOST_TEST(a.counters().errors == 0u);
+  // The holder gives its bytes back; nothing queued is admitted by it.
+  BOOST_TEST(a.release(1).empty());
+  BOOST_TEST(a.counters().held_bytes == 0u);
+  BOOST_TEST(a.counters().admitted == 1u);
+  BOOST_TEST(a.close().empty()); // idempotent
+}

@@ -4,6 +4,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace kvtier::tiers::ssd {
@@ -132,6 +133,10 @@ uint64_t entry_header::payload_start() const noexcept {
   return align_up(header_length, alignment);
 }
 
+storage_key entry_header::key() const {
+  return {kind, ns, tokens, request, attempt};
+}
+
 entry_header layout(const entry& e, const std::string& fingerprint,
                     uint32_t alignment, uint32_t checksum_chunk) {
   KVTIER_ASSERT(alignment > 0 && (alignment & (alignment - 1)) == 0);
@@ -145,7 +150,7 @@ entry_header layout(const entry& e, const std::string& fingerprint,
   h.tokens = e.tokens;
   // Header length is known before offsets: every field has a fixed size.
   uint64_t n = fixed_header_size + 4 + fingerprint.size() + 4 + e.ns.size() + 1
-               + (e.session ? 4 + e.session->size() : 0) + 4 + 8
+               + (e.session ? 4 + e.session->size() : 0) + 8 + 4 + 4 + 8
                + 4 * e.tokens.size() + 48 * e.layers.size() + 8;
   uint64_t sums = 0;
   for (auto& l : e.layers)
@@ -193,15 +198,17 @@ buffer_ref encode(entry_header& h) {
   w.u32(h.checksum_chunk);
   w.u32(static_cast<uint32_t>(h.layers.size()));
   w.u32(static_cast<uint32_t>(h.attachments.size()));
-  w.u32(0); // reserved
+  w.u32(static_cast<uint32_t>(h.kind));
   w.u64(h.tokens.size());
   w.u64(h.file_length);
-  w.u64(0); // reserved
+  w.u64(h.write_id);
   w.str(h.fingerprint);
   w.str(h.ns);
   w.u8(h.session ? 1 : 0);
   if (h.session)
     w.str(*h.session);
+  w.u64(h.request);
+  w.u32(h.attempt);
   w.str(h.parent);
   w.u64(h.parent_tokens);
   for (auto t : h.tokens)
@@ -375,13 +382,26 @@ caf::error read_payloads(reader& r, entry_header& h) {
   return {};
 }
 
+/// The key kind (fixed prefix, offset 36) and the owner fields: a kind
+/// this version does not know is corrupt, the reserved object kind
+/// incompatible, a prefix naming an owner corrupt.
+caf::error check_key(const entry_header& h, uint32_t kind) {
+  if (kind > static_cast<uint32_t>(key_kind::object))
+    return corrupt("unknown key kind " + std::to_string(kind));
+  if (h.kind == key_kind::object)
+    return make_error(ec::incompatible_format,
+                      "object files are not read by format version 2");
+  if (h.kind == key_kind::prefix && (h.request != 0 || h.attempt != 0))
+    return corrupt("a prefix entry names a request");
+  return {};
+}
+
 caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
-  uint64_t reserved = r.u32();
+  auto kind = r.u32();
+  h.kind = static_cast<key_kind>(std::min<uint32_t>(kind, 255));
   auto ntokens = r.u64();
   h.file_length = r.u64();
-  reserved |= r.u64();
-  if (reserved != 0 && !r.bad)
-    return corrupt("non-zero reserved field in the fixed prefix");
+  h.write_id = r.u64();
   h.fingerprint = r.str();
   h.ns = r.str();
   auto session = r.u8();
@@ -390,6 +410,8 @@ caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
                    + " (must be 0 or 1)");
   if (session == 1)
     h.session = r.str();
+  h.request = r.u64();
+  h.attempt = r.u32();
   h.parent = r.str();
   h.parent_tokens = r.u64();
   if (h.parent.empty() && h.parent_tokens != 0 && !r.bad)
@@ -397,6 +419,8 @@ caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
                    + " without a parent file (must be 0)");
   if (r.bad || ntokens > len / 4)
     return corrupt("token count " + std::to_string(ntokens));
+  if (auto err = check_key(h, kind))
+    return err;
   h.tokens.resize(ntokens);
   for (auto& t : h.tokens)
     t = r.u32();
@@ -435,7 +459,7 @@ caf::expected<entry_header> decode(std::span<const std::byte> bytes) {
     return err;
   if (!h.parent.empty())
     return make_error(ec::incompatible_format,
-                      "parent files are not supported by format version 1");
+                      "parent files are not supported by format version 2");
   if (nlayers > *len / 48 || nattach > *len / 20)
     return corrupt("layer or attachment count");
   if (auto err = read_layers(r, h, nlayers))
@@ -504,9 +528,17 @@ bool can_restore(const entry_header& h, uint64_t p) noexcept {
   return true;
 }
 
-std::string file_name(std::string_view ns, std::span<const token> tokens) {
+namespace {
+
+/// 32 hex digits of XXH3-128 over (u8 kind, u64 request, u64 ns length, ns
+/// bytes, tokens as little-endian u32).
+std::string key_hash(key_kind kind, uint64_t request, std::string_view ns,
+                     std::span<const token> tokens) {
   XXH3_state_t* st = XXH3_createState();
   XXH3_128bits_reset(st);
+  auto k = static_cast<uint8_t>(kind);
+  XXH3_128bits_update(st, &k, sizeof k);
+  XXH3_128bits_update(st, &request, sizeof request);
   uint64_t n = ns.size();
   XXH3_128bits_update(st, &n, sizeof n);
   XXH3_128bits_update(st, ns.data(), ns.size());
@@ -517,7 +549,21 @@ std::string file_name(std::string_view ns, std::span<const token> tokens) {
   std::snprintf(buf, sizeof buf, "%016llx%016llx",
                 static_cast<unsigned long long>(h.high64),
                 static_cast<unsigned long long>(h.low64));
-  return std::string{buf} + ".kvt";
+  return buf;
+}
+
+} // namespace
+
+std::string file_name(const storage_key& key) {
+  return key_hash(key.kind, key.request, key.ns, key.tokens) + ".kvt";
+}
+
+std::string file_name(std::string_view ns, std::span<const token> tokens) {
+  return key_hash(key_kind::prefix, 0, ns, tokens) + ".kvt";
+}
+
+std::string identity_hash(uint64_t request, std::string_view ns) {
+  return key_hash(key_kind::checkpoint, request, ns, {});
 }
 
 } // namespace kvtier::tiers::ssd

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "tiers/state.hpp"
+#include "tiers/storage_key.hpp"
 
 #include <optional>
 #include <span>
@@ -25,8 +26,10 @@ namespace kvtier::tiers::ssd {
 /// The 8 magic bytes that open every entry file.
 inline constexpr char file_magic[8] = {'K', 'V', 'T',  'I',
                                        'E', 'R', 0x1a, '\n'};
-/// The format version this code writes and reads.
-inline constexpr uint32_t format_version = 1;
+/// The format version this code writes and reads. Version 2 added the key
+/// kind, the checkpoint owner (request id, attempt) and the write id;
+/// files of version 1 are incompatible (ignored, kept).
+inline constexpr uint32_t format_version = 2;
 /// Bytes of the fixed header prefix.
 inline constexpr size_t fixed_header_size = 64;
 /// Largest header a reader accepts.
@@ -60,10 +63,22 @@ struct entry_header {
   uint32_t alignment = 4096;
   uint32_t checksum_chunk = 1u << 20;
   std::string fingerprint;
+  /// What the file's key is: a prefix entry or a checkpoint (the object
+  /// kind is reserved; a reader refuses it as incompatible).
+  key_kind kind = key_kind::prefix;
   std::string ns;
   std::optional<std::string> session;
+  /// checkpoint: the engine request id and the attempt that wrote it; 0
+  /// for a prefix entry.
+  uint64_t request = 0;
+  uint32_t attempt = 0;
+  /// Unique per write in its directory: the SSD tier issues them in
+  /// increasing order (from 1) above every id its start-up scan found, so
+  /// a removal record covering "this identity's writes up to id W" never
+  /// covers a later write.
+  uint64_t write_id = 0;
   /// Reserved for incremental files: the file holding the shared prefix.
-  /// Version 1 writes it empty and rejects files that name one.
+  /// Version 2 writes it empty and rejects files that name one.
   std::string parent;
   uint64_t parent_tokens = 0;
   token_seq tokens;
@@ -79,11 +94,15 @@ struct entry_header {
 
   /// Offset of the first payload (the header padded to the alignment).
   uint64_t payload_start() const noexcept;
+
+  /// The storage key the header names (kind, ns, tokens, owner).
+  storage_key key() const;
 };
 
 /// The header for writing `e`: geometry, offsets and lengths filled in,
-/// checksums empty. `alignment` is a power of two, `checksum_chunk` a
-/// multiple of it.
+/// checksums empty, a prefix key and write id 0 (the writer sets the key
+/// fields and the write id; they do not change the layout). `alignment` is
+/// a power of two, `checksum_chunk` a multiple of it.
 entry_header layout(const entry& e, const std::string& fingerprint,
                     uint32_t alignment, uint32_t checksum_chunk);
 
@@ -128,8 +147,17 @@ uint64_t restore_bytes(const layer_info& l, uint64_t p) noexcept;
 /// Whether the header's entry can serve exactly `p` tokens.
 bool can_restore(const entry_header& h, uint64_t p) noexcept;
 
-/// The file name of the entry (ns, tokens): 32 hex digits of XXH3-128 and
-/// ".kvt". Same key, same name, so a rename replaces the older version.
+/// The file name of a stored key: 32 hex digits of XXH3-128 over (kind,
+/// request id, ns, tokens) and ".kvt". Same key, same name, so a rename
+/// replaces the older version; keys of different kinds or requests never
+/// share a name (the attempt is not hashed).
+std::string file_name(const storage_key& key);
+
+/// The file name of the prefix entry (ns, tokens).
 std::string file_name(std::string_view ns, std::span<const token> tokens);
+
+/// 32 hex digits of XXH3-128 over (kind checkpoint, request id, ns): the
+/// checkpoint identity a removal record names.
+std::string identity_hash(uint64_t request, std::string_view ns);
 
 } // namespace kvtier::tiers::ssd

@@ -49,8 +49,7 @@ public:
   void submit(io_op op) override {
     boost::asio::post(pool_, [this, op = std::move(op)]() mutable {
       auto c = run_now(op);
-      op.keep.reset();
-      op.call = nullptr; // its captures too: nothing outlives the report
+      op = io_op{}; // what it held goes before the owner hears of it
       sink_(std::move(c));
     });
   }

@@ -13,8 +13,11 @@
 // on the submitting thread. The sink must be cheap and thread-safe: the
 // actor wraps it into a message to itself, tests use `completion_queue`.
 // An op's memory (`data`) must stay valid until its completion: put its
-// owner into `keep` and the engine holds it. Destroying an engine waits for
-// every submitted op to complete and be delivered.
+// owner into `keep` and the engine holds it. The engine lets go of the op
+// (its `keep`, `call`, `target`) before it delivers the completion, so an
+// owner that has handled an op's completion knows no engine thread still
+// holds a buffer of it. Destroying an engine waits for every submitted op
+// to complete and be delivered.
 #pragma once
 
 #include "tiers/ssd/file_system.hpp"

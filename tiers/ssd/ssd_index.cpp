@@ -18,6 +18,13 @@ std::optional<ssd_file> ssd_index::insert(ssd_file f) {
   auto header = f.header;
   auto bytes = f.bytes;
   auto replaced = erase(name);
+  if (header->kind != key_kind::prefix) {
+    // Found by exact key only: never in the prefix index.
+    lru_.push_back(name);
+    by_name_[name] = slot{{}, std::move(f), std::prev(lru_.end())};
+    bytes_ += bytes;
+    return replaced;
+  }
   auto r = index_.insert(header->ns, header->tokens, std::move(f),
                          header_floor(*header));
   if (r.replaced) {
@@ -33,7 +40,7 @@ std::optional<ssd_file> ssd_index::insert(ssd_file f) {
     replaced = std::move(old);
   }
   lru_.push_back(name);
-  by_name_[name] = slot{r.ref, std::prev(lru_.end())};
+  by_name_[name] = slot{r.ref, std::nullopt, std::prev(lru_.end())};
   bytes_ += bytes;
   return replaced;
 }
@@ -42,7 +49,8 @@ std::optional<ssd_file> ssd_index::erase(const std::string& name) {
   auto i = by_name_.find(name);
   if (i == by_name_.end())
     return std::nullopt;
-  auto f = index_.erase(i->second.ref);
+  auto f = i->second.checkpoint ? std::move(*i->second.checkpoint)
+                                : index_.erase(i->second.ref);
   lru_.erase(i->second.lru);
   by_name_.erase(i);
   bytes_ -= f.bytes;
@@ -62,7 +70,17 @@ std::optional<ssd_match> ssd_index::find(std::span<const token> prompt,
 
 const ssd_file* ssd_index::file(const std::string& name) const {
   auto i = by_name_.find(name);
-  return i == by_name_.end() ? nullptr : &index_.handle(i->second.ref);
+  if (i == by_name_.end())
+    return nullptr;
+  if (i->second.checkpoint)
+    return &*i->second.checkpoint;
+  return &index_.handle(i->second.ref);
+}
+
+const ssd_file* ssd_index::file(const storage_key& key) const {
+  auto* f = file(file_name(key));
+  // The name is a hash of the key: the header decides.
+  return f && f->header->key().same_key(key) ? f : nullptr;
 }
 
 bool ssd_index::contains(std::string_view ns,
@@ -70,12 +88,19 @@ bool ssd_index::contains(std::string_view ns,
   return static_cast<bool>(index_.find(ns, tokens));
 }
 
+bool ssd_index::contains(const storage_key& key) const {
+  if (key.kind == key_kind::prefix)
+    return contains(key.ns, key.tokens);
+  return file(key) != nullptr;
+}
+
 void ssd_index::touch(const std::string& name) {
   auto i = by_name_.find(name);
   if (i == by_name_.end())
     return;
   lru_.splice(lru_.end(), lru_, i->second.lru);
-  index_.touch(i->second.ref);
+  if (!i->second.checkpoint)
+    index_.touch(i->second.ref);
 }
 
 std::vector<std::string> ssd_index::over_cap(uint64_t cap,
@@ -96,7 +121,18 @@ std::vector<saved_prefix> ssd_index::saved() const {
   out.reserve(by_name_.size());
   for (auto& name : lru_) {
     auto& h = *file(name)->header;
-    out.push_back({h.ns, h.tokens});
+    if (h.kind == key_kind::prefix)
+      out.push_back({h.ns, h.tokens});
+  }
+  return out;
+}
+
+std::vector<const ssd_file*> ssd_index::checkpoints() const {
+  std::vector<const ssd_file*> out;
+  for (auto& name : lru_) {
+    auto* f = file(name);
+    if (f->header->kind == key_kind::checkpoint)
+      out.push_back(f);
   }
   return out;
 }
@@ -104,7 +140,8 @@ std::vector<saved_prefix> ssd_index::saved() const {
 uint64_t ssd_index::longest() const {
   uint64_t n = 0;
   for (auto& [name, s] : by_name_)
-    n = std::max<uint64_t>(n, index_.length(s.ref));
+    if (!s.checkpoint)
+      n = std::max<uint64_t>(n, index_.length(s.ref));
   return n;
 }
 

@@ -4,6 +4,12 @@
 // found in O(len(prompt)) with the same rules as the RAM tier, and an
 // untrimmable entry with a divergent tail is never an answer.
 //
+// Prefix files and checkpoint files are kept apart by their header's key
+// kind: only prefix files enter the prefix index, so a prompt lookup
+// (`find`), `contains` of a prefix key and `saved` structurally cannot
+// return a checkpoint; checkpoint files are found by exact key only. Both
+// share the LRU list and the byte count (the cap covers every file).
+//
 // Only files that are durable (renamed into place) are indexed: a pending
 // write is not "on SSD". Recency for byte-cap eviction is an LRU list kept
 // here: `insert` and `touch` make a file the most recently used; `find`
@@ -44,22 +50,29 @@ struct saved_prefix {
 
 class ssd_index {
 public:
-  /// Indexes `f` as the most recently used file; returns a file it replaced
-  /// (same ns and tokens).
+  /// Indexes `f` as the most recently used file, by its header's key kind;
+  /// returns a file it replaced (same key).
   std::optional<ssd_file> insert(ssd_file f);
 
   /// Forgets the file `name`; returns it.
   std::optional<ssd_file> erase(const std::string& name);
 
-  /// The best usable file for `prompt` in `ns` (no recency change).
+  /// The best usable prefix file for `prompt` in `ns` (no recency change).
+  /// Never a checkpoint file.
   std::optional<ssd_match> find(std::span<const token> prompt,
                                 std::string_view ns) const;
+
+  /// The file of exactly `key` (any kind), or nullptr.
+  const ssd_file* file(const storage_key& key) const;
 
   /// The file `name`, or nullptr.
   const ssd_file* file(const std::string& name) const;
 
-  /// Whether (ns, tokens) has a file.
+  /// Whether the prefix key (ns, tokens) has a file.
   bool contains(std::string_view ns, std::span<const token> tokens) const;
+
+  /// Whether `key` (any kind) has a file.
+  bool contains(const storage_key& key) const;
 
   /// Makes `name` the most recently used file.
   void touch(const std::string& name);
@@ -69,10 +82,13 @@ public:
   std::vector<std::string> over_cap(uint64_t cap,
                                     const std::string& keep) const;
 
-  /// Every indexed prefix.
+  /// Every indexed prefix file (no checkpoint file).
   std::vector<saved_prefix> saved() const;
 
-  /// The longest indexed prefix, in tokens.
+  /// Every indexed checkpoint file, as its header names it.
+  std::vector<const ssd_file*> checkpoints() const;
+
+  /// The longest indexed prefix file, in tokens.
   uint64_t longest() const;
 
   uint64_t bytes() const noexcept {
@@ -85,7 +101,10 @@ public:
 
 private:
   struct slot {
+    /// Prefix files: where the prefix index holds it.
     entry_ref ref;
+    /// Checkpoint files: the file itself (not in the prefix index).
+    std::optional<ssd_file> checkpoint;
     std::list<std::string>::iterator lru;
   };
 

@@ -8,6 +8,7 @@
 #include "tiers/ssd/ssd_tier.hpp"
 
 #include <deque>
+#include <set>
 
 namespace kvtier::tiers::ssd {
 
@@ -99,6 +100,53 @@ struct ssd_tier::read_job {
   uint64_t leases = 0;
   bool cancelled = false;
   std::shared_ptr<read_io> io;
+};
+
+/// One checkpoint removal (`remove_checkpoints`, or a record the start-up
+/// scan could not finish): its record, the covered files still on disk or
+/// still being written, and who waits for it to become durable. One step
+/// (an engine call op) runs at a time: write the record, unlink the files
+/// (then fsync the directory), delete the record.
+struct ssd_tier::removal {
+  enum class record_state : uint8_t { none, writing, durable, failed };
+
+  /// The identity's hash (`identity_hash`) and the highest write id the
+  /// record covers.
+  std::string id_hash;
+  uint64_t through = 0;
+  record_state record = record_state::none;
+  /// Record files to delete once nothing is covered any more (the scan
+  /// may find several for one identity).
+  std::vector<std::string> records;
+  /// Covered files to unlink, by name.
+  std::set<std::string> files;
+  /// Covered writes in flight (job tags): their files are unlinked once
+  /// they finish.
+  std::set<uint64_t> waiting;
+  /// A step failed; the next flush (or a covered write finishing) resumes.
+  bool stalled = false;
+  /// The running step, if any.
+  bool busy = false;
+  /// Whether the record was tried since the removal was (re)started.
+  bool record_tried = false;
+  caf::error err;
+  std::vector<removal_callback> waiters;
+  bool answered = false;
+};
+
+/// What one removal step's op did, filled on the engine thread.
+struct removal_io {
+  file_system* fs = nullptr;
+  std::string dir;
+  enum class step : uint8_t { record, unlink, drop } what = step::record;
+  /// record: the record's path and a temp path; drop: the records' paths.
+  std::string path;
+  std::string temp;
+  std::vector<std::string> drop;
+  /// unlink: the files' names (in `dir`), and those found gone afterwards
+  /// (only when the directory fsync that followed succeeded).
+  std::vector<std::string> names;
+  std::vector<std::string> gone;
 };
 
 } // namespace kvtier::tiers::ssd

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace kvtier::tiers::ssd {
 
@@ -22,6 +23,10 @@ struct scan_report {
   uint64_t mismatched = 0;
   /// Files removed at once because the byte cap is smaller than the data.
   uint64_t evicted = 0;
+  /// Checkpoint files a removal record covered: removed, never indexed.
+  uint64_t removed_by_record = 0;
+  /// Removal records found (each a `.kvr` file).
+  uint64_t records = 0;
 };
 
 /// The outcome of `flush`.
@@ -40,8 +45,14 @@ struct durability_evidence {
   uint64_t given_up = 0;
   /// Durable entry files.
   uint64_t entries = 0;
-  /// Tokens of the longest durable entry.
+  /// Tokens of the longest durable prefix entry (checkpoints are not
+  /// prefixes).
   uint64_t longest_durable_prefix = 0;
+  /// Checkpoint removals not durably done (a failed record write or
+  /// unlink); each flush retries them. Not durable while any is pending.
+  uint64_t removals_pending = 0;
+  /// The last failure of a pending removal, for the operator.
+  std::string removal_error;
 };
 
 /// Counters since construction (and the current sizes).
@@ -63,6 +74,8 @@ struct ssd_stats {
   uint64_t superseded = 0;
   /// Queued writes taken back by `erase` (never written; not `dropped`).
   uint64_t writes_cancelled = 0;
+  /// Writes `close` released unwritten (queued, failed, or failing after).
+  uint64_t writes_abandoned = 0;
   uint64_t rejected_too_large = 0;
   uint64_t evicted = 0;
   /// Reads issued to the engine (one per distinct restore in flight).
@@ -81,6 +94,12 @@ struct ssd_stats {
   uint64_t restores_mismatched = 0;
   /// Reads whose last interest ended before they completed.
   uint64_t cancelled = 0;
+  /// Removal records written (`remove_checkpoints`, durable).
+  uint64_t removal_records = 0;
+  /// Removal steps that failed (record write, unlink, directory fsync).
+  uint64_t removal_failures = 0;
+  /// Checkpoint removals not durably done right now.
+  uint64_t removals_pending = 0;
   uint64_t bytes_read = 0;
 };
 

@@ -96,8 +96,12 @@ caf::expected<scan_report> ssd_tier::open() {
   if (!names)
     return names.error();
   std::sort(names->begin(), names->end());
+  // Removal records first: a checkpoint file one covers is never indexed.
+  load_records(*names, r);
   for (auto& name : *names)
     scan_file(name, r);
+  finish_records(r);
+  next_write_id_ = max_write_id_seen_ + 1;
   for (auto& name : index_.over_cap(cfg_.byte_cap, {})) {
     forget(name, removal_reason::evicted);
     if (!fs_.remove(path(name)))
@@ -194,14 +198,16 @@ void ssd_tier::scan_file(const std::string& name, scan_report& r) {
       ++r.temps_removed;
     return;
   }
+  if (ends_with(name, ".kvr"))
+    return; // a removal record: `load_records`
   if (!ends_with(name, ".kvt")) {
     ++r.ignored;
     return;
   }
   auto f = fs_.open(path(name), open_mode::read);
   auto h = f ? read_header(**f) : caf::expected<entry_header>{f.error()};
-  bool misnamed = h && h->fingerprint == cfg_.fingerprint
-                  && file_name(h->ns, h->tokens) != name;
+  bool misnamed =
+    h && h->fingerprint == cfg_.fingerprint && file_name(h->key()) != name;
   if ((!h && h.error() == ec::corrupt_data) || misnamed) {
     log("ssd: removing corrupt file " + name + ": "
         + (misnamed ? std::string{"misnamed"} : describe(h.error())));
@@ -213,6 +219,7 @@ void ssd_tier::scan_file(const std::string& name, scan_report& r) {
     ++r.ignored; // other version or fingerprint; or unreadable right now
     return;
   }
+  max_write_id_seen_ = std::max(max_write_id_seen_, h->write_id);
   if (geometry_)
     if (auto err = check_header(*geometry_, cfg_.fingerprint, *h)) {
       // Not this model's state, whatever its name says: never served,
@@ -222,6 +229,8 @@ void ssd_tier::scan_file(const std::string& name, scan_report& r) {
       ++r.mismatched;
       return;
     }
+  if (covered_at_scan(name, *h, r))
+    return;
   auto bytes = h->file_length;
   index_.insert(
     ssd_file{name, std::make_shared<const entry_header>(std::move(*h)), bytes});
@@ -233,6 +242,13 @@ std::optional<ssd_match> ssd_tier::find(std::span<const token> prompt,
   return index_.find(prompt, ns);
 }
 
+std::optional<ssd_match> ssd_tier::find(const storage_key& key) const {
+  auto* f = index_.file(key);
+  if (!f)
+    return std::nullopt;
+  return ssd_match{f->name, f->header, f->header->tokens.size(), false};
+}
+
 bool ssd_tier::contains(std::string_view ns,
                         std::span<const token> tokens) const {
   // A newer state of the key waiting to be written (or failed) is not on
@@ -240,8 +256,23 @@ bool ssd_tier::contains(std::string_view ns,
   return index_.contains(ns, tokens) && !queue_.holds(file_name(ns, tokens));
 }
 
+bool ssd_tier::contains(const storage_key& key) const {
+  if (key.kind == key_kind::prefix)
+    return contains(key.ns, key.tokens);
+  // A checkpoint is on SSD under its owner only: a file another attempt
+  // wrote is rewritten, so its header names the new owner.
+  auto* f = index_.file(key);
+  return f && f->header->attempt == key.attempt
+         && !queue_.holds(file_name(key));
+}
+
 bool ssd_tier::erase(std::string_view ns, std::span<const token> tokens) {
-  auto name = file_name(ns, tokens);
+  return erase(storage_key::prefix(std::string{ns},
+                                   token_seq(tokens.begin(), tokens.end())));
+}
+
+bool ssd_tier::erase(const storage_key& key) {
+  auto name = file_name(key);
   bool any = false;
   for (auto& item : queue_.cancel(name)) {
     ++stats_.writes_cancelled;
@@ -253,7 +284,7 @@ bool ssd_tier::erase(std::string_view ns, std::span<const token> tokens) {
       erase_after_.insert(name); // write_done or write_failed removes it
       any = true;
     }
-  if (index_.contains(ns, tokens)) {
+  if (index_.contains(key)) {
     remove_file(name, removal_reason::erased);
     any = true;
   }
@@ -265,15 +296,32 @@ std::vector<saved_prefix> ssd_tier::saved_prefixes() const {
   return index_.saved();
 }
 
+std::vector<storage_key> ssd_tier::checkpoint_files() const {
+  auto files = index_.checkpoints();
+  std::sort(files.begin(), files.end(), [](auto* a, auto* b) {
+    return a->header->write_id < b->header->write_id;
+  });
+  std::vector<storage_key> out;
+  for (auto* f : files)
+    out.push_back(f->header->key());
+  return out;
+}
+
 void ssd_tier::flush(flush_callback cb) {
   stats_.writes_retried += queue_.retry_failed();
   flushes_.push_back(std::move(cb));
   pump();
+  // Pending removals are retried from their failed step.
+  for (auto& [id, rm] : removals_) {
+    rm->stalled = false;
+    rm->record_tried = rm->record == removal::record_state::durable;
+  }
+  resume_removals();
   maybe_finish_flush();
 }
 
 void ssd_tier::maybe_finish_flush() {
-  if (flushes_.empty() || queue_.active() || !writes_.empty())
+  if (flushes_.empty() || queue_.active() || !writes_.empty() || removal_busy())
     return;
   durability_evidence ev;
   ev.pending = queue_.size();
@@ -284,8 +332,12 @@ void ssd_tier::maybe_finish_flush() {
   given_up_at_flush_ = stats_.writes_given_up;
   ev.entries = index_.size();
   ev.longest_durable_prefix = index_.longest();
+  ev.removals_pending = removals_.size();
+  for (auto& [id, rm] : removals_)
+    if (rm->err)
+      ev.removal_error = describe(rm->err);
   ev.durable = ev.pending == 0 && ev.failed == 0 && ev.dropped == 0
-               && ev.given_up == 0;
+               && ev.removals_pending == 0 && ev.given_up == 0;
   auto cbs = std::exchange(flushes_, {});
   for (auto& cb : cbs)
     cb(ev);
@@ -301,21 +353,79 @@ bool ssd_tier::retry(uint64_t id) {
   return true;
 }
 
+void ssd_tier::close(close_callback cb) {
+  closed_ = true;
+  std::vector<uint64_t> idle;
+  for (auto& item : queue_.items())
+    if (!item.in_flight)
+      idle.push_back(item.id);
+  for (auto id : idle)
+    abandon(id); // its buffers go here
+  held_.clear(); // prefetched entries, their buffers with them
+  leases_.clear();
+  for (auto& [tag, job] : reads_) {
+    job->leases = 0;
+    if (job->waiters.empty() && !job->cancelled) {
+      job->cancelled = true; // discarded (buffers released) when it ends
+      reading_.erase(job->key);
+      ++stats_.cancelled;
+    }
+  }
+  closes_.push_back(std::move(cb));
+  maybe_finish_flush(); // the queue may have emptied
+  maybe_finish_close();
+}
+
+void ssd_tier::abandon(uint64_t id) {
+  auto item = queue_.take(id);
+  if (!item)
+    return;
+  ++stats_.writes_abandoned;
+  report_gone(std::move(*item), write_outcome::abandoned,
+              make_error(ec::closed, "the SSD tier closed before writing it"));
+}
+
+void ssd_tier::maybe_finish_close() {
+  // A write holds its buffers until its last completion is handled (the
+  // engines drop an op before reporting it): none running, none held.
+  // Reads are not waited for (a close never waited on one): a cancelled
+  // read lets its buffers go when it ends, an awaited one hands its entry
+  // to whoever awaits it.
+  if (closes_.empty() || !writes_.empty())
+    return;
+  auto cbs = std::exchange(closes_, {});
+  for (auto& cb : cbs)
+    cb(stats_.writes_abandoned);
+}
+
 void ssd_tier::handle(io_completion c) {
   auto tag = c.tag >> sub_bits;
   if (writes_.count(tag) > 0) {
     on_write(tag, c);
   } else if (reads_.count(tag) > 0) {
     on_read(tag, c);
+  } else if (removal_ops_.count(tag) > 0) {
+    removal_done(tag, c);
   } else if (auto i = chore_what_.find(tag); i != chore_what_.end()) {
     if (c.err && c.err != ec::not_found)
       log("ssd: " + i->second + ": " + describe(c.err));
     chore_what_.erase(i);
+    if (auto u = unlink_chores_.find(tag); u != unlink_chores_.end()) {
+      // A checkpoint file whose unlink failed stays known until a removal
+      // of its identity takes it (`remove_checkpoints`).
+      if (!c.err || c.err == ec::not_found)
+        unlinking_.erase(u->second);
+      unlinking_now_.erase(unlinking_now_.find(u->second));
+      unlink_chores_.erase(u);
+      pump();
+    }
   }
+  maybe_finish_close();
 }
 
 bool ssd_tier::busy() const noexcept {
   return !writes_.empty() || !reads_.empty() || !chore_what_.empty()
+         || !removal_ops_.empty()
          || (queue_.active() && queue_.in_flight() < cfg_.writes_in_flight);
 }
 
@@ -325,6 +435,7 @@ ssd_stats ssd_tier::stats() const {
   s.file_bytes = index_.bytes();
   s.queue_items = queue_.size();
   s.queue_bytes = queue_.bytes();
+  s.removals_pending = removals_.size();
   return s;
 }
 
@@ -344,13 +455,23 @@ const char* to_string(removal_reason r) {
 
 void ssd_tier::forget(const std::string& name, removal_reason why) {
   auto f = index_.erase(name);
-  if (f && cfg_.on_remove)
-    cfg_.on_remove(
-      remove_event{f->header->ns, f->header->tokens, why, f->bytes});
+  if (f && cfg_.on_remove) {
+    auto& h = *f->header;
+    cfg_.on_remove(remove_event{h.ns, h.tokens, why, f->bytes, h.kind,
+                                h.request, h.attempt});
+  }
 }
 
 void ssd_tier::remove_file(const std::string& name, removal_reason why) {
+  auto* f = index_.file(name);
+  auto checkpoint = f && f->header->kind == key_kind::checkpoint
+                      ? f->header
+                      : std::shared_ptr<const entry_header>{};
   forget(name, why);
+  // Known until its unlink is seen to succeed (or a write replaces it), so
+  // a removal of its identity covers it.
+  if (checkpoint)
+    unlinking_[name] = checkpoint;
   // A write of the same key may rename a fresh file over this name at any
   // moment; removing now could delete that one. Let the write replace it.
   for (auto& [tag, job] : writes_)
@@ -358,6 +479,10 @@ void ssd_tier::remove_file(const std::string& name, removal_reason why) {
       return;
   auto tag = next_tag_++;
   chore_what_[tag] = std::string{to_string(why)} + " " + name;
+  if (checkpoint) {
+    unlink_chores_[tag] = name;
+    unlinking_now_.insert(name);
+  }
   auto* fs = &fs_;
   io_op op;
   op.kind = io_kind::call;

@@ -12,10 +12,23 @@
 // the tier when it is not `busy()`, or destroy the engine first: ops hold
 // their own buffers, but completions must not reach a destroyed tier.
 //
-// Files: `<dir>/<fingerprint>/<xxh3-128 of ns+tokens>.kvt`, written to a
-// unique `.tmp` name, fsynced, renamed over the final name, directory
+// Files: `<dir>/<fingerprint>/<xxh3-128 of the storage key>.kvt`, written
+// to a unique `.tmp` name, fsynced, renamed over the final name, directory
 // fsynced. Only renamed-and-synced files enter the index; a pending write
-// is not "on SSD". The byte cap evicts least-recently-used files.
+// is not "on SSD". The byte cap evicts least-recently-used files. Every
+// header says its key kind (tiers/storage_key.hpp): prompt lookups see
+// prefix files only; checkpoint files are found by exact key and listed by
+// `checkpoint_files`.
+//
+// Removal records: `remove_checkpoints` (a completed generation) makes the
+// removal durable before it answers: an empty record file
+// `<identity hash>.<write id W>.kvr` (temp, rename, directory fsync) says
+// "every file of this checkpoint identity written with a write id up to W
+// is dead". The start-up scan applies records before it indexes anything, so
+// a checkpoint file a record covers is removed, never indexed, even when its
+// unlink failed or a crash came first; a record goes once its files are
+// durably gone. Write ids increase above every id and record the scan
+// found, so a later checkpoint of a reused request id is never covered.
 //
 // Identity and ownership (docs/ssd-format.md, "Where files live"): the
 // fingerprint is the model's (`ssd_config::model`), so another model's
@@ -31,6 +44,10 @@
 // and of every indexed file the tier stops holding (`on_remove`), so a
 // tier above that marked its copy of an entry durable can tell when that
 // stops being true.
+//
+// Close: `close` ends the writes for good and lets go of every buffer the
+// tier holds (unwritten writes, prefetch results), done once no write
+// runs.
 //
 // Every failure degrades to "no hit" or "not stored", counted, with one log
 // line per failed write or corrupt file; never a wrong state, never a crash.
@@ -49,6 +66,8 @@
 
 namespace kvtier::tiers::ssd {
 
+struct removal_io;
+
 /// What became of one queued write (see `ssd_config::on_write`).
 enum class write_outcome : uint8_t {
   /// The file is durable and indexed.
@@ -63,6 +82,9 @@ enum class write_outcome : uint8_t {
   /// Taken back by `erase` before it was written (or, when its write was
   /// running and failed, instead of a retry): never written.
   cancelled,
+  /// Released unwritten by `close` (queued, or failed and kept for a
+  /// retry, or failing after the close): never written.
+  abandoned,
   /// Failed `ssd_config::max_attempts` times: released, never written
   /// (`err` says why the last attempt failed).
   given_up,
@@ -105,6 +127,14 @@ struct remove_event {
   removal_reason reason = removal_reason::evicted;
   /// Bytes the file occupied.
   uint64_t bytes = 0;
+  /// The file's key kind and, for a checkpoint, its owner (the header's).
+  key_kind kind = key_kind::prefix;
+  uint64_t request = 0;
+  uint32_t attempt = 0;
+
+  storage_key key() const {
+    return {kind, ns, tokens, request, attempt};
+  }
 };
 
 /// The lock file in the tier's directory (held while the tier lives).
@@ -167,6 +197,14 @@ using restore_callback = std::function<void(caf::expected<entry>)>;
 
 using flush_callback = std::function<void(const durability_evidence&)>;
 
+/// Called once when a `remove_checkpoints` is durable (no error: a removal
+/// record is durable, or every file it covers is durably gone), or when it
+/// could not be made durable yet (the error; it stays pending and every
+/// flush retries it).
+using removal_callback = std::function<void(const caf::error&)>;
+/// Called once a close is done, with the writes it released unwritten.
+using close_callback = std::function<void(uint64_t abandoned)>;
+
 class ssd_tier {
 public:
   ssd_tier(ssd_config cfg, file_system& fs, io_engine& engine);
@@ -184,13 +222,24 @@ public:
   /// match the model (kept, counted). Blocking: call once before serving.
   caf::expected<scan_report> open();
 
-  /// The best usable file for `prompt` in `ns`; no I/O.
+  /// The best usable prefix file for `prompt` in `ns`; no I/O. Never a
+  /// checkpoint file.
   std::optional<ssd_match> find(std::span<const token> prompt,
                                 std::string_view ns) const;
 
-  /// Whether (ns, tokens) is durable on SSD and no newer write of it is
-  /// pending or failed: only then may RAM drop it as "on SSD".
+  /// The file of exactly `key` (any kind), as a match serving all of its
+  /// tokens; no I/O. How a checkpoint is found for its restore.
+  std::optional<ssd_match> find(const storage_key& key) const;
+
+  /// Whether the prefix key (ns, tokens) is durable on SSD and no newer
+  /// write of it is pending or failed: only then may RAM drop it as "on
+  /// SSD".
   bool contains(std::string_view ns, std::span<const token> tokens) const;
+
+  /// The same for a key of any kind; a checkpoint's file must also name
+  /// `key.attempt` (a file of another attempt is written again under the
+  /// new owner).
+  bool contains(const storage_key& key) const;
 
   /// Removes the file of exactly (ns, tokens), e.g. a completed
   /// generation's checkpoint (reported as `erased`), and every write of the
@@ -203,14 +252,46 @@ public:
   /// (its callback runs inside this call).
   bool erase(std::string_view ns, std::span<const token> tokens);
 
-  /// Prefixes on SSD, from headers only.
+  /// The same for a key of any kind (e.g. a checkpoint file a newer one
+  /// made redundant). No removal record: see `remove_checkpoints`.
+  bool erase(const storage_key& key);
+
+  /// Removes every file and pending write of the checkpoint identity
+  /// (request, ns), whatever their tokens or attempt, durably: queued or
+  /// failed writes are cancelled (reported `cancelled`), indexed files are
+  /// forgotten (reported `erased`) and unlinked, writes in flight finish
+  /// and their files are then unlinked; files an earlier removal of them
+  /// left (a failed unlink) are covered too. `cb` runs once the removal is
+  /// durable: a removal record covering every write of the identity issued
+  /// so far is durable (or every covered file is durably gone), inside
+  /// this call when nothing was covered. If neither can be made durable,
+  /// `cb` gets the error; the removal stays pending, every `flush` retries
+  /// it and reports it (`removals_pending`) until it is done. A write of
+  /// the identity queued after this call is not affected.
+  void remove_checkpoints(uint64_t request, std::string_view ns,
+                          removal_callback cb);
+
+  /// Prefix files on SSD, from headers only (no checkpoint file).
   std::vector<saved_prefix> saved_prefixes() const;
 
-  /// Queues `e` for writing; returns the item id. An entry larger than the
-  /// whole byte cap is not stored (`ec::no_space`); an invalid one, one the
-  /// file format cannot hold (`check_storable`) or, with a model set, one
-  /// of another shape (`model_geometry::check`) is `ec::invalid_argument`.
+  /// Checkpoint files on SSD, by their headers' keys (request, attempt,
+  /// ns, tokens), oldest write first: what the start-up hands to the
+  /// checkpoints' owner.
+  std::vector<storage_key> checkpoint_files() const;
+
+  /// Queues `e` for writing as a prefix entry; returns the item id. An
+  /// entry larger than the whole byte cap is not stored (`ec::no_space`);
+  /// an invalid one, one the file format cannot hold (`check_storable`)
+  /// or, with a model set, one of another shape (`model_geometry::check`)
+  /// is `ec::invalid_argument`.
   caf::expected<uint64_t> enqueue(entry e, write_reason reason);
+
+  /// The same under `key` (whose ns and tokens are `e`'s): a checkpoint's
+  /// header records its request and attempt. `ec::invalid_argument` for a
+  /// key that is not `e`'s, a prefix key naming a request, or the
+  /// reserved object kind.
+  caf::expected<uint64_t> enqueue(entry e, write_reason reason,
+                                  const storage_key& key);
 
   /// Restores `m` (from `find`). Identical restores in flight share one
   /// read. When a prefetched result is held, `cb` runs before this returns.
@@ -234,16 +315,35 @@ public:
   /// cancels it (its result is discarded, its buffers released).
   void release(uint64_t lease);
 
-  /// Writes everything queued (retrying failed items once) and calls `cb`
-  /// with the evidence when nothing is left in flight; at once when idle.
-  /// Concurrent flushes share one result. The tier keeps no clock: an
-  /// owner that wants a flush to retry with backoff calls it again (the
-  /// SSD actor does, docs/ssd-format.md "Retries").
+  /// Writes everything queued (retrying failed items once), retries
+  /// pending checkpoint removals, and calls `cb` with the evidence when
+  /// nothing is left in flight; at once when idle. Concurrent flushes share
+  /// one result. The tier keeps no clock: an owner that wants a flush to
+  /// retry with backoff calls it again (the SSD actor does,
+  /// docs/ssd-format.md "Retries").
   void flush(flush_callback cb);
 
   /// Makes the failed item `id` writable again now (its owner's retry
   /// timer fired); false when it is not failed (written, given up, gone).
   bool retry(uint64_t id);
+
+  /// Closes the tier for good (the service's close, after its flush).
+  /// Every write not running (queued, or failed and kept for a retry) is
+  /// released unwritten with its buffers (reported `abandoned`); prefetch
+  /// results held for leases are dropped and every lease forgotten (a read
+  /// running for leases alone is cancelled). From now on `enqueue` fails
+  /// with `ec::closed`, `prefetch` starts nothing, and a write that fails
+  /// is released instead of kept. Writes running finish; `cb` runs once
+  /// none is left (inside this call when none runs), with the number of
+  /// writes released unwritten since the first close. Reads running are
+  /// not waited for: a cancelled one lets its buffers go when it ends, an
+  /// awaited one completes its restore. Lookups and restores still work;
+  /// a second close is harmless.
+  void close(close_callback cb);
+
+  bool closed() const noexcept {
+    return closed_;
+  }
 
   /// Feeds one engine completion back; runs callbacks it completes.
   void handle(io_completion c);
@@ -269,6 +369,7 @@ public:
 private:
   struct write_job;
   struct read_job;
+  struct removal;
   struct read_key {
     std::string name;
     uint64_t length;
@@ -292,6 +393,9 @@ private:
   void report_gone(write_item item, write_outcome outcome,
                    caf::error err = {});
   void maybe_finish_flush();
+  /// Removes item `id` from the queue, unwritten, and reports it abandoned.
+  void abandon(uint64_t id);
+  void maybe_finish_close();
 
   // Read path (ssd_tier_read.cpp).
   read_job& start_read(const ssd_match& m);
@@ -300,6 +404,24 @@ private:
   void read_done(read_job& job);
   void read_failed(read_job& job);
   void on_read(uint64_t tag, io_completion& c);
+
+  // Removal records (ssd_tier_remove.cpp).
+  void load_records(const std::vector<std::string>& names, scan_report& r);
+  bool covered_at_scan(const std::string& name, const entry_header& h,
+                       scan_report& r);
+  void finish_records(scan_report& r);
+  void removal_step(uint64_t id);
+  void removal_done(uint64_t tag, io_completion& c);
+  void resume_removals();
+  void answer(removal& rm, const caf::error& err);
+  /// Write job `tag` of `name` finished: hands its file (`left`: one is on
+  /// disk under the name) to the removals that cover the write; whether
+  /// any did.
+  bool covered_write_finished(uint64_t tag, const std::string& name, bool left);
+  /// A write's rename of a new file over `name` is durable: an older
+  /// (covered or stray) file of that name is gone for good.
+  void replaced_on_disk(const std::string& name);
+  bool removal_busy() const noexcept;
 
   // Shared.
   /// Tightens the directory, takes the lock, checks the MODEL file.
@@ -345,10 +467,39 @@ private:
   /// Keys erased while their write was in flight: the file that write
   /// leaves is removed when it finishes.
   std::set<std::string> erase_after_;
+  /// The next write id (see entry_header::write_id).
+  uint64_t next_write_id_ = 1;
+  /// Checkpoint files forgotten by the index whose unlink has not been
+  /// seen to succeed (running, failed, or left to a write of the same name
+  /// that has not renamed yet), by name.
+  std::map<std::string, std::shared_ptr<const entry_header>> unlinking_;
+  /// Chore tags of those unlinks -> file name.
+  std::map<uint64_t, std::string> unlink_chores_;
+  /// Checkpoint removals not finished, by id; their ops in flight, by tag.
+  std::map<uint64_t, std::unique_ptr<removal>> removals_;
+  std::map<uint64_t, std::pair<uint64_t, std::shared_ptr<removal_io>>>
+    removal_ops_;
+  uint64_t next_removal_ = 1;
+  /// Names whose unlink runs right now: no write of them starts meanwhile
+  /// (it could rename a new file that the unlink then removes).
+  std::multiset<std::string> unlinking_now_;
+  /// Removal records the start-up scan found, by identity hash (`open`).
+  struct found_record {
+    uint64_t through = 0;
+    std::vector<std::string> names;
+    /// Covered files whose removal failed at the scan.
+    std::set<std::string> failed;
+    caf::error err;
+  };
+  std::map<std::string, found_record> found_records_;
+  uint64_t max_write_id_seen_ = 0;
   std::vector<flush_callback> flushes_;
   /// Dropped and given-up counts at the last flush report.
   uint64_t dropped_at_flush_ = 0;
   uint64_t given_up_at_flush_ = 0;
+  /// Closed (`close`): no write is queued or kept any more.
+  bool closed_ = false;
+  std::vector<close_callback> closes_;
 };
 
 } // namespace kvtier::tiers::ssd

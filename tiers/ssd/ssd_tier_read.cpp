@@ -31,8 +31,8 @@ std::optional<uint64_t> ssd_tier::prefetch(std::span<const token> prompt,
 
 std::optional<uint64_t> ssd_tier::prefetch(const ssd_match& m,
                                            uint64_t better_than) {
-  if (m.length <= better_than)
-    return std::nullopt;
+  if (closed_ || m.length <= better_than)
+    return std::nullopt; // closed: nothing is held for a lease any more
   read_key key{m.name, m.length};
   index_.touch(m.name);
   auto lease = next_lease_++;

@@ -28,6 +28,22 @@ io_op call_op(uint64_t job, std::function<caf::error()> fn, uint64_t sub = 0) {
 } // namespace
 
 caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason) {
+  auto key = storage_key::prefix(e.ns, e.tokens);
+  return enqueue(std::move(e), reason, key);
+}
+
+caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason,
+                                          const storage_key& key) {
+  if (closed_)
+    return make_error(ec::closed, "the SSD tier is closed");
+  if (key.ns != e.ns || key.tokens != e.tokens)
+    return make_error(ec::invalid_argument, "a storage key that is not the "
+                                            "entry's (ns or tokens differ)");
+  if (key.kind == key_kind::object)
+    return make_error(ec::invalid_argument,
+                      "object keys are not stored on SSD by this version");
+  if (key.kind == key_kind::prefix && (key.request != 0 || key.attempt != 0))
+    return make_error(ec::invalid_argument, "a prefix key names a request");
   if (e.tokens.empty())
     return make_error(ec::invalid_argument, "entry without tokens");
   if (auto err = e.validate())
@@ -44,8 +60,9 @@ caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason) {
         + " bytes: larger than the byte cap");
     return make_error(ec::no_space, "entry larger than the SSD byte cap");
   }
-  auto name = file_name(e.ns, e.tokens);
-  auto r = queue_.push(std::move(name), std::move(e), reason);
+  auto name = file_name(key);
+  storage_key owner{key.kind, {}, {}, key.request, key.attempt};
+  auto r = queue_.push(std::move(name), std::move(e), reason, owner);
   stats_.dropped += r.dropped;
   stats_.superseded += r.superseded;
   for (auto& item : r.superseded_items)
@@ -63,6 +80,7 @@ const char* to_string(write_outcome o) {
     case write_outcome::dropped: return "dropped";
     case write_outcome::superseded: return "superseded";
     case write_outcome::cancelled: return "cancelled";
+    case write_outcome::abandoned: return "abandoned";
     case write_outcome::given_up: return "given up";
   }
   return "unknown";
@@ -89,7 +107,7 @@ void ssd_tier::report_gone(write_item item, write_outcome outcome,
 
 void ssd_tier::pump() {
   while (queue_.in_flight() < cfg_.writes_in_flight) {
-    auto* item = queue_.start_next();
+    auto* item = queue_.start_next(unlinking_now_);
     if (item == nullptr)
       return;
     start_write(*item);
@@ -108,6 +126,10 @@ void ssd_tier::start_write(write_item& item) {
   io->state = item.state;
   io->header =
     layout(item.state, cfg_.fingerprint, cfg_.alignment, cfg_.checksum_chunk);
+  io->header.kind = item.kind;
+  io->header.request = item.request;
+  io->header.attempt = item.attempt;
+  io->header.write_id = next_write_id_++;
   job->io = io;
   auto& ref = *job;
   writes_.emplace(job->tag, std::move(job));
@@ -244,15 +266,23 @@ void ssd_tier::write_done(write_job& job) {
   ++stats_.writes_ok;
   stats_.bytes_written += bytes;
   auto item = queue_.take(job.item_id);
+  // The rename is durable now: an older file under the name is gone for
+  // good (a removal that covered it has nothing left to do there).
+  replaced_on_disk(name);
+  bool covered = covered_write_finished(job.tag, name, true);
   writes_.erase(job.tag); // its copy of the state goes with it
   if (item)
     report_gone(std::move(*item), write_outcome::durable);
   // Erased while it was written: the file goes now (no write of the key
-  // is in flight any more, so the unlink is not skipped).
-  if (erase_after_.erase(name) > 0)
+  // is in flight any more, so the unlink is not skipped). A checkpoint
+  // removal that covers the write unlinks it itself.
+  if (covered)
+    forget(name, removal_reason::erased);
+  if (erase_after_.erase(name) > 0 && !covered)
     remove_file(name, removal_reason::erased);
   evict_over_cap(name);
   pump();
+  resume_removals();
   maybe_finish_flush();
 }
 
@@ -263,9 +293,10 @@ void ssd_tier::write_failed(write_job& job) {
   log("ssd: " + std::string{item ? to_string(item->reason) : "write"} + " of "
       + job.name + " failed at " + to_string(job.stage) + ": "
       + describe(job.err)
-      + (last ? "; not stored, given up after "
-                  + std::to_string(item->attempts) + " attempts"
-              : "; not stored, kept for a retry"));
+      + (closed_ ? "; not stored, released (the tier is closed)"
+         : last  ? "; not stored, given up after "
+                    + std::to_string(item->attempts) + " attempts"
+                 : "; not stored, kept for a retry"));
   ++stats_.writes_failed;
   if (job.err == ec::no_space)
     ++stats_.write_no_space;
@@ -276,7 +307,8 @@ void ssd_tier::write_failed(write_job& job) {
   auto err = make_error(code, std::string{"write failed at "}
                                 + to_string(job.stage) + ": "
                                 + context_of(job.err));
-  if (job.renamed) {
+  bool covered = covered_write_finished(job.tag, job.name, job.renamed);
+  if (job.renamed && !covered) {
     // Only the directory sync failed: the file is whole and readable under
     // its final name, so serve it; the item stays queued until a retry
     // makes the name durable.
@@ -293,15 +325,16 @@ void ssd_tier::write_failed(write_job& job) {
   auto name = job.name;
   auto id = job.item_id;
   bool renamed = job.renamed;
-  if (erase_after_.erase(name) > 0) {
+  if (erase_after_.erase(name) > 0 || covered) {
     // Erased while it was written: no retry; the item goes, its buffers
-    // with it, and a whole file under the final name is removed.
+    // with it, and a whole file under the final name is removed (by the
+    // removal covering the write, when one does).
     auto taken = queue_.take(id);
     ++stats_.writes_cancelled;
     writes_.erase(job.tag);
     if (taken)
       report_gone(std::move(*taken), write_outcome::cancelled, err);
-    if (renamed)
+    if (renamed && !covered)
       remove_file(name, removal_reason::erased);
   } else if (last) {
     auto taken = queue_.take(id);
@@ -314,8 +347,11 @@ void ssd_tier::write_failed(write_job& job) {
     if (item != nullptr)
       report(*item, write_outcome::failed, err);
     writes_.erase(job.tag);
+    if (closed_)
+      abandon(id); // no retry will come: released, not kept
   }
   pump();
+  resume_removals();
   maybe_finish_flush();
 }
 

@@ -63,8 +63,7 @@ public:
     if (!native) {
       boost::asio::post(helper_, [this, op = std::move(op)]() mutable {
         auto c = run_now(op);
-        op.keep.reset();
-        op.call = nullptr; // its captures too: nothing outlives the report
+        op = io_op{}; // what it held goes before the owner hears of it
         sink_(std::move(c));
       });
       return;
@@ -138,7 +137,7 @@ private:
     auto node = live_.extract(key);
     auto& p = node.mapped();
     io_completion c{p.op.tag, std::move(err), p.done};
-    p.op.keep.reset();
+    p.op = io_op{}; // what it held goes before the owner hears of it
     sink_(std::move(c));
   }
 

@@ -20,7 +20,8 @@ void write_queue::erase(std::list<write_item>::iterator i) {
   items_.erase(i);
 }
 
-push_result write_queue::push(std::string key, entry e, write_reason reason) {
+push_result write_queue::push(std::string key, entry e, write_reason reason,
+                              const storage_key& owner) {
   push_result out;
   for (auto i = items_.begin(); i != items_.end();) {
     auto next = std::next(i);
@@ -33,8 +34,8 @@ push_result write_queue::push(std::string key, entry e, write_reason reason) {
   }
   auto bytes = e.byte_length();
   out.id = next_id_++;
-  items_.push_back(
-    write_item{out.id, std::move(key), std::move(e), bytes, reason});
+  items_.push_back(write_item{out.id, std::move(key), std::move(e), owner.kind,
+                              owner.request, owner.attempt, bytes, reason});
   bytes_ += bytes;
   auto newest = std::prev(items_.end());
   for (auto i = items_.begin(); bytes_ > byte_cap_ && i != newest;) {
@@ -49,13 +50,14 @@ push_result write_queue::push(std::string key, entry e, write_reason reason) {
   return out;
 }
 
-write_item* write_queue::start_next() {
+write_item* write_queue::start_next(const std::multiset<std::string>& blocked) {
   std::unordered_set<std::string> busy;
   for (auto& i : items_)
     if (i.in_flight)
       busy.insert(i.key);
   for (auto& i : items_) {
-    if (i.in_flight || i.failed || busy.count(i.key) > 0)
+    if (i.in_flight || i.failed || busy.count(i.key) > 0
+        || blocked.count(i.key) > 0)
       continue;
     i.in_flight = true;
     ++i.attempts;

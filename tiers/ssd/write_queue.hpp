@@ -19,9 +19,11 @@
 #pragma once
 
 #include "tiers/state.hpp"
+#include "tiers/storage_key.hpp"
 
 #include <list>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,9 +36,14 @@ const char* to_string(write_reason r);
 
 struct write_item {
   uint64_t id = 0;
-  /// The entry's file name: one key per (ns, tokens).
+  /// The entry's file name: one per storage key (kind, request, ns,
+  /// tokens).
   std::string key;
   entry state;
+  /// The key's kind and, for a checkpoint, its request and attempt.
+  key_kind kind = key_kind::prefix;
+  uint64_t request = 0;
+  uint32_t attempt = 0;
   uint64_t bytes = 0;
   write_reason reason = write_reason::spill;
   bool in_flight = false;
@@ -59,12 +66,15 @@ public:
   explicit write_queue(uint64_t byte_cap)
     : byte_cap_(byte_cap) {}
 
-  /// Appends an item and makes room as the policy says.
-  push_result push(std::string key, entry e, write_reason reason);
+  /// Appends an item and makes room as the policy says; `owner` gives the
+  /// item's kind, request and attempt (its ns and tokens are `e`'s).
+  push_result push(std::string key, entry e, write_reason reason,
+                   const storage_key& owner = {});
 
   /// The oldest item that is neither failed, in flight, nor of a key in
-  /// flight, now marked in flight; nullptr when there is none.
-  write_item* start_next();
+  /// flight (nor in `blocked`), now marked in flight; nullptr when there
+  /// is none.
+  write_item* start_next(const std::multiset<std::string>& blocked = {});
 
   /// The item with `id`, or nullptr.
   write_item* find(uint64_t id);
