@@ -83,7 +83,10 @@ struct cache_service_state {
   bool checkpoints_possible = false;
   uint64_t idle_ms = 0;
   bool idle_running = false;
-  uint64_t demotions = 0;
+  /// The storage deadline (`service.storage-deadline-ms`): each request to
+  /// a tier may take half of it, so a call of two steps (flush, then the
+  /// SSD's close) still answers within it.
+  uint64_t deadline_ms = 10000;
   bool closing = false;
   std::optional<close_record> closed;
   std::vector<close_promise> close_waiters;
@@ -92,11 +95,21 @@ struct cache_service_state {
 using cache_service_pointer =
   cache_service_actor::stateful_pointer<cache_service_state>;
 
-/// The behaviour. `idle_ms` > 0 starts the idle-demotion timer.
-cache_service_actor::behavior_type cache_service(cache_service_pointer self,
-                                                 service_actors tiers,
-                                                 tiers::model_geometry geometry,
-                                                 bool checkpoints_possible,
-                                                 uint64_t idle_ms);
+/// The behaviour. `idle_ms` > 0 starts the idle-demotion timer;
+/// `deadline_ms` is the storage deadline.
+cache_service_actor::behavior_type
+cache_service(cache_service_pointer self, service_actors tiers,
+              tiers::model_geometry geometry, bool checkpoints_possible,
+              uint64_t idle_ms, uint64_t deadline_ms);
+
+/// How long one request of the facade to a tier may take.
+inline std::chrono::milliseconds tier_timeout(cache_service_pointer self) {
+  return std::chrono::milliseconds{
+    std::max<uint64_t>(self->state.deadline_ms / 2, 1)};
+}
+
+/// `err`, or for a request that timed out `ec::timeout` naming `what`.
+caf::error timed_out(cache_service_pointer self, const caf::error& err,
+                     const std::string& what);
 
 } // namespace kvtier::actors

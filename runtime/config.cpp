@@ -38,14 +38,17 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
   static const std::map<std::string, std::set<std::string>> m{
     {"ram-tier", {"cap-bytes"}},
     {"ssd-tier",
-     {"dir", "cap-bytes", "alignment", "write-behind-cap-bytes", "io-engine"}},
+     {"dir", "cap-bytes", "alignment", "write-behind-cap-bytes", "io-engine",
+      "write-behind", "write-behind-bytes-per-s", "write-behind-delay-ms",
+      "write-attempts", "retry-backoff-ms"}},
     {"model", {"identity", "preset", "scale", "layers"}},
     {"admission", {"kv-budget-bytes", "position-limit", "max-queued"}},
-    {"service", {"idle-demotion-ms", "checkpoint-every-tokens"}},
+    {"service",
+     {"idle-demotion-ms", "checkpoint-every-tokens", "storage-deadline-ms"}},
     {"replay",
      {"trace", "max-requests", "verify", "settle", "speed", "batch",
       "prefill-tokens-per-s", "model-scale", "ram-cap-bytes", "ssd-cap-bytes",
-      "clean-ssd"}},
+      "clean-ssd", "write-behind"}},
   };
   return m;
 }
@@ -135,6 +138,19 @@ caf::error service_options::validate() const {
   if (auto e = check("ssd-tier.write-behind-cap-bytes", write_behind_cap_bytes,
                      MiB, TiB, "1 MiB .. 1 TiB"))
     return e;
+  if (auto e =
+        check("ssd-tier.write-behind-bytes-per-s", write_behind_bytes_per_s,
+              MiB, 64 * GiB, "1 MiB .. 64 GiB"))
+    return e;
+  if (auto e = check("ssd-tier.write-behind-delay-ms", write_behind_delay_ms, 0,
+                     3600 * 1000, "0 .. 3600000 (one hour)"))
+    return e;
+  if (auto e =
+        check("ssd-tier.write-attempts", write_attempts, 1, 100, "1 .. 100"))
+    return e;
+  if (auto e = check("ssd-tier.retry-backoff-ms", retry_backoff_ms, 1, 60000,
+                     "1 .. 60000"))
+    return e;
   if (io_engine != "auto" && io_engine != "uring" && io_engine != "threads")
     return out_of_range("ssd-tier.io-engine", "\"" + io_engine + "\"",
                         "\"auto\", \"uring\" or \"threads\"");
@@ -151,6 +167,9 @@ caf::error service_options::validate() const {
     return e;
   if (auto e = check("service.idle-demotion-ms", idle_demotion_ms, 0,
                      7ull * 24 * 3600 * 1000, "0 .. 604800000 (one week)"))
+    return e;
+  if (auto e = check("service.storage-deadline-ms", storage_deadline_ms, 10,
+                     3600 * 1000, "10 .. 3600000 (one hour)"))
     return e;
   if (auto e = check("service.checkpoint-every-tokens", checkpoint_every_tokens,
                      0, uint64_t{1} << 20, "0 .. 1048576"))
@@ -227,6 +246,7 @@ service_options replay_settings::apply(service_options o) const {
     o.ram_cap_bytes = ram_cap_bytes;
   if (ssd_cap_bytes > 0)
     o.ssd_cap_bytes = ssd_cap_bytes;
+  o.write_behind = o.write_behind && write_behind;
   return o;
 }
 
@@ -240,7 +260,17 @@ kvtier_config::kvtier_config() {
     .add(o.alignment, "alignment", "payload alignment in entry files")
     .add(o.write_behind_cap_bytes, "write-behind-cap-bytes",
          "bytes of writes that may wait for the disk")
-    .add(o.io_engine, "io-engine", "auto, uring or threads");
+    .add(o.io_engine, "io-engine", "auto, uring or threads")
+    .add(o.write_behind, "write-behind",
+         "snapshot kept prefixes to SSD in the background")
+    .add(o.write_behind_bytes_per_s, "write-behind-bytes-per-s",
+         "write budget of the snapshots")
+    .add(o.write_behind_delay_ms, "write-behind-delay-ms",
+         "how long a put waits for its snapshot")
+    .add(o.write_attempts, "write-attempts",
+         "attempts a failing write gets before it is given up")
+    .add(o.retry_backoff_ms, "retry-backoff-ms",
+         "wait before a failed write's next attempt (doubling)");
   opt_group{custom_options_, "model"}
     .add(o.model_identity, "identity",
          "the engine's words for what its state means (weights, tokenizer, "
@@ -255,7 +285,9 @@ kvtier_config::kvtier_config() {
     .add(o.max_queued, "max-queued", "requests admit_queued may hold waiting");
   opt_group{custom_options_, "service"}
     .add(o.idle_demotion_ms, "idle-demotion-ms", "0: off")
-    .add(o.checkpoint_every_tokens, "checkpoint-every-tokens", "0: none");
+    .add(o.checkpoint_every_tokens, "checkpoint-every-tokens", "0: none")
+    .add(o.storage_deadline_ms, "storage-deadline-ms",
+         "longest a call waits on storage");
   auto& r = replay;
   opt_group{custom_options_, "replay"}
     .add(r.trace, "trace", "trace file or weka directory")
@@ -268,7 +300,9 @@ kvtier_config::kvtier_config() {
     .add(r.model_scale, "model-scale", "0: model.scale")
     .add(r.ram_cap_bytes, "ram-cap-bytes", "0: ram-tier.cap-bytes")
     .add(r.ssd_cap_bytes, "ssd-cap-bytes", "0: ssd-tier.cap-bytes")
-    .add(r.clean_ssd, "clean-ssd", "start with an empty SSD fingerprint");
+    .add(r.clean_ssd, "clean-ssd", "start with an empty SSD fingerprint")
+    .add(r.write_behind, "write-behind",
+         "keep the service's write-behind (false: off, as the reference)");
   register_error_category(*this);
 }
 

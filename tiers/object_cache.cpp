@@ -13,7 +13,7 @@ put_result ram_tier::put_object(std::string key,
   collect_buffers(holder, bufs);
   if (distinct_bytes(bufs) > capacity_)
     return hand_back(
-      {{true, std::move(key), {}}, {}, std::move(tensors), true});
+      {.key = {true, std::move(key), {}}, .object = std::move(tensors)});
   put_result out;
   auto r = emplace(
     record{.is_object = true, .object_key = key, .object = std::move(tensors)},

@@ -233,15 +233,15 @@ put_result ram_tier::hand_back(spill_order&& s) {
 }
 
 put_result ram_tier::hold_oversize(entry&& e,
-                                    const std::vector<buffer_ref>& bufs,
-                                    uint64_t now) {
+                                   const std::vector<buffer_ref>& bufs,
+                                   uint64_t now) {
   // Too large to keep, but its bytes live on in the write it goes to:
   // held as leaving meanwhile, so it stays servable (no supersession: it
   // may never be stored). It replaces an item of its key, as any put.
   ++counters_.oversize;
   auto floor = trim_floor(e);
-  auto r = emplace(record{.state = std::move(e), .writing = true}, bufs, now,
-                   false);
+  auto r =
+    emplace(record{.state = std::move(e), .writing = true}, bufs, now, false);
   auto ins = index_.insert(r->state.ns, r->state.tokens, r, floor);
   r->ref = ins.ref;
   if (ins.replaced) {
@@ -271,7 +271,9 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
   collect_buffers(e, bufs);
   bool oversize = distinct_bytes(bufs) > capacity_;
   if (oversize && (!cold_ || durable))
-    return hand_back({{false, e.ns, e.tokens}, std::move(e), {}, true});
+    return hand_back({.key = {false, e.ns, e.tokens},
+                      .state = std::move(e),
+                      .needs_spill = true});
   if (oversize)
     return hold_oversize(std::move(e), bufs, now);
   put_result out;
@@ -408,7 +410,7 @@ std::vector<ram_key> ram_tier::undurable() const {
 }
 
 std::optional<ram_item> ram_tier::begin_write(const ram_key& key,
-                                             uint64_t serial) {
+                                              uint64_t serial) {
   auto r = find(key);
   if (r == lru_.end() || r->is_object || r->durable || r->writing
       || (serial != 0 && r->serial != serial))
@@ -463,10 +465,9 @@ reclaim_counts& ram_tier::reclaim_pass(reclaim_counts& out, uint64_t want,
   for (auto r = lru_.begin(); r != lru_.end() && counted() < want;) {
     auto next = std::next(r);
     // A write out holds the bytes anyway (and will make the item durable).
-    bool candidate = !r->is_object && r->durable == durable_pass
-                     && evictable(r) && !r->writing;
-    if (candidate
-        && (order == reclaim_order::lru || would_free(r) > 0)) {
+    bool candidate = !r->is_object && r->durable == durable_pass && evictable(r)
+                     && !r->writing;
+    if (candidate && (order == reclaim_order::lru || would_free(r) > 0)) {
       std::vector<released_buffer> rel;
       auto ledger = drop(r, &rel);
       auto died = died_bytes(rel);
@@ -488,8 +489,9 @@ reclaim_counts& ram_tier::reclaim_pass(reclaim_counts& out, uint64_t want,
 
 reclaim_counts ram_tier::reclaim(uint64_t want_bytes, reclaim_order order) {
   reclaim_counts out;
-  reclaim_pass(out, want_bytes, order, true);  // copies durable on SSD
-  reclaim_pass(out, want_bytes, order, false); // optional state, dropped
+  reclaim_pass(out, want_bytes, order, true); // copies durable on SSD
+  if (want_bytes != all_durable)
+    reclaim_pass(out, want_bytes, order, false); // optional state, dropped
   return out;
 }
 

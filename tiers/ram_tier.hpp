@@ -160,8 +160,8 @@ public:
   /// nullopt otherwise, also when the key now names another item (a newer
   /// put replaced it: that one is not concerned). `file_tokens` as in
   /// `mark_durable`.
-  std::optional<spill_order> write_settled(const ram_key& key,
-                                           uint64_t serial, write_result r,
+  std::optional<spill_order> write_settled(const ram_key& key, uint64_t serial,
+                                           write_result r,
                                            uint64_t file_tokens = 0);
 
   /// Removes one item (e.g. once idle demotion made it durable) and hands
@@ -173,9 +173,13 @@ public:
   /// it waits for its write); nullopt when nothing is resident.
   std::optional<spill_order> pop_lru();
 
+  /// `reclaim(all_durable)`: every durable copy, and no optional item.
+  static constexpr uint64_t all_durable = UINT64_MAX;
+
   /// At an execution boundary, without I/O: drops least-recently-used
-  /// resident items that are durable on SSD, then optional ones that are
-  /// not (unprotected, held by no interest, no write out: their state is
+  /// resident items that are durable on SSD, then, when `want_bytes` is
+  /// a number (not `all_durable`), optional ones that are not
+  /// (unprotected, held by no interest, no write out: their state is
   /// lost, counted as `boundary_dropped`), until `want_bytes` were freed
   /// or none is left. With `reclaim_order::freeing`, items whose drop
   /// would free nothing now are skipped and only bytes whose buffers died

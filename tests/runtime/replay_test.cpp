@@ -32,7 +32,9 @@ service_options options(const slice_case& c) {
   o.ssd_cap_bytes = c.ssd_cap;
   o.ssd_dir = "/replay-test";
   o.io_engine = "threads";
-  return o;
+  // As `kvtier replay` does by default (replay.write-behind = false): the
+  // reference models no background snapshots (docs/replay.md).
+  return replay_settings{}.apply(o);
 }
 
 void replay_matches_reference(const slice_case& c) {

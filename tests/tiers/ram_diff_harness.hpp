@@ -97,7 +97,8 @@ struct naive_ram {
   put_result put(entry e, bool durable = false, bool pin = false) {
     put_result out;
     if (union_bytes({&e}) > cap) {
-      out.evicted.push_back({{false, e.ns, e.tokens}, std::move(e), {}, true});
+      out.evicted.push_back(
+        {.key = {false, e.ns, e.tokens}, .state = std::move(e)});
       return out;
     }
     std::multiset<uint64_t> leases, pins; // interests and pins follow the key
@@ -156,7 +157,9 @@ struct naive_ram {
   spill_order pop(uint64_t skip = 0) {
     auto i = take(victim(skip));
     auto key = ram_key{false, i.e.ns, i.e.tokens};
-    return spill_order{std::move(key), std::move(i.e), {}, !i.durable};
+    return spill_order{.key = std::move(key),
+                       .state = std::move(i.e),
+                       .needs_spill = !i.durable};
   }
 
   /// Drops durable, plain items, least recent first, until `want` bytes

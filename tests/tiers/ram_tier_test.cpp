@@ -616,7 +616,8 @@ BOOST_AUTO_TEST_CASE(interest_keeps_an_item_resident_until_dropped) {
   BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{held.tokens});
 }
 
-BOOST_AUTO_TEST_CASE(boundary_reclaim_drops_durable_copies_then_optional_items) {
+BOOST_AUTO_TEST_CASE(
+  boundary_reclaim_drops_durable_copies_then_optional_items) {
   auto eng = engine("tiny-dense");
   auto one = eng.geometry().bytes_at(8);
   ram_tier t(8 * one);
@@ -717,7 +718,8 @@ BOOST_AUTO_TEST_CASE(a_mark_follows_the_item_not_the_key) {
 
 // --- handoff to a cold tier (ram_tier built with `cold_tier`) -------------
 
-BOOST_AUTO_TEST_CASE(an_evicted_entry_stays_servable_until_its_write_is_durable) {
+BOOST_AUTO_TEST_CASE(
+  an_evicted_entry_stays_servable_until_its_write_is_durable) {
   auto eng = engine("tiny-dense");
   auto one = eng.geometry().bytes_at(8);
   ram_tier t(2 * one, true);
@@ -809,7 +811,8 @@ BOOST_AUTO_TEST_CASE(a_hit_on_a_leaving_entry_makes_it_resident_again) {
   BOOST_TEST(!t.contains("ns", b.key.tokens));
 }
 
-BOOST_AUTO_TEST_CASE(a_durable_victim_is_dropped_at_once_and_nothing_leaves_without_a_cold_tier) {
+BOOST_AUTO_TEST_CASE(
+  a_durable_victim_is_dropped_at_once_and_nothing_leaves_without_a_cold_tier) {
   auto eng = engine("tiny-dense");
   auto one = eng.geometry().bytes_at(8);
   for (bool cold : {true, false}) {

@@ -439,6 +439,21 @@ ssd_stats ssd_tier::stats() const {
   return s;
 }
 
+write_backlog ssd_tier::backlog() const {
+  write_backlog b;
+  for (auto& i : queue_.items()) {
+    switch (i.reason) {
+      case write_reason::snapshot: ++b.snapshots; break;
+      case write_reason::checkpoint: ++b.checkpoints; break;
+      default: ++b.spills;
+    }
+    b.bytes += i.bytes;
+    if (i.failed)
+      ++b.retrying;
+  }
+  return b;
+}
+
 const char* ssd_tier::engine_name() const noexcept {
   return engine_.name();
 }

@@ -202,6 +202,18 @@ using flush_callback = std::function<void(const durability_evidence&)>;
 /// could not be made durable yet (the error; it stays pending and every
 /// flush retries it).
 using removal_callback = std::function<void(const caf::error&)>;
+/// Writes not settled yet (`ssd_tier::backlog`): queued, running, or
+/// failed and waiting for a retry.
+struct write_backlog {
+  uint64_t snapshots = 0;
+  /// Spills and demotions.
+  uint64_t spills = 0;
+  uint64_t checkpoints = 0;
+  uint64_t bytes = 0;
+  /// Failed, waiting for a retry.
+  uint64_t retrying = 0;
+};
+
 /// Called once a close is done, with the writes it released unwritten.
 using close_callback = std::function<void(uint64_t abandoned)>;
 
@@ -353,6 +365,9 @@ public:
 
   ssd_stats stats() const;
 
+  /// What the write-behind queue holds, by reason.
+  write_backlog backlog() const;
+
   /// "io_uring" or "threads".
   const char* engine_name() const noexcept;
 
@@ -390,8 +405,7 @@ private:
               caf::error err = {});
   /// Reports a final outcome of an item already out of the queue, after
   /// its buffers are released.
-  void report_gone(write_item item, write_outcome outcome,
-                   caf::error err = {});
+  void report_gone(write_item item, write_outcome outcome, caf::error err = {});
   void maybe_finish_flush();
   /// Removes item `id` from the queue, unwritten, and reports it abandoned.
   void abandon(uint64_t id);

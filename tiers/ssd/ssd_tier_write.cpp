@@ -97,9 +97,13 @@ void ssd_tier::report(const write_item& item, write_outcome outcome,
 void ssd_tier::report_gone(write_item item, write_outcome outcome,
                            caf::error err) {
   // The buffers go first: whoever hears the report may count them freed.
-  write_event ev{item.id,     std::move(item.state.ns),
-                 std::move(item.state.tokens), item.reason, outcome,
-                 std::move(err), item.attempts};
+  write_event ev{item.id,
+                 std::move(item.state.ns),
+                 std::move(item.state.tokens),
+                 item.reason,
+                 outcome,
+                 std::move(err),
+                 item.attempts};
   item = write_item{};
   if (cfg_.on_write)
     cfg_.on_write(ev);
@@ -296,7 +300,7 @@ void ssd_tier::write_failed(write_job& job) {
       + (closed_ ? "; not stored, released (the tier is closed)"
          : last  ? "; not stored, given up after "
                     + std::to_string(item->attempts) + " attempts"
-                 : "; not stored, kept for a retry"));
+                : "; not stored, kept for a retry"));
   ++stats_.writes_failed;
   if (job.err == ec::no_space)
     ++stats_.write_no_space;
@@ -304,9 +308,9 @@ void ssd_tier::write_failed(write_job& job) {
   auto code = job.err.category() == caf::atom("kvtier")
                 ? static_cast<ec>(job.err.code())
                 : ec::io_error;
-  auto err = make_error(code, std::string{"write failed at "}
-                                + to_string(job.stage) + ": "
-                                + context_of(job.err));
+  auto err =
+    make_error(code, std::string{"write failed at "} + to_string(job.stage)
+                       + ": " + context_of(job.err));
   bool covered = covered_write_finished(job.tag, job.name, job.renamed);
   if (job.renamed && !covered) {
     // Only the directory sync failed: the file is whole and readable under
