@@ -518,6 +518,7 @@ void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
   o.setWritesCancelled(s.writes_cancelled);
   o.setWritesGivenUp(s.writes_given_up);
   o.setWritesRetried(s.writes_retried);
+  o.setIoBufferBytes(tier(self).io_buffer_bytes());
   o.setRemovalRecords(s.removal_records);
   o.setRemovalFailures(s.removal_failures);
   o.setRemovalsPending(s.removals_pending);

@@ -332,6 +332,8 @@ struct SsdCounters {
   removalsPending @22 :UInt64; # checkpoint removals not durably done
   writesGivenUp @23 :UInt64; # writes that failed their last attempt
   writesRetried @24 :UInt64; # failed writes tried again
+  ioBufferBytes @25 :UInt64; # buffers of writes and reads running (headers,
+                           # read buffers): the SSD tier's own, not RAM's
 }
 
 struct CheckpointCounters {

@@ -55,6 +55,7 @@ void ssd_part(msg::SsdCounters::Reader in, service_report::ssd_part& o) {
   o.removals_pending = in.getRemovalsPending();
   o.writes_given_up = in.getWritesGivenUp();
   o.writes_retried = in.getWritesRetried();
+  o.io_buffer_bytes = in.getIoBufferBytes();
 }
 
 void checkpoints_part(msg::CheckpointCounters::Reader in,

@@ -223,6 +223,9 @@ struct service_report {
     /// Writes that failed their last attempt (never written), and failed
     /// writes tried again (docs/ssd-format.md "Retries").
     uint64_t writes_given_up = 0, writes_retried = 0;
+    /// Bytes of buffers the SSD tier's running writes and reads hold
+    /// (headers, read buffers), beside what RAM holds.
+    uint64_t io_buffer_bytes = 0;
   } ssd;
   /// Checkpoints: identities held, saves kept and disposed, acquires that
   /// resumed one and that found a stale one, identities removed.

@@ -209,8 +209,16 @@ size_t ram_tier::supersede(record_it r) {
   for (auto a : index_.ancestors(r->ref)) {
     if (index_.length(a) < floor)
       break; // ancestors come nearest first: the rest are shorter still
-    drop(index_.handle(a));
+    auto old = index_.handle(a);
     ++n;
+    if (cold_ && old->writing) {
+      // Its write still holds its bytes: it stays findable (leaving)
+      // until that write settles, then leaves without a second one.
+      if (!old->leaving)
+        leave(old);
+      continue;
+    }
+    drop(old);
   }
   return n;
 }

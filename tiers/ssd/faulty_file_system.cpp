@@ -121,6 +121,11 @@ uint64_t faulty_file_system::stalled() const {
   return stalled_;
 }
 
+bool faulty_file_system::stalled_on(fs_op op) const {
+  std::lock_guard guard{mtx_};
+  return stalled_ops_[static_cast<size_t>(op)] > 0;
+}
+
 uint64_t faulty_file_system::fired() const {
   std::lock_guard guard{mtx_};
   return fired_;
@@ -168,7 +173,9 @@ std::optional<fault_kind> faulty_file_system::next(fs_op op) {
     crashed_ = true;
   if (*kind == fault_kind::stall) {
     ++stalled_;
+    ++stalled_ops_[i];
     released_.wait(guard, [this] { return releasing_; });
+    --stalled_ops_[i];
     --stalled_;
     released_.notify_all(); // the destructor may be waiting for this
     return std::nullopt;

@@ -80,6 +80,9 @@ public:
   /// Operations blocked in a stall right now.
   uint64_t stalled() const;
 
+  /// Whether an operation of kind `op` is blocked in a stall right now.
+  bool stalled_on(fs_op op) const;
+
   /// Faults that fired since construction (a crash counts once).
   uint64_t fired() const;
 
@@ -132,6 +135,7 @@ private:
   bool crashed_ = false;
   bool releasing_ = false;
   uint64_t stalled_ = 0;
+  std::array<uint64_t, fs_op_count> stalled_ops_{};
   uint64_t fired_ = 0;
 };
 

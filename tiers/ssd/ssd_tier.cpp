@@ -454,6 +454,18 @@ write_backlog ssd_tier::backlog() const {
   return b;
 }
 
+uint64_t ssd_tier::io_buffer_bytes() const {
+  uint64_t n = 0;
+  for (auto& [tag, job] : writes_)
+    if (job->io && job->io->header_bytes)
+      n += job->io->header_bytes->size();
+  for (auto& [tag, job] : reads_)
+    if (job->io)
+      for (auto& b : job->io->bufs)
+        n += b.size();
+  return n;
+}
+
 const char* ssd_tier::engine_name() const noexcept {
   return engine_.name();
 }

@@ -368,6 +368,11 @@ public:
   /// What the write-behind queue holds, by reason.
   write_backlog backlog() const;
 
+  /// Bytes of buffers the tier's own work holds (not the entries it
+  /// writes, which their owner holds): the headers of writes running and
+  /// the buffers of reads running.
+  uint64_t io_buffer_bytes() const;
+
   /// "io_uring" or "threads".
   const char* engine_name() const noexcept;
 
