@@ -46,6 +46,11 @@ sealed<msg::StopIdleDemotionReply> stop_idle(cache_service_pointer self) {
   return std::move(d).seal();
 }
 
+caf::error no_objects() {
+  return make_error(ec::unsupported, "this service has no object cache "
+                                     "(ram-tier.objects is false)");
+}
+
 sealed<msg::PublishStateReply> dropped_closed() {
   msg::draft<msg::PublishStateReply> d;
   d.root().setOutcome(msg::PutOutcome::DROPPED_CLOSED);
@@ -54,12 +59,12 @@ sealed<msg::PublishStateReply> dropped_closed() {
 
 } // namespace
 
-cache_service_actor::behavior_type cache_service(cache_service_pointer self,
-                                                 service_actors tiers,
-                                                 tiers::model_geometry geometry,
-                                                 bool checkpoints_possible,
-                                                 uint64_t idle_ms) {
+cache_service_actor::behavior_type
+cache_service(cache_service_pointer self, service_actors tiers,
+              tiers::model_geometry geometry, bool checkpoints_possible,
+              uint64_t idle_ms, bool objects) {
   auto& st = self->state;
+  st.objects = objects;
   st.tiers = std::move(tiers);
   st.geometry = std::move(geometry);
   st.checkpoints_possible = checkpoints_possible;
@@ -131,10 +136,16 @@ cache_service_actor::behavior_type cache_service(cache_service_pointer self,
     },
     [self](const sealed<msg::ReadReport>&) { return ops::report(self); },
     [self](const sealed<msg::ListSavedPrefixes>&) { return ops::saved(self); },
-    [self, &t](const sealed<msg::PutObject>& m) {
+    [self, &t](const sealed<msg::PutObject>& m)
+      -> caf::result<sealed<msg::PutObjectReply>> {
+      if (!self->state.objects)
+        return no_objects();
       return guarded<msg::PutObjectReply>(self, t.ram, m);
     },
-    [self, &t](const sealed<msg::GetObject>& m) {
+    [self, &t](const sealed<msg::GetObject>& m)
+      -> caf::result<sealed<msg::GetObjectReply>> {
+      if (!self->state.objects)
+        return no_objects();
       return guarded<msg::GetObjectReply>(self, t.ram, m);
     },
     [self](idle_tick_atom) { idle_tick(self); },

@@ -83,6 +83,8 @@ struct cache_service_state {
   bool checkpoints_possible = false;
   uint64_t idle_ms = 0;
   bool idle_running = false;
+  /// Whether the service has an object cache (`ram-tier.objects`).
+  bool objects = true;
   uint64_t demotions = 0;
   bool closing = false;
   std::optional<close_record> closed;
@@ -92,11 +94,12 @@ struct cache_service_state {
 using cache_service_pointer =
   cache_service_actor::stateful_pointer<cache_service_state>;
 
-/// The behaviour. `idle_ms` > 0 starts the idle-demotion timer.
-cache_service_actor::behavior_type cache_service(cache_service_pointer self,
-                                                 service_actors tiers,
-                                                 tiers::model_geometry geometry,
-                                                 bool checkpoints_possible,
-                                                 uint64_t idle_ms);
+/// The behaviour. `idle_ms` > 0 starts the idle-demotion timer (when
+/// there is an SSD tier); `objects` false: object calls are refused
+/// (`ec::unsupported`).
+cache_service_actor::behavior_type
+cache_service(cache_service_pointer self, service_actors tiers,
+              tiers::model_geometry geometry, bool checkpoints_possible,
+              uint64_t idle_ms, bool objects);
 
 } // namespace kvtier::actors

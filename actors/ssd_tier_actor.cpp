@@ -150,17 +150,39 @@ caf::expected<tiers::storage_key> spill_key(msg::SpillEntry::Reader m,
                                         e.tokens);
 }
 
+/// The storage key of an object write: the object's exact key, for any
+/// reason but checkpoint.
+caf::expected<tiers::storage_key> object_key(msg::SpillEntry::Reader m) {
+  if (m.getReason() == msg::SpillReason::CHECKPOINT
+      || m.getKind().isCheckpoint())
+    return make_error(ec::invalid_argument,
+                      "an object write with a checkpoint reason or key");
+  return tiers::storage_key::object(m.getItem().getObject().getKey().cStr());
+}
+
+/// What a spill order writes: a prefix entry or checkpoint, or an object
+/// (its tensors as attachments under its key, no tokens).
+caf::expected<tiers::entry> spill_entry(const sealed<msg::SpillEntry>& m) {
+  if (m.root().getItem().isEntry())
+    return tiers::read_entry(m, m.root().getItem().getEntry());
+  auto obj = m.root().getItem().getObject();
+  auto tensors = tiers::read_attachments(m, obj.getAttachments());
+  if (!tensors)
+    return std::move(tensors.error());
+  tiers::entry e;
+  e.ns = obj.getKey().cStr();
+  e.attachments = std::move(*tensors);
+  return e;
+}
+
 caf::result<sealed<msg::SpillEntryReply>>
 spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
   auto order = m.root().getOrderId();
-  if (!m.root().getItem().isEntry())
-    return spill_reply(order, msg::SpillOutcome::REFUSED,
-                       make_error(ec::invalid_argument, "objects are not "
-                                                        "written to SSD"));
-  auto e = tiers::read_entry(m, m.root().getItem().getEntry());
+  auto e = spill_entry(m);
   if (!e)
     return std::move(e.error());
-  auto key = spill_key(m.root(), *e);
+  auto key = m.root().getItem().isObject() ? object_key(m.root())
+                                           : spill_key(m.root(), *e);
   if (!key)
     return spill_reply(order, msg::SpillOutcome::REFUSED, key.error());
   if (tier(self).contains(*key))
@@ -203,9 +225,11 @@ tiers::token_seq prompt_for(tiers::token_seq key, uint64_t usable) {
 }
 
 sealed<msg::RestoreEntryReply> restore_reply(caf::expected<tiers::entry> e,
-                                             bool coalesced) {
+                                             bool coalesced,
+                                             bool durable = false) {
   msg::draft<msg::RestoreEntryReply> d;
   d.root().setCoalesced(coalesced);
+  d.root().setDurable(e && durable);
   if (e)
     tiers::write_entry(d, d.root().initEntry(), *e);
   else
@@ -218,9 +242,14 @@ restore(ssd_tier_pointer self, msg::RestoreEntry::Reader m) {
   auto key = tiers::read_key(m.getKey());
   auto& ns = key.ns;
   auto usable = m.getUsableTokens();
-  // A checkpoint is read by its exact key, whole; a prefix through the
-  // prefix index (which never holds a checkpoint file).
-  auto match = key.kind == tiers::key_kind::checkpoint
+  // An object whose write is pending is served from the write-behind
+  // queue (its bytes are there; no file is durable yet).
+  if (key.kind == tiers::key_kind::object)
+    if (auto pending = tier(self).queued(key))
+      return restore_reply(std::move(*pending), false, false);
+  // A checkpoint or an object is read by its exact key, whole; a prefix
+  // through the prefix index (which holds neither).
+  auto match = key.kind != tiers::key_kind::prefix
                  ? tier(self).find(key)
                  : tier(self).find(prompt_for(key.tokens, usable), ns);
   if (!match || match->length != usable)
@@ -237,9 +266,14 @@ restore(ssd_tier_pointer self, msg::RestoreEntry::Reader m) {
   };
   auto h = std::make_shared<how>();
   auto before = tier(self).stats().coalesced;
-  tier(self).restore(*match, [rp, h](caf::expected<tiers::entry> e) mutable {
-    rp.deliver(restore_reply(std::move(e), h->in_call || h->joined));
-  });
+  auto file_key = match->header->key();
+  tier(self).restore(
+    *match, [self, rp, h, file_key](caf::expected<tiers::entry> e) mutable {
+      // Durable as of this reply: a later removal of the file is reported
+      // after it, over the same FIFO.
+      bool durable = tier(self).contains(file_key);
+      rp.deliver(restore_reply(std::move(e), h->in_call || h->joined, durable));
+    });
   h->in_call = false;
   h->joined = tier(self).stats().coalesced > before;
   return rp;

@@ -36,7 +36,7 @@ caf::error check(const char* key, uint64_t v, uint64_t lo, uint64_t hi,
 /// The options each kvtier section declares (for refusing unknown keys).
 const std::map<std::string, std::set<std::string>>& known_keys() {
   static const std::map<std::string, std::set<std::string>> m{
-    {"ram-tier", {"cap-bytes"}},
+    {"ram-tier", {"cap-bytes", "objects"}},
     {"ssd-tier",
      {"dir", "cap-bytes", "alignment", "write-behind-cap-bytes", "io-engine"}},
     {"model", {"identity", "preset", "scale", "layers"}},
@@ -232,8 +232,9 @@ service_options replay_settings::apply(service_options o) const {
 
 kvtier_config::kvtier_config() {
   auto& o = options;
-  opt_group{custom_options_, "ram-tier"}.add(o.ram_cap_bytes, "cap-bytes",
-                                             "bytes of state kept in RAM");
+  opt_group{custom_options_, "ram-tier"}
+    .add(o.ram_cap_bytes, "cap-bytes", "bytes of state kept in RAM")
+    .add(o.objects, "objects", "keep exact tensor objects (objects())");
   opt_group{custom_options_, "ssd-tier"}
     .add(o.ssd_dir, "dir", "SSD tier directory (empty: no cold tier)")
     .add(o.ssd_cap_bytes, "cap-bytes", "bytes of entry files kept")

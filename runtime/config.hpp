@@ -29,6 +29,9 @@ namespace kvtier::runtime {
 struct service_options {
   // [ram-tier]
   uint64_t ram_cap_bytes = 2ull << 30;
+  /// `ram-tier.objects`: keep exact tensor objects (`service::objects()`);
+  /// false: no object port (objects() is null, object calls `unsupported`).
+  bool objects = true;
   // [ssd-tier]
   std::string ssd_dir;
   uint64_t ssd_cap_bytes = 16ull << 30;

@@ -70,7 +70,9 @@ private:
   prefetch_info info_;
 };
 
-/// Exact tensor objects (encoder outputs) under the RAM tier's budget.
+/// Exact tensor objects (encoder outputs) by exact key under the RAM
+/// tier's budget and LRU; evicted ones are spilled to SSD and found there
+/// again by `get` (also after a restart); a put replaces every older copy.
 class object_cache {
 public:
   /// Stores `tensors` under `key`; false when larger than the whole cap.
@@ -207,10 +209,10 @@ public:
   /// an observer that throws is contained. Null removes it.
   void set_put_observer(put_observer f);
 
-  /// Exact tensor objects; never null (the RAM tier is a prefix store).
-  object_cache* objects() noexcept {
-    return &objects_;
-  }
+  /// Exact tensor objects (encoder outputs) under the RAM cap, spilled to
+  /// and restored from SSD like prefixes; null when the service has no
+  /// object cache (`ram-tier.objects=false`).
+  object_cache* objects() noexcept;
 
   /// Checkpoint interval in tokens; nullopt: the service keeps none.
   std::optional<uint64_t> checkpoint_every_tokens() const noexcept;

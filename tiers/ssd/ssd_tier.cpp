@@ -13,6 +13,8 @@ caf::error check_header(const model_geometry& g, const std::string& fingerprint,
   if (h.fingerprint != fingerprint)
     return make_error(ec::incompatible_format,
                       "the header names fingerprint " + h.fingerprint);
+  if (h.kind == key_kind::object)
+    return {}; // attachments only (the decoder refuses layers): no geometry
   if (h.layers.size() != g.layers.size())
     return make_error(ec::incompatible_format,
                       "the file has " + std::to_string(h.layers.size())
@@ -400,7 +402,8 @@ void ssd_tier::handle(io_completion c) {
     chore_what_.erase(i);
     if (auto u = unlink_chores_.find(tag); u != unlink_chores_.end()) {
       // A checkpoint file whose unlink failed stays known until a removal
-      // of its identity takes it (`remove_checkpoints`).
+      // of its identity takes it (`remove_checkpoints`); other names are
+      // not in `unlinking_`.
       if (!c.err || c.err == ec::not_found)
         unlinking_.erase(u->second);
       unlinking_now_.erase(unlinking_now_.find(u->second));
@@ -467,10 +470,10 @@ void ssd_tier::remove_file(const std::string& name, removal_reason why) {
       return;
   auto tag = next_tag_++;
   chore_what_[tag] = std::string{to_string(why)} + " " + name;
-  if (checkpoint) {
-    unlink_chores_[tag] = name;
-    unlinking_now_.insert(name);
-  }
+  // No write of the name starts while the unlink runs: its rename could
+  // land first, and the unlink would then remove the new file.
+  unlink_chores_[tag] = name;
+  unlinking_now_.insert(name);
   auto* fs = &fs_;
   io_op op;
   op.kind = io_kind::call;

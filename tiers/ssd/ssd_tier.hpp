@@ -18,7 +18,8 @@
 // is not "on SSD". The byte cap evicts least-recently-used files. Every
 // header says its key kind (tiers/storage_key.hpp): prompt lookups see
 // prefix files only; checkpoint files are found by exact key and listed by
-// `checkpoint_files`.
+// `checkpoint_files`; object files (exact tensor objects, their tensors as
+// attachments) are found by exact key only.
 //
 // Removal records: `remove_checkpoints` (a completed generation) makes the
 // removal durable before it answers: an empty record file
@@ -217,8 +218,15 @@ public:
                                 std::string_view ns) const;
 
   /// The file of exactly `key` (any kind), as a match serving all of its
-  /// tokens; no I/O. How a checkpoint is found for its restore.
+  /// tokens; no I/O. How a checkpoint or an object is found for its
+  /// restore.
   std::optional<ssd_match> find(const storage_key& key) const;
+
+  /// The newest write of exactly `key` the write-behind queue holds
+  /// (queued, being written, or failed and kept for a retry), as views of
+  /// its buffers; no I/O. A pending write is not on SSD, but its bytes are
+  /// here: how an evicted object stays servable until its file is durable.
+  std::optional<entry> queued(const storage_key& key) const;
 
   /// Whether the prefix key (ns, tokens) is durable on SSD and no newer
   /// write of it is pending or failed: only then may RAM drop it as "on
@@ -276,9 +284,11 @@ public:
   caf::expected<uint64_t> enqueue(entry e, write_reason reason);
 
   /// The same under `key` (whose ns and tokens are `e`'s): a checkpoint's
-  /// header records its request and attempt. `ec::invalid_argument` for a
-  /// key that is not `e`'s, a prefix key naming a request, or the
-  /// reserved object kind.
+  /// header records its request and attempt; an object is `e`'s
+  /// attachments alone (ns the object's key, no tokens, layers or
+  /// session; no model geometry applies). `ec::invalid_argument` for a key
+  /// that is not `e`'s, a prefix or object key naming a request, or an
+  /// object entry with tokens, layers or a session.
   caf::expected<uint64_t> enqueue(entry e, write_reason reason,
                                   const storage_key& key);
 
@@ -363,6 +373,7 @@ private:
   void pump();
   void start_write(write_item& item);
   void write_stage(write_job& job);
+  void pad_to_file_length(write_job& job);
   void write_range(write_job& job, uint64_t off, const std::byte* p,
                    uint64_t len);
   void write_done(write_job& job);
@@ -452,7 +463,7 @@ private:
   /// seen to succeed (running, failed, or left to a write of the same name
   /// that has not renamed yet), by name.
   std::map<std::string, std::shared_ptr<const entry_header>> unlinking_;
-  /// Chore tags of those unlinks -> file name.
+  /// Chore tags of every unlink running (of any file) -> file name.
   std::map<uint64_t, std::string> unlink_chores_;
   /// Checkpoint removals not finished, by id; their ops in flight, by tag.
   std::map<uint64_t, std::unique_ptr<removal>> removals_;

@@ -4,6 +4,21 @@
 
 namespace kvtier::tiers::ssd {
 
+std::optional<entry> ssd_tier::queued(const storage_key& key) const {
+  auto name = file_name(key);
+  const write_item* newest = nullptr;
+  // Oldest first. A write in flight when its key was erased is dead: its
+  // file goes once it finishes (only one write of a name runs at a time,
+  // so `erase_after_` names exactly that one).
+  bool erased = erase_after_.count(name) > 0;
+  for (auto& item : queue_.items())
+    if (item.key == name && !(item.in_flight && erased))
+      newest = &item;
+  if (newest == nullptr)
+    return std::nullopt;
+  return newest->state;
+}
+
 void ssd_tier::restore(const ssd_match& m, restore_callback cb) {
   read_key key{m.name, m.length};
   index_.touch(m.name);
