@@ -136,6 +136,13 @@ cache_service(cache_service_pointer self, service_actors tiers,
     },
     [self](const sealed<msg::ReadReport>&) { return ops::report(self); },
     [self](const sealed<msg::ListSavedPrefixes>&) { return ops::saved(self); },
+    [self, &t](const sealed<msg::SetSsdLimit>& m)
+      -> caf::result<sealed<msg::SetSsdLimitReply>> {
+      if (!t.ssd)
+        return make_error(ec::unsupported, "this service has no SSD tier "
+                                           "(ssd-tier.dir is empty)");
+      return guarded<msg::SetSsdLimitReply>(self, t.ssd, m);
+    },
     [self, &t](const sealed<msg::PutObject>& m)
       -> caf::result<sealed<msg::PutObjectReply>> {
       if (!self->state.objects)

@@ -109,6 +109,7 @@ msg::SsdEvictReason reason_of(tiers::ssd::removal_reason r) {
     case removal_reason::corrupt: return msg::SsdEvictReason::CORRUPT;
     case removal_reason::gone: return msg::SsdEvictReason::GONE;
     case removal_reason::erased: return msg::SsdEvictReason::ERASED;
+    case removal_reason::superseded: return msg::SsdEvictReason::SUPERSEDED;
   }
   return msg::SsdEvictReason::GONE;
 }
@@ -390,7 +391,7 @@ void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
   auto s = tier(self).stats();
   o.setFiles(s.files);
   o.setFileBytes(s.file_bytes);
-  o.setCapBytes(self->state.parts->cap_bytes);
+  o.setCapBytes(tier(self).byte_cap());
   o.setQueueItems(s.queue_items);
   o.setQueueBytes(s.queue_bytes);
   o.setWritesOk(s.writes_ok);
@@ -411,6 +412,7 @@ void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
   o.setRemovalsPending(s.removals_pending);
   o.setGeometryMismatched(s.geometry_mismatched);
   o.setRestoresMismatched(s.restores_mismatched);
+  o.setFilesSuperseded(s.files_superseded);
 }
 
 sealed<msg::ReadReportReply> report(ssd_tier_pointer self) {
@@ -438,6 +440,21 @@ sealed<msg::ListSavedPrefixesReply> saved(ssd_tier_pointer self) {
   for (size_t i = 0; i < all.size(); ++i)
     tiers::write_key(out[i], all[i].ns, all[i].tokens);
   return std::move(d).seal();
+}
+
+/// A new byte cap: answered once the files it evicted are gone from disk.
+caf::result<sealed<msg::SetSsdLimitReply>>
+set_limit(ssd_tier_pointer self, const sealed<msg::SetSsdLimit>& m) {
+  auto rp = self->make_response_promise<sealed<msg::SetSsdLimitReply>>();
+  tier(self).set_byte_cap(
+    m.root().getCapBytes(), [self, rp](uint64_t evicted) mutable {
+      msg::draft<msg::SetSsdLimitReply> d;
+      d.root().setEvicted(evicted);
+      d.root().setCapBytes(tier(self).byte_cap());
+      d.root().setFileBytes(tier(self).stats().file_bytes);
+      rp.deliver(std::move(d).seal());
+    });
+  return rp;
 }
 
 template <class Root>
@@ -505,6 +522,7 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
     [self](const sealed<msg::ReadStats>&) { return stats(self); },
     [self](const sealed<msg::ReadReport>&) { return report(self); },
     [self](const sealed<msg::ListSavedPrefixes>&) { return saved(self); },
+    [self](const sealed<msg::SetSsdLimit>& m) { return set_limit(self, m); },
     [self](io_done& c) {
       tier(self).handle({c.tag, std::move(c.err), c.bytes});
     },

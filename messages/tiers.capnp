@@ -135,6 +135,8 @@ enum SsdEvictReason {
   corrupt @1;              # a restore found it corrupt; the file is removed
   gone @2;                 # a restore found it gone or replaced; forgotten
   erased @3;               # removed on request (EraseEntry)
+  superseded @4;           # a trimmable longer file of the same ns serves
+                           # every prompt it did
 }
 
 struct SsdEvictEvent {

@@ -205,6 +205,13 @@ public:
   result<std::vector<saved_prefix>> saved_prefixes();
   future<std::vector<saved_prefix>> saved_prefixes_async();
 
+  /// The SSD tier's byte cap from now on (`ssd-tier.cap-bytes` at start):
+  /// the owner's live limit, e.g. its share of one budget several services
+  /// on one root split. Lowering it removes least recently used files at
+  /// once. `unsupported` without an SSD tier; `closed` after close.
+  result<ssd_limit_result> set_ssd_limit(uint64_t bytes);
+  future<ssd_limit_result> set_ssd_limit_async(uint64_t bytes);
+
   /// Observes every stored prefix; runs on an actor thread, must be quick;
   /// an observer that throws is contained. Null removes it.
   void set_put_observer(put_observer f);

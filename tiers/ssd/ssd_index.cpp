@@ -103,6 +103,24 @@ void ssd_index::touch(const std::string& name) {
     index_.touch(i->second.ref);
 }
 
+std::vector<std::string>
+ssd_index::superseded_by(const std::string& name) const {
+  std::vector<std::string> out;
+  auto i = by_name_.find(name);
+  if (i == by_name_.end() || i->second.exact)
+    return out;
+  auto ref = i->second.ref;
+  auto floor = index_.floor(ref);
+  if (floor >= index_.length(ref))
+    return out; // untrimmable
+  for (auto a : index_.ancestors(ref)) {
+    if (index_.length(a) < floor)
+      break; // nearest first: the rest are shorter still
+    out.push_back(index_.handle(a).name);
+  }
+  return out;
+}
+
 std::vector<std::string> ssd_index::over_cap(uint64_t cap,
                                              const std::string& keep) const {
   std::vector<std::string> out;

@@ -78,6 +78,14 @@ public:
   /// Makes `name` the most recently used file.
   void touch(const std::string& name);
 
+  /// The prefix files the prefix file `name` supersedes, as the RAM tier
+  /// supersedes entries (DESIGN.md section 2): when its entry is trimmable
+  /// (trim floor below its length), its strict prefix-ancestors in the
+  /// same namespace at least as long as that floor, nearest first; none
+  /// for an untrimmable file (shorter ancestors must survive), a
+  /// checkpoint or an object.
+  std::vector<std::string> superseded_by(const std::string& name) const;
+
   /// Least recently used files whose removal brings the bytes to at most
   /// `cap`, oldest first, never `keep`.
   std::vector<std::string> over_cap(uint64_t cap,

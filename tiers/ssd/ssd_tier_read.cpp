@@ -22,6 +22,7 @@ std::optional<entry> ssd_tier::queued(const storage_key& key) const {
 void ssd_tier::restore(const ssd_match& m, restore_callback cb) {
   read_key key{m.name, m.length};
   index_.touch(m.name);
+  touch_file(m.name);
   if (auto h = held_.find(key); h != held_.end()) {
     ++stats_.coalesced;
     cb(h->second.state);
@@ -50,6 +51,7 @@ std::optional<uint64_t> ssd_tier::prefetch(const ssd_match& m,
     return std::nullopt; // closed: nothing is held for a lease any more
   read_key key{m.name, m.length};
   index_.touch(m.name);
+  touch_file(m.name);
   auto lease = next_lease_++;
   leases_.emplace(lease, key);
   if (auto h = held_.find(key); h != held_.end()) {

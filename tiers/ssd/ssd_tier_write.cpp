@@ -284,6 +284,7 @@ void ssd_tier::write_done(write_job& job) {
   auto bytes = header->file_length;
   auto name = job.name;
   index_.insert(ssd_file{name, std::move(header), bytes});
+  touch_file(name); // the most recently used, also after a restart
   ++stats_.writes_ok;
   stats_.bytes_written += bytes;
   if (auto* item = queue_.find(job.item_id))
@@ -301,6 +302,8 @@ void ssd_tier::write_done(write_job& job) {
     forget(name, removal_reason::erased);
   if (erase_after_.erase(name) > 0 && !covered)
     remove_file(name, removal_reason::erased);
+  else if (!covered)
+    supersede_ancestors(name);
   evict_over_cap(name);
   pump();
   resume_removals();
@@ -359,11 +362,58 @@ void ssd_tier::write_failed(write_job& job) {
   maybe_finish_flush();
 }
 
-void ssd_tier::evict_over_cap(const std::string& keep) {
-  for (auto& name : index_.over_cap(cfg_.byte_cap, keep)) {
-    ++stats_.evicted;
-    remove_file(name, removal_reason::evicted);
+void ssd_tier::supersede_ancestors(const std::string& name) {
+  for (auto& a : index_.superseded_by(name)) {
+    ++stats_.files_superseded;
+    remove_file(a, removal_reason::superseded);
   }
+}
+
+void ssd_tier::evict_over_cap(const std::string& keep,
+                              std::set<uint64_t>* tags) {
+  auto evict = [&](const std::string& name) {
+    ++stats_.evicted;
+    auto tag = remove_file(name, removal_reason::evicted);
+    if (tags && tag != 0)
+      tags->insert(tag);
+  };
+  for (auto& name : index_.over_cap(cfg_.byte_cap, keep))
+    evict(name);
+  // The file just written alone over a cap lowered since it was queued:
+  // it goes too, so the files stay under the cap.
+  if (index_.bytes() > cfg_.byte_cap && !keep.empty() && index_.file(keep))
+    evict(keep);
+}
+
+uint64_t ssd_tier::set_byte_cap(uint64_t bytes,
+                                std::function<void(uint64_t)> on_disk) {
+  cfg_.byte_cap = bytes;
+  auto before = stats_.evicted;
+  std::set<uint64_t> tags;
+  evict_over_cap({}, &tags);
+  auto evicted = stats_.evicted - before;
+  if (on_disk) {
+    if (tags.empty())
+      on_disk(evicted);
+    else
+      cap_waits_.push_back({std::move(tags), evicted, std::move(on_disk)});
+  }
+  return evicted;
+}
+
+void ssd_tier::unlink_ended(uint64_t tag) {
+  std::vector<cap_wait> done;
+  for (auto w = cap_waits_.begin(); w != cap_waits_.end();) {
+    w->tags.erase(tag);
+    if (w->tags.empty()) {
+      done.push_back(std::move(*w));
+      w = cap_waits_.erase(w);
+    } else {
+      ++w;
+    }
+  }
+  for (auto& w : done)
+    w.done(w.evicted);
 }
 
 } // namespace kvtier::tiers::ssd
