@@ -23,10 +23,11 @@ uint64_t step(uint64_t h, token t) {
   return fmix64(h + golden * (static_cast<uint64_t>(t) + 1));
 }
 
-/// h_i for every position i of `tokens`.
-std::vector<uint64_t> chain(std::string_view ns, std::span<const token> t) {
+/// h_i for every position i of `tokens`, starting from `seed` (the
+/// namespace's, see `oracle_engine::seed`).
+std::vector<uint64_t> chain(uint64_t seed, std::span<const token> t) {
   std::vector<uint64_t> out(t.size());
-  uint64_t h = ns_seed(ns);
+  uint64_t h = seed;
   for (size_t i = 0; i < t.size(); ++i)
     out[i] = h = step(h, t[i]);
   return out;
@@ -139,9 +140,14 @@ caf::error mismatch(size_t layer, uint64_t row, size_t byte) {
 } // namespace
 
 oracle_engine::oracle_engine(tiers::model_geometry geometry,
-                             uint32_t attachment_bytes)
+                             uint32_t attachment_bytes, uint64_t salt)
   : geometry_(std::move(geometry))
-  , attachment_bytes_(attachment_bytes) {}
+  , attachment_bytes_(attachment_bytes)
+  , salt_(salt) {}
+
+uint64_t oracle_engine::seed(std::string_view ns) const {
+  return salt_ == 0 ? ns_seed(ns) : fmix64(ns_seed(ns) ^ salt_);
+}
 
 namespace {
 
@@ -170,8 +176,8 @@ layer_state make_layer(const layer_spec& s, uint64_t layer,
 
 entry oracle_engine::prefill(std::string_view ns,
                              std::span<const token> tokens) const {
-  auto h = chain(ns, tokens);
-  auto nsh = ns_seed(ns);
+  auto nsh = seed(ns);
+  auto h = chain(nsh, tokens);
   entry e;
   e.ns = std::string{ns};
   e.tokens.assign(tokens.begin(), tokens.end());
@@ -197,8 +203,8 @@ oracle_engine::extend(const entry& reused,
                       "reused state has " + std::to_string(reused.layers.size())
                         + " layers, geometry "
                         + std::to_string(geometry_.layers.size()));
-  auto h = chain(reused.ns, tokens);
-  auto nsh = ns_seed(reused.ns);
+  auto nsh = seed(reused.ns);
+  auto h = chain(nsh, tokens);
   uint64_t n = tokens.size();
   entry e;
   e.ns = reused.ns;
@@ -256,8 +262,8 @@ caf::error oracle_engine::verify(const entry& e) const {
                         + std::to_string(geometry_.layers.size()));
   if (auto err = e.validate())
     return err;
-  auto h = chain(e.ns, e.tokens);
-  auto nsh = ns_seed(e.ns);
+  auto nsh = seed(e.ns);
+  auto h = chain(nsh, e.tokens);
   uint64_t n = e.tokens.size();
   std::vector<std::byte> want;
   for (size_t l = 0; l < e.layers.size(); ++l) {

@@ -27,9 +27,12 @@ namespace kvtier::runtime {
 class oracle_engine {
 public:
   /// `attachment_bytes` > 0 adds one exact-boundary attachment ("draft") of
-  /// that size to every state produced.
+  /// that size to every state produced. A non-zero `salt` stands for the
+  /// rest of a model's identity (weights, KV dtype): engines with other
+  /// salts produce other bytes for the same geometry, so a test can tell
+  /// two models of one shape apart. Generated tokens do not depend on it.
   explicit oracle_engine(tiers::model_geometry geometry,
-                         uint32_t attachment_bytes = 0);
+                         uint32_t attachment_bytes = 0, uint64_t salt = 0);
 
   const tiers::model_geometry& geometry() const noexcept {
     return geometry_;
@@ -69,8 +72,12 @@ public:
                             uint32_t vocab = 32000) const;
 
 private:
+  /// The chain's starting hash for `ns` (the salt mixed in).
+  uint64_t seed(std::string_view ns) const;
+
   tiers::model_geometry geometry_;
   uint32_t attachment_bytes_;
+  uint64_t salt_;
 };
 
 } // namespace kvtier::runtime

@@ -13,3 +13,9 @@ target_compile_definitions(test_ssd_crash_test PRIVATE
 add_dependencies(test_ssd_crash_test ssd_crash_writer)
 add_test(NAME ssd.crash_soak COMMAND test_ssd_crash_test -- 200)
 set_tests_properties(ssd.crash_soak PROPERTIES LABELS soak)
+
+# The randomized state-identity test: 4 seeds x 250 steps by default
+# (runtime.identity_random, registered by the glob), 12 x 3000 under soak.
+add_test(NAME runtime.identity_random_soak
+  COMMAND test_runtime_identity_random_test -- 3000)
+set_tests_properties(runtime.identity_random_soak PROPERTIES LABELS soak)

@@ -6,6 +6,7 @@
 // another shape are refused naming the layer and the field; a second
 // service on the same directory does not start. Every served state is
 // checked byte for byte with the serving model's oracle.
+#include "tests/runtime/forge.hpp"
 #include "tests/runtime/service_fixture.hpp"
 #include "tiers/ssd/entry_format.hpp"
 
@@ -159,35 +160,6 @@ BOOST_AUTO_TEST_CASE(services_of_other_models_on_one_root_never_meet) {
 }
 
 namespace {
-
-/// A whole entry file for `e` under fingerprint `fp` (checksums right).
-std::vector<std::byte> file_image(const tiers::entry& e,
-                                  const std::string& fp) {
-  namespace ssd = tiers::ssd;
-  auto h = ssd::layout(e, fp, 4096, 1u << 20);
-  ssd::compute_checksums(h, e);
-  auto head = ssd::encode(h);
-  std::vector<std::byte> out(h.file_length);
-  std::memcpy(out.data(), head->data(), h.header_length);
-  for (size_t i = 0; i < e.layers.size(); ++i) {
-    auto at = h.layers[i].payload.offset;
-    for (auto& s : e.layers[i].segments) {
-      std::memcpy(out.data() + at, s.bytes().data(), s.length);
-      at += s.length;
-    }
-  }
-  return out;
-}
-
-void plant(tiers::ssd::memory_file_system& disk, const std::string& path,
-           const std::vector<std::byte>& bytes) {
-  (void)disk.remove(path);
-  auto f = disk.open(path, tiers::ssd::open_mode::create);
-  BOOST_REQUIRE(f);
-  BOOST_REQUIRE((*f)->write_at(0, bytes));
-  BOOST_REQUIRE(!(*f)->sync());
-  BOOST_REQUIRE(!disk.sync_dir(path.substr(0, path.rfind('/'))));
-}
 
 /// The service's model with another bytes per token in layer 2.
 tiers::model_geometry forger_geometry(const runtime::service_options& o) {

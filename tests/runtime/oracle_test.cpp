@@ -76,6 +76,22 @@ BOOST_AUTO_TEST_CASE(state_depends_on_namespace_and_every_token) {
                            fc.begin() + row * 64));
 }
 
+BOOST_AUTO_TEST_CASE(a_salt_makes_another_models_bytes_of_the_same_shape) {
+  auto g = model_geometry::preset("tiny-hybrid").value();
+  oracle_engine plain(g), a(g, 0, 7), b(g, 0, 8);
+  auto t = iota_tokens(30);
+  auto sa = a.prefill("ns", t);
+  BOOST_TEST(!a.verify(sa));
+  BOOST_TEST(static_cast<bool>(b.verify(sa)));
+  BOOST_TEST(static_cast<bool>(plain.verify(sa)));
+  BOOST_TEST(static_cast<bool>(a.verify(plain.prefill("ns", t))));
+  // Extension keeps the salt; generated tokens ignore it.
+  auto ext = a.extend(a.prefill("ns", iota_tokens(20)), t);
+  BOOST_REQUIRE(ext);
+  BOOST_TEST(!a.verify(*ext));
+  BOOST_TEST(a.generate("ns", t, 8) == plain.generate("ns", t, 8));
+}
+
 BOOST_AUTO_TEST_CASE(extension_equals_fresh_prefill_for_every_family) {
   for (auto name : families) {
     oracle_engine eng(model_geometry::preset(name).value(), 8);

@@ -107,6 +107,11 @@ bool faulty_file_system::crashed() const {
   return crashed_;
 }
 
+void faulty_file_system::crash_now() {
+  std::lock_guard guard{mtx_};
+  crashed_ = true;
+}
+
 std::optional<fault_kind> faulty_file_system::next(fs_op op) {
   std::lock_guard guard{mtx_};
   auto i = static_cast<size_t>(op);

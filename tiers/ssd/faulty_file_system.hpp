@@ -71,6 +71,11 @@ public:
   /// Whether a crash fault has fired (and not been cleared).
   bool crashed() const;
 
+  /// The process "dies" now: every later mutating operation fails as after
+  /// a crash fault, until `clear()` (a machine crash stopping writers that
+  /// may be between operations).
+  void crash_now();
+
   caf::expected<file_ref> open(const std::string& path,
                                open_mode mode) override;
   caf::error rename(const std::string& from, const std::string& to) override;
