@@ -8,12 +8,6 @@ namespace {
 
 using namespace std::chrono;
 
-/// The timer period: a quarter of the idle time (at least 1 ms), so an
-/// entry leaves RAM within 1.25 x idle_ms of its last use.
-milliseconds idle_period(uint64_t idle_ms) {
-  return milliseconds{std::max<uint64_t>(idle_ms / 4, 1)};
-}
-
 void idle_tick(cache_service_pointer self) {
   auto& st = self->state;
   if (!st.idle_running || st.closed || !st.tiers.ssd)
@@ -58,6 +52,10 @@ sealed<msg::PublishStateReply> dropped_closed() {
 }
 
 } // namespace
+
+std::chrono::milliseconds idle_period(uint64_t idle_ms) {
+  return std::max(std::chrono::milliseconds{idle_ms / 4}, min_idle_period);
+}
 
 cache_service_actor::behavior_type
 cache_service(cache_service_pointer self, service_actors tiers,
