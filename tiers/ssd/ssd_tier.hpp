@@ -18,7 +18,10 @@
 // is not "on SSD". The byte cap evicts least-recently-used files; each
 // file's last use (its write, a restore or prefetch) is recorded in its
 // mtime on the engine, and the start-up scan orders the index by it, so
-// the LRU order survives a restart. Every
+// the LRU order survives a restart. The owner may change the cap live
+// (`set_byte_cap`). A trimmable prefix file, once durable, supersedes its
+// stored prefix-ancestors' files in its namespace (removed, reported), as
+// RAM supersedes entries. Every
 // header says its key kind (tiers/storage_key.hpp): prompt lookups see
 // prefix files only; checkpoint files are found by exact key and listed by
 // `checkpoint_files`; object files (exact tensor objects, their tensors as
@@ -181,12 +184,13 @@ struct ssd_config {
   /// Told about every indexed file the tier stops holding, at the moment
   /// it leaves the index (before the unlink runs), so an owner holding a
   /// copy it believed durable can clear that belief: evicted over the cap
-  /// (also inside `open`), found corrupt or gone by a restore, erased. Not
+  /// (also inside `open` and `set_byte_cap`), found corrupt or gone by a
+  /// restore, erased, superseded by a trimmable longer file. Not
   /// reported: the older file of a key that a newer write of the same key
   /// replaces (that write's `on_write` report follows), and files `open`
   /// drops without indexing them (corrupt, misnamed, orphan temps). Runs
-  /// inside `open`, `erase` or `handle` and must not call back into the
-  /// tier. Optional.
+  /// inside `open`, `erase`, `set_byte_cap` or `handle` and must not call
+  /// back into the tier. Optional.
   std::function<void(const remove_event&)> on_remove;
 };
 
