@@ -35,7 +35,9 @@
 // (alreadyClosed), concurrent ones share it. After close, calls that would
 // change or lend state fail with `ec::closed`; publish answers
 // droppedClosed. Idle demotion runs on a timer of the facade while
-// `idle_ms` > 0, until StopIdleDemotion.
+// `idle_ms` > 0 and an SSD tier exists (on by default:
+// `service.idle-demotion-ms`), every `idle_period(idle_ms)` (never more
+// often than `min_idle_period`), until StopIdleDemotion.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -43,6 +45,7 @@
 
 #include <caf/typed_response_promise.hpp>
 
+#include <chrono>
 #include <optional>
 #include <vector>
 
@@ -83,6 +86,8 @@ struct cache_service_state {
   bool checkpoints_possible = false;
   uint64_t idle_ms = 0;
   bool idle_running = false;
+  /// Whether the service has an object cache (`ram-tier.objects`).
+  bool objects = true;
   uint64_t demotions = 0;
   bool closing = false;
   std::optional<close_record> closed;
@@ -92,11 +97,21 @@ struct cache_service_state {
 using cache_service_pointer =
   cache_service_actor::stateful_pointer<cache_service_state>;
 
-/// The behaviour. `idle_ms` > 0 starts the idle-demotion timer.
-cache_service_actor::behavior_type cache_service(cache_service_pointer self,
-                                                 service_actors tiers,
-                                                 tiers::model_geometry geometry,
-                                                 bool checkpoints_possible,
-                                                 uint64_t idle_ms);
+/// The idle-demotion timer's shortest period: a tiny `idle_ms` cannot make
+/// it spin.
+inline constexpr std::chrono::milliseconds min_idle_period{1000};
+
+/// The idle-demotion timer's period for `idle_ms`: a quarter of it (an
+/// entry leaves RAM within 1.25 x idle_ms of its last use), but at least
+/// `min_idle_period` (then within idle_ms + 1 s).
+std::chrono::milliseconds idle_period(uint64_t idle_ms);
+
+/// The behaviour. `idle_ms` > 0 starts the idle-demotion timer (when
+/// there is an SSD tier); `objects` false: object calls are refused
+/// (`ec::unsupported`).
+cache_service_actor::behavior_type
+cache_service(cache_service_pointer self, service_actors tiers,
+              tiers::model_geometry geometry, bool checkpoints_possible,
+              uint64_t idle_ms, bool objects);
 
 } // namespace kvtier::actors

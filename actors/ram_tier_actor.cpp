@@ -1,6 +1,7 @@
 #include "actors/ram_tier_actor.hpp"
 
 #include "actors/codec.hpp"
+#include "actors/ram_tier_objects.hpp"
 #include "tiers/entry_message.hpp"
 
 namespace kvtier::actors {
@@ -33,20 +34,33 @@ bool is_durable(const sealed<msg::SpillEntryReply>& r) {
          || o == msg::SpillOutcome::ALREADY_DURABLE;
 }
 
-/// Sends entries that left RAM needing a write to the SSD actor; the rest
-/// (durable copies, objects, or no cold tier) are dropped here.
-void spill(ram_tier_pointer self, std::vector<tiers::spill_order> orders) {
+} // namespace
+
+/// Sends entries and objects that left RAM needing a write to the SSD
+/// actor; the rest (durable copies, or no cold tier) are dropped here.
+void spill_orders(ram_tier_pointer self,
+                  std::vector<tiers::spill_order> orders) {
   if (!self->state.ssd)
     return;
   for (auto& o : orders) {
-    if (!o.needs_spill || o.key.object)
+    if (!o.needs_spill)
       continue;
+    if (o.key.object) {
+      ram_objects::spill(self, o);
+      continue;
+    }
     self
       ->request(self->state.ssd, caf::infinite,
                 spill_message(self, msg::SpillReason::SPILL, o.state))
       .then([](const sealed<msg::SpillEntryReply>&) {},
             [](const caf::error&) {});
   }
+}
+
+namespace {
+
+void spill(ram_tier_pointer self, std::vector<tiers::spill_order> orders) {
+  spill_orders(self, std::move(orders));
 }
 
 /// Writes the item `key` (as of `serial`) to SSD; marks it durable when
@@ -239,7 +253,7 @@ caf::result<sealed<msg::RelievePressureReply>> relieve(ram_tier_pointer self,
     if (!o)
       break;
     ++released;
-    writes = writes || (o->needs_spill && !o->key.object);
+    writes = writes || o->needs_spill;
     orders.push_back(std::move(*o));
   }
   msg::draft<msg::RelievePressureReply> d;
@@ -278,42 +292,15 @@ sealed<msg::UnprotectEntryReply> unprotect(ram_tier_pointer self,
   return std::move(d).seal();
 }
 
-caf::result<sealed<msg::PutObjectReply>>
-put_object(ram_tier_pointer self, const sealed<msg::PutObject>& m) {
-  auto obj = m.root().getObject();
-  auto tensors = tiers::read_attachments(m, obj.getAttachments());
-  if (!tensors)
-    return std::move(tensors.error());
-  if (self->state.closed)
-    return msg::draft<msg::PutObjectReply>{}.seal(); // not kept
-  auto r =
-    tier(self).put_object(obj.getKey().cStr(), std::move(*tensors), now(self));
-  msg::draft<msg::PutObjectReply> d;
-  d.root().setKept(r.kept);
-  spill(self, std::move(r.evicted));
-  return std::move(d).seal();
-}
-
-sealed<msg::GetObjectReply> get_object(ram_tier_pointer self,
-                                       const std::string& key) {
-  msg::draft<msg::GetObjectReply> d;
-  if (auto tensors = tier(self).object(key, now(self))) {
-    auto out = d.root().initObject();
-    out.setKey(key);
-    tiers::write_attachments(d, out.initAttachments(tensors->size()), *tensors);
-  } else {
-    d.root().setMissing();
-  }
-  return std::move(d).seal();
-}
-
-/// Snapshots every entry not yet durable (each stays in RAM); replies once
-/// the orders are queued: the facade's flush to the SSD actor follows them.
+/// Snapshots every entry and object not yet durable (each stays in RAM);
+/// replies once the orders are queued: the facade's flush to the SSD actor
+/// follows them.
 sealed<msg::FlushStateReply> snapshot(ram_tier_pointer self) {
   if (self->state.ssd)
     for (auto& key : tier(self).undurable())
       if (auto item = tier(self).item(key))
         write_then(self, key, *item, msg::SpillReason::SNAPSHOT, [](bool) {});
+  ram_objects::snapshot(self);
   return msg::draft<msg::FlushStateReply>{}.seal();
 }
 
@@ -353,8 +340,9 @@ sealed<Root> empty_reply() {
 
 ram_tier_actor::behavior_type
 ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
-         std::shared_ptr<put_observer_slot> observer) {
+         std::shared_ptr<put_observer_slot> observer, bool objects) {
   auto& st = self->state;
+  st.objects = objects;
   st.tier = std::make_unique<tiers::ram_tier>(cap_bytes);
   st.ssd = std::move(ssd);
   st.observer = std::move(observer);
@@ -411,23 +399,28 @@ ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
     },
     [self](const sealed<msg::PutObject>& m) {
       return decoding<sealed<msg::PutObjectReply>>(
-        [&] { return put_object(self, m); });
+        [&] { return ram_objects::put(self, m); });
     },
     [self](const sealed<msg::GetObject>& m) {
-      return get_object(self, m.root().getKey().cStr());
+      return decoding<sealed<msg::GetObjectReply>>(
+        [&] { return ram_objects::get(self, m.root().getKey().cStr()); });
     },
     [self](const sealed<msg::FlushState>&) { return snapshot(self); },
     [self](const sealed<msg::CloseService>&) {
       self->state.closed = true;
       tier(self).clear();
+      ram_objects::close(self);
       return empty_reply<msg::CloseServiceReply>();
     },
     [self](const sealed<msg::ReadReport>&) { return report(self); },
     [self](const sealed<msg::SsdEvictEvent>& m) {
       try {
         auto k = m.root().getKey();
-        tier(self).mark_not_durable(k.getNs().cStr(),
-                                    tiers::read_tokens(k.getTokens()));
+        if (k.getKind().isObject())
+          ram_objects::file_gone(self, k.getNs().cStr());
+        else
+          tier(self).mark_not_durable(k.getNs().cStr(),
+                                      tiers::read_tokens(k.getTokens()));
       } catch (const kj::Exception&) {
         // Built by the SSD actor in this process from a valid key: it
         // cannot fail to decode (no handler lets an exception through).

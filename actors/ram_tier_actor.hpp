@@ -21,8 +21,11 @@
 //
 // Policy beyond the tier's own: without an SSD actor, spill orders are
 // dropped (there is nowhere to write) and idle demotion does nothing.
-// Objects are never written to SSD (the entry file format stores prefix
-// entries): an evicted object is dropped. After CloseService (which clears
+// Objects (actors/ram_tier_objects.hpp) are spilled when evicted and
+// snapshotted at a flush like entries, found again on SSD by exact key,
+// and never resurrected once replaced; built with `objects` false the
+// actor refuses every object message (`ec::unsupported`). After
+// CloseService (which clears
 // everything without spilling) nothing is stored any more: a publish or an
 // install that arrives late (a restore still running at close) is answered
 // droppedClosed, an object put is not kept, so a closed service holds no
@@ -33,7 +36,10 @@
 #include "actors/put_observer.hpp"
 #include "tiers/ram_tier.hpp"
 
+#include <caf/typed_response_promise.hpp>
+
 #include <memory>
+#include <unordered_map>
 
 namespace kvtier::actors {
 
@@ -47,13 +53,25 @@ struct ram_tier_state {
   uint64_t next_order = 1;
   /// After CloseService: nothing is stored any more.
   bool closed = false;
+  /// Whether the service has an object cache (`ram-tier.objects`).
+  bool objects = true;
+  /// An object restore from SSD in flight: who waits for it, and whether
+  /// a put of the key made its result stale (then never installed).
+  struct object_read {
+    bool stale = false;
+    std::vector<caf::typed_response_promise<sealed<msg::GetObjectReply>>>
+      waiters;
+  };
+  /// By object key.
+  std::unordered_map<std::string, object_read> object_reads;
 };
 
 using ram_tier_pointer = ram_tier_actor::stateful_pointer<ram_tier_state>;
 
-/// The behaviour: a RAM tier of `cap_bytes` spilling to `ssd` (may be null).
+/// The behaviour: a RAM tier of `cap_bytes` spilling to `ssd` (may be
+/// null), with an object cache when `objects` is set.
 ram_tier_actor::behavior_type
 ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
-         std::shared_ptr<put_observer_slot> observer);
+         std::shared_ptr<put_observer_slot> observer, bool objects = true);
 
 } // namespace kvtier::actors

@@ -311,6 +311,8 @@ struct SsdCounters {
   removalRecords @20 :UInt64; # checkpoint removal records written
   removalFailures @21 :UInt64; # removal steps that failed (retried)
   removalsPending @22 :UInt64; # checkpoint removals not durably done
+  filesSuperseded @23 :UInt64; # prefix files a trimmable longer one
+                           # superseded (removed)
 }
 
 struct CheckpointCounters {
@@ -399,4 +401,17 @@ struct GetObjectReply {
     missing @0 :Void;
     object @1 :Common.StoredObject;
   }
+}
+
+struct SetSsdLimit {
+  # Engine -> service -> SSD: the SSD tier's byte cap from now on (its
+  # owner's live share of a budget several services on one root split).
+  # Lowering it removes least recently used files at once.
+  capBytes @0 :UInt64;
+}
+
+struct SetSsdLimitReply {
+  capBytes @0 :UInt64;     # the cap now
+  evicted @1 :UInt64;      # files removed to get under it
+  fileBytes @2 :UInt64;    # bytes of entry files held afterwards
 }

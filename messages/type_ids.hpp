@@ -63,7 +63,8 @@ class actor_system_config;
   X(EraseEntry) X(EraseEntryReply)                                             \
   X(SessionPutEvent)                                                           \
   X(UnprotectEntry) X(UnprotectEntryReply)                                     \
-  X(RemoveCheckpoints) X(RemoveCheckpointsReply)
+  X(RemoveCheckpoints) X(RemoveCheckpointsReply)                               \
+  X(SetSsdLimit) X(SetSsdLimitReply)
 // clang-format on
 
 #define KVTIER_ADD_MESSAGE_TYPE_ID(Root)                                       \

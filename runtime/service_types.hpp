@@ -129,6 +129,16 @@ struct persistence_stats {
   uint64_t pending_checkpoint_writes = 0;
 };
 
+/// What `set_ssd_limit` did.
+struct ssd_limit_result {
+  /// The SSD tier's byte cap now.
+  uint64_t cap_bytes = 0;
+  /// Files removed (least recently used first) to get under it.
+  uint64_t evicted = 0;
+  /// Bytes of entry files held afterwards (at most `cap_bytes`).
+  uint64_t file_bytes = 0;
+};
+
 /// What pressure relief and a boundary gave back.
 struct reclaim_result {
   uint64_t released = 0;
@@ -182,6 +192,9 @@ struct service_report {
     /// Restores refused because the file is another model's (a miss; the
     /// file is kept).
     uint64_t restores_mismatched = 0;
+    /// Prefix files removed because a trimmable longer file of the same
+    /// namespace superseded them.
+    uint64_t files_superseded = 0;
   } ssd;
   /// Checkpoints: identities held, saves kept and disposed, acquires that
   /// resumed one and that found a stale one, identities removed.

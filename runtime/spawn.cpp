@@ -53,8 +53,8 @@ actors::ram_tier_actor
 spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
                actors::ssd_tier_actor ssd,
                std::shared_ptr<actors::put_observer_slot> observer) {
-  auto ram =
-    sys.spawn(actors::ram_tier, opts.ram_cap_bytes, ssd, std::move(observer));
+  auto ram = sys.spawn(actors::ram_tier, opts.ram_cap_bytes, ssd,
+                       std::move(observer), opts.objects);
   // The one link back: the SSD actor tells this RAM actor of every file it
   // removes (SsdEvictEvent). Sent at once, so it is in the SSD actor's
   // mailbox before any spill order this RAM actor can send.
@@ -120,7 +120,7 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   if (!g)
     return std::move(g.error());
   h.facade = sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
-                       opts.idle_demotion_ms);
+                       opts.idle_demotion_ms, opts.objects);
   return h;
 }
 

@@ -32,6 +32,9 @@ service_options options(const slice_case& c) {
   o.ssd_cap_bytes = c.ssd_cap;
   o.ssd_dir = "/replay-test";
   o.io_engine = "threads";
+  // As the replay's [replay] idle-demotion-ms (0) does: the reference
+  // models no idle demotion, which is on by default in a service.
+  o.idle_demotion_ms = 0;
   return o;
 }
 
