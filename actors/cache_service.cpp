@@ -10,12 +10,6 @@ namespace {
 
 using namespace std::chrono;
 
-/// The timer period: a quarter of the idle time (at least 1 ms), so an
-/// entry leaves RAM within 1.25 x idle_ms of its last use.
-milliseconds idle_period(uint64_t idle_ms) {
-  return milliseconds{std::max<uint64_t>(idle_ms / 4, 1)};
-}
-
 void idle_tick(cache_service_pointer self) {
   auto& st = self->state;
   if (!st.idle_running || st.closed || !st.tiers.ssd)
@@ -85,6 +79,11 @@ sealed<msg::StopIdleDemotionReply> stop_idle(cache_service_pointer self) {
   return std::move(d).seal();
 }
 
+caf::error no_objects() {
+  return make_error(ec::unsupported, "this service has no object cache "
+                                     "(ram-tier.objects is false)");
+}
+
 sealed<msg::PublishStateReply> dropped_closed() {
   msg::draft<msg::PublishStateReply> d;
   d.root().setOutcome(msg::PutOutcome::DROPPED_CLOSED);
@@ -102,11 +101,16 @@ caf::error timed_out(cache_service_pointer self, const caf::error& err,
                                    + " ms (half the storage deadline)");
 }
 
+std::chrono::milliseconds idle_period(uint64_t idle_ms) {
+  return std::max(std::chrono::milliseconds{idle_ms / 4}, min_idle_period);
+}
+
 cache_service_actor::behavior_type
 cache_service(cache_service_pointer self, service_actors tiers,
               tiers::model_geometry geometry, bool checkpoints_possible,
-              uint64_t idle_ms, uint64_t deadline_ms) {
+              uint64_t idle_ms, bool objects, uint64_t deadline_ms) {
   auto& st = self->state;
+  st.objects = objects;
   st.deadline_ms = deadline_ms;
   st.tiers = std::move(tiers);
   st.geometry = std::move(geometry);
@@ -175,10 +179,23 @@ cache_service(cache_service_pointer self, service_actors tiers,
     [self](const sealed<msg::ReadStats>& m) { return read_stats(self, m); },
     [self](const sealed<msg::ReadReport>&) { return ops::report(self); },
     [self](const sealed<msg::ListSavedPrefixes>&) { return ops::saved(self); },
-    [self, &t](const sealed<msg::PutObject>& m) {
+    [self, &t](const sealed<msg::SetSsdLimit>& m)
+      -> caf::result<sealed<msg::SetSsdLimitReply>> {
+      if (!t.ssd)
+        return make_error(ec::unsupported, "this service has no SSD tier "
+                                           "(ssd-tier.dir is empty)");
+      return guarded<msg::SetSsdLimitReply>(self, t.ssd, m);
+    },
+    [self, &t](const sealed<msg::PutObject>& m)
+      -> caf::result<sealed<msg::PutObjectReply>> {
+      if (!self->state.objects)
+        return no_objects();
       return guarded<msg::PutObjectReply>(self, t.ram, m);
     },
-    [self, &t](const sealed<msg::GetObject>& m) {
+    [self, &t](const sealed<msg::GetObject>& m)
+      -> caf::result<sealed<msg::GetObjectReply>> {
+      if (!self->state.objects)
+        return no_objects();
       return guarded<msg::GetObjectReply>(self, t.ram, m);
     },
     [self](idle_tick_atom) { idle_tick(self); },

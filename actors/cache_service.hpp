@@ -35,7 +35,9 @@
 // (alreadyClosed), concurrent ones share it. After close, calls that would
 // change or lend state fail with `ec::closed`; publish answers
 // droppedClosed. Idle demotion runs on a timer of the facade while
-// `idle_ms` > 0, until StopIdleDemotion.
+// `idle_ms` > 0 and an SSD tier exists (on by default:
+// `service.idle-demotion-ms`), every `idle_period(idle_ms)` (never more
+// often than `min_idle_period`), until StopIdleDemotion.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -43,6 +45,7 @@
 
 #include <caf/typed_response_promise.hpp>
 
+#include <chrono>
 #include <optional>
 #include <vector>
 
@@ -87,6 +90,8 @@ struct cache_service_state {
   /// a tier may take half of it, so a call of two steps (flush, then the
   /// SSD's close) still answers within it.
   uint64_t deadline_ms = 10000;
+  /// Whether the service has an object cache (`ram-tier.objects`).
+  bool objects = true;
   bool closing = false;
   std::optional<close_record> closed;
   std::vector<close_promise> close_waiters;
@@ -95,12 +100,22 @@ struct cache_service_state {
 using cache_service_pointer =
   cache_service_actor::stateful_pointer<cache_service_state>;
 
-/// The behaviour. `idle_ms` > 0 starts the idle-demotion timer;
-/// `deadline_ms` is the storage deadline.
+/// The idle-demotion timer's shortest period: a tiny `idle_ms` cannot make
+/// it spin.
+inline constexpr std::chrono::milliseconds min_idle_period{1000};
+
+/// The idle-demotion timer's period for `idle_ms`: a quarter of it (an
+/// entry leaves RAM within 1.25 x idle_ms of its last use), but at least
+/// `min_idle_period` (then within idle_ms + 1 s).
+std::chrono::milliseconds idle_period(uint64_t idle_ms);
+
+/// The behaviour. `idle_ms` > 0 starts the idle-demotion timer (when
+/// there is an SSD tier); `objects` false: object calls are refused
+/// (`ec::unsupported`); `deadline_ms` is the storage deadline.
 cache_service_actor::behavior_type
 cache_service(cache_service_pointer self, service_actors tiers,
               tiers::model_geometry geometry, bool checkpoints_possible,
-              uint64_t idle_ms, uint64_t deadline_ms);
+              uint64_t idle_ms, bool objects, uint64_t deadline_ms);
 
 /// How long one request of the facade to a tier may take.
 inline std::chrono::milliseconds tier_timeout(cache_service_pointer self) {

@@ -169,6 +169,8 @@ using ssd_tier_actor = caf::typed_actor<
   KVTIER_CALL(ReadReport),
   // The saved prefixes, from headers only.
   KVTIER_CALL(ListSavedPrefixes),
+  // The byte cap from now on; lowering it evicts LRU files at once.
+  KVTIER_CALL(SetSsdLimit),
   // One I/O engine completion.
   caf::reacts_to<io_done>,
   // A failed write's backoff passed: try it again.
@@ -250,6 +252,8 @@ using cache_service_actor = caf::typed_actor<
   KVTIER_CALL(ReadReport),
   // Token prefixes on SSD.
   KVTIER_CALL(ListSavedPrefixes),
+  // The SSD tier's byte cap from now on (its owner's live limit).
+  KVTIER_CALL(SetSsdLimit),
   // Stores an exact tensor object.
   KVTIER_CALL(PutObject),
   // Reads an exact tensor object.

@@ -1,6 +1,7 @@
 #include "actors/ram_tier_actor.hpp"
 
 #include "actors/codec.hpp"
+#include "actors/ram_tier_objects.hpp"
 #include "actors/ram_tier_ops.hpp"
 #include "tiers/entry_message.hpp"
 
@@ -142,33 +143,14 @@ sealed<msg::UnprotectEntryReply> unprotect(ram_tier_pointer self,
   return std::move(d).seal();
 }
 
-caf::result<sealed<msg::PutObjectReply>>
-put_object(ram_tier_pointer self, const sealed<msg::PutObject>& m) {
-  auto obj = m.root().getObject();
-  auto tensors = tiers::read_attachments(m, obj.getAttachments());
-  if (!tensors)
-    return std::move(tensors.error());
-  if (self->state.closed)
-    return msg::draft<msg::PutObjectReply>{}.seal(); // not kept
-  auto r =
-    tier(self).put_object(obj.getKey().cStr(), std::move(*tensors), now(self));
-  msg::draft<msg::PutObjectReply> d;
-  d.root().setKept(r.kept);
-  spill(self, std::move(r.evicted));
-  return std::move(d).seal();
-}
-
-sealed<msg::GetObjectReply> get_object(ram_tier_pointer self,
-                                       const std::string& key) {
-  msg::draft<msg::GetObjectReply> d;
-  if (auto tensors = tier(self).object(key, now(self))) {
-    auto out = d.root().initObject();
-    out.setKey(key);
-    tiers::write_attachments(d, out.initAttachments(tensors->size()), *tensors);
-  } else {
-    d.root().setMissing();
-  }
-  return std::move(d).seal();
+/// Snapshots every entry and object not yet durable (each stays in RAM);
+/// replies once the orders are queued: the facade's flush to the SSD actor
+/// follows them.
+sealed<msg::FlushStateReply> flush_snapshots(ram_tier_pointer self) {
+  auto reply = snapshot(self); // prefix entries (ram_ops)
+  if (self->state.ssd)
+    ram_objects::snapshot(self);
+  return reply;
 }
 
 sealed<msg::ReadReportReply> report(ram_tier_pointer self) {
@@ -218,6 +200,7 @@ ram_tier(ram_tier_pointer self, ram_tier_config cfg, ssd_tier_actor ssd,
          std::shared_ptr<put_observer_slot> observer) {
   auto& st = self->state;
   st.cfg = cfg;
+  st.objects = cfg.objects;
   // With a cold tier below, evicted entries are leaving until written.
   st.tier =
     std::make_unique<tiers::ram_tier>(cfg.cap_bytes, static_cast<bool>(ssd));
@@ -278,16 +261,18 @@ ram_tier(ram_tier_pointer self, ram_tier_config cfg, ssd_tier_actor ssd,
     },
     [self](const sealed<msg::PutObject>& m) {
       return decoding<sealed<msg::PutObjectReply>>(
-        [&] { return put_object(self, m); });
+        [&] { return ram_objects::put(self, m); });
     },
     [self](const sealed<msg::GetObject>& m) {
-      return get_object(self, m.root().getKey().cStr());
+      return decoding<sealed<msg::GetObjectReply>>(
+        [&] { return ram_objects::get(self, m.root().getKey().cStr()); });
     },
-    [self](const sealed<msg::FlushState>&) { return snapshot(self); },
+    [self](const sealed<msg::FlushState>&) { return flush_snapshots(self); },
     [self](const sealed<msg::CloseService>&) {
       self->state.closed = true;
       clear_writes(self);
       tier(self).clear();
+      ram_objects::close(self);
       return empty_reply<msg::CloseServiceReply>();
     },
     [self](const sealed<msg::ReadReport>&) { return report(self); },
@@ -295,8 +280,11 @@ ram_tier(ram_tier_pointer self, ram_tier_config cfg, ssd_tier_actor ssd,
     [self](const sealed<msg::SsdEvictEvent>& m) {
       try {
         auto k = m.root().getKey();
-        tier(self).mark_not_durable(k.getNs().cStr(),
-                                    tiers::read_tokens(k.getTokens()));
+        if (k.getKind().isObject())
+          ram_objects::file_gone(self, k.getNs().cStr());
+        else
+          tier(self).mark_not_durable(k.getNs().cStr(),
+                                      tiers::read_tokens(k.getTokens()));
       } catch (const kj::Exception&) {
         // Built by the SSD actor in this process from a valid key: it
         // cannot fail to decode (no handler lets an exception through).

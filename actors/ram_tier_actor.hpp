@@ -39,12 +39,16 @@
 //
 // Policy beyond the tier's own: without an SSD actor nothing is leaving
 // (eviction drops: there is nowhere to write) and idle demotion does
-// nothing. Objects are never written to SSD (the entry file format stores
-// prefix entries): an evicted object is dropped. After CloseService (which
-// clears everything without spilling) nothing is stored any more: a publish
-// or an install that arrives late (a restore still running at close) is
-// answered droppedClosed, an object put is not kept, so a closed service
-// holds no buffer.
+// nothing. Objects (actors/ram_tier_objects.hpp) are spilled when evicted
+// and snapshotted at a flush, found again on SSD by exact key, and never
+// resurrected once replaced; an evicted object leaves RAM at once (it is
+// not leaving: its write answers the old way, without notify, and a get
+// finds it on SSD once durable). Built with `objects` false the actor
+// refuses every object message (`ec::unsupported`). After CloseService
+// (which clears everything without spilling) nothing is stored any more:
+// a publish or an install that arrives late (a restore still running at
+// close) is answered droppedClosed, an object put is not kept, so a closed
+// service holds no buffer.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -63,11 +67,14 @@ namespace kvtier::actors {
 /// How the RAM actor runs (runtime/spawn.cpp fills it from the options).
 struct ram_tier_config {
   ram_tier_config() = default;
-  /// Only the cap; everything else as below.
-  ram_tier_config(uint64_t cap) // NOLINT: a cap alone is a config
-    : cap_bytes(cap) {}
+  /// The cap (and whether objects are kept); everything else as below.
+  ram_tier_config(uint64_t cap, bool with_objects = true) // NOLINT
+    : cap_bytes(cap)
+    , objects(with_objects) {}
 
   uint64_t cap_bytes = 2ull << 30;
+  /// An object cache (`ram-tier.objects`); false: object calls refused.
+  bool objects = true;
   /// How long a demotion or a relief waits for its writes, and how long
   /// this actor's requests to the SSD actor may take.
   uint64_t deadline_ms = 10000;
@@ -136,6 +143,17 @@ struct ram_tier_state {
   /// Waits with a deadline (demotion, relief): what to do when it fires.
   std::unordered_map<uint64_t, std::function<void()>> waits;
   uint64_t next_wait = 1;
+  /// Whether the service has an object cache (`ram-tier.objects`).
+  bool objects = true;
+  /// An object restore from SSD in flight: who waits for it, and whether
+  /// a put of the key made its result stale (then never installed).
+  struct object_read {
+    bool stale = false;
+    std::vector<caf::typed_response_promise<sealed<msg::GetObjectReply>>>
+      waiters;
+  };
+  /// By object key.
+  std::unordered_map<std::string, object_read> object_reads;
 };
 
 using ram_tier_pointer = ram_tier_actor::stateful_pointer<ram_tier_state>;

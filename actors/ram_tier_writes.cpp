@@ -3,6 +3,7 @@
 // write-behind pacing, and the calls that wait for writes (demotion,
 // pressure relief) with their deadlines.
 #include "actors/codec.hpp"
+#include "actors/ram_tier_objects.hpp"
 #include "actors/ram_tier_ops.hpp"
 #include "tiers/entry_message.hpp"
 
@@ -169,7 +170,9 @@ void spill(ram_tier_pointer self, std::vector<tiers::spill_order> orders) {
   if (!self->state.ssd)
     return;
   for (auto& o : orders)
-    if (o.leaving && o.needs_spill)
+    if (o.key.object && o.needs_spill)
+      ram_objects::spill(self, o); // objects leave at once (see the header)
+    else if (o.leaving && o.needs_spill)
       order_write(self, o.key, o.serial, o.state, msg::SpillReason::SPILL);
 }
 
@@ -407,3 +410,12 @@ void clear_writes(ram_tier_pointer self) {
 }
 
 } // namespace kvtier::actors::ram_ops
+
+namespace kvtier::actors {
+
+void spill_orders(ram_tier_pointer self,
+                  std::vector<tiers::spill_order> orders) {
+  ram_ops::spill(self, std::move(orders));
+}
+
+} // namespace kvtier::actors

@@ -162,6 +162,7 @@ msg::SsdEvictReason reason_of(tiers::ssd::removal_reason r) {
     case removal_reason::corrupt: return msg::SsdEvictReason::CORRUPT;
     case removal_reason::gone: return msg::SsdEvictReason::GONE;
     case removal_reason::erased: return msg::SsdEvictReason::ERASED;
+    case removal_reason::superseded: return msg::SsdEvictReason::SUPERSEDED;
   }
   return msg::SsdEvictReason::GONE;
 }
@@ -203,6 +204,31 @@ caf::expected<tiers::storage_key> spill_key(msg::SpillEntry::Reader m,
                                         e.tokens);
 }
 
+/// The storage key of an object write: the object's exact key, for any
+/// reason but checkpoint.
+caf::expected<tiers::storage_key> object_key(msg::SpillEntry::Reader m) {
+  if (m.getReason() == msg::SpillReason::CHECKPOINT
+      || m.getKind().isCheckpoint())
+    return make_error(ec::invalid_argument,
+                      "an object write with a checkpoint reason or key");
+  return tiers::storage_key::object(m.getItem().getObject().getKey().cStr());
+}
+
+/// What a spill order writes: a prefix entry or checkpoint, or an object
+/// (its tensors as attachments under its key, no tokens).
+caf::expected<tiers::entry> spill_entry(const sealed<msg::SpillEntry>& m) {
+  if (m.root().getItem().isEntry())
+    return tiers::read_entry(m, m.root().getItem().getEntry());
+  auto obj = m.root().getItem().getObject();
+  auto tensors = tiers::read_attachments(m, obj.getAttachments());
+  if (!tensors)
+    return std::move(tensors.error());
+  tiers::entry e;
+  e.ns = obj.getKey().cStr();
+  e.attachments = std::move(*tensors);
+  return e;
+}
+
 caf::result<sealed<msg::SpillEntryReply>>
 spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
   auto order = m.root().getOrderId();
@@ -217,14 +243,11 @@ spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
     send_settled(self, notify, order, o, err, 0);
     return spill_reply(order, msg::SpillOutcome::QUEUED);
   };
-  if (!m.root().getItem().isEntry())
-    return now(msg::SpillOutcome::REFUSED,
-               make_error(ec::invalid_argument, "objects are not "
-                                                "written to SSD"));
-  auto e = tiers::read_entry(m, m.root().getItem().getEntry());
+  auto e = spill_entry(m);
   if (!e)
     return std::move(e.error());
-  auto key = spill_key(m.root(), *e);
+  auto key = m.root().getItem().isObject() ? object_key(m.root())
+                                           : spill_key(m.root(), *e);
   if (!key)
     return now(msg::SpillOutcome::REFUSED, key.error());
   if (tier(self).contains(*key))
@@ -272,9 +295,11 @@ tiers::token_seq prompt_for(tiers::token_seq key, uint64_t usable) {
 }
 
 sealed<msg::RestoreEntryReply> restore_reply(caf::expected<tiers::entry> e,
-                                             bool coalesced) {
+                                             bool coalesced,
+                                             bool durable = false) {
   msg::draft<msg::RestoreEntryReply> d;
   d.root().setCoalesced(coalesced);
+  d.root().setDurable(e && durable);
   if (e)
     tiers::write_entry(d, d.root().initEntry(), *e);
   else
@@ -287,9 +312,14 @@ restore(ssd_tier_pointer self, msg::RestoreEntry::Reader m) {
   auto key = tiers::read_key(m.getKey());
   auto& ns = key.ns;
   auto usable = m.getUsableTokens();
-  // A checkpoint is read by its exact key, whole; a prefix through the
-  // prefix index (which never holds a checkpoint file).
-  auto match = key.kind == tiers::key_kind::checkpoint
+  // An object whose write is pending is served from the write-behind
+  // queue (its bytes are there; no file is durable yet).
+  if (key.kind == tiers::key_kind::object)
+    if (auto pending = tier(self).queued(key))
+      return restore_reply(std::move(*pending), false, false);
+  // A checkpoint or an object is read by its exact key, whole; a prefix
+  // through the prefix index (which holds neither).
+  auto match = key.kind != tiers::key_kind::prefix
                  ? tier(self).find(key)
                  : tier(self).find(prompt_for(key.tokens, usable), ns);
   if (!match || match->length != usable)
@@ -306,9 +336,14 @@ restore(ssd_tier_pointer self, msg::RestoreEntry::Reader m) {
   };
   auto h = std::make_shared<how>();
   auto before = tier(self).stats().coalesced;
-  tier(self).restore(*match, [rp, h](caf::expected<tiers::entry> e) mutable {
-    rp.deliver(restore_reply(std::move(e), h->in_call || h->joined));
-  });
+  auto file_key = match->header->key();
+  tier(self).restore(
+    *match, [self, rp, h, file_key](caf::expected<tiers::entry> e) mutable {
+      // Durable as of this reply: a later removal of the file is reported
+      // after it, over the same FIFO.
+      bool durable = tier(self).contains(file_key);
+      rp.deliver(restore_reply(std::move(e), h->in_call || h->joined, durable));
+    });
   h->in_call = false;
   h->joined = tier(self).stats().coalesced > before;
   return rp;
@@ -500,7 +535,7 @@ void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
   auto s = tier(self).stats();
   o.setFiles(s.files);
   o.setFileBytes(s.file_bytes);
-  o.setCapBytes(self->state.parts->cap_bytes);
+  o.setCapBytes(tier(self).byte_cap());
   o.setQueueItems(s.queue_items);
   o.setQueueBytes(s.queue_bytes);
   o.setWritesOk(s.writes_ok);
@@ -524,6 +559,7 @@ void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
   o.setRemovalsPending(s.removals_pending);
   o.setGeometryMismatched(s.geometry_mismatched);
   o.setRestoresMismatched(s.restores_mismatched);
+  o.setFilesSuperseded(s.files_superseded);
 }
 
 sealed<msg::ReadReportReply> report(ssd_tier_pointer self) {
@@ -551,6 +587,21 @@ sealed<msg::ListSavedPrefixesReply> saved(ssd_tier_pointer self) {
   for (size_t i = 0; i < all.size(); ++i)
     tiers::write_key(out[i], all[i].ns, all[i].tokens);
   return std::move(d).seal();
+}
+
+/// A new byte cap: answered once the files it evicted are gone from disk.
+caf::result<sealed<msg::SetSsdLimitReply>>
+set_limit(ssd_tier_pointer self, const sealed<msg::SetSsdLimit>& m) {
+  auto rp = self->make_response_promise<sealed<msg::SetSsdLimitReply>>();
+  tier(self).set_byte_cap(
+    m.root().getCapBytes(), [self, rp](uint64_t evicted) mutable {
+      msg::draft<msg::SetSsdLimitReply> d;
+      d.root().setEvicted(evicted);
+      d.root().setCapBytes(tier(self).byte_cap());
+      d.root().setFileBytes(tier(self).stats().file_bytes);
+      rp.deliver(std::move(d).seal());
+    });
+  return rp;
 }
 
 template <class Root>
@@ -618,6 +669,7 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
     [self](const sealed<msg::ReadStats>&) { return stats(self); },
     [self](const sealed<msg::ReadReport>&) { return report(self); },
     [self](const sealed<msg::ListSavedPrefixes>&) { return saved(self); },
+    [self](const sealed<msg::SetSsdLimit>& m) { return set_limit(self, m); },
     [self](io_done& c) {
       tier(self).handle({c.tag, std::move(c.err), c.bytes});
     },

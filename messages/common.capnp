@@ -88,13 +88,15 @@ struct CheckpointKey {
 
 struct EntryKey {
   # Names an entry without its state: namespace, exact tokens and what kind
-  # of key it is. A checkpoint is its own kind of key, never a namespace
-  # convention: no prefix key names one.
+  # of key it is. A checkpoint or an object is its own kind of key, never a
+  # namespace convention: no prefix key names one.
   ns @0 :Text;
   tokens @1 :List(UInt32);
   kind :union {
     prefix @2 :Void;       # a reusable prefix entry (the default)
     checkpoint @3 :CheckpointKey; # a generation checkpoint of one request
+    object @4 :Void;       # an exact tensor object: ns holds its key, no
+                           # tokens
   }
 }
 

@@ -27,6 +27,7 @@ const char* to_string(ec code) {
     case ec::timeout: return "timeout";
     case ec::queue_full: return "queue_full";
     case ec::locked: return "locked";
+    case ec::unsupported: return "unsupported";
   }
   return "unknown";
 }

@@ -68,6 +68,9 @@ enum class ec : uint8_t {
   /// A resource (an SSD directory) is held by another process, named in the
   /// context.
   locked,
+  /// The service was configured without the part the call needs (objects
+  /// with `ram-tier.objects=false`), named in the context.
+  unsupported,
 };
 
 /// The enumerator's name, e.g. "corrupt_data".

@@ -330,9 +330,11 @@ struct SsdCounters {
   removalRecords @20 :UInt64; # checkpoint removal records written
   removalFailures @21 :UInt64; # removal steps that failed (retried)
   removalsPending @22 :UInt64; # checkpoint removals not durably done
-  writesGivenUp @23 :UInt64; # writes that failed their last attempt
-  writesRetried @24 :UInt64; # failed writes tried again
-  ioBufferBytes @25 :UInt64; # buffers of writes and reads running (headers,
+  filesSuperseded @23 :UInt64; # prefix files a trimmable longer one
+                           # superseded (removed)
+  writesGivenUp @24 :UInt64; # writes that failed their last attempt
+  writesRetried @25 :UInt64; # failed writes tried again
+  ioBufferBytes @26 :UInt64; # buffers of writes and reads running (headers,
                            # read buffers): the SSD tier's own, not RAM's
 }
 
@@ -422,4 +424,17 @@ struct GetObjectReply {
     missing @0 :Void;
     object @1 :Common.StoredObject;
   }
+}
+
+struct SetSsdLimit {
+  # Engine -> service -> SSD: the SSD tier's byte cap from now on (its
+  # owner's live share of a budget several services on one root split).
+  # Lowering it removes least recently used files at once.
+  capBytes @0 :UInt64;
+}
+
+struct SetSsdLimitReply {
+  capBytes @0 :UInt64;     # the cap now
+  evicted @1 :UInt64;      # files removed to get under it
+  fileBytes @2 :UInt64;    # bytes of entry files held afterwards
 }

@@ -36,7 +36,9 @@ struct FindPrefixReply {
 }
 
 struct RestoreEntry {
-  # Service -> SSD: read a saved entry back into RAM-ready buffers.
+  # Service -> SSD: read a saved entry back into RAM-ready buffers; RAM ->
+  # SSD for an object (key kind object, usableTokens 0), which the SSD
+  # actor answers from a pending write of the key when one holds it.
   key @0 :EntryKey;
   usableTokens @1 :UInt64; # trim to this many tokens after the read
   requestId @2 :UInt64;    # whose interest keeps the result resident
@@ -48,6 +50,10 @@ struct RestoreEntryReply {
     failed @1 :Error;      # not_found, corrupt_data, io_error...
   }
   coalesced @2 :Bool;      # joined a read already in flight
+  durable @3 :Bool;        # when the reply left: a file of the key is
+                           # indexed and no newer write of it is pending
+                           # (an object answered from the write-behind
+                           # queue is not)
 }
 
 enum SpillReason {
@@ -62,8 +68,9 @@ struct SpillEntry {
   orderId @0 :UInt64;      # the RAM tier's id for this order
   reason @1 :SpillReason;
   item :union {
-    entry @2 :Entry;       # a prefix entry
-    object @3 :Common.StoredObject; # an exact tensor object
+    entry @2 :Entry;       # a prefix entry (or a checkpoint)
+    object @3 :Common.StoredObject; # an exact tensor object (any reason
+                           # but checkpoint; kind prefix)
   }
   parent :union {
     none @4 :Void;
@@ -146,6 +153,8 @@ enum SsdEvictReason {
   corrupt @1;              # a restore found it corrupt; the file is removed
   gone @2;                 # a restore found it gone or replaced; forgotten
   erased @3;               # removed on request (EraseEntry)
+  superseded @4;           # a trimmable longer file of the same ns serves
+                           # every prompt it did
 }
 
 struct SsdEvictEvent {
@@ -176,7 +185,8 @@ struct EraseEntry {
   # file a newer durable one made redundant; a completed generation uses
   # RemoveCheckpoints) and cancel every write of it pending now (a queued
   # one is never written; one in flight is removed once it finishes). Not
-  # an error when absent.
+  # an error when absent. RAM -> SSD for an object key: a put replaced the
+  # object, so no older copy of it may ever be restored.
   key @0 :EntryKey;
 }
 

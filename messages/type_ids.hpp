@@ -64,6 +64,7 @@ class actor_system_config;
   X(SessionPutEvent)                                                           \
   X(UnprotectEntry) X(UnprotectEntryReply)                                     \
   X(RemoveCheckpoints) X(RemoveCheckpointsReply)                               \
+  X(SetSsdLimit) X(SetSsdLimitReply)                                           \
   X(SpillSettled)
 // clang-format on
 

@@ -1,4 +1,5 @@
 #include "runtime/config.hpp"
+#include "runtime/options.hpp"
 
 #include "runtime/affine_sharing.hpp"
 
@@ -33,23 +34,17 @@ caf::error check(const char* key, uint64_t v, uint64_t lo, uint64_t hi,
   return {};
 }
 
-/// The options each kvtier section declares (for refusing unknown keys).
+/// The options each kvtier section declares (for refusing unknown keys):
+/// the one list (runtime/options.hpp).
 const std::map<std::string, std::set<std::string>>& known_keys() {
-  static const std::map<std::string, std::set<std::string>> m{
-    {"ram-tier", {"cap-bytes"}},
-    {"ssd-tier",
-     {"dir", "cap-bytes", "alignment", "write-behind-cap-bytes", "io-engine",
-      "write-behind", "write-behind-bytes-per-s", "write-behind-delay-ms",
-      "write-attempts", "retry-backoff-ms"}},
-    {"model", {"identity", "preset", "scale", "layers"}},
-    {"admission", {"kv-budget-bytes", "position-limit", "max-queued"}},
-    {"service",
-     {"idle-demotion-ms", "checkpoint-every-tokens", "storage-deadline-ms"}},
-    {"replay",
-     {"trace", "max-requests", "verify", "settle", "speed", "batch",
-      "prefill-tokens-per-s", "model-scale", "ram-cap-bytes", "ssd-cap-bytes",
-      "clean-ssd", "write-behind"}},
-  };
+  static const auto m = [] {
+    std::map<std::string, std::set<std::string>> out;
+#define KVTIER_KNOWN(section, key, member, help) out[section].insert(key);
+    KVTIER_SERVICE_OPTIONS(KVTIER_KNOWN)
+    KVTIER_REPLAY_OPTIONS(KVTIER_KNOWN)
+#undef KVTIER_KNOWN
+    return out;
+  }();
   return m;
 }
 
@@ -236,6 +231,9 @@ caf::error replay_settings::validate() const {
     if (auto e = check("replay.ssd-cap-bytes", ssd_cap_bytes, MiB, PiB,
                        "0 or 1 MiB .. 1 PiB"))
       return e;
+  if (auto e = check("replay.idle-demotion-ms", idle_demotion_ms, 0,
+                     7ull * 24 * 3600 * 1000, "0 .. 604800000 (one week)"))
+    return e;
   return {};
 }
 
@@ -246,63 +244,26 @@ service_options replay_settings::apply(service_options o) const {
     o.ram_cap_bytes = ram_cap_bytes;
   if (ssd_cap_bytes > 0)
     o.ssd_cap_bytes = ssd_cap_bytes;
+  if (!ssd_dir.empty())
+    o.ssd_dir = ssd_dir;
+  // Always: the reference models no idle demotion (docs/replay.md).
+  o.idle_demotion_ms = idle_demotion_ms;
   o.write_behind = o.write_behind && write_behind;
   return o;
 }
 
 kvtier_config::kvtier_config() {
+  // One option group per option, from the one list (runtime/options.hpp).
   auto& o = options;
-  opt_group{custom_options_, "ram-tier"}.add(o.ram_cap_bytes, "cap-bytes",
-                                             "bytes of state kept in RAM");
-  opt_group{custom_options_, "ssd-tier"}
-    .add(o.ssd_dir, "dir", "SSD tier directory (empty: no cold tier)")
-    .add(o.ssd_cap_bytes, "cap-bytes", "bytes of entry files kept")
-    .add(o.alignment, "alignment", "payload alignment in entry files")
-    .add(o.write_behind_cap_bytes, "write-behind-cap-bytes",
-         "bytes of writes that may wait for the disk")
-    .add(o.io_engine, "io-engine", "auto, uring or threads")
-    .add(o.write_behind, "write-behind",
-         "snapshot kept prefixes to SSD in the background")
-    .add(o.write_behind_bytes_per_s, "write-behind-bytes-per-s",
-         "write budget of the snapshots")
-    .add(o.write_behind_delay_ms, "write-behind-delay-ms",
-         "how long a put waits for its snapshot")
-    .add(o.write_attempts, "write-attempts",
-         "attempts a failing write gets before it is given up")
-    .add(o.retry_backoff_ms, "retry-backoff-ms",
-         "wait before a failed write's next attempt (doubling)");
-  opt_group{custom_options_, "model"}
-    .add(o.model_identity, "identity",
-         "the engine's words for what its state means (weights, tokenizer, "
-         "KV dtype, quantisation)")
-    .add(o.model, "preset", "geometry preset (unless layers is set)")
-    .add(o.model_scale, "scale", "scale of the preset's byte sizes")
-    .add(o.model_layers, "layers",
-         "the engine's own layers, e.g. 32*kv:4096 (replaces the preset)");
-  opt_group{custom_options_, "admission"}
-    .add(o.kv_budget_bytes, "kv-budget-bytes", "bytes admitted requests hold")
-    .add(o.position_limit, "position-limit", "max prompt + new tokens")
-    .add(o.max_queued, "max-queued", "requests admit_queued may hold waiting");
-  opt_group{custom_options_, "service"}
-    .add(o.idle_demotion_ms, "idle-demotion-ms", "0: off")
-    .add(o.checkpoint_every_tokens, "checkpoint-every-tokens", "0: none")
-    .add(o.storage_deadline_ms, "storage-deadline-ms",
-         "longest a call waits on storage");
   auto& r = replay;
-  opt_group{custom_options_, "replay"}
-    .add(r.trace, "trace", "trace file or weka directory")
-    .add(r.max_requests, "max-requests", "0: all")
-    .add(r.verify, "verify", "verify every served state")
-    .add(r.settle, "settle", "wait for spills after each call")
-    .add(r.speed, "speed", "0: as fast as possible")
-    .add(r.batch, "batch", "requests admitted at once")
-    .add(r.prefill_tokens_per_s, "prefill-tokens-per-s", "assumed rate")
-    .add(r.model_scale, "model-scale", "0: model.scale")
-    .add(r.ram_cap_bytes, "ram-cap-bytes", "0: ram-tier.cap-bytes")
-    .add(r.ssd_cap_bytes, "ssd-cap-bytes", "0: ssd-tier.cap-bytes")
-    .add(r.clean_ssd, "clean-ssd", "start with an empty SSD fingerprint")
-    .add(r.write_behind, "write-behind",
-         "keep the service's write-behind (false: off, as the reference)");
+#define KVTIER_SERVICE_OPTION(section, key, member, help)                      \
+  opt_group{custom_options_, section}.add(o.member, key, help);
+#define KVTIER_REPLAY_OPTION(section, key, member, help)                       \
+  opt_group{custom_options_, section}.add(r.member, key, help);
+  KVTIER_SERVICE_OPTIONS(KVTIER_SERVICE_OPTION)
+  KVTIER_REPLAY_OPTIONS(KVTIER_REPLAY_OPTION)
+#undef KVTIER_SERVICE_OPTION
+#undef KVTIER_REPLAY_OPTION
   register_error_category(*this);
 }
 

@@ -26,9 +26,14 @@
 namespace kvtier::runtime {
 
 /// Every kvtier option (see conf/kvtier.conf for meanings and ranges).
+/// The member initializers are the defaults; runtime/options.hpp lists
+/// every member once, and conf/kvtier.conf must agree with them.
 struct service_options {
   // [ram-tier]
   uint64_t ram_cap_bytes = 2ull << 30;
+  /// `ram-tier.objects`: keep exact tensor objects (`service::objects()`);
+  /// false: no object port (objects() is null, object calls `unsupported`).
+  bool objects = true;
   // [ssd-tier]
   std::string ssd_dir;
   uint64_t ssd_cap_bytes = 16ull << 30;
@@ -66,7 +71,10 @@ struct service_options {
   uint64_t position_limit = 131072;
   uint64_t max_queued = 4096;
   // [service]
-  uint64_t idle_demotion_ms = 0;
+  /// `service.idle-demotion-ms`: on by default (five minutes); it acts
+  /// only with an SSD tier. The timer runs every quarter of it, never more
+  /// often than `actors::min_idle_period`.
+  uint64_t idle_demotion_ms = 300000;
   uint64_t checkpoint_every_tokens = 0;
   /// `service.storage-deadline-ms`: the longest any call waits on storage
   /// (docs/api.md "Deadlines").
@@ -87,7 +95,8 @@ caf::expected<tiers::model_identity> running_model(const service_options& o);
 caf::expected<tiers::model_geometry> running_geometry(const service_options& o);
 
 /// The [replay] section: how `kvtier replay` and `kvtier demo` drive the
-/// service (docs/replay.md). Zero for a scale or cap keeps the service's.
+/// service (docs/replay.md). Zero for a scale or cap, and an empty SSD
+/// directory, keep the service's; idle demotion is set for the replay.
 struct replay_settings {
   std::string trace =
     "../shared/traces/mooncake-fast25/conversation_trace.jsonl";
@@ -97,9 +106,15 @@ struct replay_settings {
   double speed = 0;
   uint64_t batch = 1;
   double prefill_tokens_per_s = 10000;
-  double model_scale = 0;
-  uint64_t ram_cap_bytes = 0;
-  uint64_t ssd_cap_bytes = 0;
+  /// 1/4096 of the preset's sizes: 32 bytes per token for llama-3.1-8b.
+  double model_scale = 1.0 / 4096;
+  uint64_t ram_cap_bytes = 2560ull << 20;
+  uint64_t ssd_cap_bytes = 1ull << 30;
+  /// The replay's SSD directory (empty: keep ssd-tier.dir).
+  std::string ssd_dir = "demo-data/ssd";
+  /// Idle demotion during the replay, applied always: 0 (off) is what the
+  /// --simulate reference models.
+  uint64_t idle_demotion_ms = 0;
   bool clean_ssd = true;
   /// `replay.write-behind`: keep the service's write-behind on during the
   /// replay (false: off, so the --simulate reference, which models no
@@ -109,7 +124,8 @@ struct replay_settings {
   /// Checks every value against its accepted range.
   caf::error validate() const;
 
-  /// `o` with this section's scale and caps applied.
+  /// `o` with this section's scale, caps, SSD directory and idle demotion
+  /// applied.
   service_options apply(service_options o) const;
 };
 

@@ -123,6 +123,7 @@ inspected_file inspect_file(ssd::file_system& fs, const std::string& root,
                   h->tokens.begin()
                     + static_cast<ptrdiff_t>(std::min<size_t>(8, out.tokens)));
   out.layers = static_cast<uint32_t>(h->layers.size());
+  out.attachments = static_cast<uint32_t>(h->attachments.size());
   out.bytes = h->file_length;
   caf::error shape;
   if (model)
@@ -214,7 +215,10 @@ std::string render_inspect(const inspect_report& r) {
                     f.name.c_str(), f.status.c_str(),
                     static_cast<unsigned long long>(f.tokens),
                     static_cast<unsigned long long>(f.bytes));
-      o << buf << "ns=" << f.ns;
+      if (f.kind == "object")
+        o << buf << "object key=" << f.ns << " attachments=" << f.attachments;
+      else
+        o << buf << "ns=" << f.ns;
       if (f.kind == "checkpoint")
         o << " checkpoint request=" << f.request << " attempt=" << f.attempt;
       if (f.tokens > 0) {

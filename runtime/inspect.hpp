@@ -2,9 +2,9 @@
 // Lists every fingerprint directory under DIR and, per fingerprint, the
 // model its MODEL file names (and the holder its LOCK file names, while a
 // service runs there), its entry files (namespace, tokens, layers, bytes,
-// session), orphan temps, files whose layers are not that model's, and
-// files it cannot read; with `verify`, reads every payload and checks its
-// chunk checksums (docs/ssd-format.md).
+// session; an object file's key and attachments), orphan temps, files whose
+// layers are not that model's, and files it cannot read; with `verify`, reads
+// every payload and checks its chunk checksums (docs/ssd-format.md).
 //
 // Unlike the SSD tier's start-up scan, inspecting never removes or renames
 // anything: a corrupt file is reported, not deleted. Single-threaded,
@@ -31,7 +31,8 @@ struct inspected_file {
   std::string detail;
   std::string ns;
   std::string session;
-  /// "prefix" or "checkpoint" (with the request and attempt it names).
+  /// "prefix", "checkpoint" (with the request and attempt it names) or
+  /// "object" (`ns` is the object's key; its tensors are attachments).
   std::string kind;
   uint64_t request = 0;
   uint32_t attempt = 0;
@@ -40,6 +41,7 @@ struct inspected_file {
   /// The prefix's first tokens (at most 8).
   std::vector<uint32_t> head;
   uint32_t layers = 0;
+  uint32_t attachments = 0;
   uint64_t bytes = 0;
   /// With verify: payload chunks checked (and whether all matched).
   uint64_t chunks_checked = 0;

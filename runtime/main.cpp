@@ -4,6 +4,7 @@
 // the rest belong to the command (runtime/commands.hpp).
 #include "runtime/commands.hpp"
 #include "runtime/config.hpp"
+#include "runtime/options.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -40,43 +41,24 @@ void usage() {
 }
 
 int print_config(kvtier_config& cfg) {
+  // Every option, from the one list (runtime/options.hpp).
   auto& o = cfg.options;
-  std::printf("[ram-tier]\ncap-bytes=%llu\n",
-              static_cast<unsigned long long>(o.ram_cap_bytes));
-  std::printf("[ssd-tier]\ndir=\"%s\"\ncap-bytes=%llu\nalignment=%llu\n"
-              "write-behind-cap-bytes=%llu\nio-engine=\"%s\"\n",
-              o.ssd_dir.c_str(),
-              static_cast<unsigned long long>(o.ssd_cap_bytes),
-              static_cast<unsigned long long>(o.alignment),
-              static_cast<unsigned long long>(o.write_behind_cap_bytes),
-              o.io_engine.c_str());
-  std::printf("[model]\nidentity=\"%s\"\npreset=\"%s\"\nscale=%g\n"
-              "layers=\"%s\"\n",
-              o.model_identity.c_str(), o.model.c_str(), o.model_scale,
-              o.model_layers.c_str());
-  if (auto m = kvtier::runtime::running_model(o))
-    std::printf("; fingerprint %s\n; resolved layers %s\n",
-                m->fingerprint().c_str(), m->geometry.layers_text().c_str());
-  std::printf("[admission]\nkv-budget-bytes=%llu\nposition-limit=%llu\n"
-              "max-queued=%llu\n",
-              static_cast<unsigned long long>(o.kv_budget_bytes),
-              static_cast<unsigned long long>(o.position_limit),
-              static_cast<unsigned long long>(o.max_queued));
-  std::printf(
-    "[service]\nidle-demotion-ms=%llu\ncheckpoint-every-tokens=%llu\n",
-    static_cast<unsigned long long>(o.idle_demotion_ms),
-    static_cast<unsigned long long>(o.checkpoint_every_tokens));
-  auto& r = cfg.replay;
-  std::printf("[replay]\ntrace=\"%s\"\nmax-requests=%llu\nverify=%s\n"
-              "settle=%s\nspeed=%g\nbatch=%llu\nprefill-tokens-per-s=%g\n"
-              "model-scale=%g\nram-cap-bytes=%llu\nssd-cap-bytes=%llu\n"
-              "clean-ssd=%s\n",
-              r.trace.c_str(), static_cast<unsigned long long>(r.max_requests),
-              r.verify ? "true" : "false", r.settle ? "true" : "false", r.speed,
-              static_cast<unsigned long long>(r.batch), r.prefill_tokens_per_s,
-              r.model_scale, static_cast<unsigned long long>(r.ram_cap_bytes),
-              static_cast<unsigned long long>(r.ssd_cap_bytes),
-              r.clean_ssd ? "true" : "false");
+  auto values = kvtier::runtime::option_values(o);
+  auto replay = kvtier::runtime::option_values(cfg.replay);
+  values.insert(values.end(), replay.begin(), replay.end());
+  std::string section;
+  for (size_t i = 0; i < values.size(); ++i) {
+    auto& v = values[i];
+    if (v.section != section)
+      std::printf("[%s]\n", (section = v.section).c_str());
+    std::printf("%s=%s\n", v.key.c_str(), v.text.c_str());
+    bool last = i + 1 == values.size() || values[i + 1].section != section;
+    if (last && section == "model")
+      if (auto m = kvtier::runtime::running_model(o))
+        std::printf("; fingerprint %s\n; resolved layers %s\n",
+                    m->fingerprint().c_str(),
+                    m->geometry.layers_text().c_str());
+  }
   auto policy = caf::get_or(cfg, "scheduler.policy", caf::atom("stealing"));
   std::printf("[scheduler]\npolicy='%s'\n", to_string(policy).c_str());
   return 0;

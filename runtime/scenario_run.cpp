@@ -77,6 +77,9 @@ public:
   caf::error set_mode(const std::string& path, uint32_t mode) override {
     return inner_.set_mode(path, mode);
   }
+  caf::error set_mtime(const std::string& path, uint64_t ns) override {
+    return inner_.set_mtime(path, ns);
+  }
   caf::expected<tiers::ssd::lock_ref> lock(const std::string& path) override {
     return inner_.lock(path);
   }
@@ -102,6 +105,9 @@ private:
     }
     caf::expected<uint64_t> size() override {
       return inner_->size();
+    }
+    caf::expected<uint64_t> mtime() override {
+      return inner_->mtime();
     }
 
   private:

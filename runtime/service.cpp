@@ -70,6 +70,10 @@ const service_options& service::options() const noexcept {
   return impl_->opts;
 }
 
+object_cache* service::objects() noexcept {
+  return impl_->opts.objects ? &objects_ : nullptr;
+}
+
 caf::actor_system& service::system() noexcept {
   return *impl_->sys;
 }

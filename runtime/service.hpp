@@ -70,7 +70,9 @@ private:
   prefetch_info info_;
 };
 
-/// Exact tensor objects (encoder outputs) under the RAM tier's budget.
+/// Exact tensor objects (encoder outputs) by exact key under the RAM
+/// tier's budget and LRU; evicted ones are spilled to SSD and found there
+/// again by `get` (also after a restart); a put replaces every older copy.
 class object_cache {
 public:
   /// Stores `tensors` under `key`; false when larger than the whole cap.
@@ -203,14 +205,21 @@ public:
   result<std::vector<saved_prefix>> saved_prefixes();
   future<std::vector<saved_prefix>> saved_prefixes_async();
 
+  /// The SSD tier's byte cap from now on (`ssd-tier.cap-bytes` at start):
+  /// the owner's live limit, e.g. its share of one budget several services
+  /// on one root split. Lowering it removes least recently used files at
+  /// once. `unsupported` without an SSD tier; `closed` after close.
+  result<ssd_limit_result> set_ssd_limit(uint64_t bytes);
+  future<ssd_limit_result> set_ssd_limit_async(uint64_t bytes);
+
   /// Observes every stored prefix; runs on an actor thread, must be quick;
   /// an observer that throws is contained. Null removes it.
   void set_put_observer(put_observer f);
 
-  /// Exact tensor objects; never null (the RAM tier is a prefix store).
-  object_cache* objects() noexcept {
-    return &objects_;
-  }
+  /// Exact tensor objects (encoder outputs) under the RAM cap, spilled to
+  /// and restored from SSD like prefixes; null when the service has no
+  /// object cache (`ram-tier.objects=false`).
+  object_cache* objects() noexcept;
 
   /// Checkpoint interval in tokens; nullopt: the service keeps none.
   std::optional<uint64_t> checkpoint_every_tokens() const noexcept;

@@ -351,6 +351,26 @@ auto service::saved_prefixes_async() -> future<std::vector<saved_prefix>> {
     codec::empty<msg::ListSavedPrefixes>(), codec::prefixes);
 }
 
+namespace {
+
+sealed<msg::SetSsdLimit> ssd_limit_message(uint64_t bytes) {
+  msg::draft<msg::SetSsdLimit> d;
+  d.root().setCapBytes(bytes);
+  return std::move(d).seal();
+}
+
+} // namespace
+
+auto service::set_ssd_limit(uint64_t bytes) -> result<ssd_limit_result> {
+  return impl_->call<ssd_limit_result>(ssd_limit_message(bytes),
+                                       codec::ssd_limit);
+}
+
+auto service::set_ssd_limit_async(uint64_t bytes) -> future<ssd_limit_result> {
+  return impl_->call_async<ssd_limit_result>(ssd_limit_message(bytes),
+                                             codec::ssd_limit);
+}
+
 // --- objects ---------------------------------------------------------------
 
 caf::expected<bool> object_cache::put(const std::string& key,

@@ -179,4 +179,10 @@ prefixes(const sealed<msg::ListSavedPrefixesReply>& r) {
   return out;
 }
 
+caf::expected<ssd_limit_result>
+ssd_limit(const sealed<msg::SetSsdLimitReply>& r) {
+  return ssd_limit_result{r.root().getCapBytes(), r.root().getEvicted(),
+                          r.root().getFileBytes()};
+}
+
 } // namespace kvtier::runtime::codec

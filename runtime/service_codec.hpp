@@ -42,6 +42,7 @@ KVTIER_REPLY_OF(ReadReport)
 KVTIER_REPLY_OF(ListSavedPrefixes)
 KVTIER_REPLY_OF(PutObject)
 KVTIER_REPLY_OF(GetObject)
+KVTIER_REPLY_OF(SetSsdLimit)
 #undef KVTIER_REPLY_OF
 
 /// Writes `r` (with `ns`) as a request identity.
@@ -80,5 +81,6 @@ caf::expected<persistence_stats> pending(const sealed<msg::ReadStatsReply>&);
 caf::expected<service_report> report(const sealed<msg::ReadReportReply>&);
 caf::expected<std::vector<saved_prefix>>
 prefixes(const sealed<msg::ListSavedPrefixesReply>&);
+caf::expected<ssd_limit_result> ssd_limit(const sealed<msg::SetSsdLimitReply>&);
 
 } // namespace kvtier::runtime::codec

@@ -50,6 +50,7 @@ void ssd_part(msg::SsdCounters::Reader in, service_report::ssd_part& o) {
   o.writes_cancelled = in.getWritesCancelled();
   o.geometry_mismatched = in.getGeometryMismatched();
   o.restores_mismatched = in.getRestoresMismatched();
+  o.files_superseded = in.getFilesSuperseded();
   o.removal_records = in.getRemovalRecords();
   o.removal_failures = in.getRemovalFailures();
   o.removals_pending = in.getRemovalsPending();

@@ -140,6 +140,16 @@ struct persistence_stats {
   uint64_t leaving_entries = 0;
 };
 
+/// What `set_ssd_limit` did.
+struct ssd_limit_result {
+  /// The SSD tier's byte cap now.
+  uint64_t cap_bytes = 0;
+  /// Files removed (least recently used first) to get under it.
+  uint64_t evicted = 0;
+  /// Bytes of entry files held afterwards (at most `cap_bytes`).
+  uint64_t file_bytes = 0;
+};
+
 /// What pressure relief and a boundary gave back. Bytes are those whose
 /// buffers were really freed: a view lent to a running request or a
 /// write still queued keeps its bytes, and they are not counted.
@@ -220,6 +230,9 @@ struct service_report {
     /// Restores refused because the file is another model's (a miss; the
     /// file is kept).
     uint64_t restores_mismatched = 0;
+    /// Prefix files removed because a trimmable longer file of the same
+    /// namespace superseded them.
+    uint64_t files_superseded = 0;
     /// Writes that failed their last attempt (never written), and failed
     /// writes tried again (docs/ssd-format.md "Retries").
     uint64_t writes_given_up = 0, writes_retried = 0;

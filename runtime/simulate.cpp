@@ -216,6 +216,14 @@ void model::write(const std::string& ns, const token_seq& tokens,
   auto f = std::prev(ssd_.end());
   ssd_bytes_ += bytes;
   f->ref = ssd_index_.insert(ns, tokens, f, 0).ref;
+  // A kv file trims to anything: it supersedes every stored ancestor.
+  for (auto a : ssd_index_.ancestors(f->ref)) {
+    auto v = ssd_index_.handle(a);
+    lost_.emplace_back(v->ns, ssd_index_.key(a));
+    ssd_bytes_ -= v->bytes;
+    ssd_index_.erase(a);
+    ssd_.erase(v);
+  }
   while (ssd_bytes_ > o_.ssd_cap_bytes && ssd_.begin() != f) {
     auto v = ssd_.begin();
     lost_.emplace_back(v->ns, ssd_index_.key(v->ref));

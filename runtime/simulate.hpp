@@ -23,10 +23,12 @@
 //   pinned), spilling what is not on SSD; an entry larger than the cap is
 //   spilled instead of kept;
 // - SSD: a spill becomes a file of the entry format's exact length, most
-//   recently used; least recently used files leave over the cap, never the
-//   file just written. From the next request on (the replay lets writes
-//   finish in between), RAM entries that file backed (its key, prefixes
-//   restored from it) are no longer durable: written again when evicted.
+//   recently used; it supersedes the files of its strict prefixes in its
+//   namespace (a kv file trims to any of them); least recently used files
+//   leave over the cap, never the file just written. From the next request
+//   on (the replay lets writes finish in between), RAM entries a removed
+//   file backed (its key, prefixes restored from it) are no longer
+//   durable: written again when evicted.
 // Only kv geometries are modelled (ring and recurrent layers change which
 // entries trim); `simulate` refuses others.
 #pragma once

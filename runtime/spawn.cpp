@@ -59,6 +59,7 @@ spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
                std::shared_ptr<actors::put_observer_slot> observer) {
   actors::ram_tier_config cfg;
   cfg.cap_bytes = opts.ram_cap_bytes;
+  cfg.objects = opts.objects;
   cfg.deadline_ms = opts.storage_deadline_ms;
   cfg.write_behind = opts.write_behind && ssd;
   cfg.write_behind_bytes_per_s = opts.write_behind_bytes_per_s;
@@ -130,7 +131,8 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   if (!g)
     return std::move(g.error());
   h.facade = sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
-                       opts.idle_demotion_ms, opts.storage_deadline_ms);
+                       opts.idle_demotion_ms, opts.objects,
+                       opts.storage_deadline_ms);
   return h;
 }
 

@@ -143,10 +143,11 @@ void write_owner(msg::CheckpointKey::Builder out, const storage_key& key) {
 }
 
 void write_key(msg::EntryKey::Builder out, const storage_key& key) {
-  KVTIER_ASSERT(key.kind != key_kind::object);
   write_key(out, key.ns, key.tokens);
   if (key.kind == key_kind::checkpoint)
     write_owner(out.getKind().initCheckpoint(), key);
+  else if (key.kind == key_kind::object)
+    out.getKind().setObject();
 }
 
 storage_key read_key(msg::EntryKey::Reader in) {
@@ -158,6 +159,8 @@ storage_key read_key(msg::EntryKey::Reader in) {
     k.kind = key_kind::checkpoint;
     k.request = c.getRequest();
     k.attempt = c.getAttempt();
+  } else if (in.getKind().isObject()) {
+    k.kind = key_kind::object;
   }
   return k;
 }

@@ -68,8 +68,7 @@ caf::expected<layer_state> read_descriptor(msg::LayerDescriptor::Reader in);
 void write_key(msg::EntryKey::Builder out, std::string_view ns,
                std::span<const token> tokens);
 
-/// Writes a storage key of any kind (prefix, checkpoint); the reserved
-/// object kind has no message form (a programming error).
+/// Writes a storage key of any kind (prefix, checkpoint, object).
 void write_key(msg::EntryKey::Builder out, const storage_key& key);
 
 /// Reads a key with its kind.

@@ -473,7 +473,9 @@ reclaim_counts& ram_tier::reclaim_pass(reclaim_counts& out, uint64_t want,
   for (auto r = lru_.begin(); r != lru_.end() && counted() < want;) {
     auto next = std::next(r);
     // A write out holds the bytes anyway (and will make the item durable).
-    bool candidate = !r->is_object && r->durable == durable_pass && evictable(r)
+    // Durable objects go with the durable pass; optional state is entries.
+    bool candidate = (durable_pass || !r->is_object)
+                     && r->durable == durable_pass && evictable(r)
                      && !r->writing;
     if (candidate && (order == reclaim_order::lru || would_free(r) > 0)) {
       std::vector<released_buffer> rel;

@@ -50,6 +50,8 @@
 //   otherwise. An item held by an interest (a request or prefetch lease
 //   about to consume it) leaves after everything else, the cap still
 //   winning in the end.
+// - Objects (exact tensor objects, `put_object`) share the LRU, the cap and
+//   the durable marks; they are found by exact key only.
 // - Recurrent layers and wrapped rings are exact-boundary: the index never
 //   offers such an entry below its own length. Attachments ride along only
 //   at full length; below it the entry is lent without them.
@@ -209,13 +211,28 @@ public:
   bool is_protected(std::string_view ns, std::span<const token> tokens) const;
 
   /// Stores an exact tensor object under `key` (same budget and LRU as
-  /// prefix entries). Replaces an object with the same key.
+  /// prefix entries). Replaces an object with the same key. Evicted
+  /// objects leave as spill orders like entries (`needs_spill` unless
+  /// durable). `durable`: a copy is on SSD (an object restored from there).
   put_result put_object(std::string key, std::vector<attachment> tensors,
-                        uint64_t now);
+                        uint64_t now, bool durable = false);
 
   /// The object stored under `key` (views), counting a hit or a miss.
   std::optional<std::vector<attachment>> object(const std::string& key,
                                                 uint64_t now);
+
+  /// The object under `key` without touching its recency or counters (the
+  /// owner copies it into a write order); nullopt when not held.
+  std::optional<ram_object> peek_object(const std::string& key) const;
+
+  /// Objects not marked durable, least recent first (what a flush must
+  /// snapshot besides `undurable`).
+  std::vector<std::string> undurable_objects() const;
+
+  /// The SSD file of object `key` is gone: clears its durable mark, so it
+  /// is written again before it leaves RAM. Returns whether one was
+  /// cleared (counted as `backing_lost`).
+  bool object_not_durable(const std::string& key);
 
   void set_put_observer(put_observer f) {
     observer_ = std::move(f);

@@ -124,6 +124,16 @@ struct ram_item {
   bool writing = false;
 };
 
+/// A look at one held object without touching it (`ram_tier::peek_object`).
+struct ram_object {
+  /// See `put_result::serial`; a newer put of the key changes it.
+  uint64_t serial = 0;
+  /// Marked durable on SSD.
+  bool durable = false;
+  /// The tensors as views.
+  std::vector<attachment> tensors;
+};
+
 /// What a put did. When `kept` is false the offered item was larger than
 /// the whole cap: it comes back as the only spill order, and RAM is as it
 /// was; with a cold tier it is held as leaving meanwhile (servable until

@@ -1,16 +1,18 @@
 // Storage keys: what a stored entry *is*, beyond its namespace and tokens.
 // A prefix entry (what `publish` offers, what a prompt lookup may serve), a
-// generation checkpoint (one engine request's resumable point), or, later,
-// an exact tensor object. The kind is part of the key everywhere state is
-// stored or named (SSD headers and file names, messages between actors),
-// never a convention on the namespace string: no `publish` in any
-// namespace can name, replace or be found as a checkpoint, and no prompt
+// generation checkpoint (one engine request's resumable point), or an
+// exact tensor object (an encoder output, `objects()`). The kind is part of the
+// key everywhere state is stored or named (SSD headers and file names, messages
+// between actors), never a convention on the namespace string: no `publish` in
+// any namespace can name, replace or be found as a checkpoint, and no prompt
 // lookup can return one.
 //
 // A checkpoint's key is (request id, ns, tokens); `attempt` says which try
 // of the request wrote it (the owner the checkpoint store remembers) and is
 // recorded beside the key, not part of it: a retry that rewrites the same
-// tokens replaces the same file. Plain values; copy freely.
+// tokens replaces the same file. An object's key is the engine's exact
+// object key, carried in `ns` with no tokens; it is found by that key
+// only. Plain values; copy freely.
 #pragma once
 
 #include "tiers/state.hpp"
@@ -28,8 +30,8 @@ enum class key_kind : uint8_t {
   /// A generation checkpoint of one engine request: found only by its
   /// request's own lookup, never by a prompt lookup.
   checkpoint = 1,
-  /// Reserved: an exact tensor object (encoder output) spilled to SSD. Not
-  /// written yet; a file of this kind is not served by this version.
+  /// An exact tensor object (an encoder output): found only by its exact
+  /// key (`ns` holds it; no tokens), never by a prompt lookup.
   object = 2,
 };
 
@@ -53,6 +55,11 @@ struct storage_key {
                                 std::string ns, token_seq tokens) {
     return {key_kind::checkpoint, std::move(ns), std::move(tokens), request,
             attempt};
+  }
+
+  /// The object stored under the engine's exact key `key`.
+  static storage_key object(std::string key) {
+    return {key_kind::object, std::move(key), {}, 0, 0};
   }
 
   /// Whether `o` names the same stored key (everything but the attempt).

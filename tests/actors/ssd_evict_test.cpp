@@ -72,7 +72,8 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     BOOST_REQUIRE(parts->tier->open());
     ssd = sys.spawn(actors::ssd_tier, std::move(parts));
     // 1 MiB: 4096 tokens of tiny-dense (256 bytes per token).
-    ram = sys.spawn(actors::ram_tier, uint64_t{1} << 20, ssd, nullptr);
+    ram = sys.spawn(actors::ram_tier, actors::ram_tier_config{uint64_t{1} << 20, true}, ssd,
+              nullptr);
     self->send(ssd, actors::attach_ram_atom::value, ram);
     ckpt = sys.spawn(actors::checkpoints, uint64_t{16}, ssd,
                      std::vector<tiers::storage_key>{});
@@ -543,6 +544,37 @@ BOOST_AUTO_TEST_CASE(a_retry_that_resumes_a_checkpoint_owns_it) {
   });
   BOOST_CHECK_EQUAL(find_checkpoint(7, nullptr, seq(50, 1), 1), 0u);
   BOOST_CHECK_EQUAL(ssd_counters().getFiles(), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_superseded_file_is_no_longer_durable_in_ram) {
+  // A's file backs A in RAM. B extends A and is trimmable: when B's file
+  // is durable it supersedes A's (removed), and RAM hears of it.
+  publish_durable(20, 1);
+  BOOST_REQUIRE(durable(seq(20, 1)));
+  msg::draft<msg::SpillEntry> d; // B, written by another path than RAM
+  d.root().setReason(msg::SpillReason::SNAPSHOT);
+  tiers::write_entry(d, d.root().getItem().initEntry(), entry(40, 1));
+  self->send(ssd, std::move(d).seal());
+  expect((sealed<msg::SpillEntry>), from(self).to(ssd));
+  drain();
+  self->receive([](const sealed<msg::SpillEntryReply>& r) {
+    BOOST_CHECK(r.root().getOutcome() == msg::SpillOutcome::DURABLE);
+  });
+  BOOST_CHECK(!durable(seq(20, 1)));
+  BOOST_REQUIRE(item(seq(20, 1))); // kept, now as the only copy
+  BOOST_CHECK_EQUAL(backing_lost(), 1u);
+  BOOST_CHECK_EQUAL(ssd_counters().getFilesSuperseded(), 1u);
+  BOOST_CHECK_EQUAL(ssd_counters().getFiles(), 1u);
+  // A's prompts are served by B's file, trimmed.
+  msg::draft<msg::FindPrefix> f;
+  f.root().setNs("ns");
+  tiers::write_tokens(f.root().initPrompt(21), seq(21, 1));
+  self->send(ssd, std::move(f).seal());
+  drain();
+  self->receive([](const sealed<msg::FindPrefixReply>& r) {
+    BOOST_CHECK_EQUAL(r.root().getUsableTokens(), 20u);
+    BOOST_CHECK_EQUAL(r.root().getKey().getTokens().size(), 40u);
+  });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

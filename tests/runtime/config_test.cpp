@@ -44,7 +44,8 @@ BOOST_AUTO_TEST_CASE(embedded_default_loads_and_validates) {
   auto err = load(cfg, runtime::embedded_default_config());
   BOOST_TEST(!err, describe(err));
   BOOST_TEST(cfg.options.ram_cap_bytes == 2ull << 30);
-  BOOST_TEST(cfg.options.ssd_dir == "demo-data/ssd");
+  BOOST_TEST(cfg.options.ssd_dir.empty());           // no cold tier by default
+  BOOST_TEST(cfg.replay.ssd_dir == "demo-data/ssd"); // the demo's
   BOOST_TEST(cfg.options.model == "llama-3.1-8b");
   BOOST_TEST(cfg.options.model_scale == 1.0 / 64);
   BOOST_TEST(caf::get_or(cfg, "scheduler.policy", caf::atom("none"))

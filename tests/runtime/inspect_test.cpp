@@ -60,6 +60,12 @@ stdfs::path write_entry(const stdfs::path& dir, const std::string& fingerprint,
       out.write(reinterpret_cast<const char*>(v.bytes().data()),
                 static_cast<std::streamsize>(v.length));
   }
+  for (size_t a = 0; a < e.attachments.size(); ++a) {
+    out.seekp(static_cast<std::streamoff>(h.attachments[a].payload.offset));
+    for (auto& v : e.attachments[a].segments)
+      out.write(reinterpret_cast<const char*>(v.bytes().data()),
+                static_cast<std::streamsize>(v.length));
+  }
   return path;
 }
 
@@ -234,4 +240,30 @@ BOOST_AUTO_TEST_CASE(names_the_model_the_holder_and_files_of_another_shape) {
   BOOST_REQUIRE(after);
   BOOST_TEST(after->fingerprints[0].holder.empty());
   BOOST_TEST(stdfs::exists(forged)); // inspecting removes nothing
+}
+
+BOOST_AUTO_TEST_CASE(lists_an_object_file_by_its_key) {
+  temp_dir dir;
+  oracle_engine e(*tiers::model_geometry::preset("tiny-dense"));
+  auto state = e.prefill("enc", tokens(16, 3));
+  tiers::entry obj;
+  obj.ns = "image-42";
+  obj.attachments = {{"vision", state.layers[0].segments},
+                     {"pooled", state.layers[1].segments}};
+  write_entry(dir.path, "tiny-dense", obj,
+              tiers::storage_key::object("image-42"));
+  ssd::posix_file_system fs;
+  auto r = inspect(fs, dir.path.string(), true);
+  BOOST_REQUIRE(r);
+  BOOST_REQUIRE_EQUAL(r->fingerprints.size(), 1u);
+  auto& files = r->fingerprints[0].files;
+  BOOST_REQUIRE_EQUAL(files.size(), 1u);
+  BOOST_TEST(files[0].status == "ok", files[0].detail);
+  BOOST_TEST(files[0].kind == "object");
+  BOOST_TEST(files[0].tokens == 0u);
+  BOOST_TEST(files[0].attachments == 2u);
+  BOOST_TEST(files[0].chunks_checked == 2u);
+  auto text = render_inspect(*r);
+  BOOST_TEST(
+    text.find("object key=image-42 attachments=2") != std::string::npos, text);
 }

@@ -32,8 +32,11 @@ service_options options(const slice_case& c) {
   o.ssd_cap_bytes = c.ssd_cap;
   o.ssd_dir = "/replay-test";
   o.io_engine = "threads";
-  // As `kvtier replay` does by default (replay.write-behind = false): the
-  // reference models no background snapshots (docs/replay.md).
+  // As the replay's [replay] idle-demotion-ms (0) does: the reference
+  // models no idle demotion, which is on by default in a service; and as
+  // its replay.write-behind = false does: nor background snapshots
+  // (docs/replay.md).
+  o.idle_demotion_ms = 0;
   return replay_settings{}.apply(o);
 }
 

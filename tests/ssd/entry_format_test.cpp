@@ -246,10 +246,8 @@ BOOST_AUTO_TEST_CASE(the_key_kind_and_its_owner_follow_their_rules) {
   BOOST_TEST(refused_for(s.with(36, 9, 4), "unknown key kind 9"));
   BOOST_TEST(refused_for(s.with(s.request, 7, 8), "names a request"));
   BOOST_TEST(refused_for(s.with(s.attempt, 1, 4), "names a request"));
-  // The reserved object kind: incompatible (ignored, kept), not corrupt.
-  auto object = decode(s.with(36, 2, 4));
-  BOOST_REQUIRE(!object);
-  BOOST_TEST((object.error() == ec::incompatible_format));
+  // The object kind holds no tokens (the sample has three).
+  BOOST_TEST(refused_for(s.with(36, 2, 4), "an object with 3 tokens"));
   // A checkpoint names its request and attempt; any write id decodes.
   auto cp = decode(s.with({{36, 1, 4},
                            {s.request, 7, 8},
@@ -277,6 +275,80 @@ BOOST_AUTO_TEST_CASE(the_header_round_trips_its_key) {
   BOOST_TEST(d->write_id == 99u);
   // Its file name is the checkpoint key's, not the prefix (ns, tokens)'s.
   BOOST_TEST(file_name(d->key()) != file_name("ns", e.tokens));
+}
+
+namespace {
+
+/// An object's entry: its tensors as attachments under its key, no tokens.
+entry object_entry() {
+  auto e = sample();
+  entry o;
+  o.ns = "image-7";
+  o.attachments = {{"pixels", e.layers[0].segments},
+                   {"patches", e.layers[2].segments},
+                   {"empty", {}}};
+  return o;
+}
+
+/// `e`'s header as an object file, encoded.
+std::vector<std::byte> object_bytes(const entry& e,
+                                    entry_header* out = nullptr) {
+  auto h = layout(e, "fp", 512, 512);
+  h.kind = key_kind::object;
+  compute_checksums(h, e);
+  auto bytes = bytes_of(encode(h), h.header_length);
+  if (out)
+    *out = h;
+  return bytes;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(an_object_header_round_trips_its_attachments) {
+  auto e = object_entry();
+  entry_header h;
+  auto d = decode(object_bytes(e, &h));
+  BOOST_REQUIRE(d);
+  BOOST_TEST((d->key() == storage_key::object("image-7")));
+  BOOST_TEST(d->tokens.empty());
+  BOOST_TEST(d->layers.empty());
+  BOOST_REQUIRE(d->attachments.size() == 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    BOOST_TEST(d->attachments[i].name == e.attachments[i].name);
+    BOOST_TEST(d->attachments[i].payload.length
+               == total_length(e.attachments[i].segments));
+    BOOST_TEST(d->attachments[i].payload.chunk_sums
+               == h.attachments[i].payload.chunk_sums);
+  }
+  BOOST_TEST(d->file_length == h.file_length);
+  // Its own name: neither the prefix (ns, no tokens) nor a checkpoint's.
+  BOOST_TEST(file_name(d->key()) != file_name("image-7", {}));
+  BOOST_TEST(file_name(d->key())
+             != file_name(storage_key::checkpoint(0, 0, "image-7", {})));
+}
+
+BOOST_AUTO_TEST_CASE(an_object_header_holds_attachments_only) {
+  auto e = object_entry();
+  entry_header h;
+  auto bytes = object_bytes(e, &h);
+  auto with = [&](size_t at, uint64_t v, int width) {
+    auto out = bytes;
+    for (int i = 0; i < width; ++i)
+      out[at + i] = std::byte(static_cast<uint8_t>(v >> (8 * i)));
+    auto sum = XXH3_64bits(out.data(), out.size() - 8);
+    std::memcpy(out.data() + out.size() - 8, &sum, 8);
+    return out;
+  };
+  BOOST_TEST(refused_for(with(40, 1, 8), "an object with 1 tokens"));
+  BOOST_TEST(refused_for(with(28, 1, 4), "an object with 1 layers"));
+  // request id: after the fingerprint, the key and the session flag.
+  size_t request = 64 + 4 + h.fingerprint.size() + 4 + h.ns.size() + 1;
+  BOOST_TEST(refused_for(with(request, 5, 8), "an object names a request"));
+  BOOST_TEST(refused_for(with(request + 8, 1, 4), "an object names a request"));
+  auto with_session = e;
+  with_session.session = "s1";
+  BOOST_TEST(
+    refused_for(object_bytes(with_session), "an object with a session"));
 }
 
 BOOST_AUTO_TEST_CASE(the_session_flag_must_be_zero_or_one) {

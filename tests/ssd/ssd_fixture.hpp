@@ -106,6 +106,12 @@ public:
     return *r;
   }
 
+  /// The configuration of the next `reopen` (the directory stays).
+  void configure(ssd_config cfg) {
+    cfg.dir = dir_;
+    cfg_ = std::move(cfg);
+  }
+
   caf::expected<entry> restore(const ssd_match& m) {
     std::optional<caf::expected<entry>> out;
     tier->restore(m, [&](caf::expected<entry> e) { out = std::move(e); });

@@ -97,8 +97,10 @@ struct naive_ram {
   put_result put(entry e, bool durable = false, bool pin = false) {
     put_result out;
     if (union_bytes({&e}) > cap) {
-      out.evicted.push_back(
-        {.key = {false, e.ns, e.tokens}, .state = std::move(e)});
+      spill_order s;
+      s.key = {false, e.ns, e.tokens};
+      s.state = std::move(e);
+      out.evicted.push_back(std::move(s));
       return out;
     }
     std::multiset<uint64_t> leases, pins; // interests and pins follow the key
@@ -157,9 +159,11 @@ struct naive_ram {
   spill_order pop(uint64_t skip = 0) {
     auto i = take(victim(skip));
     auto key = ram_key{false, i.e.ns, i.e.tokens};
-    return spill_order{.key = std::move(key),
-                       .state = std::move(i.e),
-                       .needs_spill = !i.durable};
+    spill_order s;
+    s.key = std::move(key);
+    s.state = std::move(i.e);
+    s.needs_spill = !i.durable;
+    return s;
   }
 
   /// Drops durable, plain items, least recent first, until `want` bytes

@@ -383,16 +383,22 @@ caf::error read_payloads(reader& r, entry_header& h) {
 }
 
 /// The key kind (fixed prefix, offset 36) and the owner fields: a kind
-/// this version does not know is corrupt, the reserved object kind
-/// incompatible, a prefix naming an owner corrupt.
-caf::error check_key(const entry_header& h, uint32_t kind) {
+/// this version does not know is corrupt, a prefix or an object naming an
+/// owner corrupt, an object with tokens or a session corrupt.
+caf::error check_key(const entry_header& h, uint32_t kind, uint64_t ntokens) {
   if (kind > static_cast<uint32_t>(key_kind::object))
     return corrupt("unknown key kind " + std::to_string(kind));
-  if (h.kind == key_kind::object)
-    return make_error(ec::incompatible_format,
-                      "object files are not read by format version 2");
   if (h.kind == key_kind::prefix && (h.request != 0 || h.attempt != 0))
     return corrupt("a prefix entry names a request");
+  if (h.kind == key_kind::object) {
+    if (h.request != 0 || h.attempt != 0)
+      return corrupt("an object names a request");
+    if (ntokens != 0)
+      return corrupt("an object with " + std::to_string(ntokens)
+                     + " tokens (must be 0)");
+    if (h.session)
+      return corrupt("an object with a session");
+  }
   return {};
 }
 
@@ -419,7 +425,7 @@ caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
                    + " without a parent file (must be 0)");
   if (r.bad || ntokens > len / 4)
     return corrupt("token count " + std::to_string(ntokens));
-  if (auto err = check_key(h, kind))
+  if (auto err = check_key(h, kind, ntokens))
     return err;
   h.tokens.resize(ntokens);
   for (auto& t : h.tokens)
@@ -462,6 +468,9 @@ caf::expected<entry_header> decode(std::span<const std::byte> bytes) {
                       "parent files are not supported by format version 2");
   if (nlayers > *len / 48 || nattach > *len / 20)
     return corrupt("layer or attachment count");
+  if (h.kind == key_kind::object && nlayers != 0)
+    return corrupt("an object with " + std::to_string(nlayers)
+                   + " layers (its tensors are attachments)");
   if (auto err = read_layers(r, h, nlayers))
     return err;
   read_attachments(r, h, nattach);

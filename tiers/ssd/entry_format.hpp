@@ -27,8 +27,9 @@ namespace kvtier::tiers::ssd {
 inline constexpr char file_magic[8] = {'K', 'V', 'T',  'I',
                                        'E', 'R', 0x1a, '\n'};
 /// The format version this code writes and reads. Version 2 added the key
-/// kind, the checkpoint owner (request id, attempt) and the write id;
-/// files of version 1 are incompatible (ignored, kept).
+/// kind (prefix, checkpoint, object), the checkpoint owner (request id,
+/// attempt) and the write id; files of version 1 are incompatible
+/// (ignored, kept).
 inline constexpr uint32_t format_version = 2;
 /// Bytes of the fixed header prefix.
 inline constexpr size_t fixed_header_size = 64;
@@ -63,8 +64,9 @@ struct entry_header {
   uint32_t alignment = 4096;
   uint32_t checksum_chunk = 1u << 20;
   std::string fingerprint;
-  /// What the file's key is: a prefix entry or a checkpoint (the object
-  /// kind is reserved; a reader refuses it as incompatible).
+  /// What the file's key is: a prefix entry, a checkpoint or an exact
+  /// tensor object (`ns` holds the object's key; no tokens, no layers, no
+  /// session: its tensors are the attachments).
   key_kind kind = key_kind::prefix;
   std::string ns;
   std::optional<std::string> session;

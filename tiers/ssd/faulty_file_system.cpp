@@ -13,6 +13,7 @@ const char* to_string(fs_op op) {
     case fs_op::remove: return "remove";
     case fs_op::sync_dir: return "sync_dir";
     case fs_op::list: return "list";
+    case fs_op::set_mtime: return "set_mtime";
   }
   return "unknown";
 }
@@ -69,6 +70,10 @@ public:
 
   caf::expected<uint64_t> size() override {
     return inner_->size();
+  }
+
+  caf::expected<uint64_t> mtime() override {
+    return inner_->mtime();
   }
 
 private:
@@ -239,6 +244,12 @@ caf::expected<uint32_t> faulty_file_system::mode(const std::string& path) {
 caf::error faulty_file_system::set_mode(const std::string& path,
                                         uint32_t mode) {
   return inner_.set_mode(path, mode);
+}
+
+caf::error faulty_file_system::set_mtime(const std::string& path, uint64_t ns) {
+  if (auto f = next(fs_op::set_mtime))
+    return fault_error(*f, fs_op::set_mtime);
+  return inner_.set_mtime(path, ns);
 }
 
 caf::expected<lock_ref> faulty_file_system::lock(const std::string& path) {

@@ -37,9 +37,11 @@ enum class fs_op : uint8_t {
   remove,
   sync_dir,
   list,
+  /// `set_mtime` (the SSD tier's recency stamps).
+  set_mtime,
 };
 
-inline constexpr size_t fs_op_count = 9;
+inline constexpr size_t fs_op_count = 10;
 
 const char* to_string(fs_op op);
 
@@ -110,6 +112,7 @@ public:
   /// Modes and locks are forwarded; no fault targets them.
   caf::expected<uint32_t> mode(const std::string& path) override;
   caf::error set_mode(const std::string& path, uint32_t mode) override;
+  caf::error set_mtime(const std::string& path, uint64_t ns) override;
   caf::expected<lock_ref> lock(const std::string& path) override;
 
   /// Counts `op` and returns the fault to apply to it, if any (used by the

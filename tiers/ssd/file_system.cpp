@@ -92,6 +92,14 @@ public:
     return static_cast<uint64_t>(st.st_size);
   }
 
+  caf::expected<uint64_t> mtime() override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0)
+      return errno_error(errno, "stat " + path_);
+    return static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000u
+           + static_cast<uint64_t>(st.st_mtim.tv_nsec);
+  }
+
   int native_handle() const noexcept override {
     return fd_;
   }
@@ -191,6 +199,17 @@ caf::expected<uint32_t> posix_file_system::mode(const std::string& path) {
 caf::error posix_file_system::set_mode(const std::string& path, uint32_t mode) {
   if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0)
     return errno_error(errno, "chmod " + path);
+  return {};
+}
+
+caf::error posix_file_system::set_mtime(const std::string& path, uint64_t ns) {
+  struct timespec times[2];
+  times[0].tv_sec = 0;
+  times[0].tv_nsec = UTIME_OMIT; // the access time stays
+  times[1].tv_sec = static_cast<time_t>(ns / 1000000000u);
+  times[1].tv_nsec = static_cast<long>(ns % 1000000000u);
+  if (::utimensat(AT_FDCWD, path.c_str(), times, 0) != 0)
+    return errno_error(errno, "set the time of " + path);
   return {};
 }
 

@@ -11,6 +11,10 @@
 // creates 0600 (state bytes are the users' prompts); `mode` and `set_mode`
 // let the tier tighten a looser directory it finds.
 //
+// Recency: every file keeps a modification time (`file::mtime`,
+// `set_mtime`), which the SSD tier uses to record last use across
+// restarts.
+//
 // Ownership: `lock` takes a non-blocking exclusive lock that lasts as long
 // as the returned handle, so one process at a time owns an SSD directory.
 //
@@ -50,6 +54,10 @@ public:
 
   /// Current length in bytes.
   virtual caf::expected<uint64_t> size() = 0;
+
+  /// The last-modification time, in nanoseconds since the epoch: what
+  /// `file_system::set_mtime` set last, or the time of the last write.
+  virtual caf::expected<uint64_t> mtime() = 0;
 
   /// The OS descriptor when there is one (io_uring may use it), else -1.
   virtual int native_handle() const noexcept {
@@ -109,6 +117,12 @@ public:
   /// Sets the permission bits of `path`.
   virtual caf::error set_mode(const std::string& path, uint32_t mode) = 0;
 
+  /// Sets the last-modification time of the file `path` (nanoseconds since
+  /// the epoch; POSIX: `utimensat`, the access time left alone). The SSD
+  /// tier records each file's last use there, so its LRU order survives a
+  /// restart. A missing file is `ec::not_found`.
+  virtual caf::error set_mtime(const std::string& path, uint64_t ns) = 0;
+
   /// Takes the exclusive lock on the file `path` (created 0600 when
   /// missing) until the returned handle is destroyed, without waiting, and
   /// records the holder in the file (POSIX: "pid N on host H"). Held by
@@ -130,6 +144,7 @@ public:
   caf::error make_dirs(const std::string& dir) override;
   caf::expected<uint32_t> mode(const std::string& path) override;
   caf::error set_mode(const std::string& path, uint32_t mode) override;
+  caf::error set_mtime(const std::string& path, uint64_t ns) override;
   caf::expected<lock_ref> lock(const std::string& path) override;
 };
 

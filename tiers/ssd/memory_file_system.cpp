@@ -1,6 +1,7 @@
 #include "tiers/ssd/memory_file_system.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace kvtier::tiers::ssd {
@@ -10,9 +11,17 @@ struct memory_file_system::inode {
   uint32_t mode = 0600;
   std::vector<std::byte> data;
   std::vector<std::byte> synced;
+  /// Nanoseconds since the epoch; metadata, kept across a power loss.
+  uint64_t mtime = 0;
 };
 
 namespace {
+
+uint64_t wall_ns() {
+  using namespace std::chrono;
+  return static_cast<uint64_t>(
+    duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count());
+}
 
 std::string parent_of(const std::string& path) {
   auto pos = path.rfind('/');
@@ -48,6 +57,7 @@ public:
       d.resize(offset + src.size());
     if (!src.empty())
       std::memcpy(d.data() + offset, src.data(), src.size());
+    node_->mtime = wall_ns();
     return src.size();
   }
 
@@ -60,6 +70,11 @@ public:
   caf::expected<uint64_t> size() override {
     std::lock_guard guard{node_->mtx};
     return static_cast<uint64_t>(node_->data.size());
+  }
+
+  caf::expected<uint64_t> mtime() override {
+    std::lock_guard guard{node_->mtx};
+    return node_->mtime;
   }
 
 private:
@@ -85,6 +100,7 @@ caf::expected<file_ref> memory_file_system::open(const std::string& path,
   if (i != live_.end())
     return make_error(ec::io_error, "open " + path + ": file exists");
   auto node = std::make_shared<inode>();
+  node->mtime = wall_ns();
   live_.emplace(path, node);
   return file_ref{std::make_shared<memory_file>(node, true)};
 }
@@ -145,6 +161,16 @@ caf::expected<uint32_t> memory_file_system::mode(const std::string& path) {
   if (auto d = dir_modes_.find(path); d != dir_modes_.end())
     return d->second;
   return make_error(ec::not_found, "stat " + path);
+}
+
+caf::error memory_file_system::set_mtime(const std::string& path, uint64_t ns) {
+  std::lock_guard guard{mtx_};
+  auto i = live_.find(path);
+  if (i == live_.end())
+    return make_error(ec::not_found, "set the time of " + path);
+  std::lock_guard file_guard{i->second->mtx};
+  i->second->mtime = ns;
+  return {};
 }
 
 caf::error memory_file_system::set_mode(const std::string& path,

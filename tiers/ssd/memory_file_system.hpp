@@ -40,6 +40,9 @@ public:
   caf::error make_dirs(const std::string& dir) override;
   caf::expected<uint32_t> mode(const std::string& path) override;
   caf::error set_mode(const std::string& path, uint32_t mode) override;
+  /// Files keep a modification time (set at creation and by every write,
+  /// to the system clock, or by this); it survives a power loss.
+  caf::error set_mtime(const std::string& path, uint64_t ns) override;
   caf::expected<lock_ref> lock(const std::string& path) override;
 
   /// Rolls files and directories back to what was last made durable.

@@ -49,8 +49,8 @@ std::optional<ssd_file> ssd_index::erase(const std::string& name) {
   auto i = by_name_.find(name);
   if (i == by_name_.end())
     return std::nullopt;
-  auto f = i->second.checkpoint ? std::move(*i->second.checkpoint)
-                                : index_.erase(i->second.ref);
+  auto f =
+    i->second.exact ? std::move(*i->second.exact) : index_.erase(i->second.ref);
   lru_.erase(i->second.lru);
   by_name_.erase(i);
   bytes_ -= f.bytes;
@@ -72,8 +72,8 @@ const ssd_file* ssd_index::file(const std::string& name) const {
   auto i = by_name_.find(name);
   if (i == by_name_.end())
     return nullptr;
-  if (i->second.checkpoint)
-    return &*i->second.checkpoint;
+  if (i->second.exact)
+    return &*i->second.exact;
   return &index_.handle(i->second.ref);
 }
 
@@ -99,8 +99,26 @@ void ssd_index::touch(const std::string& name) {
   if (i == by_name_.end())
     return;
   lru_.splice(lru_.end(), lru_, i->second.lru);
-  if (!i->second.checkpoint)
+  if (!i->second.exact)
     index_.touch(i->second.ref);
+}
+
+std::vector<std::string>
+ssd_index::superseded_by(const std::string& name) const {
+  std::vector<std::string> out;
+  auto i = by_name_.find(name);
+  if (i == by_name_.end() || i->second.exact)
+    return out;
+  auto ref = i->second.ref;
+  auto floor = index_.floor(ref);
+  if (floor >= index_.length(ref))
+    return out; // untrimmable
+  for (auto a : index_.ancestors(ref)) {
+    if (index_.length(a) < floor)
+      break; // nearest first: the rest are shorter still
+    out.push_back(index_.handle(a).name);
+  }
+  return out;
 }
 
 std::vector<std::string> ssd_index::over_cap(uint64_t cap,
@@ -140,7 +158,7 @@ std::vector<const ssd_file*> ssd_index::checkpoints() const {
 uint64_t ssd_index::longest() const {
   uint64_t n = 0;
   for (auto& [name, s] : by_name_)
-    if (!s.checkpoint)
+    if (!s.exact)
       n = std::max<uint64_t>(n, index_.length(s.ref));
   return n;
 }

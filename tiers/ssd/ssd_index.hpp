@@ -4,11 +4,12 @@
 // found in O(len(prompt)) with the same rules as the RAM tier, and an
 // untrimmable entry with a divergent tail is never an answer.
 //
-// Prefix files and checkpoint files are kept apart by their header's key
-// kind: only prefix files enter the prefix index, so a prompt lookup
-// (`find`), `contains` of a prefix key and `saved` structurally cannot
-// return a checkpoint; checkpoint files are found by exact key only. Both
-// share the LRU list and the byte count (the cap covers every file).
+// Prefix files are kept apart from checkpoint and object files by their
+// header's key kind: only prefix files enter the prefix index, so a prompt
+// lookup (`find`), `contains` of a prefix key and `saved` structurally
+// cannot return a checkpoint or an object; those are found by exact key
+// only. All share the LRU list and the byte count (the cap covers every
+// file).
 //
 // Only files that are durable (renamed into place) are indexed: a pending
 // write is not "on SSD". Recency for byte-cap eviction is an LRU list kept
@@ -77,12 +78,20 @@ public:
   /// Makes `name` the most recently used file.
   void touch(const std::string& name);
 
+  /// The prefix files the prefix file `name` supersedes, as the RAM tier
+  /// supersedes entries (DESIGN.md section 2): when its entry is trimmable
+  /// (trim floor below its length), its strict prefix-ancestors in the
+  /// same namespace at least as long as that floor, nearest first; none
+  /// for an untrimmable file (shorter ancestors must survive), a
+  /// checkpoint or an object.
+  std::vector<std::string> superseded_by(const std::string& name) const;
+
   /// Least recently used files whose removal brings the bytes to at most
   /// `cap`, oldest first, never `keep`.
   std::vector<std::string> over_cap(uint64_t cap,
                                     const std::string& keep) const;
 
-  /// Every indexed prefix file (no checkpoint file).
+  /// Every indexed prefix file (no checkpoint or object file).
   std::vector<saved_prefix> saved() const;
 
   /// Every indexed checkpoint file, as its header names it.
@@ -103,8 +112,9 @@ private:
   struct slot {
     /// Prefix files: where the prefix index holds it.
     entry_ref ref;
-    /// Checkpoint files: the file itself (not in the prefix index).
-    std::optional<ssd_file> checkpoint;
+    /// Checkpoint and object files: the file itself (not in the prefix
+    /// index).
+    std::optional<ssd_file> exact;
     std::list<std::string>::iterator lru;
   };
 

@@ -47,6 +47,8 @@ struct write_io {
   entry state;
   entry_header header;
   buffer_ref header_bytes;
+  /// Zeros up to the file length after trailing empty payloads.
+  buffer_ref padding;
   file_ref out;
 };
 

@@ -77,7 +77,12 @@ struct ssd_stats {
   /// Writes `close` released unwritten (queued, failed, or failing after).
   uint64_t writes_abandoned = 0;
   uint64_t rejected_too_large = 0;
+  /// Files removed least recently used first over the byte cap (after a
+  /// write, at the scan, or when `set_byte_cap` lowers it).
   uint64_t evicted = 0;
+  /// Prefix files removed because a trimmable longer file of the same
+  /// namespace superseded them.
+  uint64_t files_superseded = 0;
   /// Reads issued to the engine (one per distinct restore in flight).
   uint64_t reads = 0;
   /// Restores that joined a read already in flight or a held result.

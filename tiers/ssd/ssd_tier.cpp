@@ -3,8 +3,10 @@
 #include "tiers/ssd/ssd_jobs.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <tuple>
 
 namespace kvtier::tiers::ssd {
 
@@ -13,6 +15,8 @@ caf::error check_header(const model_geometry& g, const std::string& fingerprint,
   if (h.fingerprint != fingerprint)
     return make_error(ec::incompatible_format,
                       "the header names fingerprint " + h.fingerprint);
+  if (h.kind == key_kind::object)
+    return {}; // attachments only (the decoder refuses layers): no geometry
   if (h.layers.size() != g.layers.size())
     return make_error(ec::incompatible_format,
                       "the file has " + std::to_string(h.layers.size())
@@ -98,8 +102,19 @@ caf::expected<scan_report> ssd_tier::open() {
   std::sort(names->begin(), names->end());
   // Removal records first: a checkpoint file one covers is never indexed.
   load_records(*names, r);
+  std::vector<scanned> found;
   for (auto& name : *names)
-    scan_file(name, r);
+    scan_file(name, r, found);
+  // Least recently used first, as each file's mtime recorded it (then
+  // oldest write first): the LRU order from before the restart.
+  std::sort(found.begin(), found.end(), [](auto& a, auto& b) {
+    return std::tie(a.mtime, a.file.header->write_id, a.file.name)
+           < std::tie(b.mtime, b.file.header->write_id, b.file.name);
+  });
+  for (auto& f : found) {
+    last_stamp_ = std::max(last_stamp_, f.mtime);
+    index_.insert(std::move(f.file));
+  }
   finish_records(r);
   next_write_id_ = max_write_id_seen_ + 1;
   for (auto& name : index_.over_cap(cfg_.byte_cap, {})) {
@@ -190,7 +205,8 @@ caf::error ssd_tier::check_model_file() {
   return fs_.sync_dir(root_);
 }
 
-void ssd_tier::scan_file(const std::string& name, scan_report& r) {
+void ssd_tier::scan_file(const std::string& name, scan_report& r,
+                         std::vector<scanned>& found) {
   if (name == lock_file_name || name == model_file_name)
     return;
   if (ends_with(name, ".tmp")) {
@@ -231,10 +247,66 @@ void ssd_tier::scan_file(const std::string& name, scan_report& r) {
     }
   if (covered_at_scan(name, *h, r))
     return;
+  auto mtime = (**f).mtime();
   auto bytes = h->file_length;
-  index_.insert(
-    ssd_file{name, std::make_shared<const entry_header>(std::move(*h)), bytes});
+  found.push_back(
+    {mtime ? *mtime : 0,
+     ssd_file{name, std::make_shared<const entry_header>(std::move(*h)),
+              bytes}});
   ++r.loaded;
+}
+
+uint64_t ssd_tier::stamp() {
+  uint64_t now = 0;
+  if (cfg_.clock) {
+    now = cfg_.clock();
+  } else {
+    using namespace std::chrono;
+    now = static_cast<uint64_t>(
+      duration_cast<nanoseconds>(system_clock::now().time_since_epoch())
+        .count());
+  }
+  last_stamp_ = std::max(now, last_stamp_ + 1);
+  return last_stamp_;
+}
+
+void ssd_tier::touch_file(const std::string& name) {
+  auto ns = stamp();
+  auto [t, fresh] = touching_.try_emplace(name);
+  if (!fresh) {
+    t->second.next = ns; // after the one running
+    return;
+  }
+  submit_touch(name, ns);
+}
+
+void ssd_tier::submit_touch(const std::string& name, uint64_t ns) {
+  auto tag = next_tag_++;
+  chore_what_[tag] = "record the use of " + name;
+  touch_chores_[tag] = name;
+  io_op op;
+  op.kind = io_kind::call;
+  op.tag = op_tag(tag, 0);
+  op.call = [fs = &fs_, p = path(name), ns] { return fs->set_mtime(p, ns); };
+  submit(std::move(op));
+}
+
+void ssd_tier::touch_done(uint64_t tag, const io_completion& c) {
+  auto i = touch_chores_.find(tag);
+  if (i == touch_chores_.end())
+    return;
+  auto name = std::move(i->second);
+  touch_chores_.erase(i);
+  (void)c; // a failure was logged with the chore; the stamp is advisory
+  auto t = touching_.find(name);
+  if (t == touching_.end())
+    return;
+  if (t->second.next == 0) {
+    touching_.erase(t);
+    return;
+  }
+  auto ns = std::exchange(t->second.next, 0);
+  submit_touch(name, ns);
 }
 
 std::optional<ssd_match> ssd_tier::find(std::span<const token> prompt,
@@ -321,7 +393,9 @@ void ssd_tier::flush(flush_callback cb) {
 }
 
 void ssd_tier::maybe_finish_flush() {
-  if (flushes_.empty() || queue_.active() || !writes_.empty() || removal_busy())
+  // Unlinks too: when a flush answers, evicted files are gone from disk.
+  if (flushes_.empty() || queue_.active() || !writes_.empty() || removal_busy()
+      || !unlink_chores_.empty())
     return;
   durability_evidence ev;
   ev.pending = queue_.size();
@@ -410,14 +484,18 @@ void ssd_tier::handle(io_completion c) {
     if (c.err && c.err != ec::not_found)
       log("ssd: " + i->second + ": " + describe(c.err));
     chore_what_.erase(i);
+    touch_done(tag, c);
     if (auto u = unlink_chores_.find(tag); u != unlink_chores_.end()) {
       // A checkpoint file whose unlink failed stays known until a removal
-      // of its identity takes it (`remove_checkpoints`).
+      // of its identity takes it (`remove_checkpoints`); other names are
+      // not in `unlinking_`.
       if (!c.err || c.err == ec::not_found)
         unlinking_.erase(u->second);
       unlinking_now_.erase(unlinking_now_.find(u->second));
       unlink_chores_.erase(u);
+      unlink_ended(tag);
       pump();
+      maybe_finish_flush();
     }
   }
   maybe_finish_close();
@@ -476,6 +554,7 @@ const char* to_string(removal_reason r) {
     case removal_reason::corrupt: return "remove corrupt";
     case removal_reason::gone: return "forget gone";
     case removal_reason::erased: return "erase";
+    case removal_reason::superseded: return "supersede";
   }
   return "remove";
 }
@@ -489,7 +568,7 @@ void ssd_tier::forget(const std::string& name, removal_reason why) {
   }
 }
 
-void ssd_tier::remove_file(const std::string& name, removal_reason why) {
+uint64_t ssd_tier::remove_file(const std::string& name, removal_reason why) {
   auto* f = index_.file(name);
   auto checkpoint = f && f->header->kind == key_kind::checkpoint
                       ? f->header
@@ -503,19 +582,20 @@ void ssd_tier::remove_file(const std::string& name, removal_reason why) {
   // moment; removing now could delete that one. Let the write replace it.
   for (auto& [tag, job] : writes_)
     if (job->name == name)
-      return;
+      return 0;
   auto tag = next_tag_++;
   chore_what_[tag] = std::string{to_string(why)} + " " + name;
-  if (checkpoint) {
-    unlink_chores_[tag] = name;
-    unlinking_now_.insert(name);
-  }
+  // No write of the name starts while the unlink runs: its rename could
+  // land first, and the unlink would then remove the new file.
+  unlink_chores_[tag] = name;
+  unlinking_now_.insert(name);
   auto* fs = &fs_;
   io_op op;
   op.kind = io_kind::call;
   op.tag = op_tag(tag, 0);
   op.call = [fs, p = path(name)] { return fs->remove(p); };
   submit(std::move(op));
+  return tag;
 }
 
 void ssd_tier::submit(io_op op) {

@@ -15,10 +15,17 @@
 // Files: `<dir>/<fingerprint>/<xxh3-128 of the storage key>.kvt`, written
 // to a unique `.tmp` name, fsynced, renamed over the final name, directory
 // fsynced. Only renamed-and-synced files enter the index; a pending write
-// is not "on SSD". The byte cap evicts least-recently-used files. Every
+// is not "on SSD". The byte cap evicts least-recently-used files; each
+// file's last use (its write, a restore or prefetch) is recorded in its
+// mtime on the engine, and the start-up scan orders the index by it, so
+// the LRU order survives a restart. The owner may change the cap live
+// (`set_byte_cap`). A trimmable prefix file, once durable, supersedes its
+// stored prefix-ancestors' files in its namespace (removed, reported), as
+// RAM supersedes entries. Every
 // header says its key kind (tiers/storage_key.hpp): prompt lookups see
 // prefix files only; checkpoint files are found by exact key and listed by
-// `checkpoint_files`.
+// `checkpoint_files`; object files (exact tensor objects, their tensors as
+// attachments) are found by exact key only.
 //
 // Removal records: `remove_checkpoints` (a completed generation) makes the
 // removal durable before it answers: an empty record file
@@ -116,6 +123,10 @@ enum class removal_reason : uint8_t {
   gone,
   /// Removed on request (`erase`).
   erased,
+  /// A trimmable longer file of the same namespace became durable and
+  /// serves every prompt this one did (as a trimmable RAM entry
+  /// supersedes its ancestors).
+  superseded,
 };
 
 const char* to_string(removal_reason r);
@@ -171,6 +182,9 @@ struct ssd_config {
   /// stream per file lets kernel readahead work; concurrent reads of one
   /// file measured 45-65% of a sequential raw read here, one 65-100%.
   uint32_t ops_per_entry = 1;
+  /// Wall time in nanoseconds since the epoch, for the recency stamps the
+  /// tier records in each file's mtime; the system clock when empty.
+  std::function<uint64_t()> clock;
   /// Where failure lines go; stderr when empty.
   std::function<void(const std::string&)> log;
   /// Told what became of each queued write (e.g. so the RAM tier can mark
@@ -181,12 +195,13 @@ struct ssd_config {
   /// Told about every indexed file the tier stops holding, at the moment
   /// it leaves the index (before the unlink runs), so an owner holding a
   /// copy it believed durable can clear that belief: evicted over the cap
-  /// (also inside `open`), found corrupt or gone by a restore, erased. Not
+  /// (also inside `open` and `set_byte_cap`), found corrupt or gone by a
+  /// restore, erased, superseded by a trimmable longer file. Not
   /// reported: the older file of a key that a newer write of the same key
   /// replaces (that write's `on_write` report follows), and files `open`
   /// drops without indexing them (corrupt, misnamed, orphan temps). Runs
-  /// inside `open`, `erase` or `handle` and must not call back into the
-  /// tier. Optional.
+  /// inside `open`, `erase`, `set_byte_cap` or `handle` and must not call
+  /// back into the tier. Optional.
   std::function<void(const remove_event&)> on_remove;
 };
 
@@ -240,8 +255,15 @@ public:
                                 std::string_view ns) const;
 
   /// The file of exactly `key` (any kind), as a match serving all of its
-  /// tokens; no I/O. How a checkpoint is found for its restore.
+  /// tokens; no I/O. How a checkpoint or an object is found for its
+  /// restore.
   std::optional<ssd_match> find(const storage_key& key) const;
+
+  /// The newest write of exactly `key` the write-behind queue holds
+  /// (queued, being written, or failed and kept for a retry), as views of
+  /// its buffers; no I/O. A pending write is not on SSD, but its bytes are
+  /// here: how an evicted object stays servable until its file is durable.
+  std::optional<entry> queued(const storage_key& key) const;
 
   /// Whether the prefix key (ns, tokens) is durable on SSD and no newer
   /// write of it is pending or failed: only then may RAM drop it as "on
@@ -299,9 +321,11 @@ public:
   caf::expected<uint64_t> enqueue(entry e, write_reason reason);
 
   /// The same under `key` (whose ns and tokens are `e`'s): a checkpoint's
-  /// header records its request and attempt. `ec::invalid_argument` for a
-  /// key that is not `e`'s, a prefix key naming a request, or the
-  /// reserved object kind.
+  /// header records its request and attempt; an object is `e`'s
+  /// attachments alone (ns the object's key, no tokens, layers or
+  /// session; no model geometry applies). `ec::invalid_argument` for a key
+  /// that is not `e`'s, a prefix or object key naming a request, or an
+  /// object entry with tokens, layers or a session.
   caf::expected<uint64_t> enqueue(entry e, write_reason reason,
                                   const storage_key& key);
 
@@ -357,6 +381,24 @@ public:
     return closed_;
   }
 
+  /// Sets the byte cap from now on (the owner's live limit, e.g. its share
+  /// of one budget that several tiers on a root split). Lowering it
+  /// removes least-recently-used files at once, on the engine (reported
+  /// `evicted`), until the indexed files fit; a write queued before that
+  /// finishes larger than the cap is removed when it finishes; later
+  /// entries larger than it are refused (`no_space`). Files of writes in
+  /// flight are not counted until durable (at most `writes_in_flight`
+  /// entries). Returns the files removed now.
+  /// `on_disk` (optional) runs with that count once the removed files'
+  /// unlinks have run (inside this call when there are none), so the
+  /// files on disk are under the cap then too.
+  uint64_t set_byte_cap(uint64_t bytes,
+                        std::function<void(uint64_t evicted)> on_disk = {});
+
+  uint64_t byte_cap() const noexcept {
+    return cfg_.byte_cap;
+  }
+
   /// Feeds one engine completion back; runs callbacks it completes.
   void handle(io_completion c);
 
@@ -400,12 +442,21 @@ private:
   void pump();
   void start_write(write_item& item);
   void write_stage(write_job& job);
+  void pad_to_file_length(write_job& job);
   void write_range(write_job& job, uint64_t off, const std::byte* p,
                    uint64_t len);
   void write_done(write_job& job);
   void write_failed(write_job& job);
   void on_write(uint64_t tag, io_completion& c);
-  void evict_over_cap(const std::string& keep);
+  /// Evicts over the cap (never `keep` unless it alone is over it); the
+  /// unlinks' chore tags go to `tags` when given.
+  void evict_over_cap(const std::string& keep,
+                      std::set<uint64_t>* tags = nullptr);
+  /// An unlink chore ended: cap changes waiting for it may be done.
+  void unlink_ended(uint64_t tag);
+  /// The prefix file `name` just became durable: removes the ancestor
+  /// files it supersedes (`ssd_index::superseded_by`).
+  void supersede_ancestors(const std::string& name);
   void report(const write_item& item, write_outcome outcome,
               caf::error err = {});
   /// Reports a final outcome of an item already out of the queue, after
@@ -446,11 +497,27 @@ private:
   /// Tightens the directory, takes the lock, checks the MODEL file.
   caf::error own_directory();
   caf::error check_model_file();
-  void scan_file(const std::string& name, scan_report& r);
+  /// A file the scan will index, with its recorded recency.
+  struct scanned {
+    uint64_t mtime = 0;
+    ssd_file file;
+  };
+  void scan_file(const std::string& name, scan_report& r,
+                 std::vector<scanned>& found);
+  /// The next recency stamp: the clock, but above every stamp issued or
+  /// seen, so stamps increase across restarts whatever the clock does.
+  uint64_t stamp();
+  /// Records `name`'s use now in its mtime, on the engine (one stamp of a
+  /// name runs at a time; a newer one waits for it). Advisory: a failure
+  /// is logged and changes nothing else.
+  void touch_file(const std::string& name);
+  void submit_touch(const std::string& name, uint64_t ns);
+  void touch_done(uint64_t tag, const io_completion& c);
   /// Drops `name` from the index and reports it (`on_remove`).
   void forget(const std::string& name, removal_reason why);
   /// `forget`, then unlinks the file on the engine.
-  void remove_file(const std::string& name, removal_reason why);
+  /// Returns the unlink's chore tag (0: left to a write of the name).
+  uint64_t remove_file(const std::string& name, removal_reason why);
   void submit(io_op op);
   void log(const std::string& line) const;
   std::string path(const std::string& name) const;
@@ -488,11 +555,27 @@ private:
   std::set<std::string> erase_after_;
   /// The next write id (see entry_header::write_id).
   uint64_t next_write_id_ = 1;
+  /// The last recency stamp issued, or the newest mtime the scan saw.
+  uint64_t last_stamp_ = 0;
+  /// Recency stamps by name: one runs at a time; `next` (0: none) waits.
+  struct touch_state {
+    uint64_t next = 0;
+  };
+  std::map<std::string, touch_state> touching_;
+  /// Chore tags of the stamps running -> file name.
+  std::map<uint64_t, std::string> touch_chores_;
+  /// `set_byte_cap` calls waiting for their unlinks.
+  struct cap_wait {
+    std::set<uint64_t> tags;
+    uint64_t evicted = 0;
+    std::function<void(uint64_t)> done;
+  };
+  std::vector<cap_wait> cap_waits_;
   /// Checkpoint files forgotten by the index whose unlink has not been
   /// seen to succeed (running, failed, or left to a write of the same name
   /// that has not renamed yet), by name.
   std::map<std::string, std::shared_ptr<const entry_header>> unlinking_;
-  /// Chore tags of those unlinks -> file name.
+  /// Chore tags of every unlink running (of any file) -> file name.
   std::map<uint64_t, std::string> unlink_chores_;
   /// Checkpoint removals not finished, by id; their ops in flight, by tag.
   std::map<uint64_t, std::unique_ptr<removal>> removals_;

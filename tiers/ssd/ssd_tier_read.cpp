@@ -4,9 +4,25 @@
 
 namespace kvtier::tiers::ssd {
 
+std::optional<entry> ssd_tier::queued(const storage_key& key) const {
+  auto name = file_name(key);
+  const write_item* newest = nullptr;
+  // Oldest first. A write in flight when its key was erased is dead: its
+  // file goes once it finishes (only one write of a name runs at a time,
+  // so `erase_after_` names exactly that one).
+  bool erased = erase_after_.count(name) > 0;
+  for (auto& item : queue_.items())
+    if (item.key == name && !(item.in_flight && erased))
+      newest = &item;
+  if (newest == nullptr)
+    return std::nullopt;
+  return newest->state;
+}
+
 void ssd_tier::restore(const ssd_match& m, restore_callback cb) {
   read_key key{m.name, m.length};
   index_.touch(m.name);
+  touch_file(m.name);
   if (auto h = held_.find(key); h != held_.end()) {
     ++stats_.coalesced;
     cb(h->second.state);
@@ -35,6 +51,7 @@ std::optional<uint64_t> ssd_tier::prefetch(const ssd_match& m,
     return std::nullopt; // closed: nothing is held for a lease any more
   read_key key{m.name, m.length};
   index_.touch(m.name);
+  touch_file(m.name);
   auto lease = next_lease_++;
   leases_.emplace(lease, key);
   if (auto h = held_.find(key); h != held_.end()) {

@@ -2,6 +2,8 @@
 // payload writes -> fsync -> rename -> directory fsync -> index.
 #include "tiers/ssd/ssd_jobs.hpp"
 
+#include <cstring>
+
 namespace kvtier::tiers::ssd {
 
 namespace {
@@ -39,20 +41,29 @@ caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason,
   if (key.ns != e.ns || key.tokens != e.tokens)
     return make_error(ec::invalid_argument, "a storage key that is not the "
                                             "entry's (ns or tokens differ)");
-  if (key.kind == key_kind::object)
-    return make_error(ec::invalid_argument,
-                      "object keys are not stored on SSD by this version");
-  if (key.kind == key_kind::prefix && (key.request != 0 || key.attempt != 0))
-    return make_error(ec::invalid_argument, "a prefix key names a request");
-  if (e.tokens.empty())
-    return make_error(ec::invalid_argument, "entry without tokens");
-  if (auto err = e.validate())
-    return err;
-  if (auto err = check_storable(e))
-    return err;
-  if (geometry_)
-    if (auto err = geometry_->check(e))
+  if (key.kind != key_kind::checkpoint
+      && (key.request != 0 || key.attempt != 0))
+    return make_error(ec::invalid_argument, std::string{"a "}
+                                              + to_string(key.kind)
+                                              + " key names a request");
+  if (key.kind == key_kind::object) {
+    // An object's tensors are attachments: no tokens, no layers, so no
+    // model geometry to check (attachments never are).
+    if (!e.tokens.empty() || !e.layers.empty() || e.session)
+      return make_error(ec::invalid_argument,
+                        "an object is stored as attachments only (no "
+                        "tokens, layers or session)");
+  } else {
+    if (e.tokens.empty())
+      return make_error(ec::invalid_argument, "entry without tokens");
+    if (auto err = e.validate())
       return err;
+    if (auto err = check_storable(e))
+      return err;
+    if (geometry_)
+      if (auto err = geometry_->check(e))
+        return err;
+  }
   auto h = layout(e, cfg_.fingerprint, cfg_.alignment, cfg_.checksum_chunk);
   if (h.file_length > cfg_.byte_cap) {
     ++stats_.rejected_too_large;
@@ -168,6 +179,28 @@ void ssd_tier::write_range(write_job& job, uint64_t off, const std::byte* p,
   job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
 }
 
+void ssd_tier::pad_to_file_length(write_job& job) {
+  // Empty payloads at the end sit at an aligned offset past the last byte
+  // written, and the file length names that offset: zeros fill the gap
+  // (less than one alignment), so the file is as long as its header says.
+  auto& h = job.io->header;
+  uint64_t end = h.payload_start();
+  auto grow = [&](const payload_info& p) {
+    if (p.length > 0)
+      end = std::max(end, p.offset + p.length);
+  };
+  for (auto& l : h.layers)
+    grow(l.payload);
+  for (auto& a : h.attachments)
+    grow(a.payload);
+  if (h.file_length <= end)
+    return;
+  buffer_builder zeros(h.file_length - end);
+  std::memset(zeros.data(), 0, zeros.size());
+  job.io->padding = std::move(zeros).freeze();
+  write_range(job, end, job.io->padding->data(), job.io->padding->size());
+}
+
 void ssd_tier::write_stage(write_job& job) {
   auto& io = *job.io;
   auto payload = [&](const payload_info& pi, const std::vector<view>& segs) {
@@ -198,6 +231,7 @@ void ssd_tier::write_stage(write_job& job) {
       for (size_t i = 0; i < io.state.attachments.size(); ++i)
         payload(io.header.attachments[i].payload,
                 io.state.attachments[i].segments);
+      pad_to_file_length(job);
       break;
     }
     case write_step::sync:
@@ -267,6 +301,7 @@ void ssd_tier::write_done(write_job& job) {
   auto bytes = header->file_length;
   auto name = job.name;
   index_.insert(ssd_file{name, std::move(header), bytes});
+  touch_file(name); // the most recently used, also after a restart
   ++stats_.writes_ok;
   stats_.bytes_written += bytes;
   auto item = queue_.take(job.item_id);
@@ -284,6 +319,8 @@ void ssd_tier::write_done(write_job& job) {
     forget(name, removal_reason::erased);
   if (erase_after_.erase(name) > 0 && !covered)
     remove_file(name, removal_reason::erased);
+  else if (!covered)
+    supersede_ancestors(name);
   evict_over_cap(name);
   pump();
   resume_removals();
@@ -359,11 +396,58 @@ void ssd_tier::write_failed(write_job& job) {
   maybe_finish_flush();
 }
 
-void ssd_tier::evict_over_cap(const std::string& keep) {
-  for (auto& name : index_.over_cap(cfg_.byte_cap, keep)) {
-    ++stats_.evicted;
-    remove_file(name, removal_reason::evicted);
+void ssd_tier::supersede_ancestors(const std::string& name) {
+  for (auto& a : index_.superseded_by(name)) {
+    ++stats_.files_superseded;
+    remove_file(a, removal_reason::superseded);
   }
+}
+
+void ssd_tier::evict_over_cap(const std::string& keep,
+                              std::set<uint64_t>* tags) {
+  auto evict = [&](const std::string& name) {
+    ++stats_.evicted;
+    auto tag = remove_file(name, removal_reason::evicted);
+    if (tags && tag != 0)
+      tags->insert(tag);
+  };
+  for (auto& name : index_.over_cap(cfg_.byte_cap, keep))
+    evict(name);
+  // The file just written alone over a cap lowered since it was queued:
+  // it goes too, so the files stay under the cap.
+  if (index_.bytes() > cfg_.byte_cap && !keep.empty() && index_.file(keep))
+    evict(keep);
+}
+
+uint64_t ssd_tier::set_byte_cap(uint64_t bytes,
+                                std::function<void(uint64_t)> on_disk) {
+  cfg_.byte_cap = bytes;
+  auto before = stats_.evicted;
+  std::set<uint64_t> tags;
+  evict_over_cap({}, &tags);
+  auto evicted = stats_.evicted - before;
+  if (on_disk) {
+    if (tags.empty())
+      on_disk(evicted);
+    else
+      cap_waits_.push_back({std::move(tags), evicted, std::move(on_disk)});
+  }
+  return evicted;
+}
+
+void ssd_tier::unlink_ended(uint64_t tag) {
+  std::vector<cap_wait> done;
+  for (auto w = cap_waits_.begin(); w != cap_waits_.end();) {
+    w->tags.erase(tag);
+    if (w->tags.empty()) {
+      done.push_back(std::move(*w));
+      w = cap_waits_.erase(w);
+    } else {
+      ++w;
+    }
+  }
+  for (auto& w : done)
+    w.done(w.evicted);
 }
 
 } // namespace kvtier::tiers::ssd

@@ -1,0 +1,109 @@
+// The one list of kvtier's options (STYLE.md: "each option is declared
+// once"): every field of `service_options` and `replay_settings` with its
+// section, key and help line, as X-macros. Defaults live in the member
+// initializers of those structs (runtime/config.hpp), the only place they
+// are written in code. From this list come the options CAF parses
+// (`kvtier_config`), the keys a section accepts (unknown ones are
+// refused), what `kvtier config` prints, and the comparisons the tests
+// make: conf/kvtier.conf (compiled in as the embedded default) must set
+// every option to exactly `service_options{}`'s and `replay_settings{}`'s
+// value, and docs/configuration.md must name every key
+// (tests/runtime/options_test.cpp). A new option is one line here, a
+// member with its default, a line in conf/kvtier.conf and a row in the
+// docs; the test fails, naming the option, when one of them is missing.
+//
+// Plain functions on values; any thread.
+#pragma once
+
+#include "runtime/config.hpp"
+
+#include <string>
+#include <vector>
+
+// clang-format off
+/// X(section, key, member, help) for every `service_options` field.
+#define KVTIER_SERVICE_OPTIONS(X)                                              \
+  X("ram-tier", "cap-bytes", ram_cap_bytes, "bytes of state kept in RAM")      \
+  X("ram-tier", "objects", objects,                                            \
+    "keep exact tensor objects (objects()); false: no object port")            \
+  X("ssd-tier", "dir", ssd_dir, "SSD tier directory (empty: no cold tier)")    \
+  X("ssd-tier", "cap-bytes", ssd_cap_bytes, "bytes of entry files kept")       \
+  X("ssd-tier", "alignment", alignment, "payload alignment in entry files")    \
+  X("ssd-tier", "write-behind-cap-bytes", write_behind_cap_bytes,              \
+    "bytes of writes that may wait for the disk")                              \
+  X("ssd-tier", "io-engine", io_engine, "auto, uring or threads")              \
+  X("ssd-tier", "write-behind", write_behind,                                  \
+    "snapshot kept prefixes to SSD in the background")                         \
+  X("ssd-tier", "write-behind-bytes-per-s", write_behind_bytes_per_s,          \
+    "write budget of the snapshots")                                           \
+  X("ssd-tier", "write-behind-delay-ms", write_behind_delay_ms,                \
+    "how long a put waits for its snapshot")                                   \
+  X("ssd-tier", "write-attempts", write_attempts,                              \
+    "attempts a failing write gets before it is given up")                     \
+  X("ssd-tier", "retry-backoff-ms", retry_backoff_ms,                          \
+    "wait before a failed write's next attempt (doubling)")                    \
+  X("model", "identity", model_identity,                                       \
+    "the engine's words for what its state means (weights, tokenizer, "        \
+    "KV dtype, quantisation)")                                                 \
+  X("model", "preset", model, "geometry preset (unless layers is set)")        \
+  X("model", "scale", model_scale, "scale of the preset's byte sizes")         \
+  X("model", "layers", model_layers,                                           \
+    "the engine's own layers, e.g. 32*kv:4096 (replaces the preset)")          \
+  X("admission", "kv-budget-bytes", kv_budget_bytes,                           \
+    "bytes admitted requests hold")                                            \
+  X("admission", "position-limit", position_limit, "max prompt + new tokens")  \
+  X("admission", "max-queued", max_queued,                                     \
+    "requests admit_queued may hold waiting")                                  \
+  X("service", "idle-demotion-ms", idle_demotion_ms,                           \
+    "idle entries move to SSD after this long (0: off)")                       \
+  X("service", "checkpoint-every-tokens", checkpoint_every_tokens, "0: none")  \
+  X("service", "storage-deadline-ms", storage_deadline_ms,                     \
+    "longest a call waits on storage")
+
+/// X(section, key, member, help) for every `replay_settings` field.
+#define KVTIER_REPLAY_OPTIONS(X)                                               \
+  X("replay", "trace", trace, "trace file or weka directory")                  \
+  X("replay", "max-requests", max_requests, "0: all")                          \
+  X("replay", "verify", verify, "verify every served state")                   \
+  X("replay", "settle", settle, "wait for spills after each call")             \
+  X("replay", "speed", speed, "0: as fast as possible")                        \
+  X("replay", "batch", batch, "requests admitted at once")                     \
+  X("replay", "prefill-tokens-per-s", prefill_tokens_per_s, "assumed rate")    \
+  X("replay", "model-scale", model_scale, "0: model.scale")                    \
+  X("replay", "ram-cap-bytes", ram_cap_bytes, "0: ram-tier.cap-bytes")         \
+  X("replay", "ssd-cap-bytes", ssd_cap_bytes, "0: ssd-tier.cap-bytes")         \
+  X("replay", "ssd-dir", ssd_dir, "the replay's SSD directory (empty: "        \
+    "ssd-tier.dir)")                                                           \
+  X("replay", "idle-demotion-ms", idle_demotion_ms,                            \
+    "idle demotion during the replay (0: off, as the reference)")              \
+  X("replay", "clean-ssd", clean_ssd, "start with an empty SSD fingerprint")   \
+  X("replay", "write-behind", write_behind,                                    \
+    "keep the service's write-behind (false: off, as the reference)")
+// clang-format on
+
+namespace kvtier::runtime {
+
+/// One option as the configuration file writes it.
+struct option_value {
+  std::string section;
+  std::string key;
+  /// The value in the file's syntax: a number, true/false, or a quoted
+  /// string.
+  std::string text;
+};
+
+/// Every option of `o` (or `r`), in the list's order.
+std::vector<option_value> option_values(const service_options& o);
+std::vector<option_value> option_values(const replay_settings& r);
+
+/// One line per option whose values differ: "section.key: A, not B" (A
+/// is `a`'s value, B `b`'s); empty when they agree on every option.
+std::vector<std::string> differing_options(const service_options& a,
+                                           const service_options& b);
+std::vector<std::string> differing_options(const replay_settings& a,
+                                           const replay_settings& b);
+
+/// Every "section.key" of both lists.
+std::vector<std::string> option_names();
+
+} // namespace kvtier::runtime
