@@ -123,6 +123,13 @@ void send_settled(ssd_tier_pointer self, const caf::weak_actor_ptr& to,
   self->send(caf::actor_cast<ram_tier_actor>(dest), std::move(d).seal());
 }
 
+void note_failure(ssd_tier_state::flush_run& run, uint64_t id,
+                  const caf::error& err) {
+  auto& slot = run.errors[describe(err)];
+  slot.first = err;
+  slot.second.insert(id);
+}
+
 /// The tier's report on one queued write: the order's answer (at the
 /// first report) or its event (every report); a failed write is tried
 /// again after its backoff; a flush running collects the failure.
@@ -131,12 +138,13 @@ void written(ssd_tier_pointer self, const tiers::ssd::write_event& e) {
   auto& st = self->state;
   bool failure =
     e.outcome == write_outcome::failed || e.outcome == write_outcome::given_up;
-  if (failure && st.flushing) {
-    auto text = describe(e.err);
-    auto& slot = st.flushing->errors[text];
-    slot.first = e.err;
-    slot.second.insert(e.id);
-  }
+  if (failure && st.flushing)
+    note_failure(*st.flushing, e.id, e.err);
+  if (e.outcome == write_outcome::failed
+      || (e.outcome == write_outcome::given_up && !st.flushing))
+    st.unreported[e.id] = {e.err, e.outcome == write_outcome::given_up};
+  else
+    st.unreported.erase(e.id);
   auto w = st.waiting.find(e.id);
   if (w != st.waiting.end()) {
     auto outcome = outcome_of(e.outcome);
@@ -469,6 +477,13 @@ caf::result<sealed<msg::FlushStateReply>> flush(ssd_tier_pointer self) {
   }
   self->state.flushing.emplace();
   self->state.flushing->waiters.push_back(rp);
+  // A write that failed before this flush began is one of its failures
+  // too, until a retry repairs it.
+  auto& unreported = self->state.unreported;
+  for (auto i = unreported.begin(); i != unreported.end();) {
+    note_failure(*self->state.flushing, i->first, i->second.first);
+    i = i->second.second ? unreported.erase(i) : std::next(i);
+  }
   flush_round(self);
   return rp;
 }

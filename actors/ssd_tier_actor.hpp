@@ -137,6 +137,11 @@ struct ssd_tier_state {
   /// By write-queue item id.
   std::unordered_map<uint64_t, waiter> waiting;
   std::optional<flush_run> flushing;
+  /// Failures a flush has yet to report: id -> (the last failure, given
+  /// up). A write waiting for its retry stays until it settles; one given
+  /// up before any flush ran goes to the next flush (a flush's own write
+  /// orders may fail before the flush itself arrives).
+  std::unordered_map<uint64_t, std::pair<caf::error, bool>> unreported;
   /// Prefetches whose read has not answered, by lease.
   std::unordered_map<uint64_t, prefetch_promise> prefetching;
   uint64_t failures = 0;

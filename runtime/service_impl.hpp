@@ -17,12 +17,33 @@
 #include <memory>
 
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace kvtier::runtime {
 
 /// One future-returning call: sends its request from the caller actor.
 using async_call = std::function<void(caf::event_based_actor*)>;
+
+/// A future call's promise, kept by its handlers: one that goes unanswered
+/// (the service went while the call waited) settles with `ec::closed`
+/// rather than leaving its future broken.
+template <class T>
+struct call_promise {
+  std::promise<caf::expected<T>> promise;
+  bool settled = false;
+
+  void set(caf::expected<T> x) {
+    if (!std::exchange(settled, true))
+      promise.set_value(std::move(x));
+  }
+
+  ~call_promise() {
+    if (!settled)
+      promise.set_value(
+        make_error(ec::closed, "the service went before answering"));
+  }
+};
 using async_call_ptr = std::shared_ptr<async_call>;
 
 } // namespace kvtier::runtime
@@ -133,19 +154,19 @@ struct service::impl {
   std::future<caf::expected<T>>
   call_async_for(caf::duration timeout, codec::sealed<Req> m, Conv conv) {
     using reply = codec::sealed<typename codec::reply_of<Req>::type>;
-    auto p = std::make_shared<std::promise<caf::expected<T>>>();
-    auto f = p->get_future();
+    auto p = std::make_shared<call_promise<T>>();
+    auto f = p->promise.get_future();
     if (start_error) {
-      p->set_value(start_error);
+      p->set(start_error);
       return f;
     }
     auto call = std::make_shared<async_call>(
       [facade = handles.facade, m = std::move(m), conv, p,
        timeout](caf::event_based_actor* self) {
         self->request(facade, timeout, m)
-          .then([conv, p](const reply& r) { p->set_value(conv(r)); },
+          .then([conv, p](const reply& r) { p->set(conv(r)); },
                 [p, timeout](caf::error& err) {
-                  p->set_value(timed_out(std::move(err), timeout));
+                  p->set(timed_out(std::move(err), timeout));
                 });
       });
     caf::anon_send(async_caller, std::move(call));

@@ -130,9 +130,9 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   auto g = running_geometry(opts);
   if (!g)
     return std::move(g.error());
-  h.facade = sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
-                       opts.idle_demotion_ms, opts.objects,
-                       opts.storage_deadline_ms);
+  h.facade =
+    sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
+              opts.idle_demotion_ms, opts.objects, opts.storage_deadline_ms);
   return h;
 }
 

@@ -60,8 +60,8 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     caf::actor_cast<actors::ssd_tier_actor>(ssd_impl);
   // 1 MiB: 4096 tokens of tiny-dense (256 bytes per token).
   actors::ram_tier_actor ram =
-    sys.spawn(actors::ram_tier, actors::ram_tier_config{uint64_t{1} << 20, true}, ssd,
-              nullptr);
+    sys.spawn(actors::ram_tier,
+              actors::ram_tier_config{uint64_t{1} << 20, true}, ssd, nullptr);
 
   static tiers::token_seq seq(size_t n, tiers::token first) {
     tiers::token_seq t(n);

@@ -46,7 +46,7 @@ struct handoff_fixture : service_fixture {
 
   handoff_fixture() {
     fs = &faulty;
-    opts.storage_deadline_ms = 1000;
+    opts.storage_deadline_ms = 5000; // stall tests set a short one
     opts.retry_backoff_ms = 20;
   }
 
@@ -130,7 +130,8 @@ BOOST_AUTO_TEST_CASE(a_spill_given_up_leaves_ram_and_is_reported) {
   start();
   put("ns", key(0));
   put("ns", key(1));
-  auto before = buffer::live_bytes();
+  auto before =
+    report().ram.bytes; // live bytes may include a message in flight
   faulty.inject(fs_op::create, 1, fault_kind::crash); // every write fails
   put("ns", key(2));
   BOOST_REQUIRE(eventually([&] { return report().ssd.writes_given_up == 1; }));
@@ -218,7 +219,8 @@ BOOST_AUTO_TEST_CASE(no_call_waits_forever_on_a_stalled_disk) {
   BOOST_REQUIRE(svc->flush()->durable);
   BOOST_REQUIRE_EQUAL(*svc->demote_idle(0), 1u);
   put("ns", seq(100)); // RAM holds something of its own
-  faulty.inject_any(1, fault_kind::stall);
+  faulty.inject(fs_op::open_read, 1,
+                fault_kind::stall); // not the recency stamp
   auto bound = std::chrono::milliseconds(300 + 1000);
   // The restore stalls: the acquire serves what RAM has (fresh here).
   auto t0 = clock_type::now();
@@ -381,6 +383,8 @@ BOOST_AUTO_TEST_CASE(flush_retries_and_lists_each_distinct_failure) {
   BOOST_REQUIRE_MESSAGE(f, why(f));
   BOOST_CHECK(!f->durable);
   BOOST_CHECK_EQUAL(f->failed, 2u);
+  for (auto& e : f->errors)
+    BOOST_TEST_MESSAGE("flush error: " << e);
   BOOST_REQUIRE_EQUAL(f->errors.size(), 2u);
   bool space = false, sync = false;
   for (auto& e : f->errors) {
