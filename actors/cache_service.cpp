@@ -2,6 +2,8 @@
 
 #include "actors/cache_service_ops.hpp"
 
+#include <caf/sec.hpp>
+
 namespace kvtier::actors {
 
 namespace {
@@ -14,14 +16,51 @@ void idle_tick(cache_service_pointer self) {
     return;
   msg::draft<msg::DemoteIdle> d;
   d.root().setIdleMs(st.idle_ms);
-  self->request(st.tiers.ram, caf::infinite, std::move(d).seal())
+  // The RAM actor answers by the storage deadline (it counts demotions).
+  auto again = [self] {
+    self->delayed_send(self, idle_period(self->state.idle_ms),
+                       idle_tick_atom::value);
+  };
+  self
+    ->request(st.tiers.ram, milliseconds{st.deadline_ms + 1000},
+              std::move(d).seal())
+    .then([again](const sealed<msg::DemoteIdleReply>&) { again(); },
+          [again](const caf::error&) { again(); });
+}
+
+/// Pending persistence: the SSD's queue and the RAM actor's waiting
+/// write-behind snapshots and leaving entries, in one reply.
+caf::result<sealed<msg::ReadStatsReply>>
+read_stats(cache_service_pointer self, const sealed<msg::ReadStats>& m) {
+  auto& t = self->state.tiers;
+  if (!t.ssd)
+    return msg::draft<msg::ReadStatsReply>{}.seal();
+  auto rp = self->make_response_promise<sealed<msg::ReadStatsReply>>();
+  self->request(t.ram, tier_timeout(self), m)
     .then(
-      [self](const sealed<msg::DemoteIdleReply>& r) {
-        self->state.demotions += r.root().getDemoted();
-        self->delayed_send(self, idle_period(self->state.idle_ms),
-                           idle_tick_atom::value);
+      [self, m, rp](const sealed<msg::ReadStatsReply>& ram) mutable {
+        self->request(self->state.tiers.ssd, tier_timeout(self), m)
+          .then(
+            [ram, rp](const sealed<msg::ReadStatsReply>& ssd) mutable {
+              msg::draft<msg::ReadStatsReply> d;
+              d.root().setPendingSnapshots(ssd.root().getPendingSnapshots());
+              d.root().setPendingSpills(ssd.root().getPendingSpills());
+              d.root().setPendingCheckpointWrites(
+                ssd.root().getPendingCheckpointWrites());
+              d.root().setPendingBytes(ssd.root().getPendingBytes());
+              d.root().setRetryingWrites(ssd.root().getRetryingWrites());
+              d.root().setWaitingSnapshots(ram.root().getWaitingSnapshots());
+              d.root().setLeavingEntries(ram.root().getLeavingEntries());
+              rp.deliver(std::move(d).seal());
+            },
+            [self, rp](const caf::error& err) mutable {
+              rp.deliver(timed_out(self, err, "the SSD tier's stats"));
+            });
       },
-      [](const caf::error&) {});
+      [self, rp](const caf::error& err) mutable {
+        rp.deliver(timed_out(self, err, "the RAM tier's stats"));
+      });
+  return rp;
 }
 
 /// Delegates `m` to `to` (which answers the caller directly), or fails
@@ -53,6 +92,15 @@ sealed<msg::PublishStateReply> dropped_closed() {
 
 } // namespace
 
+caf::error timed_out(cache_service_pointer self, const caf::error& err,
+                     const std::string& what) {
+  if (err != caf::sec::request_timeout)
+    return err;
+  return make_error(ec::timeout, what + " did not answer within "
+                                   + std::to_string(tier_timeout(self).count())
+                                   + " ms (half the storage deadline)");
+}
+
 std::chrono::milliseconds idle_period(uint64_t idle_ms) {
   return std::max(std::chrono::milliseconds{idle_ms / 4}, min_idle_period);
 }
@@ -60,9 +108,10 @@ std::chrono::milliseconds idle_period(uint64_t idle_ms) {
 cache_service_actor::behavior_type
 cache_service(cache_service_pointer self, service_actors tiers,
               tiers::model_geometry geometry, bool checkpoints_possible,
-              uint64_t idle_ms, bool objects) {
+              uint64_t idle_ms, bool objects, uint64_t deadline_ms) {
   auto& st = self->state;
   st.objects = objects;
+  st.deadline_ms = deadline_ms;
   st.tiers = std::move(tiers);
   st.geometry = std::move(geometry);
   st.checkpoints_possible = checkpoints_possible;
@@ -116,8 +165,9 @@ cache_service(cache_service_pointer self, service_actors tiers,
     },
     [self](const sealed<msg::FlushState>&) { return ops::flush(self); },
     [self](const sealed<msg::CloseService>&) { return ops::close(self); },
-    [self](const sealed<msg::DemoteIdle>& m) {
-      return ops::demote(self, m.root().getIdleMs());
+    [self, &t](const sealed<msg::DemoteIdle>& m) {
+      // The RAM actor answers by the storage deadline and counts it.
+      return guarded<msg::DemoteIdleReply>(self, t.ram, m);
     },
     [self](const sealed<msg::StopIdleDemotion>&) { return stop_idle(self); },
     [self, &t](const sealed<msg::RelievePressure>& m) {
@@ -126,12 +176,7 @@ cache_service(cache_service_pointer self, service_actors tiers,
     [self, &t](const sealed<msg::ReclaimAtBoundary>& m) {
       return guarded<msg::ReclaimAtBoundaryReply>(self, t.ram, m);
     },
-    [self, &t](const sealed<msg::ReadStats>& m)
-      -> caf::result<sealed<msg::ReadStatsReply>> {
-      if (!t.ssd)
-        return msg::draft<msg::ReadStatsReply>{}.seal();
-      return self->delegate(t.ssd, m);
-    },
+    [self](const sealed<msg::ReadStats>& m) { return read_stats(self, m); },
     [self](const sealed<msg::ReadReport>&) { return ops::report(self); },
     [self](const sealed<msg::ListSavedPrefixes>&) { return ops::saved(self); },
     [self, &t](const sealed<msg::SetSsdLimit>& m)

@@ -86,9 +86,12 @@ struct cache_service_state {
   bool checkpoints_possible = false;
   uint64_t idle_ms = 0;
   bool idle_running = false;
+  /// The storage deadline (`service.storage-deadline-ms`): each request to
+  /// a tier may take half of it, so a call of two steps (flush, then the
+  /// SSD's close) still answers within it.
+  uint64_t deadline_ms = 10000;
   /// Whether the service has an object cache (`ram-tier.objects`).
   bool objects = true;
-  uint64_t demotions = 0;
   bool closing = false;
   std::optional<close_record> closed;
   std::vector<close_promise> close_waiters;
@@ -108,10 +111,20 @@ std::chrono::milliseconds idle_period(uint64_t idle_ms);
 
 /// The behaviour. `idle_ms` > 0 starts the idle-demotion timer (when
 /// there is an SSD tier); `objects` false: object calls are refused
-/// (`ec::unsupported`).
+/// (`ec::unsupported`); `deadline_ms` is the storage deadline.
 cache_service_actor::behavior_type
 cache_service(cache_service_pointer self, service_actors tiers,
               tiers::model_geometry geometry, bool checkpoints_possible,
-              uint64_t idle_ms, bool objects);
+              uint64_t idle_ms, bool objects, uint64_t deadline_ms);
+
+/// How long one request of the facade to a tier may take.
+inline std::chrono::milliseconds tier_timeout(cache_service_pointer self) {
+  return std::chrono::milliseconds{
+    std::max<uint64_t>(self->state.deadline_ms / 2, 1)};
+}
+
+/// `err`, or for a request that timed out `ec::timeout` naming `what`.
+caf::error timed_out(cache_service_pointer self, const caf::error& err,
+                     const std::string& what);
 
 } // namespace kvtier::actors

@@ -18,7 +18,9 @@ sealed<Root> empty() {
 /// Without a cold tier nothing can become durable: the evidence is
 /// durable only when RAM holds nothing.
 void flush_without_ssd(self_ptr self, flush_done done) {
-  self->request(self->state.tiers.ram, caf::infinite, empty<msg::ReadReport>())
+  self
+    ->request(self->state.tiers.ram, tier_timeout(self),
+              empty<msg::ReadReport>())
     .then(
       [done](const sealed<msg::ReadReportReply>& r) {
         msg::draft<msg::FlushStateReply> d;
@@ -45,19 +47,21 @@ void run_flush(self_ptr self, flush_done done) {
     if (--*left > 0)
       return;
     self
-      ->request(self->state.tiers.ssd, caf::infinite, empty<msg::FlushState>())
+      ->request(self->state.tiers.ssd, tier_timeout(self),
+                empty<msg::FlushState>())
       .then([done](const sealed<msg::FlushStateReply>& r) { done(r); },
-            [done](const caf::error& err) {
+            [self, done](const caf::error& err) {
               msg::draft<msg::FlushStateReply> d;
-              write_error(d.root().initResult().initErrors(1)[0], err);
+              write_error(d.root().initResult().initErrors(1)[0],
+                          timed_out(self, err, "the SSD tier's flush"));
               done(std::move(d).seal());
             });
   };
   for (auto queued : {0, 1}) {
-    auto req =
-      queued == 0
-        ? self->request(t.ram, caf::infinite, empty<msg::FlushState>())
-        : self->request(t.checkpoints, caf::infinite, empty<msg::FlushState>());
+    auto req = queued == 0 ? self->request(t.ram, tier_timeout(self),
+                                           empty<msg::FlushState>())
+                           : self->request(t.checkpoints, tier_timeout(self),
+                                           empty<msg::FlushState>());
     req.then([then_ssd](const sealed<msg::FlushStateReply>&) { then_ssd(); },
              [then_ssd](const caf::error&) { then_ssd(); });
   }
@@ -139,7 +143,7 @@ void close_ssd(self_ptr self, const sealed<msg::FlushStateReply>& f) {
   auto& ssd = self->state.tiers.ssd;
   if (!ssd)
     return closed(self, close_result(f.root().getResult(), std::nullopt));
-  self->request(ssd, caf::infinite, empty<msg::CloseService>())
+  self->request(ssd, tier_timeout(self), empty<msg::CloseService>())
     .then(
       [self, f](const sealed<msg::CloseServiceReply>& r) {
         closed(self, close_result(f.root().getResult(), r));
@@ -147,7 +151,8 @@ void close_ssd(self_ptr self, const sealed<msg::FlushStateReply>& f) {
       [self, f](const caf::error& err) {
         msg::draft<msg::CloseServiceReply> d;
         d.root().initResult();
-        write_error(d.root().getResult().initErrors(1)[0], err);
+        write_error(d.root().getResult().initErrors(1)[0],
+                    timed_out(self, err, "the SSD tier's close"));
         closed(self, close_result(f.root().getResult(), std::move(d).seal()));
       });
 }
@@ -162,14 +167,14 @@ void clear_tiers(self_ptr self, const sealed<msg::FlushStateReply>& f) {
     if (--*left == 0)
       close_ssd(self, f);
   };
-  self->request(t.ram, caf::infinite, empty<msg::CloseService>())
+  self->request(t.ram, tier_timeout(self), empty<msg::CloseService>())
     .then([done](const sealed<msg::CloseServiceReply>&) { done(); },
           [done](const caf::error&) { done(); });
   if (t.sessions)
-    self->request(t.sessions, caf::infinite, empty<msg::CloseService>())
+    self->request(t.sessions, tier_timeout(self), empty<msg::CloseService>())
       .then([done](const sealed<msg::CloseServiceReply>&) { done(); },
             [done](const caf::error&) { done(); });
-  self->request(t.checkpoints, caf::infinite, empty<msg::CloseService>())
+  self->request(t.checkpoints, tier_timeout(self), empty<msg::CloseService>())
     .then([done](const sealed<msg::CloseServiceReply>&) { done(); },
           [done](const caf::error&) { done(); });
 }
@@ -185,7 +190,7 @@ void start_close(self_ptr self) {
       clear_tiers(self, **flushed);
   };
   self
-    ->request(self->state.tiers.admission, caf::infinite,
+    ->request(self->state.tiers.admission, tier_timeout(self),
               empty<msg::CloseService>())
     .then([next](const sealed<msg::CloseServiceReply>&) { next(); },
           [next](const caf::error&) { next(); });
@@ -228,10 +233,10 @@ release(self_ptr self, const sealed<msg::ReleaseRequest>& m) {
   auto budget =
     std::make_shared<std::optional<sealed<msg::ReleaseRequestReply>>>();
   auto& t = self->state.tiers;
-  self->request(t.admission, caf::infinite, m)
+  self->request(t.admission, tier_timeout(self), m)
     .then(
       [self, rp, m, budget](const sealed<msg::ReleaseRequestReply>& a) mutable {
-        self->request(self->state.tiers.checkpoints, caf::infinite, m)
+        self->request(self->state.tiers.checkpoints, tier_timeout(self), m)
           .then(
             [rp, a](const sealed<msg::ReleaseRequestReply>& c) mutable {
               msg::draft<msg::ReleaseRequestReply> d;
@@ -255,29 +260,12 @@ keeps(self_ptr self, const sealed<msg::WouldKeep>& m) {
   d.root().setBytes(self->state.geometry.projected_bytes(req.prompt_tokens,
                                                          req.max_new_tokens));
   auto rp = self->make_response_promise<sealed<msg::WouldKeepReply>>();
-  self->request(self->state.tiers.ram, caf::infinite, std::move(d).seal())
+  self->request(self->state.tiers.ram, tier_timeout(self), std::move(d).seal())
     .then(
       [rp](const sealed<msg::KeepsBytesReply>& r) mutable {
         msg::draft<msg::WouldKeepReply> out;
         out.root().setKeeps(r.root().getKeeps());
         rp.deliver(std::move(out).seal());
-      },
-      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
-  return rp;
-}
-
-caf::result<sealed<msg::DemoteIdleReply>> demote(self_ptr self,
-                                                 uint64_t idle_ms) {
-  if (self->state.closed)
-    return closed_error();
-  msg::draft<msg::DemoteIdle> d;
-  d.root().setIdleMs(idle_ms);
-  auto rp = self->make_response_promise<sealed<msg::DemoteIdleReply>>();
-  self->request(self->state.tiers.ram, caf::infinite, std::move(d).seal())
-    .then(
-      [self, rp](const sealed<msg::DemoteIdleReply>& r) mutable {
-        self->state.demotions += r.root().getDemoted();
-        rp.deliver(r);
       },
       [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   return rp;
@@ -295,7 +283,6 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
       return;
     msg::draft<msg::ReadReportReply> d;
     auto out = d.root();
-    out.setDemotions(self->state.demotions);
     size_t ios = 1;
     for (auto& g : p->got)
       ios += g.root().getIo().size();
@@ -307,6 +294,7 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
       auto r = g.root();
       if (r.hasRam()) {
         out.setRam(r.getRam());
+        out.setDemotions(r.getDemotions()); // the RAM actor counts them
         out.setObjects(r.getObjects());
         sessions.setProtectedEntries(r.getSessions().getProtectedEntries());
       } else if (r.hasSessions()) { // the sessions actor's part
@@ -327,7 +315,7 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
   };
   auto ask = [&](auto& to) {
     ++p->left;
-    self->request(to, caf::infinite, empty<msg::ReadReport>())
+    self->request(to, tier_timeout(self), empty<msg::ReadReport>())
       .then(
         [p, merge](const sealed<msg::ReadReportReply>& r) mutable {
           p->got.push_back(r);
@@ -351,7 +339,7 @@ caf::result<sealed<msg::ListSavedPrefixesReply>> saved(self_ptr self) {
     return empty<msg::ListSavedPrefixesReply>();
   auto rp = self->make_response_promise<sealed<msg::ListSavedPrefixesReply>>();
   self
-    ->request(self->state.tiers.ssd, caf::infinite,
+    ->request(self->state.tiers.ssd, tier_timeout(self),
               empty<msg::ListSavedPrefixes>())
     .then(
       // The SSD tier lists prefix files only (checkpoint files are their

@@ -91,7 +91,7 @@ void install(
   tiers::write_entry(d, d.root().initEntry(), e);
   d.root().setDurable(true);
   d.root().setInterest(interest);
-  self->request(self->state.tiers.ram, caf::infinite, std::move(d).seal())
+  self->request(self->state.tiers.ram, tier_timeout(self), std::move(d).seal())
     .then([then](const sealed<msg::InstallEntryReply>&) { then(); },
           [then](const caf::error&) { then(); });
 }
@@ -104,7 +104,7 @@ void serve_ssd(self_ptr self, const lookup_ptr& s) {
   d.root().setKey(found.getKey());
   d.root().setUsableTokens(found.getUsableTokens());
   d.root().setRequestId(s->request.root().getRequest().getId());
-  self->request(self->state.tiers.ssd, caf::infinite, std::move(d).seal())
+  self->request(self->state.tiers.ssd, tier_timeout(self), std::move(d).seal())
     .then(
       [self, s](const sealed<msg::RestoreEntryReply>& r) {
         auto e = r.root().isEntry() ? tiers::read_entry(r, r.root().getEntry())
@@ -143,7 +143,7 @@ void search_tiers(self_ptr self, const lookup_ptr& s) {
   // Lookups jump the tiers' queues (spill replies, I/O completions): an
   // acquire waits for them, background writes do not.
   constexpr auto urgent = caf::message_priority::high;
-  self->request<urgent>(t.ram, caf::infinite, s->request)
+  self->request<urgent>(t.ram, tier_timeout(self), s->request)
     .then(
       [self, s](const sealed<msg::AcquireStateReply>& r) {
         s->ram = r;
@@ -152,7 +152,7 @@ void search_tiers(self_ptr self, const lookup_ptr& s) {
       [s](caf::error& err) { deliver(s, std::move(err)); });
   if (!t.ssd)
     return;
-  self->request<urgent>(t.ssd, caf::infinite, s->request)
+  self->request<urgent>(t.ssd, tier_timeout(self), s->request)
     .then(
       [self, s](const sealed<msg::FindPrefixReply>& r) {
         s->ssd = r;
@@ -188,7 +188,9 @@ prefetch_messages(msg::PrefetchPrefix::Reader in) {
 void read_cold(self_ptr self, const cold_draft& cold, uint64_t ram_tokens,
                prefetch_promise rp) {
   cold->root().setBetterThan(ram_tokens);
-  self->request(self->state.tiers.ssd, caf::infinite, std::move(*cold).seal())
+  self
+    ->request(self->state.tiers.ssd, tier_timeout(self),
+              std::move(*cold).seal())
     .then(
       [self, rp,
        ram_tokens](const sealed<msg::PrefetchPrefixReply>& r) mutable {
@@ -230,7 +232,8 @@ acquire(self_ptr self, const sealed<msg::AcquireState>& m) {
   msg::draft<msg::FindCheckpoint> d;
   d.root().setRequest(m.root().getRequest());
   self
-    ->request(self->state.tiers.checkpoints, caf::infinite, std::move(d).seal())
+    ->request(self->state.tiers.checkpoints, tier_timeout(self),
+              std::move(d).seal())
     .then(
       [self, s](const sealed<msg::FindCheckpointReply>& r) {
         auto e = r.root().isEntry() ? tiers::read_entry(r, r.root().getEntry())
@@ -269,7 +272,9 @@ prefetch(self_ptr self, const sealed<msg::PrefetchPrefix>& m) {
       // error reply; the peek's answer only fills in `betterThan`.
       auto msgs = prefetch_messages(m.root());
       auto rp = self->make_response_promise<sealed<msg::PrefetchPrefixReply>>();
-      self->request(self->state.tiers.ram, caf::infinite, std::move(msgs.first))
+      self
+        ->request(self->state.tiers.ram, tier_timeout(self),
+                  std::move(msgs.first))
         .then(
           [self, cold = msgs.second,
            rp](const sealed<msg::PeekPrefixReply>& r) mutable {
@@ -289,7 +294,7 @@ release_prefetch(self_ptr self, const sealed<msg::ReleasePrefetch>& m) {
     return std::move(d).seal();
   }
   if (auto& ssd = self->state.tiers.ssd)
-    self->request(ssd, caf::infinite, m)
+    self->request(ssd, tier_timeout(self), m)
       .then([](const sealed<msg::ReleasePrefetchReply>&) {},
             [](const caf::error&) {});
   return self->delegate(self->state.tiers.ram, m);

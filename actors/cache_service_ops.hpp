@@ -42,10 +42,6 @@ release(self_ptr self, const sealed<msg::ReleaseRequest>& m);
 caf::result<sealed<msg::WouldKeepReply>> keeps(self_ptr self,
                                                const sealed<msg::WouldKeep>& m);
 
-/// Idle demotion through the RAM tier, counted.
-caf::result<sealed<msg::DemoteIdleReply>> demote(self_ptr self,
-                                                 uint64_t idle_ms);
-
 /// Every tier's part of the report, merged.
 caf::result<sealed<msg::ReadReportReply>> report(self_ptr self);
 

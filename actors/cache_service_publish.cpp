@@ -53,7 +53,7 @@ publish(self_ptr self, const sealed<msg::PublishState>& m) {
   if (!m.root().getEntry().getSession().isId() || !t.sessions)
     return self->delegate(t.ram, m);
   auto rp = self->make_response_promise<sealed<msg::PublishStateReply>>();
-  self->request(t.ram, caf::infinite, protected_copy(m))
+  self->request(t.ram, tier_timeout(self), protected_copy(m))
     .then(
       [self, rp, m](const sealed<msg::PublishStateReply>& r) mutable {
         // Sent before the answer: a later close_session from this facade

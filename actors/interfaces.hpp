@@ -44,6 +44,22 @@ typename Inspector::result_type inspect(Inspector& f, io_done& x) {
 /// The timer tick of idle demotion (the facade sends it to itself).
 using idle_tick_atom = caf::atom_constant<caf::atom("kvtidletck")>;
 
+/// The RAM actor's write-behind timer (it sends it to itself).
+using write_behind_atom = caf::atom_constant<caf::atom("kvtwbtick")>;
+
+/// A wait of the RAM actor (demotion, pressure relief) reached its
+/// deadline; the number names the wait.
+using wait_deadline_atom = caf::atom_constant<caf::atom("kvtwaitdl")>;
+
+/// The SSD actor's retry timer of one failed write (by queue item id).
+using retry_write_atom = caf::atom_constant<caf::atom("kvtretry")>;
+
+/// The SSD actor's next round of a flush that waits for retries.
+using flush_round_atom = caf::atom_constant<caf::atom("kvtflushrd")>;
+
+/// A prefetch read of the SSD actor reached its deadline (by lease).
+using prefetch_deadline_atom = caf::atom_constant<caf::atom("kvtpfdl")>;
+
 /// Tells the SSD actor, once at wiring, where its SsdEvictEvents go.
 using attach_ram_atom = caf::atom_constant<caf::atom("kvtattram")>;
 
@@ -66,11 +82,13 @@ using ram_tier_actor = caf::typed_actor<
   KVTIER_CALL(InstallEntry),
   // Whether state of this many projected bytes could be kept.
   KVTIER_CALL(KeepsBytes),
-  // Idle entries: made durable (written when needed), then removed.
+  // Idle entries: made durable (written when needed), then removed;
+  // answered by the storage deadline with what left.
   KVTIER_CALL(DemoteIdle),
-  // Pops LRU entries to the target and replies once their writes finished.
+  // Pops LRU entries to the target; replies once their writes settled (or
+  // by the deadline) with the bytes really freed.
   KVTIER_CALL(RelievePressure),
-  // Drops durable, unprotected, unleased entries; no I/O.
+  // Drops durable copies, then optional entries; no I/O.
   KVTIER_CALL(ReclaimAtBoundary),
   // Takes one pin off an entry (from the sessions actor); deletes nothing.
   KVTIER_CALL(UnprotectEntry),
@@ -86,8 +104,16 @@ using ram_tier_actor = caf::typed_actor<
   KVTIER_CALL(CloseService),
   // The RAM and object parts of the report, and protected entries.
   KVTIER_CALL(ReadReport),
+  // Writes pending, by reason, and write-behind snapshots waiting.
+  KVTIER_CALL(ReadStats),
   // An SSD file went: clears the durable marks it gave (from the SSD).
-  caf::reacts_to<sealed<msg::SsdEvictEvent>>>;
+  caf::reacts_to<sealed<msg::SsdEvictEvent>>,
+  // One outcome of a write this actor ordered (from the SSD).
+  caf::reacts_to<sealed<msg::SpillSettled>>,
+  // The write-behind timer: snapshots whose delay passed, within budget.
+  caf::reacts_to<write_behind_atom>,
+  // A demotion or relief waited until its deadline: answer it now.
+  caf::reacts_to<wait_deadline_atom, uint64_t>>;
 
 /// Owns the checkpoints (tiers/checkpoints.hpp): resumable generations.
 using checkpoints_actor = caf::typed_actor<
@@ -119,7 +145,8 @@ using ssd_tier_actor = caf::typed_actor<
   KVTIER_CALL(FindPrefix),
   // Reads a saved entry back (coalesced with identical reads in flight).
   KVTIER_CALL(RestoreEntry),
-  // Writes an entry durably; replies when durable, failed or dropped.
+  // Writes an entry durably; replies when durable, failed or dropped, or,
+  // with notify, at once (outcomes follow as SpillSettled events).
   KVTIER_CALL(SpillEntry),
   // Starts (or joins) the cold read of a prompt's best file when it is
   // longer than betterThan; replies when it is done (at once when not).
@@ -146,6 +173,12 @@ using ssd_tier_actor = caf::typed_actor<
   KVTIER_CALL(SetSsdLimit),
   // One I/O engine completion.
   caf::reacts_to<io_done>,
+  // A failed write's backoff passed: try it again.
+  caf::reacts_to<retry_write_atom, uint64_t>,
+  // A flush waiting for retries runs its next round.
+  caf::reacts_to<flush_round_atom>,
+  // A prefetch read took too long: its lease ends, the prefetch answers.
+  caf::reacts_to<prefetch_deadline_atom, uint64_t>,
   // Once, at wiring: the RAM actor that hears of every file removed.
   caf::reacts_to<attach_ram_atom, ram_tier_actor>,
   // Once, at wiring: the checkpoints actor that hears of checkpoint files.

@@ -2,87 +2,18 @@
 
 #include "actors/codec.hpp"
 #include "actors/ram_tier_objects.hpp"
+#include "actors/ram_tier_ops.hpp"
 #include "tiers/entry_message.hpp"
 
 namespace kvtier::actors {
 
 namespace {
 
+using namespace ram_ops;
 using tiers::ram_key;
 
-uint64_t now(ram_tier_pointer self) {
-  return millis(self->clock().now());
-}
-
-tiers::ram_tier& tier(ram_tier_pointer self) {
-  return *self->state.tier;
-}
-
-sealed<msg::SpillEntry> spill_message(ram_tier_pointer self,
-                                      msg::SpillReason reason,
-                                      const tiers::entry& e) {
-  msg::draft<msg::SpillEntry> d;
-  d.root().setOrderId(self->state.next_order++);
-  d.root().setReason(reason);
-  tiers::write_entry(d, d.root().getItem().initEntry(), e);
-  return std::move(d).seal();
-}
-
-bool is_durable(const sealed<msg::SpillEntryReply>& r) {
-  auto o = r.root().getOutcome();
-  return o == msg::SpillOutcome::DURABLE
-         || o == msg::SpillOutcome::ALREADY_DURABLE;
-}
-
-} // namespace
-
-/// Sends entries and objects that left RAM needing a write to the SSD
-/// actor; the rest (durable copies, or no cold tier) are dropped here.
-void spill_orders(ram_tier_pointer self,
-                  std::vector<tiers::spill_order> orders) {
-  if (!self->state.ssd)
-    return;
-  for (auto& o : orders) {
-    if (!o.needs_spill)
-      continue;
-    if (o.key.object) {
-      ram_objects::spill(self, o);
-      continue;
-    }
-    self
-      ->request(self->state.ssd, caf::infinite,
-                spill_message(self, msg::SpillReason::SPILL, o.state))
-      .then([](const sealed<msg::SpillEntryReply>&) {},
-            [](const caf::error&) {});
-  }
-}
-
-namespace {
-
-void spill(ram_tier_pointer self, std::vector<tiers::spill_order> orders) {
-  spill_orders(self, std::move(orders));
-}
-
-/// Writes the item `key` (as of `serial`) to SSD; marks it durable when
-/// the write succeeded and the item was not replaced meanwhile; then calls
-/// `done(durable)`.
-void write_then(ram_tier_pointer self, const ram_key& key,
-                const tiers::ram_item& item, msg::SpillReason reason,
-                std::function<void(bool)> done) {
-  auto serial = item.serial;
-  auto finish = [self, key, serial, done](bool ok) {
-    auto now_item = tier(self).item(key);
-    bool same = now_item && now_item->serial == serial;
-    if (ok && same)
-      tier(self).mark_durable(key);
-    done(ok && same);
-  };
-  self
-    ->request(self->state.ssd, caf::infinite,
-              spill_message(self, reason, item.state))
-    .then([finish](
-            const sealed<msg::SpillEntryReply>& r) { finish(is_durable(r)); },
-          [finish](const caf::error&) { finish(false); });
+std::chrono::milliseconds deadline(ram_tier_pointer self) {
+  return std::chrono::milliseconds{self->state.cfg.deadline_ms};
 }
 
 /// Asks the SSD actor whether a file serves all of `key` (index only) and,
@@ -99,7 +30,7 @@ void confirm_durable(ram_tier_pointer self, const ram_key& key, uint64_t serial,
   d.root().setNs(key.name);
   tiers::write_tokens(d.root().initPrompt(prompt.size()), prompt);
   d.root().setBetterThan(n - 1);
-  self->request(self->state.ssd, caf::infinite, std::move(d).seal())
+  self->request(self->state.ssd, deadline(self), std::move(d).seal())
     .then(
       [self, key, serial, n, done](const sealed<msg::FindPrefixReply>& r) {
         auto now_item = tier(self).item(key);
@@ -134,6 +65,7 @@ sealed<msg::AcquireStateReply> lend(ram_tier_pointer self,
     d.root().setSource(msg::Tier::RAM);
     d.root().setUsableTokens(hit->state.size());
     tiers::write_entry(d, d.root().initEntry(), hit->state);
+    spill(self, std::move(hit->evicted)); // a leaving donor came back
   } else {
     d.root().setSource(msg::Tier::NONE);
   }
@@ -152,9 +84,12 @@ publish(ram_tier_pointer self, const sealed<msg::PublishState>& m) {
   }
   auto p =
     m.root().getProtect() ? tiers::protection::pin : tiers::protection::none;
+  ram_key key{false, e->ns, e->tokens};
   auto r = tier(self).put(std::move(*e), now(self), false, p);
   if (!r)
     return std::move(r.error());
+  if (r->kept)
+    schedule_snapshot(self, key, r->serial);
   msg::draft<msg::PublishStateReply> d;
   d.root().setKept(r->kept);
   d.root().setOutcome(outcome_of(*r));
@@ -199,90 +134,6 @@ install(ram_tier_pointer self, const sealed<msg::InstallEntry>& m) {
   return rp;
 }
 
-sealed<msg::DemoteIdleReply> demoted(uint64_t n) {
-  msg::draft<msg::DemoteIdleReply> d;
-  d.root().setDemoted(n);
-  return std::move(d).seal();
-}
-
-/// Idle demotion: durable items leave at once; the others are written
-/// first and leave once their write is durable (and they are unchanged).
-caf::result<sealed<msg::DemoteIdleReply>> demote(ram_tier_pointer self,
-                                                 uint64_t idle_ms) {
-  if (!self->state.ssd)
-    return demoted(0);
-  struct progress {
-    size_t left = 0;
-    uint64_t demoted = 0;
-  };
-  auto p = std::make_shared<progress>();
-  auto rp = self->make_response_promise<sealed<msg::DemoteIdleReply>>();
-  for (auto& key : tier(self).idle(now(self), idle_ms)) {
-    auto item = tier(self).item(key);
-    if (key.object || !item)
-      continue;
-    if (item->durable) {
-      tier(self).remove(key);
-      ++p->demoted;
-      continue;
-    }
-    ++p->left;
-    write_then(self, key, *item, msg::SpillReason::DEMOTE,
-               [self, key, p, rp](bool ok) mutable {
-                 if (ok && tier(self).remove(key))
-                   ++p->demoted;
-                 if (--p->left == 0)
-                   rp.deliver(demoted(p->demoted));
-               });
-  }
-  if (p->left == 0)
-    rp.deliver(demoted(p->demoted));
-  return rp;
-}
-
-/// Pressure relief: pops LRU items down to `target` bytes and replies once
-/// the SSD actor has finished writing them (their buffers are free then).
-caf::result<sealed<msg::RelievePressureReply>> relieve(ram_tier_pointer self,
-                                                       uint64_t target) {
-  auto before = tier(self).bytes();
-  uint64_t released = 0;
-  bool writes = false;
-  std::vector<tiers::spill_order> orders;
-  while (tier(self).bytes() > target) {
-    auto o = tier(self).pop_lru();
-    if (!o)
-      break;
-    ++released;
-    writes = writes || o->needs_spill;
-    orders.push_back(std::move(*o));
-  }
-  msg::draft<msg::RelievePressureReply> d;
-  d.root().setReleased(released);
-  d.root().setReleasedBytes(before - tier(self).bytes());
-  d.root().setHeldBytes(tier(self).bytes());
-  auto reply = std::move(d).seal();
-  spill(self, std::move(orders));
-  if (!writes || !self->state.ssd)
-    return reply;
-  auto rp = self->make_response_promise<sealed<msg::RelievePressureReply>>();
-  self
-    ->request(self->state.ssd, caf::infinite,
-              msg::draft<msg::FlushState>{}.seal())
-    .then([rp, reply](
-            const sealed<msg::FlushStateReply>&) mutable { rp.deliver(reply); },
-          [rp, reply](const caf::error&) mutable { rp.deliver(reply); });
-  return rp;
-}
-
-sealed<msg::ReclaimAtBoundaryReply> reclaim(ram_tier_pointer self,
-                                            uint64_t target) {
-  auto [items, bytes] = tier(self).reclaim(target);
-  msg::draft<msg::ReclaimAtBoundaryReply> d;
-  d.root().setReleased(items);
-  d.root().setReleasedBytes(bytes);
-  return std::move(d).seal();
-}
-
 sealed<msg::UnprotectEntryReply> unprotect(ram_tier_pointer self,
                                            msg::UnprotectEntry::Reader m) {
   auto tokens = tiers::read_tokens(m.getKey().getTokens());
@@ -295,13 +146,11 @@ sealed<msg::UnprotectEntryReply> unprotect(ram_tier_pointer self,
 /// Snapshots every entry and object not yet durable (each stays in RAM);
 /// replies once the orders are queued: the facade's flush to the SSD actor
 /// follows them.
-sealed<msg::FlushStateReply> snapshot(ram_tier_pointer self) {
+sealed<msg::FlushStateReply> flush_snapshots(ram_tier_pointer self) {
+  auto reply = snapshot(self); // prefix entries (ram_ops)
   if (self->state.ssd)
-    for (auto& key : tier(self).undurable())
-      if (auto item = tier(self).item(key))
-        write_then(self, key, *item, msg::SpillReason::SNAPSHOT, [](bool) {});
-  ram_objects::snapshot(self);
-  return msg::draft<msg::FlushStateReply>{}.seal();
+    ram_objects::snapshot(self);
+  return reply;
 }
 
 sealed<msg::ReadReportReply> report(ram_tier_pointer self) {
@@ -322,6 +171,14 @@ sealed<msg::ReadReportReply> report(ram_tier_pointer self) {
   ram.setOversize(c.oversize);
   ram.setObserverErrors(c.observer_errors);
   ram.setBackingLost(c.backing_lost);
+  ram.setLeavingEntries(c.leaving_entries);
+  ram.setLeavingBytes(c.leaving_bytes);
+  ram.setLeavingDropped(c.leaving_dropped);
+  ram.setRejoined(c.rejoined);
+  ram.setBoundaryDropped(c.boundary_dropped);
+  ram.setSnapshots(self->state.snapshots);
+  ram.setResidentBytes(tier(self).resident_bytes());
+  d.root().setDemotions(self->state.demotions);
   // Open and closed sessions are the sessions actor's part.
   d.root().initSessions().setProtectedEntries(c.protected_entries);
   auto objects = d.root().initObjects();
@@ -339,12 +196,17 @@ sealed<Root> empty_reply() {
 } // namespace
 
 ram_tier_actor::behavior_type
-ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
-         std::shared_ptr<put_observer_slot> observer, bool objects) {
+ram_tier(ram_tier_pointer self, ram_tier_config cfg, ssd_tier_actor ssd,
+         std::shared_ptr<put_observer_slot> observer) {
   auto& st = self->state;
-  st.objects = objects;
-  st.tier = std::make_unique<tiers::ram_tier>(cap_bytes);
+  st.cfg = cfg;
+  st.objects = cfg.objects;
+  // With a cold tier below, evicted entries are leaving until written.
+  st.tier =
+    std::make_unique<tiers::ram_tier>(cfg.cap_bytes, static_cast<bool>(ssd));
   st.ssd = std::move(ssd);
+  st.budget = static_cast<double>(cfg.write_behind_bytes_per_s);
+  st.budget_at_ms = now(self);
   st.observer = std::move(observer);
   if (st.observer)
     st.tier->set_put_observer(
@@ -382,7 +244,7 @@ ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
       return demote(self, m.root().getIdleMs());
     },
     [self](const sealed<msg::RelievePressure>& m) {
-      return relieve(self, m.root().getTargetBytes());
+      return relieve(self, m.root().getTargetBytes(), m.root().getDeadlineMs());
     },
     [self](const sealed<msg::ReclaimAtBoundary>& m) {
       return reclaim(self, m.root().getTargetBytes());
@@ -405,14 +267,16 @@ ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
       return decoding<sealed<msg::GetObjectReply>>(
         [&] { return ram_objects::get(self, m.root().getKey().cStr()); });
     },
-    [self](const sealed<msg::FlushState>&) { return snapshot(self); },
+    [self](const sealed<msg::FlushState>&) { return flush_snapshots(self); },
     [self](const sealed<msg::CloseService>&) {
       self->state.closed = true;
+      clear_writes(self);
       tier(self).clear();
       ram_objects::close(self);
       return empty_reply<msg::CloseServiceReply>();
     },
     [self](const sealed<msg::ReadReport>&) { return report(self); },
+    [self](const sealed<msg::ReadStats>&) { return stats(self); },
     [self](const sealed<msg::SsdEvictEvent>& m) {
       try {
         auto k = m.root().getKey();
@@ -426,6 +290,15 @@ ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
         // cannot fail to decode (no handler lets an exception through).
       }
     },
+    [self](const sealed<msg::SpillSettled>& m) {
+      try {
+        settled(self, m.root());
+      } catch (const kj::Exception&) {
+        // Built by the SSD actor in this process: it decodes.
+      }
+    },
+    [self](write_behind_atom) { write_behind_tick(self); },
+    [self](wait_deadline_atom, uint64_t id) { wait_fired(self, id); },
   };
 }
 

@@ -1,35 +1,54 @@
 // The RAM tier actor: sole owner of a `tiers::ram_tier` (DESIGN.md section
 // 3). It lends views, stores published and restored state, and turns every
-// entry that leaves RAM needing a write into a SpillEntry order to the SSD
-// actor, whose reply (durable or not) it records with `mark_durable`. It
-// never waits on storage: demotion and pressure relief finish through
-// replies, with a response promise to the facade.
+// entry that must reach SSD into a SpillEntry order to the SSD actor. It
+// never waits on storage: demotion and pressure relief finish when the
+// outcomes of their writes arrive, or at their deadline, through a response
+// promise to the caller.
+//
+// Handoff (issue #11): with an SSD actor the tier is built with a cold tier,
+// so an evicted entry that is not durable stays indexed as *leaving*
+// (servable, its bytes counted) until its write settles. Every write order
+// carries `notify`: the SSD actor answers it at once and sends each outcome
+// of the write as a SpillSettled event (failed while it retries, then one
+// final one), which this actor hands to `ram_tier::write_settled`: durable,
+// a leaving entry leaves (a resident one is marked durable); dropped, given
+// up, cancelled or refused, a leaving entry leaves and is counted as
+// dropped. One write per entry at a time (`begin_write`): eviction, flush
+// and demotion reuse a write already on its way.
+//
+// Write-behind: with `write_behind` set, every kept publish is snapshotted
+// `write_behind_delay_ms` after its put (when it is still resident, not
+// durable and no write of it is out), paced by a token bucket of
+// `write_behind_bytes_per_s` (one second of burst) and bounded by
+// `write_behind_cap_bytes` of writes this actor has out at once. The clock
+// is this actor's timer (`write_behind_atom`); tiers/ stays clock-free.
 //
 // Protection is by pin only: a PublishState with `protect` set pins the new
 // entry in the same step as the put (the facade sets it for a publish
 // naming a session) and replies with the pin; the sessions actor takes
 // pins back with UnprotectEntry. The RAM actor knows no sessions.
 //
-// Durable marks rest on the SSD actor's own word to this actor: a spill
-// reply (durable, alreadyDurable), or, for an entry installed as restored
-// from SSD, a FindPrefix this actor asks before it answers the install (a
-// file still serves the whole entry; index only, no I/O). The SSD actor
-// sends an SsdEvictEvent for every file it stops holding after any such
-// word about that file, over the same FIFO, so `mark_not_durable` always
-// comes after the mark it clears: no entry stays marked durable once its
-// file is gone, and a boundary or a demotion never drops it as "on SSD".
+// Durable marks rest on the SSD actor's own word to this actor: a
+// SpillSettled (durable, alreadyDurable), or, for an entry installed as
+// restored from SSD, a FindPrefix this actor asks before it answers the
+// install (a file still serves the whole entry; index only, no I/O). The
+// SSD actor sends an SsdEvictEvent for every file it stops holding after
+// any such word about that file, over the same FIFO, so `mark_not_durable`
+// always comes after the mark it clears: no entry stays marked durable once
+// its file is gone, and a boundary or a demotion never drops it as "on SSD".
 //
-// Policy beyond the tier's own: without an SSD actor, spill orders are
-// dropped (there is nowhere to write) and idle demotion does nothing.
-// Objects (actors/ram_tier_objects.hpp) are spilled when evicted and
-// snapshotted at a flush like entries, found again on SSD by exact key,
-// and never resurrected once replaced; built with `objects` false the
-// actor refuses every object message (`ec::unsupported`). After
-// CloseService (which clears
-// everything without spilling) nothing is stored any more: a publish or an
-// install that arrives late (a restore still running at close) is answered
-// droppedClosed, an object put is not kept, so a closed service holds no
-// buffer.
+// Policy beyond the tier's own: without an SSD actor nothing is leaving
+// (eviction drops: there is nowhere to write) and idle demotion does
+// nothing. Objects (actors/ram_tier_objects.hpp) are spilled when evicted
+// and snapshotted at a flush, found again on SSD by exact key, and never
+// resurrected once replaced; an evicted object leaves RAM at once (it is
+// not leaving: its write answers the old way, without notify, and a get
+// finds it on SSD once durable). Built with `objects` false the actor
+// refuses every object message (`ec::unsupported`). After CloseService
+// (which clears everything without spilling) nothing is stored any more:
+// a publish or an install that arrives late (a restore still running at
+// close) is answered droppedClosed, an object put is not kept, so a closed
+// service holds no buffer.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -38,10 +57,48 @@
 
 #include <caf/typed_response_promise.hpp>
 
+#include <deque>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 
 namespace kvtier::actors {
+
+/// How the RAM actor runs (runtime/spawn.cpp fills it from the options).
+struct ram_tier_config {
+  ram_tier_config() = default;
+  /// The cap (and whether objects are kept); everything else as below.
+  ram_tier_config(uint64_t cap, bool with_objects = true) // NOLINT
+    : cap_bytes(cap)
+    , objects(with_objects) {}
+
+  uint64_t cap_bytes = 2ull << 30;
+  /// An object cache (`ram-tier.objects`); false: object calls refused.
+  bool objects = true;
+  /// How long a demotion or a relief waits for its writes, and how long
+  /// this actor's requests to the SSD actor may take.
+  uint64_t deadline_ms = 10000;
+  /// Snapshots kept prefixes in the background (needs an SSD actor).
+  bool write_behind = false;
+  uint64_t write_behind_bytes_per_s = 64ull << 20;
+  uint64_t write_behind_delay_ms = 1000;
+  /// Bytes of writes this actor may have out before write-behind waits.
+  uint64_t write_behind_cap_bytes = 512ull << 20;
+};
+
+/// What one SpillSettled said about a write this actor ordered.
+struct write_news {
+  msg::SpillOutcome outcome = msg::SpillOutcome::FAILED;
+  caf::error err;
+  /// Durable (or alreadyDurable).
+  bool durable = false;
+  /// No further news of this write follows.
+  bool final = false;
+  /// The entry left RAM with this news, and the bytes that went with it
+  /// (buffers that died: none while a lent view or a write holds them).
+  bool left = false;
+  uint64_t freed_bytes = 0;
+};
 
 struct ram_tier_state {
   static inline const char* name = "ram-tier";
@@ -50,9 +107,42 @@ struct ram_tier_state {
   /// The cold tier; null when there is none.
   ssd_tier_actor ssd;
   std::shared_ptr<put_observer_slot> observer;
+  ram_tier_config cfg;
   uint64_t next_order = 1;
   /// After CloseService: nothing is stored any more.
   bool closed = false;
+
+  /// A write this actor ordered whose final outcome has not arrived.
+  struct order {
+    tiers::ram_key key;
+    uint64_t serial = 0;
+    uint64_t bytes = 0;
+    msg::SpillReason reason = msg::SpillReason::SPILL;
+    /// Told of every news of the write (demotion, relief).
+    std::vector<std::function<void(const write_news&)>> waiters;
+  };
+  std::unordered_map<uint64_t, order> orders;
+  /// Bytes of the orders out (what write-behind stays under).
+  uint64_t order_bytes = 0;
+
+  /// Kept publishes waiting for their write-behind snapshot, by due time.
+  struct due_snapshot {
+    tiers::ram_key key;
+    uint64_t serial = 0;
+    uint64_t due_ms = 0;
+  };
+  std::deque<due_snapshot> due;
+  bool tick_armed = false;
+  /// The token bucket: bytes that may be written now (may run negative by
+  /// one entry), and when it was last refilled.
+  double budget = 0;
+  uint64_t budget_at_ms = 0;
+  uint64_t snapshots = 0;
+  uint64_t demotions = 0;
+
+  /// Waits with a deadline (demotion, relief): what to do when it fires.
+  std::unordered_map<uint64_t, std::function<void()>> waits;
+  uint64_t next_wait = 1;
   /// Whether the service has an object cache (`ram-tier.objects`).
   bool objects = true;
   /// An object restore from SSD in flight: who waits for it, and whether
@@ -68,10 +158,9 @@ struct ram_tier_state {
 
 using ram_tier_pointer = ram_tier_actor::stateful_pointer<ram_tier_state>;
 
-/// The behaviour: a RAM tier of `cap_bytes` spilling to `ssd` (may be
-/// null), with an object cache when `objects` is set.
+/// The behaviour: a RAM tier spilling to `ssd` (may be null).
 ram_tier_actor::behavior_type
-ram_tier(ram_tier_pointer self, uint64_t cap_bytes, ssd_tier_actor ssd,
-         std::shared_ptr<put_observer_slot> observer, bool objects = true);
+ram_tier(ram_tier_pointer self, ram_tier_config cfg, ssd_tier_actor ssd,
+         std::shared_ptr<put_observer_slot> observer);
 
 } // namespace kvtier::actors

@@ -87,19 +87,80 @@ msg::SpillOutcome outcome_of(tiers::ssd::write_outcome o) {
     case write_outcome::superseded: return msg::SpillOutcome::SUPERSEDED;
     case write_outcome::cancelled: return msg::SpillOutcome::CANCELLED;
     case write_outcome::abandoned: return msg::SpillOutcome::REFUSED;
+    case write_outcome::given_up: return msg::SpillOutcome::GIVEN_UP;
   }
   return msg::SpillOutcome::FAILED;
 }
 
-/// The tier's report on one queued write answers its spill order.
-void written(ssd_tier_pointer self, const tiers::ssd::write_event& e) {
-  auto& waiting = self->state.waiting;
-  auto w = waiting.find(e.id);
-  if (w == waiting.end())
+/// The text of a kvtier error without its code.
+std::string text_of(const caf::error& err) {
+  auto& ctx = err.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+    return ctx.get_as<std::string>(0);
+  return describe(err);
+}
+
+std::chrono::milliseconds backoff(ssd_tier_pointer self, uint32_t attempts) {
+  auto shift = std::min<uint32_t>(attempts > 0 ? attempts - 1 : 0, 6);
+  return std::chrono::milliseconds{self->state.parts->retry_backoff_ms
+                                   << shift};
+}
+
+/// One outcome of a notify order, to the actor that ordered it. Normal
+/// priority, like SsdEvictEvent: one FIFO, so a durable outcome always
+/// comes before the event of that file's removal.
+void send_settled(ssd_tier_pointer self, const caf::weak_actor_ptr& to,
+                  uint64_t order, msg::SpillOutcome outcome,
+                  const caf::error& err, uint32_t attempts) {
+  auto dest = to.lock();
+  if (!dest)
     return;
-  w->second.rp.deliver(
-    spill_reply(w->second.order, outcome_of(e.outcome), e.err));
-  waiting.erase(w);
+  msg::draft<msg::SpillSettled> d;
+  d.root().setOrderId(order);
+  d.root().setOutcome(outcome);
+  write_error(d.root().initError(), err);
+  d.root().setAttempts(attempts);
+  self->send(caf::actor_cast<ram_tier_actor>(dest), std::move(d).seal());
+}
+
+void note_failure(ssd_tier_state::flush_run& run, uint64_t id,
+                  const caf::error& err) {
+  auto& slot = run.errors[describe(err)];
+  slot.first = err;
+  slot.second.insert(id);
+}
+
+/// The tier's report on one queued write: the order's answer (at the
+/// first report) or its event (every report); a failed write is tried
+/// again after its backoff; a flush running collects the failure.
+void written(ssd_tier_pointer self, const tiers::ssd::write_event& e) {
+  using tiers::ssd::write_outcome;
+  auto& st = self->state;
+  bool failure =
+    e.outcome == write_outcome::failed || e.outcome == write_outcome::given_up;
+  if (failure && st.flushing)
+    note_failure(*st.flushing, e.id, e.err);
+  if (e.outcome == write_outcome::failed
+      || (e.outcome == write_outcome::given_up && !st.flushing))
+    st.unreported[e.id] = {e.err, e.outcome == write_outcome::given_up};
+  else
+    st.unreported.erase(e.id);
+  auto w = st.waiting.find(e.id);
+  if (w != st.waiting.end()) {
+    auto outcome = outcome_of(e.outcome);
+    if (w->second.notify)
+      send_settled(self, w->second.notify, w->second.order, outcome, e.err,
+                   e.attempts);
+    else if (w->second.rp) {
+      w->second.rp->deliver(spill_reply(w->second.order, outcome, e.err));
+      w->second.rp.reset();
+    }
+    if (e.outcome != write_outcome::failed)
+      st.waiting.erase(w);
+  }
+  if (e.outcome == write_outcome::failed && !tier(self).closed())
+    self->delayed_send(self, backoff(self, e.attempts), retry_write_atom::value,
+                       e.id);
 }
 
 msg::SsdEvictReason reason_of(tiers::ssd::removal_reason r) {
@@ -179,25 +240,41 @@ caf::expected<tiers::entry> spill_entry(const sealed<msg::SpillEntry>& m) {
 caf::result<sealed<msg::SpillEntryReply>>
 spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
   auto order = m.root().getOrderId();
+  auto notify = m.root().getNotify()
+                  ? caf::actor_cast<caf::weak_actor_ptr>(self->current_sender())
+                  : caf::weak_actor_ptr{};
+  // An outcome known now: the answer itself, or (notify) the first and
+  // last event, the answer only acknowledging.
+  auto now = [&](msg::SpillOutcome o, const caf::error& err = {}) {
+    if (!notify)
+      return spill_reply(order, o, err);
+    send_settled(self, notify, order, o, err, 0);
+    return spill_reply(order, msg::SpillOutcome::QUEUED);
+  };
   auto e = spill_entry(m);
   if (!e)
     return std::move(e.error());
   auto key = m.root().getItem().isObject() ? object_key(m.root())
                                            : spill_key(m.root(), *e);
   if (!key)
-    return spill_reply(order, msg::SpillOutcome::REFUSED, key.error());
+    return now(msg::SpillOutcome::REFUSED, key.error());
   if (tier(self).contains(*key))
-    return spill_reply(order, msg::SpillOutcome::ALREADY_DURABLE);
+    return now(msg::SpillOutcome::ALREADY_DURABLE);
   auto id =
     tier(self).enqueue(std::move(*e), reason_of(m.root().getReason()), *key);
   if (!id) {
     if (id.error() != ec::closed)
       ++self->state.failures;
-    return spill_reply(order, msg::SpillOutcome::REFUSED, id.error());
+    return now(msg::SpillOutcome::REFUSED, id.error());
+  }
+  if (notify) {
+    self->state.waiting.emplace(
+      *id, ssd_tier_state::waiter{m.root().getReason(), order, {}, notify});
+    return spill_reply(order, msg::SpillOutcome::QUEUED);
   }
   auto rp = self->make_response_promise<sealed<msg::SpillEntryReply>>();
   self->state.waiting.emplace(
-    *id, ssd_tier_state::waiter{m.root().getReason(), order, rp});
+    *id, ssd_tier_state::waiter{m.root().getReason(), order, rp, {}});
   return rp;
 }
 
@@ -294,49 +371,133 @@ prefetch(ssd_tier_pointer self, msg::PrefetchPrefix::Reader m) {
   auto rp = self->make_response_promise<sealed<msg::PrefetchPrefixReply>>();
   auto id = *lease;
   auto tokens = match->length;
-  tier(self).restore(*match, [self, rp, id, started,
-                              tokens](caf::expected<tiers::entry> e) mutable {
-    msg::draft<msg::PrefetchPrefixReply> d;
-    if (!e) {
-      tier(self).release(id);
+  // A read that does not answer in time ends its lease (prefetch_timeout):
+  // nobody would ever release it.
+  self->state.prefetching.emplace(id, rp);
+  self->delayed_send(self,
+                     std::chrono::milliseconds{std::max<uint64_t>(
+                       self->state.parts->deadline_ms / 4, 1)},
+                     prefetch_deadline_atom::value, id);
+  tier(self).restore(
+    *match, [self, id, started, tokens](caf::expected<tiers::entry> e) mutable {
+      auto p = self->state.prefetching.find(id);
+      if (p == self->state.prefetching.end())
+        return; // answered at its deadline; the lease ended then
+      auto rp = std::move(p->second);
+      self->state.prefetching.erase(p);
+      msg::draft<msg::PrefetchPrefixReply> d;
+      if (!e) {
+        tier(self).release(id);
+        rp.deliver(std::move(d).seal());
+        return;
+      }
+      d.root().setLeaseId(id);
+      d.root().setReadsStarted(started ? 1 : 0);
+      d.root().setReadsJoined(started ? 0 : 1);
+      d.root().setTokens(tokens);
+      tiers::write_entry(d, d.root().initEntry(), *e);
       rp.deliver(std::move(d).seal());
+    });
+  return rp;
+}
+
+/// The end of a flush run: one answer for every flush that joined it,
+/// with each distinct failure seen while it retried.
+void flush_answer(ssd_tier_pointer self, tiers::ssd::durability_evidence ev) {
+  auto run = std::move(*self->state.flushing);
+  self->state.flushing.reset();
+  ev.dropped = run.dropped;
+  ev.given_up = run.given_up;
+  ev.failed += run.given_up; // writes that failed and were not stored
+  ev.durable = ev.pending == 0 && ev.failed == 0 && ev.dropped == 0
+               && ev.removals_pending == 0;
+  msg::draft<msg::FlushStateReply> d;
+  auto out = d.root().initResult();
+  write_evidence(out, ev);
+  std::vector<caf::error> errs;
+  if (!ev.durable) // failures a retry then repaired are not reported
+    for (auto& [text, slot] : run.errors) {
+      auto n = slot.second.size();
+      errs.push_back(make_error(slot.first.category() == caf::atom("kvtier")
+                                  ? static_cast<ec>(slot.first.code())
+                                  : ec::io_error,
+                                std::to_string(n)
+                                  + (n == 1 ? " write: " : " writes: ")
+                                  + text_of(slot.first)));
+    }
+  if (!ev.durable && (ev.dropped > 0 || ev.pending > 0 || errs.empty()))
+    errs.push_back(make_error(
+      ec::io_error, std::to_string(ev.failed) + " failed, "
+                      + std::to_string(ev.dropped) + " dropped, "
+                      + std::to_string(ev.pending) + " pending writes"));
+  if (ev.removals_pending > 0)
+    errs.push_back(
+      make_error(ec::io_error, std::to_string(ev.removals_pending)
+                                 + " completed checkpoint removals pending: "
+                                 + ev.removal_error));
+  if (!errs.empty()) {
+    auto list = out.initErrors(static_cast<unsigned>(errs.size()));
+    for (unsigned i = 0; i < errs.size(); ++i)
+      write_error(list[i], errs[i]);
+  }
+  auto reply = std::move(d).seal();
+  for (auto& rp : run.waiters)
+    rp.deliver(reply);
+}
+
+/// One round: the tier writes everything queued, retrying failed writes
+/// once; while some still fail and have attempts left, another round
+/// follows after the backoff (the tier keeps no clock).
+void flush_round(ssd_tier_pointer self) {
+  self->state.flushing->in_round = true;
+  tier(self).flush([self](const tiers::ssd::durability_evidence& ev) {
+    auto& run = *self->state.flushing;
+    run.in_round = false;
+    run.dropped += ev.dropped;
+    run.given_up += ev.given_up;
+    if (ev.failed > 0 && run.rounds < self->state.parts->write_attempts
+        && !tier(self).closed()) {
+      ++run.rounds;
+      self->delayed_send(self, backoff(self, run.rounds),
+                         flush_round_atom::value);
       return;
     }
-    d.root().setLeaseId(id);
-    d.root().setReadsStarted(started ? 1 : 0);
-    d.root().setReadsJoined(started ? 0 : 1);
-    d.root().setTokens(tokens);
-    tiers::write_entry(d, d.root().initEntry(), *e);
-    rp.deliver(std::move(d).seal());
+    flush_answer(self, ev);
   });
-  return rp;
 }
 
 caf::result<sealed<msg::FlushStateReply>> flush(ssd_tier_pointer self) {
   auto rp = self->make_response_promise<sealed<msg::FlushStateReply>>();
-  tier(self).flush(
-    [self, rp](const tiers::ssd::durability_evidence& ev) mutable {
-      msg::draft<msg::FlushStateReply> d;
-      auto out = d.root().initResult();
-      write_evidence(out, ev);
-      if (!ev.durable) {
-        auto errs = out.initErrors(ev.removals_pending > 0 ? 2 : 1);
-        write_error(
-          errs[0],
-          make_error(ec::io_error, std::to_string(ev.failed) + " failed, "
-                                     + std::to_string(ev.dropped) + " dropped, "
-                                     + std::to_string(ev.pending)
-                                     + " pending writes"));
-        if (ev.removals_pending > 0)
-          write_error(errs[1], make_error(ec::io_error,
-                                          std::to_string(ev.removals_pending)
-                                            + " completed checkpoint removals "
-                                              "pending: "
-                                            + ev.removal_error));
-      }
-      rp.deliver(std::move(d).seal());
-    });
+  if (auto& run = self->state.flushing) {
+    // Join it; while it waits for a retry's backoff, retry now.
+    run->waiters.push_back(rp);
+    if (!run->in_round)
+      flush_round(self);
+    return rp;
+  }
+  self->state.flushing.emplace();
+  self->state.flushing->waiters.push_back(rp);
+  // A write that failed before this flush began is one of its failures
+  // too, until a retry repairs it.
+  auto& unreported = self->state.unreported;
+  for (auto i = unreported.begin(); i != unreported.end();) {
+    note_failure(*self->state.flushing, i->first, i->second.first);
+    i = i->second.second ? unreported.erase(i) : std::next(i);
+  }
+  flush_round(self);
   return rp;
+}
+
+/// A prefetch whose read did not answer in time: its lease ends (a read
+/// kept for it alone is cancelled) and it answers that nothing was read.
+void prefetch_timeout(ssd_tier_pointer self, uint64_t lease) {
+  auto p = self->state.prefetching.find(lease);
+  if (p == self->state.prefetching.end())
+    return;
+  auto rp = std::move(p->second);
+  self->state.prefetching.erase(p);
+  tier(self).release(lease);
+  rp.deliver(msg::draft<msg::PrefetchPrefixReply>{}.seal());
 }
 
 caf::result<sealed<msg::RemoveCheckpointsReply>>
@@ -373,17 +534,15 @@ caf::result<sealed<msg::CloseServiceReply>> close(ssd_tier_pointer self) {
 }
 
 sealed<msg::ReadStatsReply> stats(ssd_tier_pointer self) {
+  // From the write-behind queue itself: every write not settled (queued,
+  // running, or failed and waiting for its retry), whoever ordered it.
+  auto b = tier(self).backlog();
   msg::draft<msg::ReadStatsReply> d;
-  uint64_t snapshots = 0, spills = 0, checkpoints = 0;
-  for (auto& [id, w] : self->state.waiting)
-    switch (w.reason) {
-      case msg::SpillReason::SNAPSHOT: ++snapshots; break;
-      case msg::SpillReason::CHECKPOINT: ++checkpoints; break;
-      default: ++spills;
-    }
-  d.root().setPendingSnapshots(snapshots);
-  d.root().setPendingSpills(spills);
-  d.root().setPendingCheckpointWrites(checkpoints);
+  d.root().setPendingSnapshots(b.snapshots);
+  d.root().setPendingSpills(b.spills);
+  d.root().setPendingCheckpointWrites(b.checkpoints);
+  d.root().setPendingBytes(b.bytes);
+  d.root().setRetryingWrites(b.retrying);
   return std::move(d).seal();
 }
 
@@ -407,6 +566,9 @@ void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
   o.setCancelled(s.cancelled);
   o.setCorruptRemoved(s.corrupt_removed);
   o.setWritesCancelled(s.writes_cancelled);
+  o.setWritesGivenUp(s.writes_given_up);
+  o.setWritesRetried(s.writes_retried);
+  o.setIoBufferBytes(tier(self).io_buffer_bytes());
   o.setRemovalRecords(s.removal_records);
   o.setRemovalFailures(s.removal_failures);
   o.setRemovalsPending(s.removals_pending);
@@ -525,6 +687,14 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
     [self](const sealed<msg::SetSsdLimit>& m) { return set_limit(self, m); },
     [self](io_done& c) {
       tier(self).handle({c.tag, std::move(c.err), c.bytes});
+    },
+    [self](retry_write_atom, uint64_t id) { tier(self).retry(id); },
+    [self](flush_round_atom) {
+      if (self->state.flushing && !self->state.flushing->in_round)
+        flush_round(self);
+    },
+    [self](prefetch_deadline_atom, uint64_t lease) {
+      prefetch_timeout(self, lease);
     },
     [self](attach_ram_atom, const ram_tier_actor& ram) {
       self->state.ram = caf::actor_cast<caf::weak_actor_ptr>(ram);

@@ -49,8 +49,11 @@
 
 #include <caf/typed_response_promise.hpp>
 
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <unordered_map>
 
 namespace kvtier::actors {
@@ -83,6 +86,13 @@ struct ssd_parts {
   std::unique_ptr<tiers::ssd::ssd_tier> tier;
   std::unique_ptr<tiers::ssd::counted_engine> engine;
   uint64_t cap_bytes = 0;
+  /// The wait before a failed write's second attempt (doubling after).
+  uint64_t retry_backoff_ms = 100;
+  /// How long a prefetch read may take before its lease ends.
+  uint64_t deadline_ms = 10000;
+  /// Rounds a flush makes while writes fail and are retried (the tier's
+  /// `max_attempts`); 0: one round.
+  uint32_t write_attempts = 0;
   /// Where the tier's `on_write` reports go (set by the actor).
   std::function<void(const tiers::ssd::write_event&)> on_write;
   /// Where the tier's `on_remove` reports go (set by the actor).
@@ -98,16 +108,42 @@ struct ssd_tier_state {
 
   using spill_promise =
     caf::typed_response_promise<sealed<msg::SpillEntryReply>>;
-  /// A spill order waiting for the tier's report on its write.
+  using flush_promise =
+    caf::typed_response_promise<sealed<msg::FlushStateReply>>;
+  using prefetch_promise =
+    caf::typed_response_promise<sealed<msg::PrefetchPrefixReply>>;
+  /// A spill order waiting for the tier's final report on its write.
   struct waiter {
     msg::SpillReason reason;
     uint64_t order = 0;
-    spill_promise rp;
+    /// Answered at the first report (orders without notify).
+    std::optional<spill_promise> rp;
+    /// Told of every report as SpillSettled (orders with notify).
+    caf::weak_actor_ptr notify;
+  };
+  /// A flush that retries failing writes while it waits.
+  struct flush_run {
+    std::vector<flush_promise> waiters;
+    uint32_t rounds = 0;
+    /// A round runs (the tier's flush has not called back yet).
+    bool in_round = false;
+    uint64_t dropped = 0;
+    uint64_t given_up = 0;
+    /// Distinct failures seen meanwhile: text -> (error, writes).
+    std::map<std::string, std::pair<caf::error, std::set<uint64_t>>> errors;
   };
 
   std::shared_ptr<ssd_parts> parts;
   /// By write-queue item id.
   std::unordered_map<uint64_t, waiter> waiting;
+  std::optional<flush_run> flushing;
+  /// Failures a flush has yet to report: id -> (the last failure, given
+  /// up). A write waiting for its retry stays until it settles; one given
+  /// up before any flush ran goes to the next flush (a flush's own write
+  /// orders may fail before the flush itself arrives).
+  std::unordered_map<uint64_t, std::pair<caf::error, bool>> unreported;
+  /// Prefetches whose read has not answered, by lease.
+  std::unordered_map<uint64_t, prefetch_promise> prefetching;
   uint64_t failures = 0;
   /// The RAM actor told of removals (`attach_ram_atom`); weak, since it
   /// holds this actor.

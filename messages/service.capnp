@@ -227,12 +227,17 @@ struct RelievePressure {
   # Release LRU entries (finishing their SSD writes) until RAM holds at
   # most targetBytes; the engine repeats while its memory check fails.
   targetBytes @0 :UInt64;
+  deadlineMs @1 :UInt64;   # answer by then with what was freed (0: the
+                           # service's storage deadline)
 }
 
 struct RelievePressureReply {
   released @0 :UInt64;     # entries released
-  releasedBytes @1 :UInt64;
+  releasedBytes @1 :UInt64; # bytes whose buffers were really freed
   heldBytes @2 :UInt64;    # RAM bytes held afterwards
+  error @3 :Error;         # code 0, or why less was freed: a write that
+                           # failed (the entry stays, servable), timeout
+  pending @4 :UInt64;      # entries whose writes had not settled yet
 }
 
 struct ReclaimAtBoundary {
@@ -241,8 +246,10 @@ struct ReclaimAtBoundary {
 }
 
 struct ReclaimAtBoundaryReply {
-  released @0 :UInt64;     # optional snapshots released
-  releasedBytes @1 :UInt64;
+  released @0 :UInt64;     # RAM copies already durable, released
+  releasedBytes @1 :UInt64; # bytes whose buffers were really freed
+  dropped @2 :UInt64;      # optional entries dropped (durable nowhere)
+  droppedBytes @3 :UInt64;
 }
 
 struct ReadStats {
@@ -254,6 +261,11 @@ struct ReadStatsReply {
   pendingSnapshots @0 :UInt64;       # prefix snapshots not yet durable
   pendingSpills @1 :UInt64;          # spill writes in flight
   pendingCheckpointWrites @2 :UInt64;
+  pendingBytes @3 :UInt64;           # bytes of writes not yet settled
+  retryingWrites @4 :UInt64;         # failed, waiting for a retry
+  waitingSnapshots @5 :UInt64;       # RAM: write-behind snapshots not yet
+                                     # ordered (their delay or the budget)
+  leavingEntries @6 :UInt64;         # RAM: evicted, servable, write pending
 }
 
 struct IoCounters {
@@ -284,6 +296,13 @@ struct RamCounters {
   oversize @11 :UInt64;    # puts larger than the whole cap
   observerErrors @12 :UInt64; # put observers that threw (contained)
   backingLost @13 :UInt64; # durable marks cleared: their SSD file went
+  leavingEntries @14 :UInt64; # evicted, still servable: writes pending
+  leavingBytes @15 :UInt64; # bytes only leaving entries hold (off the cap)
+  leavingDropped @16 :UInt64; # leaving entries whose write was not stored
+  rejoined @17 :UInt64;    # leaving entries a hit made resident again
+  boundaryDropped @18 :UInt64; # optional entries a boundary dropped
+  snapshots @19 :UInt64;   # write-behind snapshots made durable
+  residentBytes @20 :UInt64; # bytes of resident entries (the cap's)
 }
 
 struct SsdCounters {
@@ -313,6 +332,10 @@ struct SsdCounters {
   removalsPending @22 :UInt64; # checkpoint removals not durably done
   filesSuperseded @23 :UInt64; # prefix files a trimmable longer one
                            # superseded (removed)
+  writesGivenUp @24 :UInt64; # writes that failed their last attempt
+  writesRetried @25 :UInt64; # failed writes tried again
+  ioBufferBytes @26 :UInt64; # buffers of writes and reads running (headers,
+                           # read buffers): the SSD tier's own, not RAM's
 }
 
 struct CheckpointCounters {

@@ -81,6 +81,9 @@ struct SpillEntry {
                            # than checkpoint)
     checkpoint @7 :Common.CheckpointKey; # reason checkpoint only
   }
+  notify @8 :Bool;         # RAM -> SSD: answered `queued` at once; every
+                           # outcome of the write (also an immediate one)
+                           # follows as a SpillSettled to the RAM actor
 }
 
 enum SpillOutcome {
@@ -91,6 +94,8 @@ enum SpillOutcome {
   dropped @4;              # the write-behind queue was full
   superseded @5;           # a newer write of the same key replaced it
   cancelled @6;            # an EraseEntry of the key took it back unwritten
+  givenUp @7;              # failed its last attempt: released unwritten
+  queued @8;               # (notify orders) taken; SpillSettled follows
 }
 
 struct SpillEntryReply {
@@ -98,6 +103,19 @@ struct SpillEntryReply {
   outcome @1 :SpillOutcome;
   error @2 :Error;         # code 0 unless failed or refused
   fileBytes @3 :UInt64;    # bytes the file takes on storage
+}
+
+struct SpillSettled {
+  # SSD -> RAM, for a SpillEntry with `notify`: one outcome of its write,
+  # in the order they happen (failed ones, while the SSD tier retries,
+  # then one final: durable, alreadyDurable, dropped, givenUp, cancelled,
+  # superseded, refused). Normal priority, on the FIFO of SsdEvictEvent,
+  # so a durable outcome always comes before the event of that file's
+  # removal.
+  orderId @0 :UInt64;
+  outcome @1 :SpillOutcome;
+  error @2 :Error;         # why, for failed, givenUp and refused
+  attempts @3 :UInt32;     # attempts made so far
 }
 
 struct FindCheckpoint {

@@ -64,7 +64,8 @@ class actor_system_config;
   X(SessionPutEvent)                                                           \
   X(UnprotectEntry) X(UnprotectEntryReply)                                     \
   X(RemoveCheckpoints) X(RemoveCheckpointsReply)                               \
-  X(SetSsdLimit) X(SetSsdLimitReply)
+  X(SetSsdLimit) X(SetSsdLimitReply)                                           \
+  X(SpillSettled)
 // clang-format on
 
 #define KVTIER_ADD_MESSAGE_TYPE_ID(Root)                                       \

@@ -133,6 +133,19 @@ caf::error service_options::validate() const {
   if (auto e = check("ssd-tier.write-behind-cap-bytes", write_behind_cap_bytes,
                      MiB, TiB, "1 MiB .. 1 TiB"))
     return e;
+  if (auto e =
+        check("ssd-tier.write-behind-bytes-per-s", write_behind_bytes_per_s,
+              MiB, 64 * GiB, "1 MiB .. 64 GiB"))
+    return e;
+  if (auto e = check("ssd-tier.write-behind-delay-ms", write_behind_delay_ms, 0,
+                     3600 * 1000, "0 .. 3600000 (one hour)"))
+    return e;
+  if (auto e =
+        check("ssd-tier.write-attempts", write_attempts, 1, 100, "1 .. 100"))
+    return e;
+  if (auto e = check("ssd-tier.retry-backoff-ms", retry_backoff_ms, 1, 60000,
+                     "1 .. 60000"))
+    return e;
   if (io_engine != "auto" && io_engine != "uring" && io_engine != "threads")
     return out_of_range("ssd-tier.io-engine", "\"" + io_engine + "\"",
                         "\"auto\", \"uring\" or \"threads\"");
@@ -149,6 +162,9 @@ caf::error service_options::validate() const {
     return e;
   if (auto e = check("service.idle-demotion-ms", idle_demotion_ms, 0,
                      7ull * 24 * 3600 * 1000, "0 .. 604800000 (one week)"))
+    return e;
+  if (auto e = check("service.storage-deadline-ms", storage_deadline_ms, 10,
+                     3600 * 1000, "10 .. 3600000 (one hour)"))
     return e;
   if (auto e = check("service.checkpoint-every-tokens", checkpoint_every_tokens,
                      0, uint64_t{1} << 20, "0 .. 1048576"))
@@ -232,6 +248,7 @@ service_options replay_settings::apply(service_options o) const {
     o.ssd_dir = ssd_dir;
   // Always: the reference models no idle demotion (docs/replay.md).
   o.idle_demotion_ms = idle_demotion_ms;
+  o.write_behind = o.write_behind && write_behind;
   return o;
 }
 

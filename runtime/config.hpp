@@ -40,6 +40,19 @@ struct service_options {
   uint64_t alignment = 4096;
   uint64_t write_behind_cap_bytes = 512ull << 20;
   std::string io_engine = "auto";
+  /// `ssd-tier.write-behind`: kept prefixes are snapshotted to SSD in the
+  /// background (RAM actor, docs/ram-tier.md "Write-behind").
+  bool write_behind = true;
+  /// `ssd-tier.write-behind-bytes-per-s`: the snapshots' write budget.
+  uint64_t write_behind_bytes_per_s = 64ull << 20;
+  /// `ssd-tier.write-behind-delay-ms`: how long a put waits for its
+  /// snapshot (a state replaced sooner is never written).
+  uint64_t write_behind_delay_ms = 1000;
+  /// `ssd-tier.write-attempts`: attempts a failing write gets.
+  uint64_t write_attempts = 4;
+  /// `ssd-tier.retry-backoff-ms`: the wait before the second attempt,
+  /// doubling after each failure.
+  uint64_t retry_backoff_ms = 100;
   // [model] (docs/configuration.md, "The model"; resolved by
   // `running_model`)
   /// `model.preset`: the geometry preset, unless `model_layers` is set.
@@ -63,6 +76,9 @@ struct service_options {
   /// often than `actors::min_idle_period`.
   uint64_t idle_demotion_ms = 300000;
   uint64_t checkpoint_every_tokens = 0;
+  /// `service.storage-deadline-ms`: the longest any call waits on storage
+  /// (docs/api.md "Deadlines").
+  uint64_t storage_deadline_ms = 10000;
 
   /// Checks every value against its accepted range.
   caf::error validate() const;
@@ -100,6 +116,10 @@ struct replay_settings {
   /// --simulate reference models.
   uint64_t idle_demotion_ms = 0;
   bool clean_ssd = true;
+  /// `replay.write-behind`: keep the service's write-behind on during the
+  /// replay (false: off, so the --simulate reference, which models no
+  /// background snapshots, agrees exactly).
+  bool write_behind = false;
 
   /// Checks every value against its accepted range.
   caf::error validate() const;

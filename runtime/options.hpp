@@ -32,6 +32,16 @@
   X("ssd-tier", "write-behind-cap-bytes", write_behind_cap_bytes,              \
     "bytes of writes that may wait for the disk")                              \
   X("ssd-tier", "io-engine", io_engine, "auto, uring or threads")              \
+  X("ssd-tier", "write-behind", write_behind,                                  \
+    "snapshot kept prefixes to SSD in the background")                         \
+  X("ssd-tier", "write-behind-bytes-per-s", write_behind_bytes_per_s,          \
+    "write budget of the snapshots")                                           \
+  X("ssd-tier", "write-behind-delay-ms", write_behind_delay_ms,                \
+    "how long a put waits for its snapshot")                                   \
+  X("ssd-tier", "write-attempts", write_attempts,                              \
+    "attempts a failing write gets before it is given up")                     \
+  X("ssd-tier", "retry-backoff-ms", retry_backoff_ms,                          \
+    "wait before a failed write's next attempt (doubling)")                    \
   X("model", "identity", model_identity,                                       \
     "the engine's words for what its state means (weights, tokenizer, "        \
     "KV dtype, quantisation)")                                                 \
@@ -46,7 +56,9 @@
     "requests admit_queued may hold waiting")                                  \
   X("service", "idle-demotion-ms", idle_demotion_ms,                           \
     "idle entries move to SSD after this long (0: off)")                       \
-  X("service", "checkpoint-every-tokens", checkpoint_every_tokens, "0: none")
+  X("service", "checkpoint-every-tokens", checkpoint_every_tokens, "0: none")  \
+  X("service", "storage-deadline-ms", storage_deadline_ms,                     \
+    "longest a call waits on storage")
 
 /// X(section, key, member, help) for every `replay_settings` field.
 #define KVTIER_REPLAY_OPTIONS(X)                                               \
@@ -64,7 +76,9 @@
     "ssd-tier.dir)")                                                           \
   X("replay", "idle-demotion-ms", idle_demotion_ms,                            \
     "idle demotion during the replay (0: off, as the reference)")              \
-  X("replay", "clean-ssd", clean_ssd, "start with an empty SSD fingerprint")
+  X("replay", "clean-ssd", clean_ssd, "start with an empty SSD fingerprint")   \
+  X("replay", "write-behind", write_behind,                                    \
+    "keep the service's write-behind (false: off, as the reference)")
 // clang-format on
 
 namespace kvtier::runtime {

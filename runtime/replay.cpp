@@ -61,13 +61,15 @@ private:
 
 caf::error driver::settle() {
   // Spills are written behind the call that caused them; wait until the
-  // SSD tier has none pending so every run sees the same SSD contents.
+  // SSD tier has none pending and RAM holds no evicted entry waiting for
+  // its write (it leaves once the write is durable), so every run sees
+  // the same RAM and SSD contents.
   auto until = clock_type::now() + std::chrono::seconds(30);
   for (;;) {
     auto s = svc_.stats();
     if (!s)
       return s.error();
-    if (s->pending_spills == 0)
+    if (s->pending_spills == 0 && s->leaving_entries == 0)
       return {};
     if (clock_type::now() > until)
       return make_error(ec::io_error, "spills still pending after 30 s "

@@ -167,6 +167,8 @@ caf::error runner::configure() {
   opts_ = base_;
   opts_.ssd_dir = "/scenario-ssd";
   opts_.model_scale = 1; // scenarios size their caps for the preset as is
+  // Background snapshots would make what is durable depend on timing.
+  opts_.write_behind = false;
   for (auto& [k, v] : s_.settings) {
     auto u = [&] { return std::strtoull(v.c_str(), nullptr, 10); };
     if (k == "model")
@@ -191,6 +193,12 @@ caf::error runner::configure() {
       opts_.checkpoint_every_tokens = u();
     else if (k == "write-behind-cap-bytes")
       opts_.write_behind_cap_bytes = u();
+    else if (k == "write-behind")
+      opts_.write_behind = v == "true";
+    else if (k == "write-attempts")
+      opts_.write_attempts = u();
+    else if (k == "retry-backoff-ms")
+      opts_.retry_backoff_ms = u();
     else
       return make_error(ec::invalid_argument,
                         s_.file + ": unknown setting '" + k + "'");
@@ -280,6 +288,9 @@ caf::error runner::refresh_report() {
   fact("report.sessions.opened", m.sessions.opened);
   fact("report.sessions.closed", m.sessions.closed);
   fact("report.ssd.removals_pending", m.ssd.removals_pending);
+  fact("report.ssd.writes_given_up", m.ssd.writes_given_up);
+  fact("report.ram.leaving_entries", m.ram.leaving_entries);
+  fact("report.ram.leaving_dropped", m.ram.leaving_dropped);
   fact("report.checkpoints.held", m.checkpoints.held);
   fact("report.checkpoints.resumed", m.checkpoints.resumed);
   fact("report.checkpoints.stale", m.checkpoints.stale);

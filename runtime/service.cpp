@@ -58,8 +58,13 @@ service::~service() {
                   caf::after(std::chrono::seconds(30)) >> [] {});
   }
   h = {};
-  impl_->async_caller = nullptr; // goes once its calls are answered
-  impl_->pool.clear();           // before the actor system goes
+  // Stopped, not only let go: the clock keeps a reference to every actor
+  // with a request timeout set (CAF 0.17 does not cancel one on its
+  // answer), so a dropped caller would hold the actor system's shutdown
+  // for a whole call deadline. A call still waiting settles as closed.
+  caf::anon_send_exit(impl_->async_caller, caf::exit_reason::user_shutdown);
+  impl_->async_caller = nullptr;
+  impl_->pool.clear(); // before the actor system goes
 }
 
 caf::error service::start_error() const {

@@ -2,7 +2,10 @@
 // calls (runtime/service.hpp); lookups and publishing are in service.cpp.
 #include "runtime/service_impl.hpp"
 
+#include "actors/codec.hpp"
 #include "tiers/entry_message.hpp"
+
+#include <chrono>
 
 namespace kvtier::runtime {
 
@@ -56,7 +59,12 @@ sealed<msg::ReclaimAtBoundary> boundary_message(uint64_t want) {
 
 caf::expected<reclaim_result>
 reclaimed(const sealed<msg::ReclaimAtBoundaryReply>& r) {
-  return reclaim_result{r.root().getReleased(), r.root().getReleasedBytes(), 0};
+  reclaim_result out;
+  out.released = r.root().getReleased();
+  out.released_bytes = r.root().getReleasedBytes();
+  out.dropped = r.root().getDropped();
+  out.dropped_bytes = r.root().getDroppedBytes();
+  return out;
 }
 
 sealed<msg::DemoteIdle> demote_message(uint64_t idle_ms) {
@@ -73,16 +81,23 @@ caf::expected<bool> stopped(const sealed<msg::StopIdleDemotionReply>& r) {
   return r.root().getStopped();
 }
 
-sealed<msg::RelievePressure> relieve_message(uint64_t target) {
+sealed<msg::RelievePressure> relieve_message(uint64_t target,
+                                             uint64_t deadline_ms) {
   msg::draft<msg::RelievePressure> d;
   d.root().setTargetBytes(target);
+  d.root().setDeadlineMs(deadline_ms);
   return std::move(d).seal();
 }
 
 caf::expected<reclaim_result>
 relieved(const sealed<msg::RelievePressureReply>& r) {
-  return reclaim_result{r.root().getReleased(), r.root().getReleasedBytes(),
-                        r.root().getHeldBytes()};
+  reclaim_result out;
+  out.released = r.root().getReleased();
+  out.released_bytes = r.root().getReleasedBytes();
+  out.held_bytes = r.root().getHeldBytes();
+  out.pending = r.root().getPending();
+  out.error = actors::read_error(r.root().getError());
+  return out;
 }
 
 } // namespace
@@ -99,8 +114,9 @@ auto service::admit_async(const state_request& r) -> future<admit_decision> {
 }
 
 auto service::admit_queued(const state_request& r) -> future<admit_decision> {
-  return impl_->call_async<admit_decision>(admit_message(r, true),
-                                           codec::admitted);
+  // Waiting for budget is the contract: no deadline (docs/api.md).
+  return impl_->call_async_for<admit_decision>(
+    caf::infinite, admit_message(r, true), codec::admitted);
 }
 
 auto service::fits(const state_request& r) -> result<admit_decision> {
@@ -245,22 +261,49 @@ auto service::stop_idle_demotion_async() -> future<bool> {
 auto service::relieve_pressure(std::function<bool()> check)
   -> result<reclaim_result> {
   // The check runs here, on the caller's thread; each round releases one
-  // LRU entry's worth (target: one byte below what RAM held), its write
-  // finished before the reply.
+  // LRU entry's worth (target: one byte below what RAM held) and answers
+  // once its write settled, with the bytes whose buffers really died. The
+  // whole call ends by the storage deadline: a stalled disk gets a partial
+  // result and `ec::timeout`, the entries it holds still in RAM.
+  using clock = std::chrono::steady_clock;
+  auto deadline =
+    clock::now() + std::chrono::milliseconds{impl_->opts.storage_deadline_ms};
+  auto left_ms = [&]() -> uint64_t {
+    auto n = std::chrono::duration_cast<std::chrono::milliseconds>(
+               deadline - clock::now())
+               .count();
+    return n > 0 ? static_cast<uint64_t>(n) : 0;
+  };
+  auto round = [&](uint64_t target) {
+    auto ms = left_ms();
+    return impl_->call_for<reclaim_result>(
+      caf::duration{std::chrono::milliseconds{ms + 1000}},
+      relieve_message(target, std::max<uint64_t>(ms, 1)), relieved);
+  };
   reclaim_result total;
-  auto held =
-    impl_->call<reclaim_result>(relieve_message(UINT64_MAX), relieved);
+  auto held = round(UINT64_MAX);
   if (!held)
     return held;
   total.held_bytes = held->held_bytes;
   while (!check() && total.held_bytes > 0) {
-    auto r = impl_->call<reclaim_result>(relieve_message(total.held_bytes - 1),
-                                         relieved);
-    if (!r)
-      return r;
+    if (left_ms() == 0) {
+      total.error = make_error(ec::timeout, "pressure relief: the storage "
+                                            "deadline passed");
+      break;
+    }
+    auto r = round(total.held_bytes - 1);
+    if (!r) {
+      total.error = r.error(); // what was freed before still counts
+      break;
+    }
     total.released += r->released;
     total.released_bytes += r->released_bytes;
     total.held_bytes = r->held_bytes;
+    total.pending = r->pending;
+    if (r->error) {
+      total.error = r->error; // a write failed or the deadline passed
+      break;
+    }
     if (r->released == 0)
       break;
   }

@@ -159,9 +159,16 @@ durability_result durability(msg::DurabilityResult::Reader in) {
 }
 
 caf::expected<persistence_stats> pending(const sealed<msg::ReadStatsReply>& r) {
-  return persistence_stats{r.root().getPendingSnapshots(),
-                           r.root().getPendingSpills(),
-                           r.root().getPendingCheckpointWrites()};
+  persistence_stats out;
+  auto in = r.root();
+  out.pending_snapshots = in.getPendingSnapshots();
+  out.pending_spills = in.getPendingSpills();
+  out.pending_checkpoint_writes = in.getPendingCheckpointWrites();
+  out.pending_bytes = in.getPendingBytes();
+  out.retrying_writes = in.getRetryingWrites();
+  out.waiting_snapshots = in.getWaitingSnapshots();
+  out.leaving_entries = in.getLeavingEntries();
+  return out;
 }
 
 caf::expected<std::vector<saved_prefix>>

@@ -10,18 +10,40 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/sec.hpp>
 
 #include <functional>
 #include <future>
 #include <memory>
 
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace kvtier::runtime {
 
 /// One future-returning call: sends its request from the caller actor.
 using async_call = std::function<void(caf::event_based_actor*)>;
+
+/// A future call's promise, kept by its handlers: one that goes unanswered
+/// (the service went while the call waited) settles with `ec::closed`
+/// rather than leaving its future broken.
+template <class T>
+struct call_promise {
+  std::promise<caf::expected<T>> promise;
+  bool settled = false;
+
+  void set(caf::expected<T> x) {
+    if (!std::exchange(settled, true))
+      promise.set_value(std::move(x));
+  }
+
+  ~call_promise() {
+    if (!settled)
+      promise.set_value(
+        make_error(ec::closed, "the service went before answering"));
+  }
+};
 using async_call_ptr = std::shared_ptr<async_call>;
 
 } // namespace kvtier::runtime
@@ -78,18 +100,42 @@ struct service::impl {
       handles = std::move(*h);
   }
 
+  /// How long a call waits for the facade: the storage deadline (by which
+  /// the facade answers whatever storage does) plus a second's margin.
+  caf::duration api_timeout() const {
+    return caf::duration{
+      std::chrono::milliseconds{opts.storage_deadline_ms + 1000}};
+  }
+
+  /// A timeout of the facade itself as the caller sees it.
+  static caf::error timed_out(caf::error err, const caf::duration& timeout) {
+    if (err != caf::sec::request_timeout)
+      return err;
+    return make_error(ec::timeout, "the service did not answer within "
+                                     + to_string(timeout));
+  }
+
   /// Sends `m` to the facade and waits; `conv` turns the reply into T.
   template <class T, class Req, class Conv>
   caf::expected<T> call(codec::sealed<Req> m, Conv conv) {
+    return call_for<T>(api_timeout(), std::move(m), conv);
+  }
+
+  /// `call` waiting at most `timeout` (`caf::infinite` where waiting is
+  /// the contract: admit_queued).
+  template <class T, class Req, class Conv>
+  caf::expected<T> call_for(caf::duration timeout, codec::sealed<Req> m,
+                            Conv conv) {
     using reply = codec::sealed<typename codec::reply_of<Req>::type>;
     if (start_error)
       return start_error;
     caf::expected<T> out{caf::error{}};
     auto self = borrow();
     (*self)
-      ->request(handles.facade, caf::infinite, std::move(m))
-      .receive([&](const reply& r) { out = conv(r); },
-               [&](caf::error& err) { out = std::move(err); });
+      ->request(handles.facade, timeout, std::move(m))
+      .receive(
+        [&](const reply& r) { out = conv(r); },
+        [&](caf::error& err) { out = timed_out(std::move(err), timeout); });
     give_back(std::move(self));
     return out;
   }
@@ -101,19 +147,27 @@ struct service::impl {
   /// queues behind it.
   template <class T, class Req, class Conv>
   std::future<caf::expected<T>> call_async(codec::sealed<Req> m, Conv conv) {
+    return call_async_for<T>(api_timeout(), std::move(m), conv);
+  }
+
+  template <class T, class Req, class Conv>
+  std::future<caf::expected<T>>
+  call_async_for(caf::duration timeout, codec::sealed<Req> m, Conv conv) {
     using reply = codec::sealed<typename codec::reply_of<Req>::type>;
-    auto p = std::make_shared<std::promise<caf::expected<T>>>();
-    auto f = p->get_future();
+    auto p = std::make_shared<call_promise<T>>();
+    auto f = p->promise.get_future();
     if (start_error) {
-      p->set_value(start_error);
+      p->set(start_error);
       return f;
     }
-    auto call =
-      std::make_shared<async_call>([facade = handles.facade, m = std::move(m),
-                                    conv, p](caf::event_based_actor* self) {
-        self->request(facade, caf::infinite, m)
-          .then([conv, p](const reply& r) { p->set_value(conv(r)); },
-                [p](caf::error& err) { p->set_value(std::move(err)); });
+    auto call = std::make_shared<async_call>(
+      [facade = handles.facade, m = std::move(m), conv, p,
+       timeout](caf::event_based_actor* self) {
+        self->request(facade, timeout, m)
+          .then([conv, p](const reply& r) { p->set(conv(r)); },
+                [p, timeout](caf::error& err) {
+                  p->set(timed_out(std::move(err), timeout));
+                });
       });
     caf::anon_send(async_caller, std::move(call));
     return f;

@@ -20,6 +20,13 @@ void ram_part(msg::RamCounters::Reader in, service_report::ram_part& o) {
   o.oversize = in.getOversize();
   o.observer_errors = in.getObserverErrors();
   o.backing_lost = in.getBackingLost();
+  o.leaving_entries = in.getLeavingEntries();
+  o.leaving_bytes = in.getLeavingBytes();
+  o.leaving_dropped = in.getLeavingDropped();
+  o.rejoined = in.getRejoined();
+  o.boundary_dropped = in.getBoundaryDropped();
+  o.snapshots = in.getSnapshots();
+  o.resident_bytes = in.getResidentBytes();
 }
 
 void ssd_part(msg::SsdCounters::Reader in, service_report::ssd_part& o) {
@@ -47,6 +54,9 @@ void ssd_part(msg::SsdCounters::Reader in, service_report::ssd_part& o) {
   o.removal_records = in.getRemovalRecords();
   o.removal_failures = in.getRemovalFailures();
   o.removals_pending = in.getRemovalsPending();
+  o.writes_given_up = in.getWritesGivenUp();
+  o.writes_retried = in.getWritesRetried();
+  o.io_buffer_bytes = in.getIoBufferBytes();
 }
 
 void checkpoints_part(msg::CheckpointCounters::Reader in,

@@ -122,11 +122,22 @@ struct durability_result {
   bool already_closed = false;
 };
 
-/// Pending persistence (`stats()`).
+/// Pending persistence (`stats()`): writes the SSD tier has not settled
+/// (queued, running, or failed and waiting for a retry), by reason, and
+/// what the RAM tier holds for them.
 struct persistence_stats {
   uint64_t pending_snapshots = 0;
+  /// Spills (eviction, pressure relief) and demotions.
   uint64_t pending_spills = 0;
   uint64_t pending_checkpoint_writes = 0;
+  /// Bytes of those writes.
+  uint64_t pending_bytes = 0;
+  /// Of those, failed and waiting for a retry.
+  uint64_t retrying_writes = 0;
+  /// Write-behind snapshots not ordered yet (their delay, the budget).
+  uint64_t waiting_snapshots = 0;
+  /// Entries evicted from RAM whose writes are pending: still servable.
+  uint64_t leaving_entries = 0;
 };
 
 /// What `set_ssd_limit` did.
@@ -139,12 +150,26 @@ struct ssd_limit_result {
   uint64_t file_bytes = 0;
 };
 
-/// What pressure relief and a boundary gave back.
+/// What pressure relief and a boundary gave back. Bytes are those whose
+/// buffers were really freed: a view lent to a running request or a
+/// write still queued keeps its bytes, and they are not counted.
 struct reclaim_result {
+  /// Entries released: relief's entries that left RAM; a boundary's RAM
+  /// copies that were durable on SSD already.
   uint64_t released = 0;
   uint64_t released_bytes = 0;
-  /// RAM bytes held afterwards.
+  /// RAM bytes held afterwards (relief only; 0 from a boundary).
   uint64_t held_bytes = 0;
+  /// boundary: optional entries dropped, durable nowhere (lost, not
+  /// demoted), and their bytes.
+  uint64_t dropped = 0;
+  uint64_t dropped_bytes = 0;
+  /// relief: entries whose writes had not settled when it answered.
+  uint64_t pending = 0;
+  /// relief: why less was freed than asked (none when all went well): a
+  /// write that failed (`io_error`, `no_space`: the entry stays in RAM,
+  /// servable) or `timeout` (the storage deadline passed).
+  caf::error error;
 };
 
 /// One prefetch: its lease and what the reads will restore. Lease 0, no
@@ -177,6 +202,19 @@ struct service_report {
              session_hits = 0, session_misses = 0, prefix_scans = 0,
              evictions = 0, supersessions = 0, replacements = 0, oversize = 0,
              observer_errors = 0, backing_lost = 0;
+    /// Evicted entries still in RAM, servable, until their writes settle,
+    /// and the bytes only they hold (outside the cap).
+    uint64_t leaving_entries = 0, leaving_bytes = 0;
+    /// Leaving entries whose write was not stored (dropped, given up).
+    uint64_t leaving_dropped = 0;
+    /// Leaving entries a hit made resident again.
+    uint64_t rejoined = 0;
+    /// Optional entries a boundary dropped (durable nowhere).
+    uint64_t boundary_dropped = 0;
+    /// Write-behind snapshots made durable.
+    uint64_t snapshots = 0;
+    /// Bytes of resident entries (what the cap bounds).
+    uint64_t resident_bytes = 0;
   } ram;
   struct ssd_part {
     uint64_t files = 0, file_bytes = 0, cap_bytes = 0, queue_items = 0,
@@ -195,6 +233,12 @@ struct service_report {
     /// Prefix files removed because a trimmable longer file of the same
     /// namespace superseded them.
     uint64_t files_superseded = 0;
+    /// Writes that failed their last attempt (never written), and failed
+    /// writes tried again (docs/ssd-format.md "Retries").
+    uint64_t writes_given_up = 0, writes_retried = 0;
+    /// Bytes of buffers the SSD tier's running writes and reads hold
+    /// (headers, read buffers), beside what RAM holds.
+    uint64_t io_buffer_bytes = 0;
   } ssd;
   /// Checkpoints: identities held, saves kept and disposed, acquires that
   /// resumed one and that found a stale one, identities removed.

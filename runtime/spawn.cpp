@@ -39,7 +39,11 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
   cfg.queue_cap = opts.write_behind_cap_bytes;
   cfg.alignment = static_cast<uint32_t>(opts.alignment);
   cfg.checksum_chunk = std::max<uint32_t>(cfg.alignment, cfg.checksum_chunk);
+  cfg.max_attempts = static_cast<uint32_t>(opts.write_attempts);
   parts->cap_bytes = opts.ssd_cap_bytes;
+  parts->retry_backoff_ms = opts.retry_backoff_ms;
+  parts->deadline_ms = opts.storage_deadline_ms;
+  parts->write_attempts = static_cast<uint32_t>(opts.write_attempts);
   actors::route_reports(cfg, *parts);
   parts->tier = std::make_unique<ssd::ssd_tier>(cfg, *fs, *parts->engine);
   if (auto scan = parts->tier->open(); !scan)
@@ -53,8 +57,15 @@ actors::ram_tier_actor
 spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
                actors::ssd_tier_actor ssd,
                std::shared_ptr<actors::put_observer_slot> observer) {
-  auto ram = sys.spawn(actors::ram_tier, opts.ram_cap_bytes, ssd,
-                       std::move(observer), opts.objects);
+  actors::ram_tier_config cfg;
+  cfg.cap_bytes = opts.ram_cap_bytes;
+  cfg.objects = opts.objects;
+  cfg.deadline_ms = opts.storage_deadline_ms;
+  cfg.write_behind = opts.write_behind && ssd;
+  cfg.write_behind_bytes_per_s = opts.write_behind_bytes_per_s;
+  cfg.write_behind_delay_ms = opts.write_behind_delay_ms;
+  cfg.write_behind_cap_bytes = opts.write_behind_cap_bytes;
+  auto ram = sys.spawn(actors::ram_tier, cfg, ssd, std::move(observer));
   // The one link back: the SSD actor tells this RAM actor of every file it
   // removes (SsdEvictEvent). Sent at once, so it is in the SSD actor's
   // mailbox before any spill order this RAM actor can send.
@@ -119,8 +130,9 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   auto g = running_geometry(opts);
   if (!g)
     return std::move(g.error());
-  h.facade = sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
-                       opts.idle_demotion_ms, opts.objects);
+  h.facade =
+    sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
+              opts.idle_demotion_ms, opts.objects, opts.storage_deadline_ms);
   return h;
 }
 

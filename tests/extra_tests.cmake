@@ -19,3 +19,18 @@ set_tests_properties(ssd.crash_soak PROPERTIES LABELS soak)
 add_test(NAME runtime.identity_random_soak
   COMMAND test_runtime_identity_random_test -- 3000)
 set_tests_properties(runtime.identity_random_soak PROPERTIES LABELS soak)
+
+# kill -9 of a service with write-behind on: the writer is its own program;
+# 8 kills in the default suite (runtime.service_crash, registered by the
+# glob), 100 under the `soak` label.
+add_executable(service_crash_writer
+  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/service_crash_writer.cpp)
+target_link_libraries(service_crash_writer PRIVATE kvtier)
+set_target_properties(service_crash_writer PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_compile_definitions(test_runtime_service_crash_test PRIVATE
+  KVTIER_SERVICE_CRASH_WRITER="$<TARGET_FILE:service_crash_writer>")
+add_dependencies(test_runtime_service_crash_test service_crash_writer)
+add_test(NAME runtime.service_crash_soak
+  COMMAND test_runtime_service_crash_test -- 100)
+set_tests_properties(runtime.service_crash_soak PROPERTIES LABELS soak)

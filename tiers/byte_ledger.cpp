@@ -25,7 +25,8 @@ uint64_t byte_ledger::hold(const std::vector<buffer_ref>& bufs) {
   return added;
 }
 
-uint64_t byte_ledger::release(const std::vector<uint64_t>& ids) {
+uint64_t byte_ledger::release(const std::vector<uint64_t>& ids,
+                              std::vector<uint64_t>* gone) {
   uint64_t freed = 0;
   for (auto id : ids) {
     auto it = slots_.find(id);
@@ -33,10 +34,17 @@ uint64_t byte_ledger::release(const std::vector<uint64_t>& ids) {
     if (--it->second.holders == 0) {
       freed += it->second.size;
       slots_.erase(it);
+      if (gone)
+        gone->push_back(id);
     }
   }
   bytes_ -= freed;
   return freed;
+}
+
+uint64_t byte_ledger::holders(uint64_t id) const {
+  auto it = slots_.find(id);
+  return it == slots_.end() ? 0 : it->second.holders;
 }
 
 uint64_t distinct_bytes(const std::vector<buffer_ref>& bufs) noexcept {

@@ -26,9 +26,14 @@ public:
   /// returns the bytes newly counted.
   uint64_t hold(const std::vector<buffer_ref>& bufs);
 
-  /// One holder fewer for each buffer id; returns the bytes no longer held.
-  /// Ids must have been held.
-  uint64_t release(const std::vector<uint64_t>& ids);
+  /// One holder fewer for each buffer id; returns the bytes no longer held
+  /// (and, when `gone` is given, appends the ids no longer held). Ids must
+  /// have been held.
+  uint64_t release(const std::vector<uint64_t>& ids,
+                   std::vector<uint64_t>* gone = nullptr);
+
+  /// Holders of buffer `id` (0: not held).
+  uint64_t holders(uint64_t id) const;
 
   /// Bytes held (each buffer once).
   uint64_t bytes() const noexcept {

@@ -14,8 +14,13 @@ put_result ram_tier::put_object(std::string key,
   std::vector<buffer_ref> bufs;
   collect_buffers(holder, bufs);
   if (distinct_bytes(bufs) > capacity_)
-    return hand_back(
-      {{true, std::move(key), {}}, {}, std::move(tensors), !durable});
+    return hand_back({.key = {true, std::move(key), {}},
+                      .state = {},
+                      .object = std::move(tensors),
+                      .needs_spill = !durable,
+                      .leaving = false,
+                      .serial = 0,
+                      .released = {}});
   put_result out;
   auto r = emplace(record{.is_object = true,
                           .object_key = key,

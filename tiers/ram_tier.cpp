@@ -3,12 +3,14 @@
 #include "messages/assert.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 namespace kvtier::tiers {
 
-ram_tier::ram_tier(uint64_t capacity_bytes)
-  : capacity_(capacity_bytes) {}
+ram_tier::ram_tier(uint64_t capacity_bytes, bool cold_tier)
+  : capacity_(capacity_bytes)
+  , cold_(cold_tier) {}
 
 ram_key ram_tier::key_of(const record& r) {
   if (r.is_object)
@@ -18,18 +20,35 @@ ram_key ram_tier::key_of(const record& r) {
 
 ram_tier::record_it ram_tier::emplace(record rec,
                                       const std::vector<buffer_ref>& bufs,
-                                      uint64_t now) {
+                                      uint64_t now, bool resident) {
   rec.last_used = now;
   rec.serial = ++serials_;
+  rec.leaving = !resident;
   rec.buffers.reserve(bufs.size());
   for (auto& b : bufs)
     rec.buffers.push_back(b->id());
   ledger_.hold(bufs);
-  lru_.push_back(std::move(rec));
-  return std::prev(lru_.end());
+  auto& list = resident ? lru_ : leaving_;
+  if (resident)
+    resident_.hold(bufs);
+  list.push_back(std::move(rec));
+  return std::prev(list.end());
 }
 
-uint64_t ram_tier::drop(record_it r) {
+std::vector<buffer_ref> ram_tier::buffers_of(const record& r) {
+  std::vector<buffer_ref> out;
+  if (r.is_object) {
+    entry holder; // collect_buffers walks entries
+    holder.attachments = r.object;
+    collect_buffers(holder, out);
+  } else {
+    collect_buffers(r.state, out);
+  }
+  return out;
+}
+
+uint64_t ram_tier::drop(record_it r, std::vector<released_buffer>* released,
+                        std::vector<buffer_ref> refs) {
   if (r->is_object) {
     auto o = objects_.find(r->object_key);
     if (o != objects_.end() && o->second == r)
@@ -39,8 +58,21 @@ uint64_t ram_tier::drop(record_it r) {
   }
   if (!r->pins.empty())
     --protected_;
-  auto freed = ledger_.release(r->buffers);
-  lru_.erase(r);
+  std::vector<uint64_t> gone;
+  auto freed = ledger_.release(r->buffers, released ? &gone : nullptr);
+  if (!r->leaving)
+    resident_.release(r->buffers);
+  if (released && !gone.empty()) {
+    if (refs.empty())
+      refs = buffers_of(*r);
+    std::unordered_map<uint64_t, const buffer_ref*> by_id;
+    for (auto& b : refs)
+      by_id.emplace(b->id(), &b);
+    for (auto id : gone)
+      if (auto b = by_id.find(id); b != by_id.end())
+        released->push_back({*b->second, (*b->second)->size()});
+  }
+  (r->leaving ? leaving_ : lru_).erase(r);
   return freed;
 }
 
@@ -48,10 +80,64 @@ spill_order ram_tier::take(record_it r) {
   spill_order out;
   out.key = key_of(*r);
   out.needs_spill = !r->durable;
+  out.serial = r->serial;
+  auto refs = buffers_of(*r); // for the weak refs of what the tier lets go
   out.state = std::move(r->state);
   out.object = std::move(r->object);
-  drop(r);
+  drop(r, &out.released, std::move(refs));
   return out;
+}
+
+bool ram_tier::leaves(record_it r) const {
+  return cold_ && !r->is_object && !r->durable;
+}
+
+spill_order ram_tier::leave(record_it r) {
+  spill_order out;
+  out.key = key_of(*r);
+  out.state = r->state;
+  out.serial = r->serial;
+  out.leaving = true;
+  out.needs_spill = !std::exchange(r->writing, true);
+  if (!r->pins.empty()) { // protection leaves with residency
+    r->pins.clear();
+    --protected_;
+  }
+  resident_.release(r->buffers);
+  r->leaving = true;
+  leaving_.splice(leaving_.end(), lru_, r);
+  return out;
+}
+
+void ram_tier::rejoin(record_it r, uint64_t now) {
+  resident_.hold(buffers_of(*r));
+  r->leaving = false;
+  lru_.splice(lru_.end(), leaving_, r);
+  r->last_used = now;
+  index_.touch(r->ref);
+  ++counters_.rejoined;
+}
+
+uint64_t ram_tier::would_free(record_it r) const {
+  // A buffer goes with `r` when no other item holds it and no one outside
+  // the tier does: its only references are r's own views (and `refs`).
+  std::unordered_map<uint64_t, long> views;
+  auto count = [&](const std::vector<view>& segs) {
+    for (auto& s : segs)
+      if (s.buf)
+        ++views[s.buf->id()];
+  };
+  for (auto& l : r->state.layers)
+    count(l.segments);
+  for (auto& a : r->state.attachments)
+    count(a.segments);
+  for (auto& a : r->object)
+    count(a.segments);
+  uint64_t n = 0;
+  for (auto& b : buffers_of(*r))
+    if (ledger_.holders(b->id()) == 1 && b.use_count() == views[b->id()] + 1)
+      n += b->size();
+  return n;
 }
 
 void ram_tier::touch(record_it r, uint64_t now) {
@@ -106,10 +192,10 @@ std::vector<spill_order> ram_tier::evict_over_cap(record_it keep) {
   // `keep` alone fits the cap (puts refuse larger items), so evicting
   // everything else always gets under it.
   std::vector<spill_order> out;
-  while (ledger_.bytes() > capacity_) {
+  while (resident_.bytes() > capacity_) {
     auto v = victim(keep);
     KVTIER_ASSERT(v != lru_.end());
-    out.push_back(take(v));
+    out.push_back(leaves(v) ? leave(v) : take(v));
     ++counters_.evictions;
   }
   return out;
@@ -123,8 +209,16 @@ size_t ram_tier::supersede(record_it r) {
   for (auto a : index_.ancestors(r->ref)) {
     if (index_.length(a) < floor)
       break; // ancestors come nearest first: the rest are shorter still
-    drop(index_.handle(a));
+    auto old = index_.handle(a);
     ++n;
+    if (cold_ && old->writing) {
+      // Its write still holds its bytes: it stays findable (leaving)
+      // until that write settles, then leaves without a second one.
+      if (!old->leaving)
+        leave(old);
+      continue;
+    }
+    drop(old);
   }
   return n;
 }
@@ -146,6 +240,35 @@ put_result ram_tier::hand_back(spill_order&& s) {
   return out;
 }
 
+put_result ram_tier::hold_oversize(entry&& e,
+                                   const std::vector<buffer_ref>& bufs,
+                                   uint64_t now) {
+  // Too large to keep, but its bytes live on in the write it goes to:
+  // held as leaving meanwhile, so it stays servable (no supersession: it
+  // may never be stored). It replaces an item of its key, as any put.
+  ++counters_.oversize;
+  auto floor = trim_floor(e);
+  auto r =
+    emplace(record{.state = std::move(e), .writing = true}, bufs, now, false);
+  auto ins = index_.insert(r->state.ns, r->state.tokens, r, floor);
+  r->ref = ins.ref;
+  if (ins.replaced) {
+    auto old = *ins.replaced;
+    old->ref = entry_ref{};
+    r->leases = std::move(old->leases);
+    drop(old);
+    ++counters_.replacements;
+  }
+  spill_order s;
+  s.key = key_of(*r);
+  s.state = r->state;
+  s.serial = r->serial;
+  s.leaving = true;
+  put_result out;
+  out.evicted.push_back(std::move(s));
+  return out;
+}
+
 caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
                                         protection p) {
   if (e.tokens.empty())
@@ -154,8 +277,13 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
     return err;
   std::vector<buffer_ref> bufs;
   collect_buffers(e, bufs);
-  if (distinct_bytes(bufs) > capacity_)
-    return hand_back({{false, e.ns, e.tokens}, std::move(e), {}, true});
+  bool oversize = distinct_bytes(bufs) > capacity_;
+  if (oversize && (!cold_ || durable))
+    return hand_back({.key = {false, e.ns, e.tokens},
+                      .state = std::move(e),
+                      .needs_spill = true});
+  if (oversize)
+    return hold_oversize(std::move(e), bufs, now);
   put_result out;
   auto floor = trim_floor(e);
   auto r =
@@ -204,8 +332,17 @@ ram_tier::lookup(std::span<const token> prompt, std::string_view ns,
   if (session)
     ++(r->state.session == session ? counters_.session_hits
                                    : counters_.session_misses);
-  touch(r, now);
-  return ram_hit{std::move(*served), r->state.size(), r->serial};
+  ram_hit out{std::move(*served), r->state.size(), r->serial, {}};
+  if (!r->leaving) {
+    touch(r, now);
+  } else if (distinct_bytes(buffers_of(*r)) <= capacity_) {
+    rejoin(r, now); // in use again: resident, its write carries on
+    out.evicted = evict_over_cap(r);
+  } else {
+    r->last_used = now; // too large to be resident: it stays leaving
+    index_.touch(r->ref);
+  }
+  return out;
 }
 
 uint64_t ram_tier::peek_prefix_len(std::span<const token> prompt,
@@ -269,15 +406,46 @@ std::optional<ram_item> ram_tier::item(const ram_key& key) const {
   auto r = find(key);
   if (r == lru_.end())
     return std::nullopt;
-  return ram_item{r->serial, r->durable, r->state};
+  return ram_item{r->serial, r->durable, r->state, r->leaving, r->writing};
 }
 
 std::vector<ram_key> ram_tier::undurable() const {
   std::vector<ram_key> out;
   for (auto& r : lru_)
-    if (!r.is_object && !r.durable)
+    if (!r.is_object && !r.durable && !r.writing)
       out.push_back(key_of(r));
   return out;
+}
+
+std::optional<ram_item> ram_tier::begin_write(const ram_key& key,
+                                              uint64_t serial) {
+  auto r = find(key);
+  if (r == lru_.end() || r->is_object || r->durable || r->writing
+      || (serial != 0 && r->serial != serial))
+    return std::nullopt;
+  r->writing = true;
+  return ram_item{r->serial, r->durable, r->state, r->leaving, r->writing};
+}
+
+std::optional<spill_order> ram_tier::write_settled(const ram_key& key,
+                                                   uint64_t serial,
+                                                   write_result result,
+                                                   uint64_t file_tokens) {
+  auto r = find(key);
+  if (r == lru_.end() || r->serial != serial || result == write_result::failed)
+    return std::nullopt;
+  r->writing = false;
+  bool durable = result == write_result::durable;
+  if (r->leaving) {
+    if (!durable)
+      ++counters_.leaving_dropped;
+    return take(r); // durable elsewhere, or dropped by the SSD's policy
+  }
+  if (durable) {
+    r->durable = true;
+    r->file_tokens = file_tokens > 0 ? file_tokens : r->state.size();
+  }
+  return std::nullopt;
 }
 
 std::optional<spill_order> ram_tier::remove(const ram_key& key) {
@@ -291,20 +459,50 @@ std::optional<spill_order> ram_tier::pop_lru() {
   if (lru_.empty())
     return std::nullopt;
   ++counters_.evictions;
-  return take(victim(lru_.end()));
+  auto v = victim(lru_.end());
+  return leaves(v) ? leave(v) : take(v);
 }
 
-std::pair<uint64_t, uint64_t> ram_tier::reclaim(uint64_t want_bytes) {
-  uint64_t n = 0, freed = 0;
-  for (auto r = lru_.begin(); r != lru_.end() && freed < want_bytes;) {
+reclaim_counts& ram_tier::reclaim_pass(reclaim_counts& out, uint64_t want,
+                                       reclaim_order order, bool durable_pass) {
+  auto counted = [&] {
+    return order == reclaim_order::freeing
+             ? out.freed_bytes
+             : out.released_bytes + out.dropped_bytes;
+  };
+  for (auto r = lru_.begin(); r != lru_.end() && counted() < want;) {
     auto next = std::next(r);
-    if (r->durable && evictable(r)) {
-      freed += drop(r);
-      ++n;
+    // A write out holds the bytes anyway (and will make the item durable).
+    // Durable objects go with the durable pass; optional state is entries.
+    bool candidate = (durable_pass || !r->is_object)
+                     && r->durable == durable_pass && evictable(r)
+                     && !r->writing;
+    if (candidate && (order == reclaim_order::lru || would_free(r) > 0)) {
+      std::vector<released_buffer> rel;
+      auto ledger = drop(r, &rel);
+      auto died = died_bytes(rel);
+      auto n = order == reclaim_order::freeing ? died : ledger;
+      out.freed_bytes += died;
+      if (durable_pass) {
+        ++out.released;
+        out.released_bytes += n;
+      } else {
+        ++out.dropped;
+        out.dropped_bytes += n;
+        ++counters_.boundary_dropped;
+      }
     }
     r = next;
   }
-  return {n, freed};
+  return out;
+}
+
+reclaim_counts ram_tier::reclaim(uint64_t want_bytes, reclaim_order order) {
+  reclaim_counts out;
+  reclaim_pass(out, want_bytes, order, true); // copies durable on SSD
+  if (want_bytes != all_durable)
+    reclaim_pass(out, want_bytes, order, false); // optional state, dropped
+  return out;
 }
 
 bool ram_tier::add_interest(const ram_key& key, uint64_t lease) {
@@ -368,7 +566,9 @@ void ram_tier::clear() {
   protected_ = 0;
   leases_.clear();
   lru_.clear();
+  leaving_.clear();
   ledger_.clear();
+  resident_.clear();
 }
 
 ram_counters ram_tier::counters() const {
@@ -378,7 +578,17 @@ ram_counters ram_tier::counters() const {
   c.bytes = ledger_.bytes();
   c.capacity = capacity_;
   c.protected_entries = protected_;
+  c.leaving_entries = leaving_.size();
+  c.leaving_bytes = ledger_.bytes() - resident_.bytes();
   return c;
+}
+
+uint64_t died_bytes(const std::vector<released_buffer>& released) noexcept {
+  uint64_t n = 0;
+  for (auto& b : released)
+    if (b.buf.expired())
+      n += b.size;
+  return n;
 }
 
 } // namespace kvtier::tiers

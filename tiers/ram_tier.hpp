@@ -13,12 +13,31 @@
 //   stand in for (ancestor length >= its trim floor); an untrimmable one
 //   supersedes nothing. Replaced and superseded entries leave without spill.
 // - Over the cap, least-recently-used items leave as ordered spill orders;
-//   `needs_spill` is false only for items marked durable on SSD. The owner
+//   `needs_spill` is false for items marked durable on SSD. The owner
 //   sets and clears that mark (`mark_durable`, `mark_not_durable`) from
 //   what the SSD tier reports; a mark remembers which file length gave it,
 //   so a file's removal clears exactly the marks that file may have given. A
 //   put's own item is never among them; an item larger than the whole cap is
-//   handed back instead, never stored.
+//   handed back instead, never stored as resident.
+// - Handoff (a tier built with a cold tier below it): nothing in memory is
+//   unservable. An evicted (or popped) prefix entry that is not durable is
+//   not removed but *leaving*: still indexed, found by `lookup` and
+//   `peek_prefix_len`, its bytes in `bytes()` but outside the cap, until
+//   the owner says what became of its write (`write_settled`): durable, it
+//   leaves RAM; not stored (the SSD tier dropped or gave it up), it leaves
+//   RAM and is counted as `leaving_dropped`; an attempt failed, it stays
+//   while the SSD tier retries. A lookup that hits a leaving item makes it
+//   resident again (when it fits the cap). The owner orders at most one
+//   write per item at a time (`needs_spill`, `begin_write`), so eviction
+//   and flush reuse a snapshot already written or on its way. An oversize
+//   put is held as leaving too. A leaving item's bytes are also held by its
+//   queued write, so RAM holds at most the cap plus the SSD tier's
+//   write-behind cap (plus one oversize entry). Without a cold tier
+//   nothing is leaving: eviction drops.
+// - `reclaim` (a boundary) drops, without I/O, durable copies first, then
+//   optional items (unprotected, unleased, no write out) that are nowhere
+//   else (reported as dropped), least recently used first, preferring
+//   items whose drop frees bytes now; views lent to a request keep theirs.
 // - Bytes are counted per buffer, once, however many items hold views of it.
 // - A protected entry (one carrying at least one pin: an open session's
 //   newest entry) is evicted only when nothing unprotected is left to evict
@@ -63,8 +82,10 @@ public:
   using put_observer =
     std::function<void(const token_seq& tokens, const std::string& ns)>;
 
-  /// A tier holding at most `capacity_bytes`.
-  explicit ram_tier(uint64_t capacity_bytes);
+  /// A tier holding at most `capacity_bytes` resident; `cold_tier`: a tier
+  /// below takes evicted entries, so they are leaving until their write
+  /// settles (see the header comment).
+  explicit ram_tier(uint64_t capacity_bytes, bool cold_tier = false);
 
   /// Offers `e`. Fails with `ec::invalid_argument` (leaving `e` untouched)
   /// for an empty token list or a state that does not validate. Otherwise
@@ -123,23 +144,50 @@ public:
   /// (the owner copies it into a write order); nullopt when not held.
   std::optional<ram_item> item(const ram_key& key) const;
 
-  /// Prefix entries not marked durable, least recent first (what a flush
-  /// must snapshot). Objects are not listed: they are never written.
+  /// Resident prefix entries neither marked durable nor with a write out,
+  /// least recent first (what a flush must snapshot; those with a write
+  /// out are covered by the SSD tier's flush). Objects are not listed:
+  /// they are never written.
   std::vector<ram_key> undurable() const;
+
+  /// The owner orders a write of the prefix entry `key` (when `serial` is
+  /// not 0, only if it is still that item): marks a write out and returns
+  /// the item; nullopt when not held, an object, durable, or a write of
+  /// it is out already (one write per item at a time).
+  std::optional<ram_item> begin_write(const ram_key& key, uint64_t serial = 0);
+
+  /// What became of the write of item (`key`, `serial`): see
+  /// `write_result`. Returns the item when it left RAM (a leaving item
+  /// whose write is durable or not stored; `released` lists its buffers);
+  /// nullopt otherwise, also when the key now names another item (a newer
+  /// put replaced it: that one is not concerned). `file_tokens` as in
+  /// `mark_durable`.
+  std::optional<spill_order> write_settled(const ram_key& key, uint64_t serial,
+                                           write_result r,
+                                           uint64_t file_tokens = 0);
 
   /// Removes one item (e.g. once idle demotion made it durable) and hands
   /// it back; nullopt when not held. Not counted as an eviction.
   std::optional<spill_order> remove(const ram_key& key);
 
-  /// Pressure relief: removes the least recently used item (unprotected
-  /// ones first) and hands it back; nullopt when empty.
+  /// Pressure relief: the least recently used resident item (unprotected
+  /// ones first) leaves as by eviction and is handed back (`leaving` when
+  /// it waits for its write); nullopt when nothing is resident.
   std::optional<spill_order> pop_lru();
 
-  /// At an execution boundary: drops least-recently-used items that are
-  /// durable on SSD (nothing to write, so no I/O), unprotected and held by
-  /// no interest, until `want_bytes` were freed or none is left. Returns
-  /// {items dropped, bytes freed}. Not counted as evictions.
-  std::pair<uint64_t, uint64_t> reclaim(uint64_t want_bytes);
+  /// `reclaim(all_durable)`: every durable copy, and no optional item.
+  static constexpr uint64_t all_durable = UINT64_MAX;
+
+  /// At an execution boundary, without I/O: drops least-recently-used
+  /// resident items that are durable on SSD, then, when `want_bytes` is
+  /// a number (not `all_durable`), optional ones that are not
+  /// (unprotected, held by no interest, no write out: their state is
+  /// lost, counted as `boundary_dropped`), until `want_bytes` were freed
+  /// or none is left. With `reclaim_order::freeing`, items whose drop
+  /// would free nothing now are skipped and only bytes whose buffers died
+  /// count. Objects stay. Not counted as evictions.
+  reclaim_counts reclaim(uint64_t want_bytes,
+                         reclaim_order order = reclaim_order::freeing);
 
   /// Lease `lease` keeps `key` resident (see the eviction order above);
   /// false when `key` is not held. A lease may hold several items.
@@ -195,8 +243,13 @@ public:
 
   ram_counters counters() const;
 
+  /// Bytes held: resident and leaving items, each buffer once.
   uint64_t bytes() const noexcept {
     return ledger_.bytes();
+  }
+  /// Bytes of resident items (what the cap bounds).
+  uint64_t resident_bytes() const noexcept {
+    return resident_.bytes();
   }
   uint64_t capacity() const noexcept {
     return capacity_;
@@ -220,16 +273,35 @@ private:
     std::vector<uint64_t> leases{}; // interests holding it
     std::vector<uint64_t> pins{};   // protections (empty: unprotected)
     uint64_t file_tokens = 0;       // of the SSD file behind `durable`
+    bool leaving = false;           // in `leaving_`: evicted, write pending
+    bool writing = false;           // the owner has a write of it out
   };
   using record_it = std::list<record>::iterator;
 
   record_it emplace(record rec, const std::vector<buffer_ref>& bufs,
-                    uint64_t now);
+                    uint64_t now, bool resident = true);
   spill_order take(record_it r);
+  /// Turns a resident item into a leaving one; its spill order.
+  spill_order leave(record_it r);
+  /// Whether an evicted `r` leaves (waits for its write) or is dropped.
+  bool leaves(record_it r) const;
+  /// A leaving item becomes resident again.
+  void rejoin(record_it r, uint64_t now);
+  /// Bytes dropping `r` would free now (buffers only it holds anywhere).
+  uint64_t would_free(record_it r) const;
+  static std::vector<buffer_ref> buffers_of(const record& r);
+  reclaim_counts& reclaim_pass(reclaim_counts& out, uint64_t want,
+                               reclaim_order order, bool durable_pass);
   /// A put refused for size: `s` is the only spill order.
   put_result hand_back(spill_order&& s);
+  /// An oversize put with a cold tier: held as leaving.
+  put_result hold_oversize(entry&& e, const std::vector<buffer_ref>& bufs,
+                           uint64_t now);
   static ram_key key_of(const record& r);
-  uint64_t drop(record_it r);
+  /// Removes `r`; `released` receives the buffers no item holds any more
+  /// (`refs`: r's buffers, when its state was moved out already).
+  uint64_t drop(record_it r, std::vector<released_buffer>* released = nullptr,
+                std::vector<buffer_ref> refs = {});
   void touch(record_it r, uint64_t now);
   bool protects(record_it r) const;
   void pin(record_it r, uint64_t id);
@@ -244,11 +316,14 @@ private:
   record_it find(const ram_key& key) const;
 
   uint64_t capacity_;
-  std::list<record> lru_; // front: least recently used
+  bool cold_;
+  std::list<record> lru_;     // resident; front: least recently used
+  std::list<record> leaving_; // leaving, oldest first
   prefix_index<record_it> index_;
   std::unordered_map<std::string, record_it> objects_;
   std::unordered_map<uint64_t, std::vector<ram_key>> leases_;
-  byte_ledger ledger_;
+  byte_ledger ledger_;   // every item
+  byte_ledger resident_; // resident items (the cap)
   put_observer observer_;
   uint64_t serials_ = 0;
   uint64_t pins_ = 0;      // pin ids handed out

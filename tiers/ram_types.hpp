@@ -7,22 +7,24 @@
 #include "tiers/state.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace kvtier::tiers {
 
-/// What a RAM lookup lends: zero-copy views of the donor, trimmed.
-struct ram_hit {
-  /// The donor's state cut to `state.size()` tokens (the usable prefix);
-  /// attachments only when that is the donor's whole length.
-  entry state;
-  /// The donor's own length (> state.size() when it was trimmed).
-  uint64_t donor_length = 0;
-  /// The donor's serial (see `put_result::serial`).
-  uint64_t donor_serial = 0;
+/// A buffer the tier stopped holding, watched weakly: the owner checks,
+/// once it let go of its own copies, whether the bytes really went
+/// (`died_bytes`). A view lent to an engine or a write still queued keeps
+/// them alive.
+struct released_buffer {
+  std::weak_ptr<const buffer> buf;
+  uint64_t size = 0;
 };
+
+/// Bytes of `released` whose buffers no longer exist anywhere.
+uint64_t died_bytes(const std::vector<released_buffer>& released) noexcept;
 
 /// Names an item in RAM: a prefix entry (ns, tokens) or an object (key).
 struct ram_key {
@@ -34,16 +36,79 @@ struct ram_key {
   bool operator==(const ram_key&) const = default;
 };
 
-/// An item that left RAM by eviction, handed to the caller in order.
+/// An item that left RAM by eviction (or, with a cold tier, started to
+/// leave), handed to the caller in order.
 struct spill_order {
   ram_key key;
   /// The whole prefix entry (empty for an object).
   entry state;
   /// The object's tensors (empty for a prefix entry).
   std::vector<attachment> object;
-  /// False when a durable copy is already on SSD (`mark_durable`): the
-  /// caller may drop it. True otherwise, also while a write is pending.
+  /// The owner must order a write of `state`: no durable copy is on SSD
+  /// (`mark_durable`) and, for a leaving item, no write of it is out yet.
+  /// Without a cold tier: true for an item that was not durable (the
+  /// caller drops it; there is nowhere to write).
   bool needs_spill = true;
+  /// With a cold tier: the item stays indexed as *leaving* (servable,
+  /// counted in `bytes()`, outside the cap) until `write_settled` says its
+  /// write is durable or not stored. False: it left RAM now.
+  bool leaving = false;
+  /// The item's serial (see `put_result::serial`), for `write_settled`.
+  uint64_t serial = 0;
+  /// Buffers the tier stopped holding when the item left (empty while it
+  /// is leaving).
+  std::vector<released_buffer> released;
+};
+
+/// What a RAM lookup lends: zero-copy views of the donor, trimmed.
+struct ram_hit {
+  /// The donor's state cut to `state.size()` tokens (the usable prefix);
+  /// attachments only when that is the donor's whole length.
+  entry state;
+  /// The donor's own length (> state.size() when it was trimmed).
+  uint64_t donor_length = 0;
+  /// The donor's serial (see `put_result::serial`).
+  uint64_t donor_serial = 0;
+  /// The donor was leaving (its write pending) and became resident again:
+  /// what that evicted over the cap, least recently used first.
+  std::vector<spill_order> evicted;
+};
+
+/// What `write_settled` is told of an item's write.
+enum class write_result : uint8_t {
+  /// The file is durable: a leaving item leaves RAM, a resident one is
+  /// marked durable.
+  durable,
+  /// It will not be stored (dropped over the write-behind cap, given up
+  /// after its last attempt, cancelled, refused): a leaving item leaves
+  /// RAM (counted as `leaving_dropped`), a resident one stays undurable.
+  not_stored,
+  /// An attempt failed and the SSD tier retries it: nothing changes.
+  failed,
+};
+
+/// What `ram_tier::reclaim` gave back at a boundary.
+struct reclaim_counts {
+  /// Items already durable on SSD that were dropped, and their bytes.
+  uint64_t released = 0;
+  uint64_t released_bytes = 0;
+  /// Optional items not durable anywhere that were dropped, and their
+  /// bytes (the state is lost, not demoted).
+  uint64_t dropped = 0;
+  uint64_t dropped_bytes = 0;
+  /// Bytes whose buffers died (with `reclaim_order::freeing`, the same as
+  /// released + dropped bytes).
+  uint64_t freed_bytes = 0;
+};
+
+/// How `reclaim` picks its victims among least-recently-used items.
+enum class reclaim_order : uint8_t {
+  /// Skips items whose drop would free no byte now (views lent to a
+  /// running request, a write still holding them); bytes count as freed
+  /// only when their buffers died.
+  freeing,
+  /// Plain LRU order; bytes count as the byte ledger releases them.
+  lru,
 };
 
 /// A look at one held item without touching it (`ram_tier::item`).
@@ -54,6 +119,9 @@ struct ram_item {
   bool durable = false;
   /// The prefix entry as views (empty for an object).
   entry state;
+  /// Leaving (evicted, its write pending); a write of it is out.
+  bool leaving = false;
+  bool writing = false;
 };
 
 /// A look at one held object without touching it (`ram_tier::peek_object`).
@@ -68,7 +136,8 @@ struct ram_object {
 
 /// What a put did. When `kept` is false the offered item was larger than
 /// the whole cap: it comes back as the only spill order, and RAM is as it
-/// was.
+/// was; with a cold tier it is held as leaving meanwhile (servable until
+/// its write settles, never counted against the cap).
 struct put_result {
   bool kept = false;
   /// Identity of the stored item: the tier's count of puts that stored one
@@ -119,6 +188,16 @@ struct ram_counters {
   /// (`mark_not_durable`): each such item is written again before it
   /// leaves RAM.
   uint64_t backing_lost = 0;
+  /// Items leaving right now (evicted, their write pending or failed and
+  /// retried), and the bytes only they hold (outside the cap).
+  uint64_t leaving_entries = 0;
+  uint64_t leaving_bytes = 0;
+  /// Leaving items dropped because their write was not stored.
+  uint64_t leaving_dropped = 0;
+  /// Leaving items a lookup made resident again.
+  uint64_t rejoined = 0;
+  /// Items a boundary dropped without a durable copy (optional state).
+  uint64_t boundary_dropped = 0;
 };
 
 } // namespace kvtier::tiers

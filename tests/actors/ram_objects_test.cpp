@@ -85,7 +85,9 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
       std::make_unique<ssd::ssd_tier>(cfg, *parts->own_fs, *parts->engine);
     BOOST_REQUIRE(parts->tier->open());
     ssd = sys.spawn(actors::ssd_tier, std::move(parts));
-    ram = sys.spawn(actors::ram_tier, uint64_t{1} << 20, ssd, nullptr, true);
+    ram =
+      sys.spawn(actors::ram_tier,
+                actors::ram_tier_config{uint64_t{1} << 20, true}, ssd, nullptr);
     self->send(ssd, actors::attach_ram_atom::value, ram);
     drain();
   }
@@ -309,12 +311,13 @@ BOOST_AUTO_TEST_CASE(an_object_file_that_goes_clears_the_durable_mark) {
 
 BOOST_AUTO_TEST_CASE(without_objects_the_ram_actor_and_the_facade_refuse_them) {
   auto no_objects =
-    sys.spawn(actors::ram_tier, uint64_t{1} << 20, ssd, nullptr, false);
+    sys.spawn(actors::ram_tier,
+              actors::ram_tier_config{uint64_t{1} << 20, false}, ssd, nullptr);
   actors::service_actors tiers;
   tiers.ram = no_objects;
   auto facade = sys.spawn(actors::cache_service, tiers,
                           *tiers::model_geometry::preset("tiny-dense"), false,
-                          uint64_t{0}, false);
+                          uint64_t{0}, false, uint64_t{10000});
   drain();
   auto refused = [&](auto to) {
     self->send(to, put_message("a", object(1)));

@@ -17,9 +17,12 @@ using actors::sealed;
 
 namespace {
 
-/// Answers SpillEntry with "durable", FindPrefix with a file of the
-/// prompt but its last token, and FlushState at once; counts spills.
-caf::behavior fake_ssd(caf::event_based_actor*, std::shared_ptr<int> spills) {
+/// Answers SpillEntry (a notify order, as the RAM actor sends them) with
+/// `queued` and a SpillSettled "durable" event before it, FindPrefix with a
+/// file of the prompt but its last token, and FlushState at once; counts
+/// spills.
+caf::behavior fake_ssd(caf::event_based_actor* self,
+                       std::shared_ptr<int> spills) {
   return {
     [](const sealed<msg::FindPrefix>& m) {
       auto prompt = tiers::read_tokens(m.root().getPrompt());
@@ -29,11 +32,18 @@ caf::behavior fake_ssd(caf::event_based_actor*, std::shared_ptr<int> spills) {
       tiers::write_key(d.root().initKey(), m.root().getNs().cStr(), prompt);
       return std::move(d).seal();
     },
-    [spills](const sealed<msg::SpillEntry>& m) {
+    [self, spills](const sealed<msg::SpillEntry>& m) {
       ++*spills;
+      BOOST_CHECK(m.root().getNotify());
+      msg::draft<msg::SpillSettled> e;
+      e.root().setOrderId(m.root().getOrderId());
+      e.root().setOutcome(msg::SpillOutcome::DURABLE);
+      self->send(
+        caf::actor_cast<actors::ram_tier_actor>(self->current_sender()),
+        std::move(e).seal());
       msg::draft<msg::SpillEntryReply> d;
       d.root().setOrderId(m.root().getOrderId());
-      d.root().setOutcome(msg::SpillOutcome::DURABLE);
+      d.root().setOutcome(msg::SpillOutcome::QUEUED);
       return std::move(d).seal();
     },
     [](const sealed<msg::FlushState>&) {
@@ -50,7 +60,8 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     caf::actor_cast<actors::ssd_tier_actor>(ssd_impl);
   // 1 MiB: 4096 tokens of tiny-dense (256 bytes per token).
   actors::ram_tier_actor ram =
-    sys.spawn(actors::ram_tier, uint64_t{1} << 20, ssd, nullptr, true);
+    sys.spawn(actors::ram_tier,
+              actors::ram_tier_config{uint64_t{1} << 20, true}, ssd, nullptr);
 
   static tiers::token_seq seq(size_t n, tiers::token first) {
     tiers::token_seq t(n);
@@ -122,6 +133,7 @@ BOOST_AUTO_TEST_CASE(demotion_waits_for_the_ssd_before_the_entry_leaves) {
   self->send(ram, empty<msg::ReadReport>());
   expect((sealed<msg::ReadReport>), from(self).to(ram));
   expect((sealed<msg::SpillEntry>), from(ram).to(ssd_impl));
+  expect((sealed<msg::SpillSettled>), from(ssd_impl).to(ram));
   expect((sealed<msg::SpillEntryReply>), from(ssd_impl).to(ram));
   drain();
   self->receive([](const sealed<msg::PublishStateReply>&) {});

@@ -161,8 +161,9 @@ BOOST_AUTO_TEST_CASE(close_service_forgets_every_session) {
 
 BOOST_AUTO_TEST_CASE(with_the_real_ram_tier_the_newest_entry_alone_is_pinned) {
   runtime::oracle_engine oracle{*tiers::model_geometry::preset("tiny-dense")};
-  auto real_ram = sys.spawn(actors::ram_tier, uint64_t{1} << 20,
-                            actors::ssd_tier_actor{}, nullptr, true);
+  auto real_ram =
+    sys.spawn(actors::ram_tier, actors::ram_tier_config{uint64_t{1} << 20},
+              actors::ssd_tier_actor{}, nullptr);
   auto real = sys.spawn(actors::sessions, real_ram);
   // Publishes as the facade makes them: protect set, then the event.
   auto publish = [&](const tiers::token_seq& tokens) {

@@ -72,7 +72,9 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     BOOST_REQUIRE(parts->tier->open());
     ssd = sys.spawn(actors::ssd_tier, std::move(parts));
     // 1 MiB: 4096 tokens of tiny-dense (256 bytes per token).
-    ram = sys.spawn(actors::ram_tier, uint64_t{1} << 20, ssd, nullptr, true);
+    ram =
+      sys.spawn(actors::ram_tier,
+                actors::ram_tier_config{uint64_t{1} << 20, true}, ssd, nullptr);
     self->send(ssd, actors::attach_ram_atom::value, ram);
     ckpt = sys.spawn(actors::checkpoints, uint64_t{16}, ssd,
                      std::vector<tiers::storage_key>{});

@@ -33,9 +33,11 @@ service_options options(const slice_case& c) {
   o.ssd_dir = "/replay-test";
   o.io_engine = "threads";
   // As the replay's [replay] idle-demotion-ms (0) does: the reference
-  // models no idle demotion, which is on by default in a service.
+  // models no idle demotion, which is on by default in a service; and as
+  // its replay.write-behind = false does: nor background snapshots
+  // (docs/replay.md).
   o.idle_demotion_ms = 0;
-  return o;
+  return replay_settings{}.apply(o);
 }
 
 void replay_matches_reference(const slice_case& c) {

@@ -39,6 +39,9 @@ struct service_fixture {
     opts.model_scale = 1.0;
     opts.kv_budget_bytes = 1ull << 20;
     opts.position_limit = 8192;
+    // Snapshots in the background would make what is durable depend on
+    // timing; the tests of write-behind turn it on.
+    opts.write_behind = false;
   }
 
   /// Starts (or restarts) the service with `opts`.

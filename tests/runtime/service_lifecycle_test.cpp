@@ -160,6 +160,10 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_the_ssd_cap_evicted_is_rewritten_by_a_flush) {
 
 BOOST_AUTO_TEST_CASE(a_completed_release_leaves_no_file_of_a_queued_write) {
   opts.checkpoint_every_tokens = 16;
+  // The flush retries a failed write after its backoff: a long one keeps
+  // the write queued (failed, waiting) past the flush's deadline.
+  opts.retry_backoff_ms = 60000;
+  opts.storage_deadline_ms = 600;
   tiers::ssd::faulty_file_system faulty{memory};
   fs = &faulty;
   start();

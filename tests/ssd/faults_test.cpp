@@ -200,3 +200,107 @@ BOOST_AUTO_TEST_CASE(an_erased_write_that_fails_is_cancelled_not_retried) {
         BOOST_TEST(w.flush().durable);
       }
 }
+
+BOOST_AUTO_TEST_CASE(a_write_failing_every_attempt_is_given_up_and_reported) {
+  for (auto engine : all_engines()) {
+    BOOST_TEST_CONTEXT((engine == engine_choice::uring ? "uring" : "threads")) {
+      scratch_dir dir;
+      memory_file_system mem;
+      faulty_file_system faulty{mem};
+      std::vector<write_event> events;
+      std::vector<std::weak_ptr<const buffer>> bufs;
+      ssd_config cfg;
+      cfg.max_attempts = 3;
+      cfg.log = [](const std::string&) {};
+      cfg.on_write = [&](const write_event& ev) {
+        events.push_back(ev);
+        if (ev.outcome != write_outcome::failed)
+          for (auto& b : bufs)
+            BOOST_TEST(b.expired(), "a final report follows the release");
+      };
+      world w{{fs_kind::memory, engine}, dir.path, cfg, &faulty};
+      auto e = version("v1");
+      std::vector<buffer_ref> refs;
+      collect_buffers(e, refs);
+      for (auto& b : refs)
+        bufs.push_back(b);
+      refs.clear();
+      auto id = w.tier->enqueue(std::move(e), write_reason::spill);
+      BOOST_REQUIRE(id);
+      faulty.inject(fs_op::sync, 1, fault_kind::crash); // every later one too
+      drive(*w.tier, w.queue);
+      BOOST_REQUIRE(events.size() == 1u);
+      BOOST_TEST((events[0].outcome == write_outcome::failed));
+      BOOST_TEST(events[0].attempts == 1u);
+      BOOST_TEST(describe(events[0].err).find("write failed at fsync")
+                   != std::string::npos,
+                 describe(events[0].err));
+      BOOST_TEST(w.tier->retry(*id), "the owner's timer fired");
+      BOOST_TEST(!w.tier->retry(*id), "it is being written again");
+      drive(*w.tier, w.queue);
+      BOOST_REQUIRE(events.size() == 2u);
+      BOOST_TEST(events[1].attempts == 2u);
+      auto ev = w.flush(); // the third and last attempt
+      BOOST_REQUIRE(events.size() == 3u);
+      BOOST_TEST((events[2].outcome == write_outcome::given_up));
+      BOOST_TEST(events[2].attempts == 3u);
+      BOOST_TEST(!ev.durable);
+      BOOST_TEST(ev.given_up == 1u);
+      BOOST_TEST(ev.pending == 0u);
+      BOOST_TEST(w.tier->stats().writes_given_up == 1u);
+      BOOST_TEST(w.tier->stats().writes_failed == 3u);
+      BOOST_TEST(w.tier->stats().queue_items == 0u);
+      BOOST_TEST(!w.tier->retry(*id));
+      BOOST_TEST(w.flush().durable, "reported once");
+      faulty.clear();
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_durable_report_follows_the_release_of_its_buffers) {
+  scratch_dir dir;
+  std::vector<std::weak_ptr<const buffer>> bufs;
+  int durable = 0;
+  ssd_config cfg;
+  cfg.on_write = [&](const write_event& ev) {
+    if (ev.outcome != write_outcome::durable)
+      return;
+    ++durable;
+    for (auto& b : bufs)
+      BOOST_TEST(b.expired(), "nothing of the write holds them any more");
+  };
+  for (auto b : all_backends()) {
+    world w{b, dir.path + "/" + b.name(), cfg};
+    auto e = version("v1");
+    std::vector<buffer_ref> refs;
+    collect_buffers(e, refs);
+    bufs.assign(refs.begin(), refs.end());
+    refs.clear();
+    BOOST_REQUIRE(w.tier->enqueue(std::move(e), write_reason::spill));
+    BOOST_TEST(w.flush().durable);
+  }
+  BOOST_TEST(durable == static_cast<int>(all_backends().size()));
+}
+
+BOOST_AUTO_TEST_CASE(a_stalled_operation_blocks_until_released) {
+  memory_file_system mem;
+  faulty_file_system faulty{mem};
+  BOOST_REQUIRE(!faulty.make_dirs("/d"));
+  faulty.inject_any(2, fault_kind::stall);
+  BOOST_REQUIRE(faulty.open("/d/a", open_mode::create)); // op 1
+  std::atomic<bool> done{false};
+  std::thread t{[&] {
+    auto f = faulty.open("/d/b", open_mode::create); // op 2: stalls
+    BOOST_TEST(static_cast<bool>(f), "then it runs normally");
+    done = true;
+  }};
+  while (faulty.stalled() == 0)
+    std::this_thread::yield();
+  BOOST_TEST(!done.load());
+  BOOST_TEST(faulty.fired() == 1u);
+  faulty.release();
+  t.join();
+  BOOST_TEST(done.load());
+  BOOST_TEST(faulty.total() == 2u);
+  BOOST_TEST(!faulty.rename("/d/a", "/d/c"), "nothing else is armed");
+}

@@ -97,7 +97,10 @@ struct naive_ram {
   put_result put(entry e, bool durable = false, bool pin = false) {
     put_result out;
     if (union_bytes({&e}) > cap) {
-      out.evicted.push_back({{false, e.ns, e.tokens}, std::move(e), {}, true});
+      spill_order s;
+      s.key = {false, e.ns, e.tokens};
+      s.state = std::move(e);
+      out.evicted.push_back(std::move(s));
       return out;
     }
     std::multiset<uint64_t> leases, pins; // interests and pins follow the key
@@ -156,32 +159,43 @@ struct naive_ram {
   spill_order pop(uint64_t skip = 0) {
     auto i = take(victim(skip));
     auto key = ram_key{false, i.e.ns, i.e.tokens};
-    return spill_order{std::move(key), std::move(i.e), {}, !i.durable};
+    spill_order s;
+    s.key = std::move(key);
+    s.state = std::move(i.e);
+    s.needs_spill = !i.durable;
+    return s;
   }
 
   /// Drops durable, plain items, least recent first, until `want` bytes
-  /// were freed: {items, bytes}.
-  std::pair<uint64_t, uint64_t> reclaim(uint64_t want) {
-    std::vector<uint64_t> order; // serials by stamp
-    std::vector<item*> by_stamp;
-    for (auto& i : items)
-      by_stamp.push_back(&i);
-    std::sort(by_stamp.begin(), by_stamp.end(),
-              [](auto a, auto b) { return a->stamp < b->stamp; });
-    for (auto i : by_stamp)
-      if (i->durable && i->leases.empty() && !protects(*i))
-        order.push_back(i->serial);
-    uint64_t n = 0, freed = 0;
-    for (auto serial : order) {
-      if (freed >= want)
-        break;
-      auto before = bytes();
-      take(std::find_if(items.begin(), items.end(),
-                        [&](const item& i) { return i.serial == serial; }));
-      freed += before - bytes();
-      ++n;
-    }
-    return {n, freed};
+  /// were freed, then plain items that are not durable (the boundary's
+  /// optional state): {released, their bytes, dropped, their bytes}.
+  std::tuple<uint64_t, uint64_t, uint64_t, uint64_t> reclaim(uint64_t want) {
+    uint64_t freed = 0;
+    auto pass = [&](bool durable, uint64_t& n, uint64_t& bytes_out) {
+      std::vector<item*> by_stamp;
+      for (auto& i : items)
+        by_stamp.push_back(&i);
+      std::sort(by_stamp.begin(), by_stamp.end(),
+                [](auto a, auto b) { return a->stamp < b->stamp; });
+      std::vector<uint64_t> order; // serials by stamp
+      for (auto i : by_stamp)
+        if (i->durable == durable && i->leases.empty() && !protects(*i))
+          order.push_back(i->serial);
+      for (auto serial : order) {
+        if (freed >= want)
+          break;
+        auto before = bytes();
+        take(std::find_if(items.begin(), items.end(),
+                          [&](const item& i) { return i.serial == serial; }));
+        freed += before - bytes();
+        bytes_out += before - bytes();
+        ++n;
+      }
+    };
+    uint64_t released = 0, released_bytes = 0, dropped = 0, dropped_bytes = 0;
+    pass(true, released, released_bytes);
+    pass(false, dropped, dropped_bytes);
+    return {released, released_bytes, dropped, dropped_bytes};
   }
 
   /// (usable length, donor serial, donor length), the donor touched.
@@ -356,7 +370,10 @@ struct run_state {
         i.leases.erase(lease);
     } else if (op == 22) {
       auto want = pick(4 * tier.capacity() / 3);
-      BOOST_REQUIRE(tier.reclaim(want) == ref.reclaim(want));
+      auto got = tier.reclaim(want, reclaim_order::lru);
+      BOOST_REQUIRE(std::tuple(got.released, got.released_bytes, got.dropped,
+                               got.dropped_bytes)
+                    == ref.reclaim(want));
     } else if (op == 23) {
       compare_lookup(random_tokens(14), ns, pick(8));
     }

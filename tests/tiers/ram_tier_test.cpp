@@ -616,7 +616,8 @@ BOOST_AUTO_TEST_CASE(interest_keeps_an_item_resident_until_dropped) {
   BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{held.tokens});
 }
 
-BOOST_AUTO_TEST_CASE(boundary_reclaim_drops_only_durable_plain_items) {
+BOOST_AUTO_TEST_CASE(
+  boundary_reclaim_drops_durable_copies_then_optional_items) {
   auto eng = engine("tiny-dense");
   auto one = eng.geometry().bytes_at(8);
   ram_tier t(8 * one);
@@ -626,15 +627,47 @@ BOOST_AUTO_TEST_CASE(boundary_reclaim_drops_only_durable_plain_items) {
   t.add_interest({false, "ns", run(8, 3000)}, 1);
   // 1000 and 4000 are durable, unprotected and not held; 2000 is not
   // durable, 3000 is held, 5000 is protected.
-  auto [n, freed] = t.reclaim(one);
-  BOOST_TEST(n == 1u);
-  BOOST_TEST(freed == one);
+  auto r = t.reclaim(one);
+  BOOST_TEST(r.released == 1u);
+  BOOST_TEST(r.released_bytes == one);
+  BOOST_TEST(r.freed_bytes == one);
+  BOOST_TEST(r.dropped == 0u, "the durable copy sufficed");
   BOOST_TEST(!t.contains("ns", run(8, 1000)));
-  std::tie(n, freed) = t.reclaim(10 * one);
-  BOOST_TEST(n == 1u);
+  // The engine still needs bytes: after 4000 (durable), 2000 (nowhere
+  // else: dropped, not demoted); never the held or the protected one.
+  r = t.reclaim(10 * one);
+  BOOST_TEST(r.released == 1u);
+  BOOST_TEST(r.dropped == 1u);
+  BOOST_TEST(r.dropped_bytes == one);
   BOOST_TEST(!t.contains("ns", run(8, 4000)));
-  BOOST_TEST(t.counters().entries == 3u);
+  BOOST_TEST(!t.contains("ns", run(8, 2000)));
+  BOOST_TEST(t.counters().entries == 2u);
+  BOOST_TEST(t.counters().boundary_dropped == 1u);
   BOOST_TEST(t.counters().evictions == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(boundary_reclaim_skips_entries_whose_views_are_lent) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(8 * one);
+  must_put(t, eng.prefill("ns", run(8, 1000)), 1, true);
+  must_put(t, eng.prefill("ns", run(8, 2000)), 2, true);
+  // A running request holds views of the older one: dropping it would
+  // free nothing, so the newer one goes instead.
+  auto lent = t.lookup(cat(run(8, 1000), {1}), "ns", std::nullopt, 3);
+  BOOST_REQUIRE(lent);
+  auto r = t.reclaim(one);
+  BOOST_TEST(r.released == 1u);
+  BOOST_TEST(r.freed_bytes == one);
+  BOOST_TEST(t.contains("ns", run(8, 1000)), "the lent donor stays");
+  BOOST_TEST(!t.contains("ns", run(8, 2000)));
+  BOOST_TEST(ok(eng.verify(lent->state)), "lent views keep their bytes");
+  r = t.reclaim(one);
+  BOOST_TEST(r.released == 0u, "nothing would free a byte now");
+  lent.reset();
+  r = t.reclaim(one);
+  BOOST_TEST(r.released == 1u);
+  BOOST_TEST(r.freed_bytes == one);
 }
 
 BOOST_AUTO_TEST_CASE(a_lost_ssd_file_clears_exactly_the_marks_it_gave) {
@@ -656,9 +689,12 @@ BOOST_AUTO_TEST_CASE(a_lost_ssd_file_clears_exactly_the_marks_it_gave) {
   BOOST_TEST(!t.item({false, "ns", run(8)})->durable);
   BOOST_TEST(t.item({false, "ns", run(4)})->durable);
   BOOST_TEST(t.mark_not_durable("ns", run(16)) == 0u, "cleared once");
-  // A boundary keeps what lost its file; eviction writes it again.
-  auto [n, freed] = t.reclaim(UINT64_MAX);
-  BOOST_TEST(n == 3u);
+  // A boundary asked for the durable copies' bytes keeps what lost its
+  // file; eviction writes it again.
+  auto g = eng.geometry();
+  auto r = t.reclaim(g.bytes_at(4) + g.bytes_at(8) + g.bytes_at(16));
+  BOOST_TEST(r.released == 3u);
+  BOOST_TEST(r.dropped == 0u);
   BOOST_TEST(t.counters().entries == 2u);
   auto first = t.pop_lru();
   BOOST_REQUIRE(first);
@@ -678,4 +714,179 @@ BOOST_AUTO_TEST_CASE(a_mark_follows_the_item_not_the_key) {
   BOOST_TEST(t.mark_not_durable("ns", run(8)) == 1u);
   BOOST_TEST(t.mark_durable({false, "ns", run(8)}, false));
   BOOST_TEST(t.mark_not_durable("ns", run(8)) == 0u);
+}
+
+// --- handoff to a cold tier (ram_tier built with `cold_tier`) -------------
+
+BOOST_AUTO_TEST_CASE(
+  an_evicted_entry_stays_servable_until_its_write_is_durable) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one, true);
+  must_put(t, eng.prefill("ns", run(8, 1000)), 1);
+  must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 3);
+  BOOST_REQUIRE(r.evicted.size() == 1u);
+  auto& s = r.evicted[0];
+  BOOST_TEST(s.key.tokens == run(8, 1000));
+  BOOST_TEST(s.leaving);
+  BOOST_TEST(s.needs_spill);
+  BOOST_TEST(ok(eng.verify(s.state)));
+  BOOST_TEST(s.released.empty(), "nothing was let go yet");
+  // Still found, counted as held, outside the cap.
+  BOOST_TEST(t.peek_prefix_len(cat(run(8, 1000), {7}), "ns") == 8u);
+  BOOST_TEST(t.counters().leaving_entries == 1u);
+  BOOST_TEST(t.counters().leaving_bytes == one);
+  BOOST_TEST(t.bytes() == 3 * one);
+  BOOST_TEST(t.resident_bytes() == 2 * one);
+  BOOST_TEST(!t.begin_write(s.key).has_value(), "its write is out already");
+  auto serial = s.serial;
+  auto key = s.key;
+  r.evicted.clear(); // the owner's copy went into the write order
+  auto left = t.write_settled(key, serial, write_result::durable);
+  BOOST_REQUIRE(left);
+  BOOST_TEST(!left->leaving);
+  left->state = {};
+  BOOST_TEST(died_bytes(left->released) == one, "its bytes are free now");
+  BOOST_TEST(t.peek_prefix_len(cat(run(8, 1000), {7}), "ns") == 0u);
+  BOOST_TEST(t.bytes() == 2 * one);
+  BOOST_TEST(t.counters().leaving_entries == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_write_keeps_it_leaving_and_a_drop_is_reported) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(one, true);
+  must_put(t, eng.prefill("ns", run(8, 1000)), 1);
+  auto r = must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  BOOST_REQUIRE(r.evicted.size() == 1u);
+  auto key = r.evicted[0].key;
+  auto serial = r.evicted[0].serial;
+  BOOST_TEST(!t.write_settled(key, serial, write_result::failed).has_value());
+  BOOST_TEST(t.contains("ns", key.tokens), "kept while the SSD retries");
+  BOOST_TEST(t.item(key)->leaving);
+  BOOST_TEST(
+    !t.write_settled(key, serial + 99, write_result::not_stored).has_value(),
+    "another item's outcome changes nothing");
+  auto left = t.write_settled(key, serial, write_result::not_stored);
+  BOOST_REQUIRE(left);
+  BOOST_TEST(!t.contains("ns", key.tokens));
+  BOOST_TEST(t.counters().leaving_dropped == 1u);
+  BOOST_TEST(t.bytes() == one);
+}
+
+BOOST_AUTO_TEST_CASE(a_hit_on_a_leaving_entry_makes_it_resident_again) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one, true);
+  must_put(t, eng.prefill("ns", run(8, 1000)), 1);
+  must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 3);
+  auto a = r.evicted.at(0);
+  auto hit = t.lookup(cat(run(8, 1000), {7}), "ns", std::nullopt, 4);
+  BOOST_REQUIRE(hit);
+  BOOST_TEST(ok(eng.verify(hit->state)));
+  BOOST_TEST(hit->state.size() == 8u);
+  BOOST_TEST(t.counters().rejoined == 1u);
+  BOOST_REQUIRE(hit->evicted.size() == 1u); // the cap still holds
+  BOOST_TEST(hit->evicted[0].key.tokens == run(8, 2000));
+  BOOST_TEST(hit->evicted[0].leaving);
+  BOOST_TEST(t.resident_bytes() == 2 * one);
+  BOOST_TEST(!t.item(a.key)->leaving);
+  // Its first write is still out: evicted again, no second write is asked.
+  r = must_put(t, eng.prefill("ns", run(8, 4000)), 5);
+  r = must_put(t, eng.prefill("ns", run(8, 5000)), 6);
+  bool seen = false;
+  for (auto& s : r.evicted)
+    if (s.key == a.key) {
+      seen = true;
+      BOOST_TEST(s.leaving);
+      BOOST_TEST(!s.needs_spill);
+    }
+  BOOST_TEST(seen);
+  // A resident item's write that became durable marks it durable.
+  auto b = hit->evicted[0];
+  BOOST_TEST(
+    t.write_settled(b.key, b.serial, write_result::durable).has_value());
+  BOOST_TEST(!t.contains("ns", b.key.tokens));
+}
+
+BOOST_AUTO_TEST_CASE(
+  a_durable_victim_is_dropped_at_once_and_nothing_leaves_without_a_cold_tier) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  for (bool cold : {true, false}) {
+    ram_tier t(one, cold);
+    must_put(t, eng.prefill("ns", run(8, 1000)), 1, true); // durable
+    auto r = must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+    BOOST_REQUIRE(r.evicted.size() == 1u);
+    BOOST_TEST(!r.evicted[0].leaving);
+    BOOST_TEST(!r.evicted[0].needs_spill);
+    r = must_put(t, eng.prefill("ns", run(8, 3000)), 3); // not durable
+    BOOST_REQUIRE(r.evicted.size() == 1u);
+    BOOST_TEST(r.evicted[0].leaving == cold);
+    BOOST_TEST(r.evicted[0].needs_spill);
+    BOOST_TEST(t.contains("ns", run(8, 2000)) == cold);
+    BOOST_TEST(t.bytes() == (cold ? 2 : 1) * one);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_oversize_put_is_held_as_leaving_while_it_is_written) {
+  auto eng = engine("tiny-dense");
+  ram_tier t(eng.geometry().bytes_at(8), true);
+  must_put(t, eng.prefill("ns", run(4, 7)), 1);
+  auto r = must_put(t, eng.prefill("ns", run(9)));
+  BOOST_TEST(!r.kept);
+  BOOST_REQUIRE(r.evicted.size() == 1u);
+  BOOST_TEST(r.evicted[0].leaving);
+  BOOST_TEST(r.evicted[0].needs_spill);
+  BOOST_TEST(t.counters().oversize == 1u);
+  BOOST_TEST(t.contains("ns", run(4, 7)), "nothing else was evicted");
+  // Servable, and a hit lends it without making it resident (too large).
+  auto hit = t.lookup(cat(run(9), {1}), "ns", std::nullopt, 2);
+  BOOST_REQUIRE(hit);
+  BOOST_TEST(hit->state.size() == 9u);
+  BOOST_TEST(hit->evicted.empty());
+  BOOST_TEST(t.item({false, "ns", run(9)})->leaving);
+  BOOST_TEST(t.resident_bytes() == eng.geometry().bytes_at(4));
+  BOOST_TEST(t.write_settled(r.evicted[0].key, r.evicted[0].serial,
+                             write_result::durable)
+               .has_value());
+  BOOST_TEST(!t.contains("ns", run(9)));
+}
+
+BOOST_AUTO_TEST_CASE(one_write_per_item_a_snapshot_serves_its_eviction) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(one, true);
+  auto p = must_put(t, eng.prefill("ns", run(8, 1000)), 1);
+  ram_key k{false, "ns", run(8, 1000)};
+  BOOST_TEST(!t.begin_write(k, p.serial + 1).has_value(), "not that item");
+  auto snap = t.begin_write(k, p.serial);
+  BOOST_REQUIRE(snap);
+  BOOST_TEST(ok(eng.verify(snap->state)));
+  BOOST_TEST(!t.begin_write(k).has_value(), "one write at a time");
+  BOOST_TEST(t.undurable().empty(), "a flush leaves it to the SSD's flush");
+  auto r = must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  BOOST_REQUIRE(r.evicted.size() == 1u);
+  BOOST_TEST(r.evicted[0].leaving);
+  BOOST_TEST(!r.evicted[0].needs_spill, "the snapshot on its way serves");
+  BOOST_TEST(t.write_settled(k, p.serial, write_result::durable).has_value());
+  BOOST_TEST(!t.contains("ns", k.tokens));
+}
+
+BOOST_AUTO_TEST_CASE(a_replaced_leaving_entry_leaves_its_old_write_alone) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(one, true);
+  must_put(t, eng.prefill("ns", run(8, 1000)), 1);
+  auto r = must_put(t, eng.prefill("ns", run(8, 2000)), 2);
+  auto old = r.evicted.at(0);
+  auto fresh = must_put(t, eng.prefill("ns", run(8, 1000)), 3);
+  BOOST_TEST(fresh.replaced);
+  BOOST_TEST(
+    !t.write_settled(old.key, old.serial, write_result::durable).has_value(),
+    "the old item's outcome is not the new one's");
+  BOOST_TEST(!t.item(old.key)->durable);
+  BOOST_TEST(t.contains("ns", old.key.tokens));
 }

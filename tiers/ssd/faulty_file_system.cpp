@@ -24,6 +24,7 @@ const char* to_string(fault_kind k) {
     case fault_kind::enospc: return "enospc";
     case fault_kind::short_write: return "short_write";
     case fault_kind::crash: return "crash";
+    case fault_kind::stall: return "stall";
   }
   return "unknown";
 }
@@ -85,16 +86,59 @@ private:
 faulty_file_system::faulty_file_system(file_system& inner)
   : inner_(inner) {}
 
+faulty_file_system::~faulty_file_system() {
+  std::unique_lock guard{mtx_};
+  releasing_ = true;
+  released_.notify_all();
+  released_.wait(guard, [this] { return stalled_ == 0; });
+}
+
 void faulty_file_system::inject(fs_op op, uint64_t nth, fault_kind kind) {
   std::lock_guard guard{mtx_};
   auto i = static_cast<size_t>(op);
   armed_[i] = armed{counts_[i] + nth, kind};
+  releasing_ = false;
+}
+
+void faulty_file_system::inject_any(uint64_t nth, fault_kind kind) {
+  std::lock_guard guard{mtx_};
+  any_ = armed{total_ + nth, kind};
+  releasing_ = false;
 }
 
 void faulty_file_system::clear() {
   std::lock_guard guard{mtx_};
   armed_ = {};
+  any_ = {};
   crashed_ = false;
+  releasing_ = true;
+  released_.notify_all();
+}
+
+void faulty_file_system::release() {
+  std::lock_guard guard{mtx_};
+  releasing_ = true;
+  released_.notify_all();
+}
+
+uint64_t faulty_file_system::stalled() const {
+  std::lock_guard guard{mtx_};
+  return stalled_;
+}
+
+bool faulty_file_system::stalled_on(fs_op op) const {
+  std::lock_guard guard{mtx_};
+  return stalled_ops_[static_cast<size_t>(op)] > 0;
+}
+
+uint64_t faulty_file_system::fired() const {
+  std::lock_guard guard{mtx_};
+  return fired_;
+}
+
+uint64_t faulty_file_system::total() const {
+  std::lock_guard guard{mtx_};
+  return total_;
 }
 
 uint64_t faulty_file_system::count(fs_op op) const {
@@ -113,17 +157,34 @@ void faulty_file_system::crash_now() {
 }
 
 std::optional<fault_kind> faulty_file_system::next(fs_op op) {
-  std::lock_guard guard{mtx_};
+  std::unique_lock guard{mtx_};
   auto i = static_cast<size_t>(op);
   auto n = ++counts_[i];
+  auto t = ++total_;
   if (crashed_ && mutating(op))
     return fault_kind::crash;
-  if (armed_[i].at == 0 || armed_[i].at != n)
+  std::optional<fault_kind> kind;
+  if (armed_[i].at != 0 && armed_[i].at == n) {
+    kind = armed_[i].kind;
+    armed_[i] = {};
+  } else if (any_.at != 0 && any_.at == t) {
+    kind = any_.kind;
+    any_ = {};
+  }
+  if (!kind)
     return std::nullopt;
-  auto kind = armed_[i].kind;
-  armed_[i] = {};
-  if (kind == fault_kind::crash)
+  ++fired_;
+  if (*kind == fault_kind::crash)
     crashed_ = true;
+  if (*kind == fault_kind::stall) {
+    ++stalled_;
+    ++stalled_ops_[i];
+    released_.wait(guard, [this] { return releasing_; });
+    --stalled_ops_[i];
+    --stalled_;
+    released_.notify_all(); // the destructor may be waiting for this
+    return std::nullopt;
+  }
   return kind;
 }
 

@@ -4,11 +4,14 @@
 //
 // Faults are armed per operation kind and counted from the moment they are
 // armed: `inject(fs_op::write, 2, fault_kind::eio)` fails the second write
-// from now. `fault_kind::crash` models the writer dying at that operation: a
+// from now; `inject_any(7, kind)` targets the seventh operation of any kind.
+// `fault_kind::crash` models the writer dying at that operation: a
 // crashing write writes half its bytes first; that operation and every later
 // mutating one fail, until `clear()`. Combined with
 // `memory_file_system::power_loss()` this reproduces what a machine crash
-// leaves behind.
+// leaves behind. `fault_kind::stall` models a disk that stops answering:
+// the operation blocks its thread until `release()` (or `clear()`, or the
+// destruction of this object), then runs normally.
 //
 // Files it opens report no native handle, so the io_uring engine runs their
 // operations through these methods too. Thread-safe (one mutex).
@@ -17,6 +20,7 @@
 #include "tiers/ssd/file_system.hpp"
 
 #include <array>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 
@@ -51,6 +55,8 @@ enum class fault_kind : uint8_t {
   short_write,
   /// The process "dies" here: see the header comment.
   crash,
+  /// The operation blocks until released, then runs normally.
+  stall,
 };
 
 const char* to_string(fault_kind k);
@@ -58,15 +64,35 @@ const char* to_string(fault_kind k);
 class faulty_file_system final : public file_system {
 public:
   explicit faulty_file_system(file_system& inner);
+  /// Releases stalled operations first.
+  ~faulty_file_system() override;
 
   /// Arms a fault on the `nth` (1-based) operation of kind `op` from now.
   void inject(fs_op op, uint64_t nth, fault_kind kind);
 
-  /// Disarms every fault and ends a crash.
+  /// Arms a fault on the `nth` (1-based) operation of any kind from now.
+  void inject_any(uint64_t nth, fault_kind kind);
+
+  /// Disarms every fault, ends a crash and releases stalled operations.
   void clear();
+
+  /// Lets every stalled operation (and any later stall fault) run on.
+  void release();
+
+  /// Operations blocked in a stall right now.
+  uint64_t stalled() const;
+
+  /// Whether an operation of kind `op` is blocked in a stall right now.
+  bool stalled_on(fs_op op) const;
+
+  /// Faults that fired since construction (a crash counts once).
+  uint64_t fired() const;
 
   /// Operations of kind `op` seen since construction.
   uint64_t count(fs_op op) const;
+
+  /// Operations of every kind seen since construction.
+  uint64_t total() const;
 
   /// Whether a crash fault has fired (and not been cleared).
   bool crashed() const;
@@ -90,7 +116,7 @@ public:
   caf::expected<lock_ref> lock(const std::string& path) override;
 
   /// Counts `op` and returns the fault to apply to it, if any (used by the
-  /// files this opens).
+  /// files this opens). A stall blocks here and then returns none.
   std::optional<fault_kind> next(fs_op op);
 
   /// The error a fault of `kind` on `op` produces.
@@ -104,9 +130,16 @@ private:
 
   file_system& inner_;
   mutable std::mutex mtx_;
+  std::condition_variable released_;
   std::array<uint64_t, fs_op_count> counts_{};
   std::array<armed, fs_op_count> armed_{};
+  uint64_t total_ = 0;
+  armed any_{};
   bool crashed_ = false;
+  bool releasing_ = false;
+  uint64_t stalled_ = 0;
+  std::array<uint64_t, fs_op_count> stalled_ops_{};
+  uint64_t fired_ = 0;
 };
 
 } // namespace kvtier::tiers::ssd

@@ -40,6 +40,9 @@ struct durability_evidence {
   uint64_t dropped = 0;
   /// Items whose write failed and that stay queued for a retry.
   uint64_t failed = 0;
+  /// Items given up after their last attempt since the previous flush
+  /// report (never written).
+  uint64_t given_up = 0;
   /// Durable entry files.
   uint64_t entries = 0;
   /// Tokens of the longest durable prefix entry (checkpoints are not
@@ -59,7 +62,12 @@ struct ssd_stats {
   uint64_t queue_items = 0;
   uint64_t queue_bytes = 0;
   uint64_t writes_ok = 0;
+  /// Write attempts that failed (an item retried counts each time).
   uint64_t writes_failed = 0;
+  /// Writes given up after their last attempt (never written).
+  uint64_t writes_given_up = 0;
+  /// Failed writes made writable again (`retry`, a flush).
+  uint64_t writes_retried = 0;
   uint64_t write_no_space = 0;
   uint64_t bytes_written = 0;
   uint64_t dropped = 0;

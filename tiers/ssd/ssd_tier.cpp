@@ -348,9 +348,9 @@ bool ssd_tier::erase(const storage_key& key) {
   bool any = false;
   for (auto& item : queue_.cancel(name)) {
     ++stats_.writes_cancelled;
-    report(item, write_outcome::cancelled);
+    report_gone(std::move(item), write_outcome::cancelled); // buffers first
     any = true;
-  } // each item's buffers go here
+  }
   for (auto& [tag, job] : writes_)
     if (job->name == name) {
       erase_after_.insert(name); // write_done or write_failed removes it
@@ -380,7 +380,7 @@ std::vector<storage_key> ssd_tier::checkpoint_files() const {
 }
 
 void ssd_tier::flush(flush_callback cb) {
-  queue_.retry_failed();
+  stats_.writes_retried += queue_.retry_failed();
   flushes_.push_back(std::move(cb));
   pump();
   // Pending removals are retried from their failed step.
@@ -402,6 +402,8 @@ void ssd_tier::maybe_finish_flush() {
   ev.failed = queue_.failed();
   ev.dropped = stats_.dropped - dropped_at_flush_;
   dropped_at_flush_ = stats_.dropped;
+  ev.given_up = stats_.writes_given_up - given_up_at_flush_;
+  given_up_at_flush_ = stats_.writes_given_up;
   ev.entries = index_.size();
   ev.longest_durable_prefix = index_.longest();
   ev.removals_pending = removals_.size();
@@ -409,10 +411,20 @@ void ssd_tier::maybe_finish_flush() {
     if (rm->err)
       ev.removal_error = describe(rm->err);
   ev.durable = ev.pending == 0 && ev.failed == 0 && ev.dropped == 0
-               && ev.removals_pending == 0;
+               && ev.removals_pending == 0 && ev.given_up == 0;
   auto cbs = std::exchange(flushes_, {});
   for (auto& cb : cbs)
     cb(ev);
+}
+
+bool ssd_tier::retry(uint64_t id) {
+  auto* item = queue_.find(id);
+  if (item == nullptr || !item->failed)
+    return false;
+  item->failed = false;
+  ++stats_.writes_retried;
+  pump();
+  return true;
 }
 
 void ssd_tier::close(close_callback cb) {
@@ -443,8 +455,8 @@ void ssd_tier::abandon(uint64_t id) {
   if (!item)
     return;
   ++stats_.writes_abandoned;
-  report(*item, write_outcome::abandoned,
-         make_error(ec::closed, "the SSD tier closed before writing it"));
+  report_gone(std::move(*item), write_outcome::abandoned,
+              make_error(ec::closed, "the SSD tier closed before writing it"));
 }
 
 void ssd_tier::maybe_finish_close() {
@@ -503,6 +515,33 @@ ssd_stats ssd_tier::stats() const {
   s.queue_bytes = queue_.bytes();
   s.removals_pending = removals_.size();
   return s;
+}
+
+write_backlog ssd_tier::backlog() const {
+  write_backlog b;
+  for (auto& i : queue_.items()) {
+    switch (i.reason) {
+      case write_reason::snapshot: ++b.snapshots; break;
+      case write_reason::checkpoint: ++b.checkpoints; break;
+      default: ++b.spills;
+    }
+    b.bytes += i.bytes;
+    if (i.failed)
+      ++b.retrying;
+  }
+  return b;
+}
+
+uint64_t ssd_tier::io_buffer_bytes() const {
+  uint64_t n = 0;
+  for (auto& [tag, job] : writes_)
+    if (job->io && job->io->header_bytes)
+      n += job->io->header_bytes->size();
+  for (auto& [tag, job] : reads_)
+    if (job->io)
+      for (auto& b : job->io->bufs)
+        n += b.size();
+  return n;
 }
 
 const char* ssd_tier::engine_name() const noexcept {

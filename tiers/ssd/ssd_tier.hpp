@@ -79,7 +79,8 @@ struct removal_io;
 enum class write_outcome : uint8_t {
   /// The file is durable and indexed.
   durable,
-  /// The write failed; the item stays queued and a flush retries it.
+  /// The write failed; the item stays queued for a retry (`retry`, or a
+  /// flush). Not final: a later report of the same item follows.
   failed,
   /// Dropped over the queue's byte cap: never written.
   dropped,
@@ -91,6 +92,9 @@ enum class write_outcome : uint8_t {
   /// Released unwritten by `close` (queued, or failed and kept for a
   /// retry, or failing after the close): never written.
   abandoned,
+  /// Failed `ssd_config::max_attempts` times: released, never written
+  /// (`err` says why the last attempt failed).
+  given_up,
 };
 
 const char* to_string(write_outcome o);
@@ -102,8 +106,11 @@ struct write_event {
   token_seq tokens;
   write_reason reason = write_reason::spill;
   write_outcome outcome = write_outcome::durable;
-  /// Why, for `failed`.
+  /// Why, for `failed` and `given_up`: the step and the error, without the
+  /// entry's name (so equal failures of several entries read the same).
   caf::error err;
+  /// Attempts made so far (1 after the first).
+  uint32_t attempts = 0;
 };
 
 /// Why the tier stopped holding an entry file (see `ssd_config::on_remove`).
@@ -166,6 +173,9 @@ struct ssd_config {
   uint32_t checksum_chunk = 1u << 20;
   /// Entry writes running at once.
   uint32_t writes_in_flight = 2;
+  /// Attempts a write gets before it is given up (`write_outcome::given_up`);
+  /// 0: no limit (a failed item waits for `retry` or a flush for ever).
+  uint32_t max_attempts = 0;
   /// Largest single read or write handed to the engine.
   uint32_t max_op_bytes = 8u << 20;
   /// Data reads or writes of one entry running at once. One sequential
@@ -179,7 +189,8 @@ struct ssd_config {
   std::function<void(const std::string&)> log;
   /// Told what became of each queued write (e.g. so the RAM tier can mark
   /// an entry durable); runs inside `enqueue`, `erase` or `handle` and
-  /// must not call back into the tier. Optional.
+  /// must not call back into the tier. A final report (all but `failed`)
+  /// comes after the tier let go of the item's buffers. Optional.
   std::function<void(const write_event&)> on_write;
   /// Told about every indexed file the tier stops holding, at the moment
   /// it leaves the index (before the unlink runs), so an owner holding a
@@ -206,6 +217,18 @@ using flush_callback = std::function<void(const durability_evidence&)>;
 /// could not be made durable yet (the error; it stays pending and every
 /// flush retries it).
 using removal_callback = std::function<void(const caf::error&)>;
+/// Writes not settled yet (`ssd_tier::backlog`): queued, running, or
+/// failed and waiting for a retry.
+struct write_backlog {
+  uint64_t snapshots = 0;
+  /// Spills and demotions.
+  uint64_t spills = 0;
+  uint64_t checkpoints = 0;
+  uint64_t bytes = 0;
+  /// Failed, waiting for a retry.
+  uint64_t retrying = 0;
+};
+
 /// Called once a close is done, with the writes it released unwritten.
 using close_callback = std::function<void(uint64_t abandoned)>;
 
@@ -331,8 +354,14 @@ public:
   /// Writes everything queued (retrying failed items once), retries
   /// pending checkpoint removals, and calls `cb` with the evidence when
   /// nothing is left in flight; at once when idle. Concurrent flushes share
-  /// one result.
+  /// one result. The tier keeps no clock: an owner that wants a flush to
+  /// retry with backoff calls it again (the SSD actor does,
+  /// docs/ssd-format.md "Retries").
   void flush(flush_callback cb);
+
+  /// Makes the failed item `id` writable again now (its owner's retry
+  /// timer fired); false when it is not failed (written, given up, gone).
+  bool retry(uint64_t id);
 
   /// Closes the tier for good (the service's close, after its flush).
   /// Every write not running (queued, or failed and kept for a retry) is
@@ -378,6 +407,14 @@ public:
 
   ssd_stats stats() const;
 
+  /// What the write-behind queue holds, by reason.
+  write_backlog backlog() const;
+
+  /// Bytes of buffers the tier's own work holds (not the entries it
+  /// writes, which their owner holds): the headers of writes running and
+  /// the buffers of reads running.
+  uint64_t io_buffer_bytes() const;
+
   /// "io_uring" or "threads".
   const char* engine_name() const noexcept;
 
@@ -422,6 +459,9 @@ private:
   void supersede_ancestors(const std::string& name);
   void report(const write_item& item, write_outcome outcome,
               caf::error err = {});
+  /// Reports a final outcome of an item already out of the queue, after
+  /// its buffers are released.
+  void report_gone(write_item item, write_outcome outcome, caf::error err = {});
   void maybe_finish_flush();
   /// Removes item `id` from the queue, unwritten, and reports it abandoned.
   void abandon(uint64_t id);
@@ -556,8 +596,9 @@ private:
   std::map<std::string, found_record> found_records_;
   uint64_t max_write_id_seen_ = 0;
   std::vector<flush_callback> flushes_;
-  /// Dropped and failed counts at the last flush report.
+  /// Dropped and given-up counts at the last flush report.
   uint64_t dropped_at_flush_ = 0;
+  uint64_t given_up_at_flush_ = 0;
   /// Closed (`close`): no write is queued or kept any more.
   bool closed_ = false;
   std::vector<close_callback> closes_;

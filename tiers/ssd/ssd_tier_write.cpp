@@ -77,9 +77,9 @@ caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason,
   stats_.dropped += r.dropped;
   stats_.superseded += r.superseded;
   for (auto& item : r.superseded_items)
-    report(item, write_outcome::superseded);
+    report_gone(std::move(item), write_outcome::superseded);
   for (auto& item : r.dropped_items)
-    report(item, write_outcome::dropped);
+    report_gone(std::move(item), write_outcome::dropped);
   pump();
   return r.id;
 }
@@ -92,6 +92,7 @@ const char* to_string(write_outcome o) {
     case write_outcome::superseded: return "superseded";
     case write_outcome::cancelled: return "cancelled";
     case write_outcome::abandoned: return "abandoned";
+    case write_outcome::given_up: return "given up";
   }
   return "unknown";
 }
@@ -100,7 +101,23 @@ void ssd_tier::report(const write_item& item, write_outcome outcome,
                       caf::error err) {
   if (cfg_.on_write)
     cfg_.on_write(write_event{item.id, item.state.ns, item.state.tokens,
-                              item.reason, outcome, std::move(err)});
+                              item.reason, outcome, std::move(err),
+                              item.attempts});
+}
+
+void ssd_tier::report_gone(write_item item, write_outcome outcome,
+                           caf::error err) {
+  // The buffers go first: whoever hears the report may count them freed.
+  write_event ev{item.id,
+                 std::move(item.state.ns),
+                 std::move(item.state.tokens),
+                 item.reason,
+                 outcome,
+                 std::move(err),
+                 item.attempts};
+  item = write_item{};
+  if (cfg_.on_write)
+    cfg_.on_write(ev);
 }
 
 void ssd_tier::pump() {
@@ -287,14 +304,14 @@ void ssd_tier::write_done(write_job& job) {
   touch_file(name); // the most recently used, also after a restart
   ++stats_.writes_ok;
   stats_.bytes_written += bytes;
-  if (auto* item = queue_.find(job.item_id))
-    report(*item, write_outcome::durable);
-  queue_.done(job.item_id);
+  auto item = queue_.take(job.item_id);
   // The rename is durable now: an older file under the name is gone for
   // good (a removal that covered it has nothing left to do there).
   replaced_on_disk(name);
   bool covered = covered_write_finished(job.tag, name, true);
-  writes_.erase(job.tag);
+  writes_.erase(job.tag); // its copy of the state goes with it
+  if (item)
+    report_gone(std::move(*item), write_outcome::durable);
   // Erased while it was written: the file goes now (no write of the key
   // is in flight any more, so the unlink is not skipped). A checkpoint
   // removal that covers the write unlinks it itself.
@@ -312,14 +329,25 @@ void ssd_tier::write_done(write_job& job) {
 
 void ssd_tier::write_failed(write_job& job) {
   auto* item = queue_.find(job.item_id);
+  bool last = item != nullptr && cfg_.max_attempts > 0
+              && item->attempts >= cfg_.max_attempts;
   log("ssd: " + std::string{item ? to_string(item->reason) : "write"} + " of "
       + job.name + " failed at " + to_string(job.stage) + ": "
       + describe(job.err)
       + (closed_ ? "; not stored, released (the tier is closed)"
-                 : "; not stored, kept for a retry"));
+         : last  ? "; not stored, given up after "
+                    + std::to_string(item->attempts) + " attempts"
+                : "; not stored, kept for a retry"));
   ++stats_.writes_failed;
   if (job.err == ec::no_space)
     ++stats_.write_no_space;
+  // What the owner hears names the step and the error, not the entry.
+  auto code = job.err.category() == caf::atom("kvtier")
+                ? static_cast<ec>(job.err.code())
+                : ec::io_error;
+  auto err =
+    make_error(code, std::string{"write failed at "} + to_string(job.stage)
+                       + ": " + context_of(job.err));
   bool covered = covered_write_finished(job.tag, job.name, job.renamed);
   if (job.renamed && !covered) {
     // Only the directory sync failed: the file is whole and readable under
@@ -344,15 +372,21 @@ void ssd_tier::write_failed(write_job& job) {
     // removal covering the write, when one does).
     auto taken = queue_.take(id);
     ++stats_.writes_cancelled;
-    if (taken)
-      report(*taken, write_outcome::cancelled, job.err);
     writes_.erase(job.tag);
+    if (taken)
+      report_gone(std::move(*taken), write_outcome::cancelled, err);
     if (renamed && !covered)
       remove_file(name, removal_reason::erased);
+  } else if (last) {
+    auto taken = queue_.take(id);
+    ++stats_.writes_given_up;
+    writes_.erase(job.tag);
+    if (taken)
+      report_gone(std::move(*taken), write_outcome::given_up, err);
   } else {
     queue_.fail(id);
     if (item != nullptr)
-      report(*item, write_outcome::failed, job.err);
+      report(*item, write_outcome::failed, err);
     writes_.erase(job.tag);
     if (closed_)
       abandon(id); // no retry will come: released, not kept
