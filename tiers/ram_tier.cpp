@@ -281,7 +281,11 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
   if (oversize && (!cold_ || durable))
     return hand_back({.key = {false, e.ns, e.tokens},
                       .state = std::move(e),
-                      .needs_spill = true});
+                      .object = {},
+                      .needs_spill = true,
+                      .leaving = false,
+                      .serial = 0,
+                      .released = {}});
   if (oversize)
     return hold_oversize(std::move(e), bufs, now);
   put_result out;
