@@ -9,11 +9,11 @@
 // its file still holds. Without an SSD actor checkpoints live in memory
 // only.
 //
-// Durable marks follow the files: the SSD actor (to which runtime/spawn.cpp
-// attaches this actor, `attach_ckpt_atom`) sends an SsdEvictEvent for each
-// checkpoint file its tier stops holding, after every reply that called
-// that file durable; the checkpoint held in memory whose file it was is
-// then written again by the next flush. A completed release sends one
+// Durable marks follow the files: the SSD actor (to which
+// runtime/service/spawn.cpp attaches this actor, `attach_ckpt_atom`) sends an
+// SsdEvictEvent for each checkpoint file its tier stops holding, after every
+// reply that called that file durable; the checkpoint held in memory whose file
+// it was is then written again by the next flush. A completed release sends one
 // RemoveCheckpoints per identity the attempt owned: the SSD tier cancels
 // the identity's queued writes (answered `cancelled`), unlinks its files,
 // and those of writes in flight once they finish, behind a removal record

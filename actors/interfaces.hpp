@@ -1,7 +1,7 @@
 // Every typed actor interface of kvtier, one handler per line with what it
 // does above it (docs/actors.md draws the map). Owned by actors/; runtime/
-// spawns these roles (runtime/spawn.hpp) and the embedded API talks to the
-// facade only.
+// spawns these roles (runtime/service/spawn.hpp) and the embedded API talks to
+// the facade only.
 //
 // Messages are Cap'n Proto carriers (`msg::sealed<Root>`, messages/*.capnp):
 // immutable, reference-counted, tensor bytes riding beside them by

@@ -64,7 +64,8 @@
 
 namespace kvtier::actors {
 
-/// How the RAM actor runs (runtime/spawn.cpp fills it from the options).
+/// How the RAM actor runs (runtime/service/spawn.cpp fills it from the
+/// options).
 struct ram_tier_config {
   ram_tier_config() = default;
   /// The cap (and whether objects are kept); everything else as below.

@@ -12,7 +12,7 @@
 // dropped over the write-behind cap, or superseded by a newer state of the
 // key; at once as alreadyDurable when an equal file is durable. The tier is
 // built, opened (the header-only scan, the one blocking step) and handed over
-// by runtime/spawn.cpp before the actor serves.
+// by runtime/service/spawn.cpp before the actor serves.
 //
 // Removals: every entry file the tier stops holding (`ssd_config::on_remove`:
 // evicted over the cap, found corrupt or gone by a restore, erased) becomes
@@ -21,8 +21,8 @@
 // one) goes to the checkpoints actor instead, which clears its
 // checkpoint's durable mark.
 // Each is attached once, after it is spawned (`attach_ram_atom`,
-// `attach_ckpt_atom`; runtime/spawn.cpp), and held weakly: both hold this
-// one. Removals before the attach (the start-up scan's) go nowhere:
+// `attach_ckpt_atom`; runtime/service/spawn.cpp), and held weakly: both hold
+// this one. Removals before the attach (the start-up scan's) go nowhere:
 // nothing is held yet. Events and replies to one actor leave in the order
 // the tier reported, so a durable reply is never overtaken by the event of
 // that file's removal.
@@ -77,8 +77,8 @@ private:
   std::vector<tiers::ssd::io_completion> early_;
 };
 
-/// What runtime/spawn.cpp builds for the SSD actor, in destruction order:
-/// the engine goes first (it waits for its ops), then the tier, then an
+/// What runtime/service/spawn.cpp builds for the SSD actor, in destruction
+/// order: the engine goes first (it waits for its ops), then the tier, then an
 /// owned file system.
 struct ssd_parts {
   std::unique_ptr<tiers::ssd::file_system> own_fs;

@@ -1,7 +1,7 @@
 #include "runtime/config.hpp"
 #include "runtime/options.hpp"
 
-#include "runtime/affine_sharing.hpp"
+#include "runtime/service/affine_sharing.hpp"
 
 #include <caf/scheduler/coordinator.hpp>
 

@@ -146,7 +146,7 @@ public:
 
 private:
   /// Installs the scheduler `scheduler.policy` names when it is kvtier's
-  /// own (`affine`, runtime/affine_sharing.hpp); refuses unknown names.
+  /// own (`affine`, runtime/service/affine_sharing.hpp); refuses unknown names.
   caf::error load_scheduler();
 
   bool scheduler_loaded_ = false;

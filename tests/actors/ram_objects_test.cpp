@@ -2,7 +2,7 @@
 // deterministic scheduler: a real SSD actor (in-memory file system, an I/O
 // engine that runs each op at once, so every completion is an io_done
 // message the scheduler orders) and a real RAM actor, wired as
-// runtime/spawn.cpp wires them. RAM holds two objects of 400 KiB (1 MiB
+// runtime/service/spawn.cpp wires them. RAM holds two objects of 400 KiB (1 MiB
 // cap), so a third evicts the least recently used. Every object served is
 // compared byte for byte with the one put.
 #define BOOST_TEST_MODULE actors_ram_objects

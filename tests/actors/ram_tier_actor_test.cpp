@@ -9,7 +9,7 @@
 #include "tests/caf_bridge.hpp"
 
 #include "actors/ram_tier_actor.hpp"
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/entry_message.hpp"
 
 using namespace kvtier;

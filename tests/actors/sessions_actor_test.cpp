@@ -9,7 +9,7 @@
 
 #include "actors/ram_tier_actor.hpp"
 #include "actors/sessions_actor.hpp"
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/entry_message.hpp"
 
 using namespace kvtier;

@@ -12,7 +12,7 @@
 #include "tests/caf_bridge.hpp"
 
 #include "actors/ssd_tier_actor.hpp"
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/entry_message.hpp"
 #include "tiers/ssd/memory_file_system.hpp"
 

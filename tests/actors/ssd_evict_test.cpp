@@ -2,8 +2,8 @@
 // message by message on CAF's deterministic scheduler: a real SSD actor
 // (in-memory file system, an I/O engine that runs each op at once, so every
 // completion is an io_done message the scheduler orders), a real RAM actor
-// and a real checkpoints actor, wired as runtime/spawn.cpp wires them. The
-// SSD cap holds one 100-token entry, so each new file evicts the one
+// and a real checkpoints actor, wired as runtime/service/spawn.cpp wires them.
+// The SSD cap holds one 100-token entry, so each new file evicts the one
 // before. Also: a completed release cancels its checkpoint's writes.
 #define BOOST_TEST_MODULE actors_ssd_evict
 #include "tests/caf_bridge.hpp"
@@ -11,7 +11,7 @@
 #include "actors/checkpoints_actor.hpp"
 #include "actors/ram_tier_actor.hpp"
 #include "actors/ssd_tier_actor.hpp"
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/checkpoints.hpp"
 #include "tiers/entry_message.hpp"
 #include "tiers/ssd/memory_file_system.hpp"

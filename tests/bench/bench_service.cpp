@@ -3,9 +3,9 @@
 //   echo      a bare CAF request/response from a client thread to an actor
 //             (one scoped_actor reused), under the default work-stealing
 //             scheduler, the sharing policy and kvtier's `affine` policy
-//             (runtime/affine_sharing.hpp, what conf/kvtier.conf ships), in
-//             this run; the floor is the fastest of the three (none spins
-//             while idle).
+//             (runtime/service/affine_sharing.hpp, what conf/kvtier.conf
+//             ships), in this run; the floor is the fastest of the three (none
+//             spins while idle).
 //   echo, new scoped  the sharing echo with a scoped_actor made per call
 //             (what the embedded API avoids with its pool of them).
 //   hit       acquire of a prompt whose prefix is in RAM (views lent),
@@ -24,9 +24,9 @@
 //             2 s (1 s with --quick): nothing spins.
 //
 // Usage: bench_service [--quick] [--json]
-#include "runtime/affine_sharing.hpp"
-#include "runtime/oracle.hpp"
 #include "runtime/service.hpp"
+#include "runtime/service/affine_sharing.hpp"
+#include "runtime/tools/oracle.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -87,7 +88,7 @@ caf::behavior echo_actor(caf::event_based_actor*, int /* spawn argument */) {
 }
 
 /// Sets scheduler `policy` on `cfg`: CAF's own, or kvtier's `affine`
-/// (runtime/affine_sharing.hpp), which CAF loads as a module.
+/// (runtime/service/affine_sharing.hpp), which CAF loads as a module.
 void use_policy(caf::actor_system_config& cfg, caf::atom_value policy) {
   if (policy == caf::atom("affine"))
     cfg.load<caf::scheduler::coordinator<runtime::affine_sharing>>();
@@ -155,23 +156,30 @@ void require(const caf::expected<T>& r, const char* what) {
   }
 }
 
-/// Publishes an entry of 1 MiB and one of 1 GiB (same token count, other
-/// namespaces) and times hit acquires of both, mixed call by call so that
-/// both see the same machine: {1 MiB, 1 GiB}.
-std::pair<percentiles, percentiles> sized_hits(runtime::service& svc,
-                                               size_t n) {
+/// Publishes an entry of 1 MiB and one of 1 GiB (same token count), each
+/// in a service of its own whose model is that entry's geometry (a service
+/// refuses another model's shape), and times hit acquires of both, mixed
+/// call by call so that both see the same machine: {1 MiB, 1 GiB}.
+std::pair<percentiles, percentiles>
+sized_hits(const runtime::service_options& base, size_t n) {
   constexpr uint64_t tokens = 1024;
   auto prompt = seq(tokens, 7);
   const std::pair<const char*, uint64_t> sizes[] = {{"1mib", 1ull << 20},
                                                     {"1gib", 1ull << 30}};
-  for (auto [ns, bytes] : sizes) {
-    runtime::oracle_engine big{sized(bytes, tokens)};
-    require(svc.publish(request(1, prompt), big.prefill(ns, prompt)),
+  std::unique_ptr<runtime::service> svcs[2];
+  for (int i = 0; i < 2; ++i) {
+    auto [ns, bytes] = sizes[i];
+    auto g = sized(bytes, tokens);
+    auto opts = base;
+    opts.ssd_dir.clear(); // RAM hits only
+    opts.model_layers = g.layers_text();
+    opts.ram_cap_bytes = std::max<uint64_t>(opts.ram_cap_bytes, 2 * bytes);
+    svcs[i] = std::make_unique<runtime::service>(opts);
+    require(!svcs[i]->start_error(), "start a sized service");
+    runtime::oracle_engine big{g};
+    require(svcs[i]->publish(request(1, prompt), big.prefill(ns, prompt)),
             "publish sized");
   }
-  // The writes that publish started (spills of what it evicted) finish
-  // before the clock starts: the row times lookups, not the disk.
-  require(svc.flush(), "flush");
   prompt.push_back(1);
   auto r = request(2, prompt);
   // Which entry each call asks for: half each, in a fixed pseudo-random
@@ -185,7 +193,7 @@ std::pair<percentiles, percentiles> sized_hits(runtime::service& svc,
   size_t warm[2] = {0, 0};
   for (auto which : order) {
     auto t0 = clk::now();
-    auto got = svc.acquire(r, sizes[which].first);
+    auto got = svcs[which]->acquire(r, sizes[which].first);
     auto t = std::chrono::duration<double, std::nano>(clk::now() - t0).count();
     require(got && got->usable_tokens == tokens, "sized hit");
     if (warm[which] < n / 10)
@@ -287,8 +295,8 @@ int main(int argc, char** argv) {
     require(svc.flush(), "flush"); // the publish row's spills, off the clock
     per_s =
       throughput(svc, hit_req, std::chrono::milliseconds(quick ? 300 : 1000));
-    std::tie(hit_1mib, hit_1gib) = sized_hits(svc, n);
   }
+  std::tie(hit_1mib, hit_1gib) = sized_hits(cfg.options, n);
   std::filesystem::remove_all(dir);
   if (json) {
     std::printf("{\"echo_p50_ns\": %.0f, \"echo_stealing_p50_ns\": %.0f, "

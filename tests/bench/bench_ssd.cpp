@@ -16,7 +16,7 @@
 // region). Usage:
 //   bench_ssd [--quick] [--json] [--dir DIR] [--engine auto|uring|threads]
 //             [--reps N] [--window OPS] [--op-mib MIB]
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/ssd/ssd_tier.hpp"
 
 #include <chrono>

@@ -1,8 +1,8 @@
 #define BOOST_TEST_MODULE runtime_config
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/affine_sharing.hpp"
 #include "runtime/config.hpp"
+#include "runtime/service/affine_sharing.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/scheduler/coordinator.hpp>

@@ -20,8 +20,8 @@
 #define BOOST_TEST_MODULE runtime_handoff_faults
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/oracle.hpp"
 #include "runtime/service.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tests/tiers/check_helpers.hpp"
 #include "tiers/ssd/faulty_file_system.hpp"
 #include "tiers/ssd/memory_file_system.hpp"

@@ -1,12 +1,12 @@
-// `kvtier inspect` (runtime/inspect.hpp) over a real directory: entries
+// `kvtier inspect` (runtime/tools/inspect.hpp) over a real directory: entries
 // written in the SSD format are listed with their prefixes and sizes,
 // --verify catches a flipped payload byte, temps and other fingerprints
 // are reported, and nothing is ever removed.
 #define BOOST_TEST_MODULE runtime_inspect
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/inspect.hpp"
-#include "runtime/oracle.hpp"
+#include "runtime/tools/inspect.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/ssd/entry_format.hpp"
 #include "tiers/ssd/ssd_tier.hpp"
 

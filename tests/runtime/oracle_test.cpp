@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE runtime_oracle
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 
 #include <chrono>
 #include <numeric>

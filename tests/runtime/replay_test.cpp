@@ -5,8 +5,8 @@
 #define BOOST_TEST_MODULE runtime_replay
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/replay.hpp"
-#include "runtime/simulate.hpp"
+#include "runtime/tools/replay.hpp"
+#include "runtime/tools/simulate.hpp"
 #include "tiers/ssd/memory_file_system.hpp"
 
 using namespace kvtier;

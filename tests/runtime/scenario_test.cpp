@@ -1,10 +1,10 @@
-// Scenarios (runtime/scenario.hpp): every shipped scenario passes against
+// Scenarios (runtime/tools/scenario.hpp): every shipped scenario passes against
 // the service, a broken expectation fails naming line, expectation and
 // what happened, and malformed files are refused with their line.
 #define BOOST_TEST_MODULE runtime_scenario
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/scenario.hpp"
+#include "runtime/tools/scenario.hpp"
 
 #include <filesystem>
 

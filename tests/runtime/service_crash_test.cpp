@@ -10,8 +10,8 @@
 #define BOOST_TEST_MODULE runtime_service_crash
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/oracle.hpp"
 #include "runtime/service.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tests/runtime/service_crash_common.hpp"
 
 #include <csignal>

@@ -6,8 +6,8 @@
 // saved_prefixes lists only renamed, synced, indexed files), and every few
 // turns it flushes and prints "flushed N". The test SIGKILLs it at a random
 // moment. Usage: service_crash_writer DIR SEED
-#include "runtime/oracle.hpp"
 #include "runtime/service.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tests/runtime/service_crash_common.hpp"
 
 #include <cstdio>

@@ -4,8 +4,8 @@
 // checked byte for byte with `oracle.verify`.
 #pragma once
 
-#include "runtime/oracle.hpp"
 #include "runtime/service.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tests/tiers/check_helpers.hpp"
 #include "tiers/ssd/memory_file_system.hpp"
 

@@ -1,11 +1,11 @@
-// The --simulate reference (runtime/simulate.hpp): its file sizes match the
-// SSD entry format byte for byte, it never beats the infinite cache, and
+// The --simulate reference (runtime/tools/simulate.hpp): its file sizes match
+// the SSD entry format byte for byte, it never beats the infinite cache, and
 // with room for everything it is the infinite cache.
 #define BOOST_TEST_MODULE runtime_simulate
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/oracle.hpp"
-#include "runtime/simulate.hpp"
+#include "runtime/tools/oracle.hpp"
+#include "runtime/tools/simulate.hpp"
 #include "tiers/ssd/entry_format.hpp"
 
 using namespace kvtier;

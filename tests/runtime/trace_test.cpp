@@ -3,7 +3,7 @@
 #define BOOST_TEST_MODULE runtime_trace
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/trace.hpp"
+#include "runtime/tools/trace.hpp"
 
 #include <cmath>
 #include <fstream>

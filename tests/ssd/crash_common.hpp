@@ -3,7 +3,7 @@
 // configuration and how the writer derives its entries. Tests only.
 #pragma once
 
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/ssd/ssd_tier.hpp"
 
 #include <random>

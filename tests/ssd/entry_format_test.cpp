@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE ssd_entry_format
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/ssd/entry_format.hpp"
 
 #include <cstring>

@@ -3,7 +3,7 @@
 // synchronous wrappers for restore and flush. Tests only.
 #pragma once
 
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/ssd/faulty_file_system.hpp"
 #include "tiers/ssd/memory_file_system.hpp"
 #include "tiers/ssd/ssd_tier.hpp"

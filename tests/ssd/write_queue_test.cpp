@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE ssd_write_queue
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/ssd/write_queue.hpp"
 
 using namespace kvtier;

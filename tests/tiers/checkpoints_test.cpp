@@ -7,7 +7,7 @@
 #define BOOST_TEST_MODULE tiers_checkpoints
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/checkpoints.hpp"
 
 using namespace kvtier;

@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE tiers_model_identity
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/model_identity.hpp"
 
 #include <set>

@@ -11,7 +11,7 @@
 #pragma once
 
 #include "check_helpers.hpp"
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/geometry.hpp"
 #include "tiers/ram_tier.hpp"
 #include "tiers/sessions.hpp"

@@ -3,7 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "check_helpers.hpp"
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 #include "tiers/geometry.hpp"
 #include "tiers/ram_tier.hpp"
 

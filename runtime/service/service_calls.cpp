@@ -1,6 +1,6 @@
 // The embedded API's admission, lifecycle, tier-management and reporting
 // calls (runtime/service.hpp); lookups and publishing are in service.cpp.
-#include "runtime/service_impl.hpp"
+#include "runtime/service/service_impl.hpp"
 
 #include "actors/codec.hpp"
 #include "tiers/entry_message.hpp"

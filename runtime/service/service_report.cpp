@@ -1,5 +1,5 @@
-// ReadReportReply -> service_report (runtime/service_codec.hpp).
-#include "runtime/service_codec.hpp"
+// ReadReportReply -> service_report (runtime/service/service_codec.hpp).
+#include "runtime/service/service_codec.hpp"
 
 namespace kvtier::runtime::codec {
 

@@ -1,4 +1,4 @@
-#include "runtime/spawn.hpp"
+#include "runtime/service/spawn.hpp"
 
 #include "actors/admission_actor.hpp"
 #include "actors/checkpoints_actor.hpp"

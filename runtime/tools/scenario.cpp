@@ -1,4 +1,4 @@
-#include "runtime/scenario.hpp"
+#include "runtime/tools/scenario.hpp"
 
 #include <cstdlib>
 #include <fstream>

@@ -1,6 +1,6 @@
 #include "runtime/service.hpp"
 
-#include "runtime/service_impl.hpp"
+#include "runtime/service/service_impl.hpp"
 
 #include "tiers/entry_message.hpp"
 

@@ -1,6 +1,6 @@
-#include "runtime/trace.hpp"
+#include "runtime/tools/trace.hpp"
 
-#include "runtime/mix.hpp"
+#include "runtime/tools/mix.hpp"
 
 #include <nlohmann/json.hpp>
 

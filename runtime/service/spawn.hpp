@@ -5,8 +5,8 @@
 // actor after RAM, whose pins it takes back; the facade last). The one link
 // against that order, the SSD actor's SsdEvictEvents to the RAM actor, is a
 // one-time attach message `spawn_ram_tier` sends. Used by the embedded API
-// (runtime/service.cpp) and by tests that want single actors. Called from
-// one thread while starting; the handles it returns may be used from
+// (runtime/service/service.cpp) and by tests that want single actors. Called
+// from one thread while starting; the handles it returns may be used from
 // anywhere.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "runtime/service_codec.hpp"
+#include "runtime/service/service_codec.hpp"
 
 #include "actors/codec.hpp"
 #include "tiers/entry_message.hpp"

@@ -1,12 +1,12 @@
-// run_scenario (runtime/scenario.hpp): drives the embedded service through
-// a scenario's steps with the oracle engine, recording facts for the
+// run_scenario (runtime/tools/scenario.hpp): drives the embedded service
+// through a scenario's steps with the oracle engine, recording facts for the
 // expectations. The SSD tier runs on an in-memory file system behind a
 // `full_disk` wrapper, so a restart keeps the files and `disk-full` makes
 // every write fail with ENOSPC until `disk-ok`.
-#include "runtime/mix.hpp"
-#include "runtime/oracle.hpp"
-#include "runtime/scenario.hpp"
 #include "runtime/service.hpp"
+#include "runtime/tools/mix.hpp"
+#include "runtime/tools/oracle.hpp"
+#include "runtime/tools/scenario.hpp"
 #include "tiers/ssd/memory_file_system.hpp"
 
 #include <atomic>

@@ -1,6 +1,6 @@
-#include "runtime/oracle.hpp"
+#include "runtime/tools/oracle.hpp"
 
-#include "runtime/mix.hpp"
+#include "runtime/tools/mix.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "runtime/report.hpp"
+#include "runtime/tools/report.hpp"
 
 #include <nlohmann/json.hpp>
 

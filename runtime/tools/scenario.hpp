@@ -6,8 +6,8 @@
 // names its line, what it expected and what happened.
 //
 // This header is the format: parsing and checking are plain functions on
-// values (no service); `run_scenario` (runtime/scenario_run.cpp) drives the
-// service. Single-threaded.
+// values (no service); `run_scenario` (runtime/tools/scenario_run.cpp) drives
+// the service. Single-threaded.
 #pragma once
 
 #include "runtime/config.hpp"

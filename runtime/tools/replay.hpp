@@ -22,9 +22,9 @@
 // run beside it.
 #pragma once
 
-#include "runtime/report.hpp"
 #include "runtime/service.hpp"
-#include "runtime/trace.hpp"
+#include "runtime/tools/report.hpp"
+#include "runtime/tools/trace.hpp"
 #include "tiers/geometry.hpp"
 
 #include <functional>

@@ -1,6 +1,6 @@
-// render_svg (runtime/report.hpp): a dependency-free SVG line chart of the
-// cumulative token hit ratio over a replay, per tier.
-#include "runtime/report.hpp"
+// render_svg (runtime/tools/report.hpp): a dependency-free SVG line chart of
+// the cumulative token hit ratio over a replay, per tier.
+#include "runtime/tools/report.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -4,9 +4,11 @@
 #pragma once
 
 #include "runtime/service.hpp"
-#include "runtime/service_codec.hpp"
-#include "runtime/spawn.hpp"
+#include "runtime/service/service_codec.hpp"
+#include "runtime/service/spawn.hpp"
 
+#include <caf/actor_clock.hpp>
+#include <caf/actor_system.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
@@ -131,13 +133,27 @@ struct service::impl {
       return start_error;
     caf::expected<T> out{caf::error{}};
     auto self = borrow();
-    (*self)
-      ->request(handles.facade, timeout, std::move(m))
-      .receive(
-        [&](const reply& r) { out = conv(r); },
-        [&](caf::error& err) { out = timed_out(std::move(err), timeout); });
+    bool late = false;
+    auto h = (*self)->request(handles.facade, timeout, std::move(m));
+    auto id = h.id();
+    h.receive([&](const reply& r) { out = conv(r); },
+              [&](caf::error& err) {
+                late = err == caf::sec::request_timeout;
+                out = timed_out(std::move(err), timeout);
+              });
+    if (late)
+      return out; // its late answer would wait in the mailbox for ever
+    // CAF 0.17 leaves the timeout armed after the answer: it would arrive
+    // later as a message no receive takes, and a pooled actor's mailbox
+    // would grow by one per call (every receive scanning them all).
+    cancel_timeout(self->ptr(), id);
     give_back(std::move(self));
     return out;
+  }
+
+  /// Disarms the timeout of an answered request (see `call_for`).
+  static void cancel_timeout(caf::local_actor* self, caf::message_id id) {
+    self->home_system().clock().cancel_request_timeout(self, id);
   }
 
   /// The same, completing a future on an actor thread. Every future call
@@ -163,11 +179,17 @@ struct service::impl {
     auto call = std::make_shared<async_call>(
       [facade = handles.facade, m = std::move(m), conv, p,
        timeout](caf::event_based_actor* self) {
-        self->request(facade, timeout, m)
-          .then([conv, p](const reply& r) { p->set(conv(r)); },
-                [p, timeout](caf::error& err) {
-                  p->set(timed_out(std::move(err), timeout));
-                });
+        auto h = self->request(facade, timeout, m);
+        auto id = h.id();
+        h.then(
+          [self, id, conv, p](const reply& r) {
+            cancel_timeout(self, id);
+            p->set(conv(r));
+          },
+          [self, id, p, timeout](caf::error& err) {
+            cancel_timeout(self, id);
+            p->set(timed_out(std::move(err), timeout));
+          });
       });
     caf::anon_send(async_caller, std::move(call));
     return f;

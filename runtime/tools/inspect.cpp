@@ -1,4 +1,4 @@
-#include "runtime/inspect.hpp"
+#include "runtime/tools/inspect.hpp"
 
 #include "tiers/ssd/entry_format.hpp"
 #include "tiers/ssd/ssd_jobs.hpp"

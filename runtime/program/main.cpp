@@ -1,10 +1,10 @@
 // The `kvtier` program: `kvtier <command> [arguments] [options]`. Options
 // of the form `--section.key=value` and `--config-file=FILE` configure the
 // service (without a file the embedded default, conf/kvtier.conf, applies);
-// the rest belong to the command (runtime/commands.hpp).
-#include "runtime/commands.hpp"
+// the rest belong to the command (runtime/program/commands.hpp).
 #include "runtime/config.hpp"
 #include "runtime/options.hpp"
+#include "runtime/program/commands.hpp"
 
 #include <cstdio>
 #include <cstring>

@@ -1,9 +1,9 @@
-#include "runtime/commands.hpp"
+#include "runtime/program/commands.hpp"
 
-#include "runtime/inspect.hpp"
-#include "runtime/replay.hpp"
-#include "runtime/scenario.hpp"
-#include "runtime/simulate.hpp"
+#include "runtime/tools/inspect.hpp"
+#include "runtime/tools/replay.hpp"
+#include "runtime/tools/scenario.hpp"
+#include "runtime/tools/simulate.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -34,7 +34,7 @@
 #pragma once
 
 #include "runtime/config.hpp"
-#include "runtime/trace.hpp"
+#include "runtime/tools/trace.hpp"
 #include "tiers/geometry.hpp"
 
 #include <cstdint>

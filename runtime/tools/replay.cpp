@@ -1,7 +1,7 @@
-#include "runtime/replay.hpp"
+#include "runtime/tools/replay.hpp"
 
-#include "runtime/oracle.hpp"
-#include "runtime/simulate.hpp"
+#include "runtime/tools/oracle.hpp"
+#include "runtime/tools/simulate.hpp"
 
 #include <chrono>
 #include <deque>

@@ -1,4 +1,4 @@
-// Internal to runtime/service.cpp: builds the facade's request messages
+// Internal to runtime/service/service.cpp: builds the facade's request messages
 // from the embedded API's values and converts its replies back. Plain
 // functions, any thread.
 #pragma once

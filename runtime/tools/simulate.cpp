@@ -1,4 +1,4 @@
-#include "runtime/simulate.hpp"
+#include "runtime/tools/simulate.hpp"
 
 #include "tiers/prefix_index.hpp"
 #include "tiers/sessions.hpp"
