@@ -49,9 +49,8 @@ void peer_directory::release(const std::string& node, feed_tier tier,
                              const std::string& ns, const token_seq& tokens) {
   if (auto ref = index_.find(ns, tokens)) {
     auto& hs = index_.handle(ref);
-    std::erase_if(hs, [&](const holder& x) {
-      return x.node == node && x.tier == tier;
-    });
+    std::erase_if(
+      hs, [&](const holder& x) { return x.node == node && x.tier == tier; });
     refile(ref, ns, tokens);
   }
   auto& held = nodes_[node].held;
@@ -87,9 +86,7 @@ peer_directory::applied peer_directory::apply(const feed_event& e) {
     }
     case feed_kind::evict:
     case feed_kind::superseded:
-    case feed_kind::removed:
-      release(e.node, h.tier, h.ns, h.tokens);
-      break;
+    case feed_kind::removed: release(e.node, h.tier, h.ns, h.tokens); break;
   }
   return applied::ok;
 }

@@ -50,9 +50,9 @@ public:
 
   /// The answer of `lookup`.
   struct match {
-    uint64_t length = 0;          // usable prefix tokens
-    token_seq key;                // the entry served (trimmed to length)
-    std::vector<holder> holders;  // who can serve it, best tier first
+    uint64_t length = 0;         // usable prefix tokens
+    token_seq key;               // the entry served (trimmed to length)
+    std::vector<holder> holders; // who can serve it, best tier first
   };
 
   enum class applied : uint8_t {

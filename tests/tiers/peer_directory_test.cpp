@@ -60,12 +60,12 @@ struct model {
     }
   }
   void drop(const std::string& node) {
-    std::erase_if(held, [&](auto& kv) { return std::get<0>(kv.first) == node; });
+    std::erase_if(held,
+                  [&](auto& kv) { return std::get<0>(kv.first) == node; });
     seqs.erase(node);
   }
   /// Usable length of `h` for `prompt` (0: none), the local rule.
-  static uint64_t usable(const feed_holding& h,
-                         const token_seq& prompt) {
+  static uint64_t usable(const feed_holding& h, const token_seq& prompt) {
     if (prompt.size() < 2)
       return 0;
     uint64_t lcp = 0;
@@ -143,8 +143,8 @@ BOOST_AUTO_TEST_CASE(a_put_is_found_and_an_evict_forgets_it) {
   BOOST_CHECK_EQUAL(m->holders[0].node, "a");
   BOOST_CHECK_EQUAL(m->holders[0].bytes, 400u);
   BOOST_CHECK(!dir.lookup("other", token_seq{1, 2, 3, 4, 5}));
-  dir.apply(event("a", 2, feed_kind::evict,
-                  held(feed_tier::ram, "ns", {1, 2, 3, 4})));
+  dir.apply(
+    event("a", 2, feed_kind::evict, held(feed_tier::ram, "ns", {1, 2, 3, 4})));
   BOOST_CHECK(!dir.lookup("ns", token_seq{1, 2, 3, 4, 5}));
   BOOST_CHECK_EQUAL(dir.keys(), 0u);
 }
@@ -185,9 +185,9 @@ BOOST_AUTO_TEST_CASE(a_duplicate_changes_nothing_and_a_gap_asks_for_resync) {
   dir.apply(feed_snapshot{"a", 3, {held(feed_tier::ssd, "ns", {7, 8})}});
   BOOST_CHECK(!dir.lookup("ns", token_seq{1, 2, 3}));
   BOOST_CHECK(dir.lookup("ns", token_seq{7, 8, 9}));
-  BOOST_CHECK(dir.apply(event("a", 4, feed_kind::put,
-                              held(feed_tier::ram, "ns", {1, 2})))
-              == peer_directory::applied::ok);
+  BOOST_CHECK(
+    dir.apply(event("a", 4, feed_kind::put, held(feed_tier::ram, "ns", {1, 2})))
+    == peer_directory::applied::ok);
 }
 
 BOOST_AUTO_TEST_CASE(a_late_joiner_needs_a_snapshot_first) {
