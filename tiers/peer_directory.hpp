@@ -1,107 +1,103 @@
-// The peer directory: what every peer node holds, from their event feeds
-// (tiers/feed_event.hpp), so a lookup can tell the longest usable prefix
-// of a prompt that any peer holds, and which nodes hold it, best tier
-// first. Owned by one actor (the peer tier); not thread-safe; no I/O.
+// peer_directory: what the other nodes of a cluster hold, as one
+// longest-usable-prefix index per namespace (the local tiers' own
+// prefix_index), fed by their event feeds: a prefix key maps to the nodes
+// and tiers holding it, with the bytes a fetch would move.
 //
-// Index: per namespace, one compressed radix tree (tiers/prefix_index.hpp,
-// the local tiers' index) over entry keys; each key carries the set of
-// (node, tier, bytes, trimmable) holding it. Its trim floor is 0 when any
-// holder's copy is trimmable, else the key's length, so `longest_usable`
-// finds the longest prefix some holder can serve in one pass over the
-// prompt, O(len(prompt)) whatever the number of entries; the holders it
-// returns are those that can serve exactly that length (a non-trimmable
-// copy only at its exact length). Among holders: RAM before SSD, then by
-// node name.
+// The rules are the local ones (DESIGN.md section 1): an entry of length L
+// serves prompt P at p = min(lcp, len(P) - 1) when p == L, or when it is
+// trimmable and p >= 1. A peer announces whether an entry trims, not its
+// exact floor, so a trimmable entry is taken as trimmable to any length;
+// the fetch itself answers the length it can really serve (never more
+// state than verified, only perhaps less than announced).
 //
-// Feeding: `apply(event)` takes one node's next event and refuses (changes
-// nothing, says why) a duplicate (seq already applied) or a gap (seq
-// beyond the next one): the follower then resyncs with a snapshot, and
-// `apply(snapshot)` replaces everything that node held. `drop(node)`
-// forgets a node (it went down). A node's first event must follow a
-// snapshot (a node never seen is a gap unless its event has seq 1).
+// `put` and `remove` apply one event of one node; `drop` forgets a node (it
+// went down, or a resync is about to replace what it holds); a snapshot is
+// `drop` followed by its puts. Lookups cost what the local index's do:
+// O(len(P)), independent of the number of entries and nodes. `drop` walks
+// the namespaces' entries once (rare: a peer going down or resyncing).
+//
+// Owned by exactly one actor (the peer tier); not thread-safe; no I/O.
 #pragma once
 
-#include "tiers/feed_event.hpp"
 #include "tiers/prefix_index.hpp"
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
-#include <span>
 #include <string>
-#include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace kvtier::tiers {
 
+/// Where a peer keeps an entry; lower is cheaper to fetch from.
+enum class peer_tier : uint8_t { ram = 0, ssd = 1 };
+
+const char* to_string(peer_tier t);
+
+/// One node's copy of an entry.
+struct peer_holding {
+  std::string node;
+  peer_tier tier = peer_tier::ram;
+  /// Bytes a fetch would transfer.
+  uint64_t bytes = 0;
+  /// Whether this copy serves shorter prefixes (the entry is taken as
+  /// trimmable only while every holder says so).
+  bool trimmable = false;
+
+  friend bool operator==(const peer_holding&, const peer_holding&) = default;
+};
+
 class peer_directory {
 public:
-  /// One node's copy of an entry.
-  struct holder {
-    std::string node;
-    feed_tier tier = feed_tier::ram;
-    uint64_t tokens = 0; // the entry's length (may exceed the usable one)
-    uint64_t bytes = 0;
-    bool trimmable = true;
-
-    bool operator==(const holder&) const = default;
+  /// The answer of `longest_usable`.
+  struct candidate {
+    /// Usable prefix length p.
+    uint64_t length = 0;
+    /// The entry is longer than p (the holder trims it).
+    bool needs_trim = false;
+    /// The entry's whole length (a holder is asked with the prompt, as
+    /// FetchEntry does, so the key itself is not rebuilt).
+    uint64_t entry_length = 0;
+    /// Every holder, cheapest tier first, then by node name.
+    std::vector<peer_holding> holders;
   };
 
-  /// The answer of `lookup`.
-  struct match {
-    uint64_t length = 0;         // usable prefix tokens
-    token_seq key;               // the entry served (trimmed to length)
-    std::vector<holder> holders; // who can serve it, best tier first
-  };
+  /// Node `node` holds (ns, key) in `tier` (again: the bytes are updated).
+  /// An empty key or node is ignored (returns false).
+  bool put(const std::string& node, std::string_view ns,
+           std::span<const token> key, peer_tier tier, uint64_t bytes,
+           bool trimmable);
 
-  enum class applied : uint8_t {
-    ok,        // applied; the node's seq is now the event's
-    duplicate, // seq at or below the node's: nothing changed
-    gap,       // seq beyond the next: nothing changed, resync
-  };
+  /// Node `node` no longer holds (ns, key) in `tier`; false when it did
+  /// not (a duplicate or reordered event changes nothing).
+  bool remove(const std::string& node, std::string_view ns,
+              std::span<const token> key, peer_tier tier);
 
-  /// Applies one node's next event (see the policy above).
-  applied apply(const feed_event& e);
+  /// Forgets everything `node` holds; returns how many holdings went.
+  size_t drop(const std::string& node);
 
-  /// Replaces everything `s.node` held with the snapshot; the node's seq
-  /// becomes `s.seq`.
-  void apply(const feed_snapshot& s);
+  /// The best remote donor for `prompt` in `ns`, or nullopt.
+  std::optional<candidate> longest_usable(std::string_view ns,
+                                          std::span<const token> prompt) const;
 
-  /// Forgets everything `node` held (and its seq).
-  void drop(const std::string& node);
-
-  /// The longest usable prefix of `prompt` in `ns` any peer holds
-  /// (at most len(prompt) - 1 tokens, as locally), or nullopt.
-  std::optional<match> lookup(std::string_view ns,
-                              std::span<const token> prompt) const;
-
-  /// The last seq applied for `node` (0: none, or unknown node).
-  uint64_t seq(const std::string& node) const;
-
-  /// Keys indexed, and holdings over all keys.
-  size_t keys() const noexcept {
+  /// Distinct (ns, key) entries held by any node.
+  size_t entries() const noexcept {
     return index_.size();
   }
-  size_t holdings() const noexcept;
+
+  /// Holdings of `node` (entries x tiers).
+  size_t holdings(const std::string& node) const;
+
+  /// Distinct tokens on the index's edges (memory).
+  uint64_t token_count() const noexcept {
+    return index_.token_count();
+  }
 
 private:
-  using holders_t = std::vector<holder>;
-
-  void hold(const std::string& node, const feed_holding& h);
-  void release(const std::string& node, feed_tier tier, const std::string& ns,
-               const token_seq& tokens);
-  /// Re-files the key's trim floor after its holders changed (erases the
-  /// key when none is left).
-  void refile(entry_ref ref, std::string_view ns, const token_seq& tokens);
-
-  prefix_index<holders_t> index_;
-  struct node_state {
-    uint64_t seq = 0;
-    /// What it holds: (ns, tokens) -> tiers, for drop and snapshots.
-    std::map<std::pair<std::string, token_seq>, std::set<feed_tier>> held;
-  };
-  std::unordered_map<std::string, node_state> nodes_;
+  prefix_index<std::vector<peer_holding>> index_;
+  std::set<std::string, std::less<>> namespaces_;
+  std::map<std::string, size_t, std::less<>> per_node_;
 };
 
 } // namespace kvtier::tiers

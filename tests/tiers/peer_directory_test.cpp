@@ -1,8 +1,8 @@
-// The peer directory against a brute-force model: random feed events for
-// several nodes (puts, durable marks, demotions, evictions, supersessions,
-// removals, snapshots, drops), and after each step the longest usable
-// prefix and its holders compared for random prompts; plus the feed rules
-// (duplicate, gap, late join through a snapshot).
+// peer_directory (tiers/peer_directory.hpp): the usable-prefix rules over
+// several nodes' holdings, cheapest tier first; duplicate and reordered
+// events change nothing; a dropped node leaves no trace; and a random run
+// of puts, removes and drops over four nodes agrees with a brute-force
+// model at every lookup.
 #define BOOST_TEST_MODULE tiers_peer_directory
 #include <boost/test/unit_test.hpp>
 
@@ -10,283 +10,177 @@
 
 #include <map>
 #include <random>
-#include <set>
 #include <tuple>
 
+using namespace kvtier;
 using namespace kvtier::tiers;
 
 namespace {
 
-using holder = peer_directory::holder;
-
-feed_holding held(feed_tier tier, std::string ns, token_seq tokens,
-                  bool trimmable = true, uint64_t bytes = 0) {
-  auto n = tokens.size();
-  return {tier, std::move(ns), std::move(tokens), bytes ? bytes : 100 * n,
-          trimmable};
-}
-
-feed_event event(std::string node, uint64_t seq, feed_kind kind,
-                 feed_holding h) {
-  return {std::move(node), seq, kind, std::move(h)};
-}
-
-/// What every node holds, kept the obvious way.
-struct model {
-  // (node, tier, ns, tokens) -> holding
-  std::map<std::tuple<std::string, feed_tier, std::string, token_seq>,
-           feed_holding>
-    held;
-  std::map<std::string, uint64_t> seqs;
-
-  void hold(const std::string& node, const feed_holding& h) {
-    held[{node, h.tier, h.ns, h.tokens}] = h;
-  }
-  void release(const std::string& node, feed_tier t, const feed_holding& h) {
-    held.erase({node, t, h.ns, h.tokens});
-  }
-  void apply(const feed_event& e) {
-    seqs[e.node] = e.seq;
-    auto ssd = e.entry;
-    ssd.tier = feed_tier::ssd;
-    switch (e.kind) {
-      case feed_kind::put: hold(e.node, e.entry); break;
-      case feed_kind::durable: hold(e.node, ssd); break;
-      case feed_kind::demote:
-        release(e.node, feed_tier::ram, e.entry);
-        hold(e.node, ssd);
-        break;
-      default: release(e.node, e.entry.tier, e.entry); break;
-    }
-  }
-  void drop(const std::string& node) {
-    std::erase_if(held,
-                  [&](auto& kv) { return std::get<0>(kv.first) == node; });
-    seqs.erase(node);
-  }
-  /// Usable length of `h` for `prompt` (0: none), the local rule.
-  static uint64_t usable(const feed_holding& h, const token_seq& prompt) {
-    if (prompt.size() < 2)
-      return 0;
-    uint64_t lcp = 0;
-    while (lcp < h.tokens.size() && lcp < prompt.size()
-           && h.tokens[lcp] == prompt[lcp])
-      ++lcp;
-    uint64_t p = std::min<uint64_t>(lcp, prompt.size() - 1);
-    if (p == 0)
-      return 0;
-    if (p == h.tokens.size() || h.trimmable)
-      return p;
-    return 0;
-  }
-  uint64_t best(const std::string& ns, const token_seq& prompt) const {
-    uint64_t out = 0;
-    for (auto& [k, h] : held)
-      if (h.ns == ns)
-        out = std::max(out, usable(h, prompt));
-    return out;
-  }
-  /// Holders of exactly (ns, key) that can serve `length`.
-  std::set<std::tuple<std::string, feed_tier>>
-  holders(const std::string& ns, const token_seq& key, uint64_t length,
-          const token_seq& prompt) const {
-    std::set<std::tuple<std::string, feed_tier>> out;
-    for (auto& [k, h] : held)
-      if (h.ns == ns && h.tokens == key && usable(h, prompt) == length)
-        out.insert({std::get<0>(k), h.tier});
-    return out;
-  }
-};
-
-void compare(const peer_directory& dir, const model& m, const std::string& ns,
-             const token_seq& prompt) {
-  auto want = m.best(ns, prompt);
-  auto got = dir.lookup(ns, prompt);
-  if (want == 0) {
-    BOOST_CHECK_MESSAGE(!got, "a match where the model has none");
-    return;
-  }
-  BOOST_REQUIRE_MESSAGE(got, "no match where the model has " << want);
-  BOOST_CHECK_EQUAL(got->length, want);
-  BOOST_REQUIRE(!got->holders.empty());
-  std::set<std::tuple<std::string, feed_tier>> returned;
-  for (size_t i = 0; i < got->holders.size(); ++i) {
-    auto& h = got->holders[i];
-    returned.insert({h.node, h.tier});
-    BOOST_CHECK_EQUAL(h.tokens, got->key.size());
-    // The bytes and trimmability of that node's copy, as announced.
-    auto& copy = m.held.at({h.node, h.tier, ns, got->key});
-    BOOST_CHECK_EQUAL(h.bytes, copy.bytes);
-    BOOST_CHECK_EQUAL(h.trimmable, copy.trimmable);
-    if (i > 0) { // best tier first, then by node
-      auto& prev = got->holders[i - 1];
-      BOOST_CHECK(prev.tier < h.tier
-                  || (prev.tier == h.tier && prev.node < h.node));
-    }
-  }
-  BOOST_CHECK(returned == m.holders(ns, got->key, want, prompt));
+token_seq seq(std::initializer_list<token> t) {
+  return token_seq(t);
 }
 
 } // namespace
 
-BOOST_AUTO_TEST_SUITE(peer_directory_rules)
-
-BOOST_AUTO_TEST_CASE(a_put_is_found_and_an_evict_forgets_it) {
-  peer_directory dir;
-  BOOST_CHECK(dir.apply(event("a", 1, feed_kind::put,
-                              held(feed_tier::ram, "ns", {1, 2, 3, 4})))
-              == peer_directory::applied::ok);
-  auto m = dir.lookup("ns", token_seq{1, 2, 3, 4, 5});
+BOOST_AUTO_TEST_CASE(the_longest_usable_prefix_names_its_holders) {
+  peer_directory d;
+  BOOST_TEST(d.put("b", "ns", seq({1, 2, 3, 4}), peer_tier::ssd, 400, true));
+  BOOST_TEST(d.put("a", "ns", seq({1, 2, 3, 4}), peer_tier::ram, 400, true));
+  BOOST_TEST(d.put("c", "ns", seq({1, 2}), peer_tier::ram, 200, true));
+  auto m = d.longest_usable("ns", seq({1, 2, 3, 4, 5}));
   BOOST_REQUIRE(m);
-  BOOST_CHECK_EQUAL(m->length, 4u);
-  BOOST_REQUIRE_EQUAL(m->holders.size(), 1u);
-  BOOST_CHECK_EQUAL(m->holders[0].node, "a");
-  BOOST_CHECK_EQUAL(m->holders[0].bytes, 400u);
-  BOOST_CHECK(!dir.lookup("other", token_seq{1, 2, 3, 4, 5}));
-  dir.apply(
-    event("a", 2, feed_kind::evict, held(feed_tier::ram, "ns", {1, 2, 3, 4})));
-  BOOST_CHECK(!dir.lookup("ns", token_seq{1, 2, 3, 4, 5}));
-  BOOST_CHECK_EQUAL(dir.keys(), 0u);
+  BOOST_TEST(m->length == 4u);
+  BOOST_TEST(!m->needs_trim);
+  BOOST_TEST(m->entry_length == 4u);
+  BOOST_REQUIRE(m->holders.size() == 2u);
+  BOOST_TEST(m->holders[0].node == "a"); // RAM before SSD
+  BOOST_TEST(m->holders[1].node == "b");
+  // One token is always left to compute: a prompt equal to the key trims.
+  m = d.longest_usable("ns", seq({1, 2, 3, 4}));
+  BOOST_REQUIRE(m);
+  BOOST_TEST(m->length == 3u);
+  BOOST_TEST(m->needs_trim);
+  // Another namespace sees nothing.
+  BOOST_TEST(!d.longest_usable("other", seq({1, 2, 3, 4, 5})));
+  BOOST_TEST(d.entries() == 2u);
+  BOOST_TEST(d.holdings("a") == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(a_non_trimmable_copy_serves_only_its_exact_length) {
-  peer_directory dir;
-  dir.apply(event("a", 1, feed_kind::put,
-                  held(feed_tier::ram, "ns", {1, 2, 3, 4}, false)));
-  BOOST_CHECK(!dir.lookup("ns", token_seq{1, 2, 3, 9}));
-  dir.apply(event("b", 1, feed_kind::put,
-                  held(feed_tier::ssd, "ns", {1, 2, 3, 4}, true)));
-  auto m = dir.lookup("ns", token_seq{1, 2, 3, 9});
+BOOST_AUTO_TEST_CASE(an_untrimmable_entry_serves_only_its_whole_length) {
+  peer_directory d;
+  d.put("a", "ns", seq({1, 2, 3, 4}), peer_tier::ram, 1, false);
+  d.put("a", "ns", seq({1, 2}), peer_tier::ram, 1, true);
+  auto m = d.longest_usable("ns", seq({1, 2, 3, 9}));
   BOOST_REQUIRE(m);
-  BOOST_CHECK_EQUAL(m->length, 3u);
-  BOOST_REQUIRE_EQUAL(m->holders.size(), 1u); // a's copy cannot trim
-  BOOST_CHECK_EQUAL(m->holders[0].node, "b");
-  // At the exact length both serve, RAM first.
-  m = dir.lookup("ns", token_seq{1, 2, 3, 4, 5});
-  BOOST_REQUIRE(m);
-  BOOST_REQUIRE_EQUAL(m->holders.size(), 2u);
-  BOOST_CHECK_EQUAL(m->holders[0].node, "a");
-  BOOST_CHECK(m->holders[0].tier == feed_tier::ram);
+  BOOST_TEST(m->length == 2u); // not the recurrent 4-token entry trimmed
+  // A trimmable copy elsewhere does not make it trimmable while one
+  // holder says it cannot trim.
+  d.put("b", "ns", seq({1, 2, 3, 4}), peer_tier::ram, 1, true);
+  BOOST_TEST(d.longest_usable("ns", seq({1, 2, 3, 9}))->length == 2u);
+  d.remove("a", "ns", seq({1, 2, 3, 4}), peer_tier::ram);
+  BOOST_TEST(d.longest_usable("ns", seq({1, 2, 3, 9}))->length == 3u);
 }
 
-BOOST_AUTO_TEST_CASE(a_duplicate_changes_nothing_and_a_gap_asks_for_resync) {
-  peer_directory dir;
-  auto put = event("a", 1, feed_kind::put, held(feed_tier::ram, "ns", {1, 2}));
-  BOOST_CHECK(dir.apply(put) == peer_directory::applied::ok);
-  auto evict = put;
-  evict.kind = feed_kind::evict;
-  BOOST_CHECK(dir.apply(evict) == peer_directory::applied::duplicate);
-  BOOST_CHECK(dir.lookup("ns", token_seq{1, 2, 3}));
-  evict.seq = 3; // 2 was lost
-  BOOST_CHECK(dir.apply(evict) == peer_directory::applied::gap);
-  BOOST_CHECK(dir.lookup("ns", token_seq{1, 2, 3}));
-  BOOST_CHECK_EQUAL(dir.seq("a"), 1u);
-  // The resync: a snapshot valid at 3, then 4 follows.
-  dir.apply(feed_snapshot{"a", 3, {held(feed_tier::ssd, "ns", {7, 8})}});
-  BOOST_CHECK(!dir.lookup("ns", token_seq{1, 2, 3}));
-  BOOST_CHECK(dir.lookup("ns", token_seq{7, 8, 9}));
-  BOOST_CHECK(
-    dir.apply(event("a", 4, feed_kind::put, held(feed_tier::ram, "ns", {1, 2})))
-    == peer_directory::applied::ok);
+BOOST_AUTO_TEST_CASE(duplicate_and_stray_events_change_nothing) {
+  peer_directory d;
+  d.put("a", "ns", seq({5, 6}), peer_tier::ram, 10, true);
+  d.put("a", "ns", seq({5, 6}), peer_tier::ram, 12, true); // again
+  BOOST_TEST(d.holdings("a") == 1u);
+  BOOST_TEST(d.longest_usable("ns", seq({5, 6, 7}))->holders[0].bytes == 12u);
+  BOOST_TEST(!d.remove("a", "ns", seq({5, 6}), peer_tier::ssd)); // not there
+  BOOST_TEST(!d.remove("b", "ns", seq({5, 6}), peer_tier::ram));
+  BOOST_TEST(!d.remove("a", "ns", seq({9}), peer_tier::ram));
+  BOOST_TEST(d.remove("a", "ns", seq({5, 6}), peer_tier::ram));
+  BOOST_TEST(!d.remove("a", "ns", seq({5, 6}), peer_tier::ram)); // twice
+  BOOST_TEST(d.entries() == 0u);
+  BOOST_TEST(d.holdings("a") == 0u);
+  BOOST_TEST(!d.put("", "ns", seq({1}), peer_tier::ram, 1, true));
+  BOOST_TEST(!d.put("a", "ns", {}, peer_tier::ram, 1, true));
 }
 
-BOOST_AUTO_TEST_CASE(a_late_joiner_needs_a_snapshot_first) {
-  peer_directory dir;
-  // A node first heard of at seq 9: a gap (events 1-8 are unknown).
-  BOOST_CHECK(dir.apply(event("late", 9, feed_kind::put,
-                              held(feed_tier::ram, "ns", {1, 2})))
-              == peer_directory::applied::gap);
-  BOOST_CHECK_EQUAL(dir.keys(), 0u);
-  dir.apply(feed_snapshot{"late", 8, {held(feed_tier::ram, "ns", {5, 6})}});
-  BOOST_CHECK(dir.apply(event("late", 9, feed_kind::put,
-                              held(feed_tier::ram, "ns", {1, 2})))
-              == peer_directory::applied::ok);
-  BOOST_CHECK_EQUAL(dir.keys(), 2u);
-}
-
-BOOST_AUTO_TEST_CASE(demote_moves_a_copy_to_ssd_and_drop_forgets_a_node) {
-  peer_directory dir;
-  auto h = held(feed_tier::ram, "ns", {1, 2, 3});
-  dir.apply(event("a", 1, feed_kind::put, h));
-  dir.apply(event("b", 1, feed_kind::put, h));
-  dir.apply(event("a", 2, feed_kind::demote, h));
-  auto m = dir.lookup("ns", token_seq{1, 2, 3, 4});
+BOOST_AUTO_TEST_CASE(a_dropped_node_leaves_no_trace) {
+  peer_directory d;
+  d.put("a", "x", seq({1, 2, 3}), peer_tier::ram, 1, true);
+  d.put("a", "y", seq({1, 2, 3}), peer_tier::ssd, 1, true);
+  d.put("b", "x", seq({1, 2, 3}), peer_tier::ssd, 1, true);
+  d.put("a", "x", seq({1, 2, 3, 4, 5}), peer_tier::ram, 1, true);
+  BOOST_TEST(d.drop("a") == 3u);
+  BOOST_TEST(d.holdings("a") == 0u);
+  BOOST_TEST(!d.longest_usable("y", seq({1, 2, 3, 4})));
+  auto m = d.longest_usable("x", seq({1, 2, 3, 4, 5, 6}));
   BOOST_REQUIRE(m);
-  BOOST_REQUIRE_EQUAL(m->holders.size(), 2u);
-  BOOST_CHECK_EQUAL(m->holders[0].node, "b"); // RAM first
-  BOOST_CHECK(m->holders[1].tier == feed_tier::ssd);
-  dir.drop("b");
-  m = dir.lookup("ns", token_seq{1, 2, 3, 4});
-  BOOST_REQUIRE(m);
-  BOOST_REQUIRE_EQUAL(m->holders.size(), 1u);
-  BOOST_CHECK_EQUAL(m->holders[0].node, "a");
-  BOOST_CHECK_EQUAL(dir.seq("b"), 0u);
-  dir.drop("a");
-  BOOST_CHECK_EQUAL(dir.keys(), 0u);
-  BOOST_CHECK_EQUAL(dir.holdings(), 0u);
+  BOOST_TEST(m->length == 3u);
+  BOOST_REQUIRE(m->holders.size() == 1u);
+  BOOST_TEST(m->holders[0].node == "b");
+  BOOST_TEST(d.drop("a") == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(matches_the_model_over_random_feeds) {
-  for (uint32_t seed = 1; seed <= 20; ++seed) {
-    std::mt19937 rng(seed);
-    auto pick = [&](size_t n) {
-      return std::uniform_int_distribution<size_t>(0, n - 1)(rng);
-    };
-    const std::string nodes[] = {"a", "b", "c", "d"};
-    const std::string spaces[] = {"x", "y"};
-    auto tokens = [&](size_t max) {
-      token_seq t(1 + pick(max));
-      for (auto& x : t)
-        x = static_cast<token>(1 + pick(3)); // small alphabet: shared prefixes
-      return t;
-    };
-    peer_directory dir;
-    model m;
-    for (int step = 0; step < 400; ++step) {
-      auto& node = nodes[pick(4)];
-      auto next = m.seqs.count(node) ? m.seqs[node] + 1 : 1;
-      auto r = pick(100);
-      if (r < 3) {
-        dir.drop(node);
-        m.drop(node);
-      } else if (r < 6) {
-        feed_snapshot s{node, next + pick(5), {}};
-        for (size_t i = pick(6); i > 0; --i)
-          s.entries.push_back(held(feed_tier(pick(2)), spaces[pick(2)],
-                                   tokens(8), pick(3) != 0, 1 + pick(1000)));
-        dir.apply(s);
-        m.drop(node);
-        for (auto& h : s.entries)
-          m.hold(node, h);
-        m.seqs[node] = s.seq;
-      } else {
-        feed_event e{node, next, feed_kind(pick(6)), {}};
-        // Releases mostly of what the node holds, sometimes of nothing.
-        std::vector<feed_holding> mine;
-        for (auto& [k, h] : m.held)
-          if (std::get<0>(k) == node)
-            mine.push_back(h);
-        if (e.kind != feed_kind::put && !mine.empty() && pick(5) != 0)
-          e.entry = mine[pick(mine.size())];
-        else
-          e.entry = held(feed_tier(pick(2)), spaces[pick(2)], tokens(8),
-                         pick(3) != 0, 1 + pick(1000));
-        if (pick(20) == 0) {
-          // A duplicate or a gap: refused, nothing changes.
-          e.seq = pick(2) == 0 && next > 1 ? next - 1 : next + 1 + pick(3);
-          BOOST_CHECK(dir.apply(e) != peer_directory::applied::ok);
+BOOST_AUTO_TEST_CASE(random_events_agree_with_a_brute_force_model) {
+  // The model: (node, tier, ns, key) -> trimmable. A lookup's length is
+  // the best p over every held key; the holders are those of one key of
+  // that length (any such key when several tie; compared by length and by
+  // holder set of the key the directory names).
+  using holding = std::tuple<std::string, peer_tier, std::string, token_seq>;
+  std::map<holding, bool> model;
+  peer_directory d;
+  std::mt19937 rng{2026};
+  const char* nodes[] = {"n1", "n2", "n3", "n4"};
+  const char* spaces[] = {"ns", "other"};
+  auto random_key = [&] {
+    token_seq k(1 + rng() % 6);
+    for (auto& t : k)
+      t = static_cast<token>(rng() % 3); // few tokens: many shared prefixes
+    return k;
+  };
+  size_t lookups = 0;
+  for (int step = 0; step < 20000; ++step) {
+    std::string node = nodes[rng() % 4];
+    std::string ns = spaces[rng() % 2];
+    auto tier = rng() % 2 ? peer_tier::ram : peer_tier::ssd;
+    auto what = rng() % 100;
+    if (what < 50) {
+      auto k = random_key();
+      bool trim = rng() % 4 != 0;
+      d.put(node, ns, k, tier, k.size(), trim);
+      model[{node, tier, ns, k}] = trim;
+    } else if (what < 85) {
+      auto k = random_key();
+      bool had = model.erase({node, tier, ns, k}) > 0;
+      BOOST_REQUIRE_EQUAL(d.remove(node, ns, k, tier), had);
+    } else if (what < 87) {
+      size_t had = 0;
+      for (auto i = model.begin(); i != model.end();)
+        if (std::get<0>(i->first) == node) {
+          i = model.erase(i);
+          ++had;
         } else {
-          BOOST_REQUIRE(dir.apply(e) == peer_directory::applied::ok);
-          m.apply(e);
+          ++i;
         }
+      BOOST_REQUIRE_EQUAL(d.drop(node), had);
+    } else {
+      ++lookups;
+      auto prompt = random_key();
+      prompt.push_back(static_cast<token>(rng() % 3));
+      // Brute force: per key, all holders trimmable?
+      std::map<token_seq, std::vector<peer_holding>> keys;
+      for (auto& [h, trim] : model)
+        if (std::get<2>(h) == ns)
+          keys[std::get<3>(h)].push_back(
+            {std::get<0>(h), std::get<1>(h), std::get<3>(h).size(), trim});
+      uint64_t best = 0;
+      for (auto& [k, hs] : keys) {
+        uint64_t lcp = 0;
+        while (lcp < k.size() && lcp < prompt.size() && k[lcp] == prompt[lcp])
+          ++lcp;
+        uint64_t p = std::min<uint64_t>(lcp, prompt.size() - 1);
+        bool trim = std::all_of(hs.begin(), hs.end(),
+                                [](auto& h) { return h.trimmable; });
+        if (p >= 1 && (p == k.size() || trim))
+          best = std::max(best, p);
       }
-      BOOST_REQUIRE_EQUAL(dir.holdings(), m.held.size());
-      for (int q = 0; q < 8; ++q)
-        compare(dir, m, spaces[pick(2)], tokens(10));
-      for (auto& n : nodes)
-        BOOST_CHECK_EQUAL(dir.seq(n), m.seqs.count(n) ? m.seqs.at(n) : 0);
+      auto m = d.longest_usable(ns, prompt);
+      BOOST_REQUIRE_EQUAL(m ? m->length : 0, best);
+      if (m) {
+        // Some key of that length serving that prefix has those holders.
+        bool found = false;
+        for (auto& [k, hs] : keys) {
+          if (k.size() != m->entry_length || hs.size() != m->holders.size())
+            continue;
+          uint64_t lcp = 0;
+          while (lcp < k.size() && lcp < prompt.size() && k[lcp] == prompt[lcp])
+            ++lcp;
+          found = found || lcp >= m->length;
+        }
+        BOOST_REQUIRE(found);
+        for (size_t i = 1; i < m->holders.size(); ++i)
+          BOOST_REQUIRE(m->holders[i - 1].tier <= m->holders[i].tier);
+      }
     }
+    size_t per = 0;
+    for (auto& [h, trim] : model)
+      per += std::get<0>(h) == node;
+    BOOST_REQUIRE_EQUAL(d.holdings(node), per);
   }
+  BOOST_TEST(lookups > 2000u);
 }
-
-BOOST_AUTO_TEST_SUITE_END()
