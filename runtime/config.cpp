@@ -1,13 +1,18 @@
 #include "runtime/config.hpp"
 #include "runtime/options.hpp"
 
+#include "runtime/cluster/membership.hpp"
 #include "runtime/service/affine_sharing.hpp"
+
+#include <caf/io/middleman.hpp>
 
 #include <caf/scheduler/coordinator.hpp>
 
 #include "tiers/geometry.hpp"
 
 #include <caf/settings.hpp>
+
+#include "messages/type_ids.hpp"
 
 #include <fstream>
 #include <set>
@@ -169,6 +174,51 @@ caf::error service_options::validate() const {
   if (auto e = check("service.checkpoint-every-tokens", checkpoint_every_tokens,
                      0, uint64_t{1} << 20, "0 .. 1048576"))
     return e;
+  return validate_cluster();
+}
+
+caf::error service_options::validate_cluster() const {
+  if (!cluster::is_loopback(cluster_listen_address))
+    return make_error(ec::invalid_config,
+                      "cluster.listen-address = \"" + cluster_listen_address
+                        + "\" is not a loopback address (127.0.0.0/8, ::1, "
+                          "localhost); other addresses need TLS, which "
+                          "kvtier does not have yet");
+  if (auto e = check("cluster.port", cluster_port, 0, 65535, "0 .. 65535"))
+    return e;
+  for (auto& p : cluster_peers) {
+    auto hp = cluster::parse_address(p);
+    if (!hp || !cluster::is_loopback(hp->host))
+      return make_error(ec::invalid_config,
+                        "cluster.peers: \"" + p
+                          + "\" is not a loopback HOST:PORT (e.g. "
+                            "\"127.0.0.1:7400\")");
+  }
+  if (cluster_node_id.size() > cluster::max_node_id_bytes)
+    return out_of_range("cluster.node-id",
+                        std::to_string(cluster_node_id.size()) + " bytes",
+                        "at most 128 bytes");
+  for (char c : cluster_node_id)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+      return make_error(ec::invalid_config,
+                        "cluster.node-id: spaces and control characters are "
+                        "not allowed");
+  if (auto e = check("cluster.heartbeat-ms", cluster_heartbeat_ms, 10, 60000,
+                     "10 .. 60000"))
+    return e;
+  if (cluster_down_after_ms < 2 * cluster_heartbeat_ms
+      || cluster_down_after_ms > 3600 * 1000)
+    return out_of_range("cluster.down-after-ms",
+                        std::to_string(cluster_down_after_ms),
+                        "2 * cluster.heartbeat-ms .. 3600000");
+  if (auto e = check("cluster.reconnect-backoff-ms",
+                     cluster_reconnect_backoff_ms, 10, 600000, "10 .. 600000"))
+    return e;
+  if (cluster_reconnect_backoff_max_ms < cluster_reconnect_backoff_ms
+      || cluster_reconnect_backoff_max_ms > 3600 * 1000)
+    return out_of_range("cluster.reconnect-backoff-max-ms",
+                        std::to_string(cluster_reconnect_backoff_max_ms),
+                        "cluster.reconnect-backoff-ms .. 3600000");
   return {};
 }
 
@@ -265,6 +315,7 @@ kvtier_config::kvtier_config() {
 #undef KVTIER_SERVICE_OPTION
 #undef KVTIER_REPLAY_OPTION
   register_error_category(*this);
+  msg::register_message_types(*this);
 }
 
 caf::error kvtier_config::load(int argc, char** argv,
@@ -298,6 +349,13 @@ caf::error kvtier_config::load_scheduler() {
     scheduler_loaded_ = true;
   }
   return {};
+}
+
+void kvtier_config::load_middleman() {
+  if (middleman_loaded_)
+    return;
+  actor_system_config::load<caf::io::middleman>();
+  middleman_loaded_ = true;
 }
 
 caf::error kvtier_config::load(int argc, char** argv) {
