@@ -34,3 +34,10 @@ add_dependencies(test_runtime_service_crash_test service_crash_writer)
 add_test(NAME runtime.service_crash_soak
   COMMAND test_runtime_service_crash_test -- 100)
 set_tests_properties(runtime.service_crash_soak PROPERTIES LABELS soak)
+
+# Multi-process cluster tests start the built `kvtier` program
+# (tests/cluster/node_process.hpp); labelled `cluster`, in the default suite.
+target_compile_definitions(test_cluster_nodes_test PRIVATE
+  KVTIER_PROGRAM="$<TARGET_FILE:kvtier_program>")
+add_dependencies(test_cluster_nodes_test kvtier_program)
+set_tests_properties(cluster.nodes PROPERTIES LABELS cluster TIMEOUT 90)

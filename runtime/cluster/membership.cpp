@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <ostream>
 
 namespace kvtier::cluster {
 
@@ -33,6 +34,14 @@ const char* to_string(peer_state s) {
       return "left";
   }
   return "?";
+}
+
+std::ostream& operator<<(std::ostream& os, refusal r) {
+  return os << to_string(r);
+}
+
+std::ostream& operator<<(std::ostream& os, peer_state s) {
+  return os << to_string(s);
 }
 
 std::optional<host_port> parse_address(const std::string& text) {

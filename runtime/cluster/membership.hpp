@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <iosfwd>
 #include <map>
 #include <optional>
 #include <string>
@@ -109,6 +110,9 @@ struct timing {
 enum class peer_state { up, down, left };
 
 const char* to_string(peer_state s);
+
+std::ostream& operator<<(std::ostream& os, refusal r);
+std::ostream& operator<<(std::ostream& os, peer_state s);
 
 /// One known peer.
 struct member {
