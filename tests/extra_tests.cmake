@@ -37,7 +37,9 @@ set_tests_properties(runtime.service_crash_soak PROPERTIES LABELS soak)
 
 # Multi-process cluster tests start the built `kvtier` program
 # (tests/cluster/node_process.hpp); labelled `cluster`, in the default suite.
-target_compile_definitions(test_cluster_nodes_test PRIVATE
-  KVTIER_PROGRAM="$<TARGET_FILE:kvtier_program>")
-add_dependencies(test_cluster_nodes_test kvtier_program)
-set_tests_properties(cluster.nodes PROPERTIES LABELS cluster TIMEOUT 90)
+foreach(name nodes embedded)
+  target_compile_definitions(test_cluster_${name}_test PRIVATE
+    KVTIER_PROGRAM="$<TARGET_FILE:kvtier_program>")
+  add_dependencies(test_cluster_${name}_test kvtier_program)
+  set_tests_properties(cluster.${name} PROPERTIES LABELS cluster TIMEOUT 90)
+endforeach()

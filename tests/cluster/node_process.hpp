@@ -140,7 +140,7 @@ private:
         << "down-after-ms=" << settings_.down_after_ms << "\n"
         << "reconnect-backoff-ms=" << settings_.backoff_ms << "\n"
         << "reconnect-backoff-max-ms=" << settings_.backoff_max_ms << "\n"
-        << "[model]\npreset=\"tiny-dense\"\nidentity=\"" << settings_.identity
+        << "[model]\npreset=\"tiny-dense\"\nscale=1.0\nidentity=\"" << settings_.identity
         << "\"\n"
         << "[ram-tier]\ncap-bytes=67108864\n"
         << "[ssd-tier]\ndir=\"" << settings_.ssd_dir << "\"\n"
