@@ -8,30 +8,21 @@ namespace kvtier::cluster {
 
 const char* to_string(refusal r) {
   switch (r) {
-    case refusal::none:
-      return "accepted";
-    case refusal::malformed:
-      return "malformed";
-    case refusal::protocol:
-      return "protocol version";
-    case refusal::model_identity:
-      return "model identity";
-    case refusal::node_id:
-      return "node id";
-    case refusal::leaving:
-      return "leaving";
+    case refusal::none: return "accepted";
+    case refusal::malformed: return "malformed";
+    case refusal::protocol: return "protocol version";
+    case refusal::model_identity: return "model identity";
+    case refusal::node_id: return "node id";
+    case refusal::leaving: return "leaving";
   }
   return "?";
 }
 
 const char* to_string(peer_state s) {
   switch (s) {
-    case peer_state::up:
-      return "up";
-    case peer_state::down:
-      return "down";
-    case peer_state::left:
-      return "left";
+    case peer_state::up: return "up";
+    case peer_state::down: return "down";
+    case peer_state::left: return "left";
   }
   return "?";
 }
@@ -116,28 +107,19 @@ decision membership::judge(const identity& remote, bool count) {
   auto refuse = [&](refusal r, std::string text) {
     if (count)
       switch (r) {
-        case refusal::malformed:
-          ++refused_.malformed;
-          break;
-        case refusal::protocol:
-          ++refused_.protocol;
-          break;
-        case refusal::model_identity:
-          ++refused_.model_identity;
-          break;
-        case refusal::node_id:
-          ++refused_.node_id;
-          break;
-        default:
-          break;
+        case refusal::malformed: ++refused_.malformed; break;
+        case refusal::protocol: ++refused_.protocol; break;
+        case refusal::model_identity: ++refused_.model_identity; break;
+        case refusal::node_id: ++refused_.node_id; break;
+        default: break;
       }
     return decision{r, std::move(text)};
   };
   if (remote.node_id.empty() || remote.node_id.size() > max_node_id_bytes)
     return refuse(refusal::malformed,
                   "node id of " + std::to_string(remote.node_id.size())
-                    + " bytes (1 .. "
-                    + std::to_string(max_node_id_bytes) + ")");
+                    + " bytes (1 .. " + std::to_string(max_node_id_bytes)
+                    + ")");
   if (remote.fingerprint.empty()
       || remote.fingerprint.size() > max_fingerprint_bytes)
     return refuse(refusal::malformed,
@@ -146,11 +128,11 @@ decision membership::judge(const identity& remote, bool count) {
   if (!parse_address(remote.address))
     return refuse(refusal::malformed, "listen address is not HOST:PORT");
   if (remote.protocol != self_.protocol)
-    return refuse(refusal::protocol,
-                  "peer " + remote.node_id + " speaks protocol "
-                    + std::to_string(remote.protocol) + ", node "
-                    + self_.node_id + " speaks "
-                    + std::to_string(self_.protocol));
+    return refuse(refusal::protocol, "peer " + remote.node_id
+                                       + " speaks protocol "
+                                       + std::to_string(remote.protocol)
+                                       + ", node " + self_.node_id + " speaks "
+                                       + std::to_string(self_.protocol));
   if (remote.fingerprint != self_.fingerprint)
     return refuse(refusal::model_identity,
                   "peer " + remote.node_id + " has model identity "
@@ -162,10 +144,9 @@ decision membership::judge(const identity& remote, bool count) {
                                       + self_.node_id);
   if (auto m = find(remote.node_id);
       m && m->state == peer_state::up && m->address != remote.address)
-    return refuse(refusal::node_id, "node id " + remote.node_id
-                                      + " is up at " + m->address
-                                      + ", a peer at " + remote.address
-                                      + " uses it too");
+    return refuse(refusal::node_id, "node id " + remote.node_id + " is up at "
+                                      + m->address + ", a peer at "
+                                      + remote.address + " uses it too");
   return {};
 }
 

@@ -108,8 +108,7 @@ void write_up_members(Builder&& list_init, const membership& v,
 
 /// Learns the addresses of members a peer listed. False when the list is
 /// too long (bad input).
-bool learn(node_actor* self,
-           capnp::List<msg::MemberAddress>::Reader members) {
+bool learn(node_actor* self, capnp::List<msg::MemberAddress>::Reader members) {
   if (members.size() > max_listed_members)
     return false;
   auto now = clock::now();
@@ -222,7 +221,8 @@ void say_hello(node_actor* self, const std::string& address,
           // 127.0.0.1:P) is not tried again while the peer is up there.
           v.attempt_done(address, true, now, them.address != address);
         } catch (const kj::Exception& e) {
-          count_bad(self, std::string{"hello reply: "} + e.getDescription().cStr());
+          count_bad(self,
+                    std::string{"hello reply: "} + e.getDescription().cStr());
           v.attempt_done(address, false, now);
         }
       },
@@ -295,8 +295,8 @@ caf::behavior node_behavior(node_actor* self) {
       }
   });
   self->set_default_handler(
-    [](caf::scheduled_actor* ptr, caf::message_view& x)
-      -> caf::result<caf::message> {
+    [](caf::scheduled_actor* ptr,
+       caf::message_view& x) -> caf::result<caf::message> {
       auto self = static_cast<node_actor*>(ptr);
       count_bad(self, "unexpected message " + to_string(x.content()));
       return caf::sec::unexpected_message;
@@ -333,15 +333,14 @@ caf::behavior node_behavior(node_actor* self) {
           peer_down(self, id, "this node leaves");
       if (handles.empty())
         return uint64_t{0};
-      log(self, "leaving: telling " + std::to_string(handles.size())
-                  + " peer(s)");
+      log(self,
+          "leaving: telling " + std::to_string(handles.size()) + " peer(s)");
       auto rp = self->make_response_promise<uint64_t>();
       auto pending = std::make_shared<size_t>(handles.size());
       auto acked = std::make_shared<uint64_t>(0);
       auto leave = leave_of(st.view.self());
       for (auto& [id, h] : handles)
-        self
-          ->request(h, caf::duration{millis{timeout_ms}}, leave)
+        self->request(h, caf::duration{millis{timeout_ms}}, leave)
           .then(
             [=](const sealed<msg::ClusterLeaveReply>&) mutable {
               ++*acked;
@@ -354,17 +353,17 @@ caf::behavior node_behavior(node_actor* self) {
             });
       return rp;
     },
-    [self](const sealed<msg::ClusterHello>& m)
-      -> sealed<msg::ClusterHelloReply> {
+    [self](
+      const sealed<msg::ClusterHello>& m) -> sealed<msg::ClusterHelloReply> {
       auto& st = self->state;
       auto& v = st.view;
       try {
         auto them = read_identity(m.root().getFrom());
         if (st.leaving || !st.started)
-          return refusal_reply(v.self(), refusal::leaving,
-                               "node " + v.self().node_id
-                                 + (st.leaving ? " is leaving"
-                                               : " is starting"));
+          return refusal_reply(
+            v.self(), refusal::leaving,
+            "node " + v.self().node_id
+              + (st.leaving ? " is leaving" : " is starting"));
         auto d = v.judge(them);
         if (!d.accepted()) {
           log(self, "refused peer at " + them.address + ": " + d.text);
@@ -379,8 +378,8 @@ caf::behavior node_behavior(node_actor* self) {
         msg::draft<msg::ClusterHelloReply> d2;
         d2.root().setAccepted(true);
         write_identity(d2.root().initFrom(), v.self());
-        write_up_members([&](size_t n) { return d2.root().initMembers(n); },
-                         v, them.node_id);
+        write_up_members([&](size_t n) { return d2.root().initMembers(n); }, v,
+                         them.node_id);
         return std::move(d2).seal();
       } catch (const kj::Exception& e) {
         count_bad(self, std::string{"hello: "} + e.getDescription().cStr());
@@ -403,8 +402,8 @@ caf::behavior node_behavior(node_actor* self) {
         count_bad(self, std::string{"heartbeat: "} + e.getDescription().cStr());
       }
     },
-    [self](const sealed<msg::ClusterLeave>& m)
-      -> sealed<msg::ClusterLeaveReply> {
+    [self](
+      const sealed<msg::ClusterLeave>& m) -> sealed<msg::ClusterLeaveReply> {
       auto& st = self->state;
       msg::draft<msg::ClusterLeaveReply> d;
       try {
@@ -541,8 +540,8 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
   n->sys_ = &sys;
   n->hooks_ = std::make_shared<hook_slot>();
   n->down_after_ = millis{o.cluster_down_after_ms};
-  n->actor_ = spawn_node_actor(sys, identity_of(o, fingerprint), timing_of(o),
-                               n->hooks_);
+  n->actor_ =
+    spawn_node_actor(sys, identity_of(o, fingerprint), timing_of(o), n->hooks_);
   auto port =
     sys.middleman().publish(n->actor_, static_cast<uint16_t>(o.cluster_port),
                             o.cluster_listen_address.c_str(), true);
@@ -556,8 +555,7 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
   n->port_ = *port;
   n->address_ = o.cluster_listen_address + ":" + std::to_string(*port);
   n->node_id_ = o.cluster_node_id.empty() ? n->address_ : o.cluster_node_id;
-  caf::anon_send(n->actor_, start_atom::value, n->node_id_, n->address_,
-                 seeds);
+  caf::anon_send(n->actor_, start_atom::value, n->node_id_, n->address_, seeds);
   return n;
 }
 
@@ -600,8 +598,9 @@ caf::expected<members_view> query_members(caf::actor_system& sys,
   auto mm = sys.middleman().actor_handle();
   caf::expected<members_view> out = make_error(ec::timeout, "no answer");
   caf::actor remote;
-  self->request(mm, caf::duration{timeout}, caf::connect_atom_v, hp->host,
-                hp->port)
+  self
+    ->request(mm, caf::duration{timeout}, caf::connect_atom_v, hp->host,
+              hp->port)
     .receive(
       [&](const caf::node_id&, caf::strong_actor_ptr serv,
           const std::set<std::string>&) {

@@ -1,7 +1,8 @@
 // The `kvtier` program: `kvtier <command> [arguments] [options]`. Options
 // of the form `--section.key=value` and `--config-file=FILE` configure the
 // service (without a file the embedded default, conf/kvtier.conf, applies);
-// `--config FILE` is `--config-file=FILE`; the rest belong to the command (runtime/program/commands.hpp).
+// `--config FILE` is `--config-file=FILE`; the rest belong to the command
+// (runtime/program/commands.hpp).
 #include "runtime/config.hpp"
 #include "runtime/options.hpp"
 #include "runtime/program/commands.hpp"
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
   std::vector<char*> args{argv[0]};
   std::vector<std::string> own;
   std::vector<std::string> config_files; // `--config FILE` spelled out
-  config_files.reserve(argc); // (args points into it)
+  config_files.reserve(argc);            // (args points into it)
   for (int i = 2; i < argc; ++i) {
     std::string_view a{argv[i]};
     if (a == "--config" && i + 1 < argc) {

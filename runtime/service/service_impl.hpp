@@ -3,8 +3,8 @@
 // a scoped actor, or completing a future from a short-lived actor).
 #pragma once
 
-#include "runtime/service.hpp"
 #include "runtime/cluster/node.hpp"
+#include "runtime/service.hpp"
 #include "runtime/service/service_codec.hpp"
 #include "runtime/service/spawn.hpp"
 

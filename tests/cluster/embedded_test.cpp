@@ -62,8 +62,8 @@ msg::sealed<Root> hello(const std::string& id, const std::string& fp,
 
 } // namespace
 
-BOOST_FIXTURE_TEST_CASE(an_embedded_service_joins_fires_hooks_and_leaves_flushed,
-                        fixture) {
+BOOST_FIXTURE_TEST_CASE(
+  an_embedded_service_joins_fires_hooks_and_leaves_flushed, fixture) {
   start();
   auto* n = svc->cluster();
   BOOST_REQUIRE(n);
@@ -85,10 +85,10 @@ BOOST_FIXTURE_TEST_CASE(an_embedded_service_joins_fires_hooks_and_leaves_flushed
   s.node_id = "a";
   s.joins = {n->address()};
   auto a = std::make_unique<node_process>(dir.path, s);
-  BOOST_TEST(wait_for([&] { return up_at(*n) == std::vector<std::string>{"a"}; },
-                      5000ms));
-  BOOST_TEST(wait_for([&] { return state_at(*a, "emb") == peer_state::up; },
-                      5000ms));
+  BOOST_TEST(wait_for(
+    [&] { return up_at(*n) == std::vector<std::string>{"a"}; }, 5000ms));
+  BOOST_TEST(
+    wait_for([&] { return state_at(*a, "emb") == peer_state::up; }, 5000ms));
   BOOST_TEST((events_now() == std::vector<std::string>{"up a"}));
   // The node goes: "down a".
   BOOST_TEST(a->stop() == 0, a->log());
@@ -97,8 +97,8 @@ BOOST_FIXTURE_TEST_CASE(an_embedded_service_joins_fires_hooks_and_leaves_flushed
   // It comes back on its port: the embedded node reconnects, "up a" again.
   a->restart();
   BOOST_TEST(wait_for([&] { return events_now().size() == 3; }, 5000ms));
-  BOOST_TEST((events_now()
-              == std::vector<std::string>{"up a", "down a", "up a"}));
+  BOOST_TEST(
+    (events_now() == std::vector<std::string>{"up a", "down a", "up a"}));
   // Entries published here, then the service goes: flushed, then left.
   auto one = seq(64), two = seq(96, 1000);
   put("ns", one, 1);
@@ -136,18 +136,18 @@ BOOST_FIXTURE_TEST_CASE(bad_input_from_a_peer_is_refused_and_counted, fixture) {
         [&](caf::error& err) { kind = "error " + describe(err); });
     return kind;
   };
-  BOOST_TEST(ask_hello(hello<msg::ClusterHello>("x", fp,
-                                                cluster::protocol_version + 1))
-             == "protocol version");
+  BOOST_TEST(
+    ask_hello(hello<msg::ClusterHello>("x", fp, cluster::protocol_version + 1))
+    == "protocol version");
   BOOST_TEST(ask_hello(hello<msg::ClusterHello>(std::string(4096, 'x'), fp,
                                                 cluster::protocol_version))
              == "malformed");
   BOOST_TEST(ask_hello(hello<msg::ClusterHello>("x", "other-0123",
                                                 cluster::protocol_version))
              == "model identity");
-  BOOST_TEST(ask_hello(hello<msg::ClusterHello>("emb", fp,
-                                                cluster::protocol_version))
-             == "node id");
+  BOOST_TEST(
+    ask_hello(hello<msg::ClusterHello>("emb", fp, cluster::protocol_version))
+    == "node id");
   {
     msg::draft<msg::ClusterHeartbeat> d; // no node id
     self->send(*remote, std::move(d).seal());
@@ -175,9 +175,9 @@ BOOST_FIXTURE_TEST_CASE(bad_input_from_a_peer_is_refused_and_counted, fixture) {
   BOOST_TEST(v->refused.node_id == 1u);
   BOOST_TEST(v->members.empty()); // nobody was let in
   // And the node goes on: a well-formed peer is accepted.
-  BOOST_TEST(ask_hello(hello<msg::ClusterHello>("good", fp,
-                                                cluster::protocol_version))
-             == "accepted");
+  BOOST_TEST(
+    ask_hello(hello<msg::ClusterHello>("good", fp, cluster::protocol_version))
+    == "accepted");
 }
 
 BOOST_AUTO_TEST_CASE(a_non_loopback_listen_address_is_refused_at_start) {

@@ -83,10 +83,10 @@ BOOST_AUTO_TEST_CASE(malformed_and_oversized_fields_are_refused_and_counted) {
   fixture f;
   BOOST_TEST(f.m.judge(id_of("", "127.0.0.1:7001")).reason
              == refusal::malformed);
-  BOOST_TEST(f.m.judge(id_of(std::string(max_node_id_bytes + 1, 'x'),
-                             "127.0.0.1:7001"))
-               .reason
-             == refusal::malformed);
+  BOOST_TEST(
+    f.m.judge(id_of(std::string(max_node_id_bytes + 1, 'x'), "127.0.0.1:7001"))
+      .reason
+    == refusal::malformed);
   BOOST_TEST(f.m.judge(id_of("b", "127.0.0.1:7001", "")).reason
              == refusal::malformed);
   BOOST_TEST(f.m.judge(id_of("b", "no-port")).reason == refusal::malformed);
@@ -165,7 +165,7 @@ BOOST_AUTO_TEST_CASE(a_leave_marks_the_peer_left_at_once_and_retries_later) {
   f.m.mark_up(id_of("b", b), f.t0);
   BOOST_TEST(f.m.mark_down("b", f.t0 + 10ms, true));
   BOOST_TEST(f.m.find("b")->state == peer_state::left);
-  BOOST_TEST(!f.m.mark_down("b", f.t0 + 20ms)); // no second "down"
+  BOOST_TEST(!f.m.mark_down("b", f.t0 + 20ms));   // no second "down"
   BOOST_TEST(f.m.due(f.t0 + 110ms).size() == 1u); // it may restart
 }
 

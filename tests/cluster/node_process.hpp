@@ -26,8 +26,8 @@
 
 #include <chrono>
 #include <csignal>
-#include <fcntl.h>
 #include <cstdio>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -140,8 +140,8 @@ private:
         << "down-after-ms=" << settings_.down_after_ms << "\n"
         << "reconnect-backoff-ms=" << settings_.backoff_ms << "\n"
         << "reconnect-backoff-max-ms=" << settings_.backoff_max_ms << "\n"
-        << "[model]\npreset=\"tiny-dense\"\nscale=1.0\nidentity=\"" << settings_.identity
-        << "\"\n"
+        << "[model]\npreset=\"tiny-dense\"\nscale=1.0\nidentity=\""
+        << settings_.identity << "\"\n"
         << "[ram-tier]\ncap-bytes=67108864\n"
         << "[ssd-tier]\ndir=\"" << settings_.ssd_dir << "\"\n"
         << "write-behind=false\n"
@@ -262,8 +262,8 @@ inline bool wait_for(const std::function<bool()>& pred, ms bound) {
 struct temp_dir {
   std::filesystem::path path;
   temp_dir() {
-    auto tmpl = (std::filesystem::temp_directory_path() / "kvtier-nodes-XXXXXX")
-                  .string();
+    auto tmpl =
+      (std::filesystem::temp_directory_path() / "kvtier-nodes-XXXXXX").string();
     BOOST_REQUIRE(::mkdtemp(tmpl.data()));
     path = tmpl;
   }

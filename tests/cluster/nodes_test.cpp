@@ -110,10 +110,10 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_node_is_down_within_the_timeout_and_back_up,
   auto t0 = std::chrono::steady_clock::now();
   b.pause();
   // down-after-ms (1000) plus a heartbeat period and a margin.
-  BOOST_TEST(wait_for([&] { return state_of(a, "b") == peer_state::down; },
-                      1800ms));
-  auto took = std::chrono::duration_cast<ms>(std::chrono::steady_clock::now()
-                                             - t0);
+  BOOST_TEST(
+    wait_for([&] { return state_of(a, "b") == peer_state::down; }, 1800ms));
+  auto took =
+    std::chrono::duration_cast<ms>(std::chrono::steady_clock::now() - t0);
   BOOST_TEST_MESSAGE("marked down after " << took.count() << " ms");
   BOOST_TEST(took.count() >= 900); // silence, not a dropped connection
   b.resume();
@@ -128,8 +128,8 @@ BOOST_FIXTURE_TEST_CASE(a_killed_node_is_down_and_rejoins_on_its_port,
   BOOST_REQUIRE(wait_for([&] { return sees_up(a, {"b"}); }, 5000ms));
   auto port = b.port();
   b.kill9();
-  BOOST_TEST(wait_for([&] { return state_of(a, "b") == peer_state::down; },
-                      1800ms));
+  BOOST_TEST(
+    wait_for([&] { return state_of(a, "b") == peer_state::down; }, 1800ms));
   b.restart();
   BOOST_TEST(b.port() == port);
   BOOST_TEST(wait_for([&] { return sees_up(a, {"b"}); }, 5000ms));
@@ -148,8 +148,8 @@ BOOST_FIXTURE_TEST_CASE(sigterm_exits_zero_and_peers_mark_it_left_at_once,
   // b waited for its peers' acknowledgements before it exited: no timeout.
   BOOST_TEST(state_of(a, "b") == peer_state::left);
   BOOST_TEST(state_of(c, "b") == peer_state::left);
-  auto took = std::chrono::duration_cast<ms>(std::chrono::steady_clock::now()
-                                             - t0);
+  auto took =
+    std::chrono::duration_cast<ms>(std::chrono::steady_clock::now() - t0);
   BOOST_TEST(took.count() < 1000, "stopping took " << took.count() << " ms");
   BOOST_TEST(sees_up(a, {"c"}));
   auto log = b.log();
