@@ -154,19 +154,27 @@ struct service::impl {
     caf::expected<T> out{caf::error{}};
     auto self = borrow();
     bool late = false;
-    auto h = (*self)->request(handles.facade, timeout, std::move(m));
-    auto id = h.id();
-    h.receive([&](const reply& r) { out = conv(r); },
-              [&](caf::error& err) {
-                late = err == caf::sec::request_timeout;
-                out = timed_out(std::move(err), timeout);
-              });
+    // The deadline is the receive's own (a timed wait on this thread), not
+    // a request timeout: CAF 0.17 arms those on its clock thread (a
+    // cross-thread wake-up per call) and leaves them armed after the
+    // answer, to arrive later as a message a pooled actor would keep.
+    auto id =
+      (*self)->request(handles.facade, caf::infinite, std::move(m)).id();
+    caf::blocking_actor::accept_one_cond rc;
+    auto on_reply = [&](const reply& r) { out = conv(r); };
+    auto on_error = [&](caf::error& err) {
+      out = timed_out(std::move(err), timeout);
+    };
+    if (timeout.valid())
+      (*self)->varargs_receive(
+        rc, id, on_reply, on_error, caf::after(timeout) >> [&] {
+          late = true;
+          out = timed_out(caf::sec::request_timeout, timeout);
+        });
+    else
+      (*self)->varargs_receive(rc, id, on_reply, on_error);
     if (late)
       return out; // its late answer would wait in the mailbox for ever
-    // CAF 0.17 leaves the timeout armed after the answer: it would arrive
-    // later as a message no receive takes, and a pooled actor's mailbox
-    // would grow by one per call (every receive scanning them all).
-    cancel_timeout(self->ptr(), id);
     give_back(std::move(self));
     return out;
   }
