@@ -4,7 +4,8 @@
 // flushing its entries to its SSD tier, which serves them byte-exact after
 // a restart. And the node actor facing a peer that sends bad input: every
 // malformed, oversized or unexpected message is refused and counted, and
-// the node goes on.
+// the node goes on. (The messages of messages/membership.capnp cross a real
+// middleman connection here and in every process test.)
 #define BOOST_TEST_MODULE cluster_embedded
 #include "tests/cluster/node_process.hpp"
 #include "tests/runtime/service_fixture.hpp"
@@ -153,6 +154,16 @@ BOOST_FIXTURE_TEST_CASE(bad_input_from_a_peer_is_refused_and_counted, fixture) {
     self->send(*remote, std::move(d).seal());
   }
   {
+    msg::draft<msg::ClusterHeartbeat> d; // more members than allowed
+    d.root().setNodeId("x");
+    auto list = d.root().initMembers(cluster::max_listed_members + 1);
+    for (auto m : list) {
+      m.setNodeId("y");
+      m.setAddress("127.0.0.1:9");
+    }
+    self->send(*remote, std::move(d).seal());
+  }
+  {
     // A message the node actor does not take: an error back, counted.
     msg::draft<msg::PeekPrefix> d;
     d.root().setNs("ns");
@@ -165,7 +176,7 @@ BOOST_FIXTURE_TEST_CASE(bad_input_from_a_peer_is_refused_and_counted, fixture) {
   BOOST_TEST(wait_for(
     [&] {
       auto v = n->members();
-      return v && v->refused.malformed == 3;
+      return v && v->refused.malformed == 4;
     },
     2000ms));
   auto v = n->members();

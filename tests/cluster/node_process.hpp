@@ -5,7 +5,7 @@
 // ("kvtier node listening HOST:PORT node-id=NAME") within a bound, and
 // stops it with SIGTERM (SIGKILL after a bound). The destructor kills a
 // process still running (also a stopped one), so a failing test leaves no
-// process behind. The node's stderr goes to `<dir>/<id>.log`, printed by
+// process behind. The node's stderr goes to `<dir>/<id>-<n>.log`, printed by
 // `log()` for a failure's diagnosis.
 //
 // Also a client actor system (with the middleman) that asks a node for its
@@ -64,6 +64,8 @@ public:
   node_process(const std::filesystem::path& dir, node_settings s)
     : settings_(std::move(s))
     , dir_(dir) {
+    static int count = 0; // two processes may share an id (a collision)
+    stem_ = settings_.node_id + "-" + std::to_string(++count);
     start();
   }
 
@@ -125,7 +127,7 @@ public:
 
   /// The node's stderr so far.
   std::string log() const {
-    std::ifstream in(dir_ / (settings_.node_id + ".log"));
+    std::ifstream in(dir_ / (stem_ + ".log"));
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
@@ -149,7 +151,7 @@ private:
   }
 
   void start() {
-    auto conf = dir_ / (settings_.node_id + ".conf");
+    auto conf = dir_ / (stem_ + ".conf");
     write_config(conf);
     int fds[2];
     BOOST_REQUIRE(::pipe(fds) == 0);
@@ -159,7 +161,7 @@ private:
       args.push_back("--join");
       args.push_back(j);
     }
-    auto log_file = (dir_ / (settings_.node_id + ".log")).string();
+    auto log_file = (dir_ / (stem_ + ".log")).string();
     // Built before fork: the child of a threaded process only execs.
     std::vector<char*> argv;
     for (auto& a : args)
@@ -230,6 +232,7 @@ private:
 
   node_settings settings_;
   std::filesystem::path dir_;
+  std::string stem_;
   pid_t pid_ = -1;
   int out_ = -1;
   uint16_t port_ = 0;

@@ -43,6 +43,18 @@ struct fixture {
     return peer_state::down;
   }
 
+  /// The stdout of `command`.
+  static std::string run(const std::string& command) {
+    std::string out;
+    if (auto* p = ::popen(command.c_str(), "r")) {
+      char buf[256];
+      while (auto n = std::fread(buf, 1, sizeof buf, p))
+        out.append(buf, n);
+      ::pclose(p);
+    }
+    return out;
+  }
+
   node_settings settings(std::string id, std::vector<std::string> joins = {}) {
     node_settings s;
     s.node_id = std::move(id);
@@ -67,6 +79,32 @@ BOOST_FIXTURE_TEST_CASE(three_nodes_joined_in_a_chain_see_each_other_up,
   BOOST_TEST(v->self.address == a.address());
   BOOST_TEST(v->refused.malformed == 0u);
   BOOST_TEST(v->refused.model_identity == 0u);
+  // `kvtier members` prints the same view.
+  auto out = run(std::string{KVTIER_PROGRAM} + " members " + a.address());
+  BOOST_TEST(out.find("self a " + a.address()) != std::string::npos, out);
+  BOOST_TEST(out.find("member b " + b.address() + " up") != std::string::npos,
+             out);
+  BOOST_TEST(out.find("member c " + c.address() + " up") != std::string::npos,
+             out);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_second_node_with_the_same_id_is_refused, fixture) {
+  node_process a{dir.path, settings("a")};
+  node_process b{dir.path, settings("b", {a.address()})};
+  node_process twin{dir.path, settings("b", {a.address()})};
+  BOOST_TEST(wait_for(
+    [&] {
+      auto v = view(a);
+      return v && v->refused.node_id >= 1;
+    },
+    5000ms));
+  BOOST_TEST(sees_up(a, {"b"}));
+  auto v = view(a);
+  BOOST_REQUIRE(v);
+  for (auto& m : v->members)
+    if (m.node_id == "b")
+      BOOST_TEST(m.address == b.address()); // the first one stays
+  BOOST_TEST(sees_up(twin, {}));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_node_of_another_model_identity_is_refused, fixture) {
