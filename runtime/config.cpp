@@ -123,6 +123,60 @@ caf::error check_sections(const std::string& ini) {
   return {};
 }
 
+/// `ini` with every value of a kvtier key checked against its option's
+/// type, because CAF 0.17's INI reader silently ignores a value of another
+/// type (`scale=1` for a real number, `peers="HOST:PORT"` for a list): an
+/// integer for a real number is written as the real it means (1 -> 1.0),
+/// any other mismatch is refused naming the key and the type it takes.
+caf::expected<std::string> typed_ini(const std::string& ini,
+                                     const caf::config_option_set& opts) {
+  std::istringstream in(ini);
+  std::string line, section, out;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    auto keep = [&] { out += line + "\n"; };
+    auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == ';') {
+      keep();
+      continue;
+    }
+    if (line[first] == '[') {
+      section = line.substr(first + 1, line.find(']') - first - 1);
+      keep();
+      continue;
+    }
+    auto eq = line.find('=');
+    if (known_keys().count(section) == 0 || eq == std::string::npos) {
+      keep();
+      continue;
+    }
+    auto key = line.substr(first, eq - first);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    auto text = line.substr(eq + 1);
+    text.erase(0, text.find_first_not_of(" \t"));
+    text.erase(text.find_last_not_of(" \t\r") + 1);
+    auto* opt = opts.qualified_name_lookup(section, key);
+    auto value = caf::config_value::parse(text);
+    if (opt == nullptr || !value || !opt->check(*value)) {
+      keep();
+      continue;
+    }
+    if (caf::holds_alternative<caf::config_value::integer>(*value)
+        && opt->check(caf::config_value{1.5}) == caf::none) {
+      out += line.substr(0, eq + 1) + text + ".0\n";
+      continue;
+    }
+    return make_error(
+      ec::invalid_config,
+      "line " + std::to_string(n) + ": " + section + "." + key + " = " + text
+        + " is not of its type ("
+        + std::string{opt->type_name().begin(), opt->type_name().end()}
+        + "; strings in quotes, lists in [...])");
+  }
+  return out;
+}
+
 } // namespace
 
 caf::error service_options::validate() const {
@@ -324,7 +378,10 @@ caf::error kvtier_config::load(int argc, char** argv,
     return err;
   if (auto err = check_moved_options(argc, argv))
     return err;
-  std::istringstream ini(ini_text);
+  auto typed = typed_ini(ini_text, custom_options_);
+  if (!typed)
+    return std::move(typed.error());
+  std::istringstream ini(*typed);
   if (auto err = parse(argc, argv, ini))
     return make_error(ec::invalid_config,
                       "cannot parse the configuration: " + to_string(err));
