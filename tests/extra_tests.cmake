@@ -43,3 +43,14 @@ foreach(name nodes embedded)
   add_dependencies(test_cluster_${name}_test kvtier_program)
   set_tests_properties(cluster.${name} PROPERTIES LABELS cluster TIMEOUT 90)
 endforeach()
+
+# A `kvtier node` that publishes oracle entries before it listens, so the
+# SIGTERM test finds them flushed to its SSD directory.
+add_executable(cluster_node_writer
+  ${CMAKE_CURRENT_SOURCE_DIR}/cluster/node_writer.cpp)
+target_link_libraries(cluster_node_writer PRIVATE kvtier)
+set_target_properties(cluster_node_writer PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_compile_definitions(test_cluster_nodes_test PRIVATE
+  KVTIER_NODE_WRITER="$<TARGET_FILE:cluster_node_writer>")
+add_dependencies(test_cluster_nodes_test cluster_node_writer)

@@ -10,10 +10,13 @@
 
 #include "runtime/config.hpp"
 
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace kvtier::runtime {
+
+class service;
 
 /// `kvtier replay [TRACE] [--simulate] [--json FILE] [--plot FILE.svg]
 /// [--no-verify] [--quiet]`.
@@ -31,6 +34,12 @@ int inspect_command(kvtier_config& cfg, const std::vector<std::string>& args);
 /// node-id=NAME" and runs until SIGTERM or SIGINT; then closes (flush),
 /// tells its peers it leaves and exits 0 (docs/cluster.md).
 int node_command(kvtier_config& cfg, const std::vector<std::string>& args);
+
+/// `node_command` that runs `ready` on the started service before the
+/// listening line (test programs publish state there); false from it ends
+/// the command with 2.
+int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
+                 const std::function<bool(service&)>& ready);
 
 /// `kvtier members HOST:PORT`: prints the node's membership view.
 int members_command(kvtier_config& cfg, const std::vector<std::string>& args);

@@ -15,6 +15,11 @@
 namespace kvtier::runtime {
 
 int node_command(kvtier_config& cfg, const std::vector<std::string>& args) {
+  return node_command(cfg, args, {});
+}
+
+int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
+                 const std::function<bool(service&)>& ready) {
   auto& o = cfg.options;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--join" && i + 1 < args.size()) {
@@ -47,6 +52,8 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args) {
                    describe(err).c_str());
       return 2;
     }
+    if (ready && !ready(svc))
+      return 2;
     auto* n = svc.cluster();
     std::printf("kvtier node listening %s node-id=%s\n", n->address().c_str(),
                 n->node_id().c_str());

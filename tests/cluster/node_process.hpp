@@ -57,6 +57,9 @@ struct node_settings {
   uint64_t down_after_ms = 1000;
   uint64_t backoff_ms = 100;
   uint64_t backoff_max_ms = 400;
+  /// The program (empty: KVTIER_PROGRAM) and arguments after the joins.
+  std::string program;
+  std::vector<std::string> extra_args;
 };
 
 class node_process {
@@ -155,12 +158,15 @@ private:
     write_config(conf);
     int fds[2];
     BOOST_REQUIRE(::pipe(fds) == 0);
-    std::vector<std::string> args{KVTIER_PROGRAM, "node", "--config",
-                                  conf.string()};
+    std::vector<std::string> args{settings_.program.empty() ? KVTIER_PROGRAM
+                                                            : settings_.program,
+                                  "node", "--config", conf.string()};
     for (auto& j : settings_.joins) {
       args.push_back("--join");
       args.push_back(j);
     }
+    args.insert(args.end(), settings_.extra_args.begin(),
+                settings_.extra_args.end());
     auto log_file = (dir_ / (stem_ + ".log")).string();
     // Built before fork: the child of a threaded process only execs.
     std::vector<char*> argv;

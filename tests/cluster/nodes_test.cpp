@@ -7,7 +7,11 @@
 #define BOOST_TEST_MODULE cluster_nodes
 #include "tests/cluster/node_process.hpp"
 
+#include "runtime/service.hpp"
+#include "runtime/tools/oracle.hpp"
+
 #include <algorithm>
+#include <numeric>
 
 using namespace kvtier;
 using namespace kvtier::test;
@@ -174,10 +178,16 @@ BOOST_FIXTURE_TEST_CASE(a_killed_node_is_down_and_rejoins_on_its_port,
   BOOST_TEST(wait_for([&] { return sees_up(b, {"a"}); }, 5000ms));
 }
 
-BOOST_FIXTURE_TEST_CASE(sigterm_exits_zero_and_peers_mark_it_left_at_once,
+BOOST_FIXTURE_TEST_CASE(sigterm_flushes_exits_zero_and_peers_mark_it_left,
                         fixture) {
   node_process a{dir.path, settings("a")};
-  node_process b{dir.path, settings("b", {a.address()})};
+  // b holds three entries in RAM (write-behind off): only the close that
+  // SIGTERM starts puts them on its SSD directory.
+  auto sb = settings("b", {a.address()});
+  sb.program = KVTIER_NODE_WRITER;
+  sb.extra_args = {"--entries", "3"};
+  sb.ssd_dir = (dir.path / "ssd-b").string();
+  node_process b{dir.path, sb};
   node_process c{dir.path, settings("c", {a.address()})};
   BOOST_REQUIRE(wait_for([&] { return sees_up(a, {"b", "c"}); }, 5000ms));
   BOOST_REQUIRE(wait_for([&] { return sees_up(c, {"a", "b"}); }, 5000ms));
@@ -191,5 +201,32 @@ BOOST_FIXTURE_TEST_CASE(sigterm_exits_zero_and_peers_mark_it_left_at_once,
   BOOST_TEST(took.count() < 1000, "stopping took " << took.count() << " ms");
   BOOST_TEST(sees_up(a, {"c"}));
   auto log = b.log();
+  BOOST_TEST(log.find("flushed: 3 entries, durable=true") != std::string::npos,
+             log);
   BOOST_TEST(log.find("left (2 peer(s) told)") != std::string::npos, log);
+  // Its SSD directory holds the three entries, byte-exact.
+  runtime::service_options o;
+  o.model = "tiny-dense";
+  o.model_scale = 1.0;
+  o.model_identity = "test-model";
+  o.ssd_dir = sb.ssd_dir;
+  o.write_behind = false;
+  o.idle_demotion_ms = 0;
+  o.ram_cap_bytes = 64ull << 20;
+  runtime::service svc{o};
+  BOOST_REQUIRE_MESSAGE(!svc.start_error(), describe(svc.start_error()));
+  auto g = runtime::running_geometry(o);
+  BOOST_REQUIRE(g);
+  runtime::oracle_engine oracle{*g};
+  for (uint32_t i = 0; i < 3; ++i) {
+    tiers::token_seq prompt(64);
+    std::iota(prompt.begin(), prompt.end(), 1000 * i + 1);
+    prompt.push_back(7);
+    auto r = svc.acquire({100 + i, prompt, 16, std::nullopt}, "ns");
+    BOOST_REQUIRE_MESSAGE(r, (r ? std::string{} : describe(r.error())));
+    BOOST_CHECK(r->source == runtime::state_source::ssd);
+    BOOST_TEST(r->usable_tokens == 64u);
+    auto err = oracle.verify_served(r->state, "ns", prompt, false);
+    BOOST_TEST(!err, describe(err));
+  }
 }
