@@ -206,3 +206,17 @@ BOOST_AUTO_TEST_CASE(a_non_loopback_listen_address_is_refused_at_start) {
   BOOST_TEST(describe(err).find("cluster.peers") != std::string::npos,
              describe(err));
 }
+
+BOOST_AUTO_TEST_CASE(a_callers_actor_system_without_the_middleman_is_refused) {
+  testing::service_fixture f;
+  f.opts.cluster_enabled = true;
+  runtime::kvtier_config cfg; // no middleman loaded
+  caf::actor_system sys{cfg};
+  runtime::service svc{sys, f.opts, runtime::service_parts{f.fs}};
+  auto err = svc.start_error();
+  BOOST_REQUIRE(err);
+  BOOST_TEST(static_cast<ec>(err.code()) == ec::invalid_config);
+  BOOST_TEST(describe(err).find("middleman") != std::string::npos,
+             describe(err));
+  BOOST_TEST(svc.cluster() == nullptr);
+}
