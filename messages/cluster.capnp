@@ -36,6 +36,8 @@ struct TransferHeader {
   chunkSize @3 :UInt32;    # bytes per chunk; the last may be shorter
   chunkCount @4 :UInt32;
   checksum @5 :UInt64;     # XXH3-64 of the whole flat message
+  bulkPort @6 :UInt16;     # the sender's bulk lane (bulk_lane.hpp); 0: none
+  bulkToken @7 :UInt64;    # what the lane wants to hear for this transfer
 }
 
 struct FetchEntry {

@@ -38,6 +38,16 @@ public:
     return count_;
   }
 
+  /// Bytes of the flat message.
+  uint64_t total_length() const noexcept {
+    return flat_->size();
+  }
+
+  /// The flat message itself (for a bulk lane to send as it is).
+  const buffer_ref& flat() const noexcept {
+    return flat_;
+  }
+
   /// Chunk `index` as a side-free message (its bytes copied inline).
   /// Fails with `invalid_argument` for an index past the last chunk.
   caf::expected<sealed<FetchChunkReply>> chunk(uint32_t index) const;

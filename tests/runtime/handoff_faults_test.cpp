@@ -22,6 +22,7 @@
 
 #include "runtime/service.hpp"
 #include "runtime/tools/oracle.hpp"
+#include "tests/runtime/service_fixture.hpp"
 #include "tests/tiers/check_helpers.hpp"
 #include "tiers/ssd/faulty_file_system.hpp"
 #include "tiers/ssd/memory_file_system.hpp"
@@ -38,21 +39,11 @@ using runtime::state_source;
 using tiers::ssd::fault_kind;
 using tiers::ssd::fs_op;
 
+using testing::eventually;
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit =
-                             std::chrono::milliseconds(3000)) {
-  auto until = clock_type::now() + limit;
-  while (!pred()) {
-    if (clock_type::now() > until)
-      return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 /// The error of `r` rendered, or "" (Boost builds a check's message even
 /// when the check passes).

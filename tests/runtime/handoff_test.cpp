@@ -20,23 +20,11 @@ using testing::why;
 using tiers::ssd::fault_kind;
 using tiers::ssd::fs_op;
 
+using testing::eventually;
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-/// Polls `pred` until it holds or `limit` passed (timers of the service
-/// run in real time: retries, write-behind).
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit =
-                             std::chrono::milliseconds(10000)) {
-  auto until = clock_type::now() + limit;
-  while (!pred()) {
-    if (clock_type::now() > until)
-      return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
 
 /// 1500 tokens of tiny-dense: 375 KiB. Two fit the 1 MiB cap, three not.
 constexpr size_t big = 1500;

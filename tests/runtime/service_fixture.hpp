@@ -11,9 +11,25 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
 #include <numeric>
+#include <thread>
 
 namespace kvtier::testing {
+
+/// Polls `pred` until it holds or `limit` passed (the service's timers run
+/// in real time: retries, write-behind, deadlines).
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit =
+                             std::chrono::milliseconds(10000)) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > until)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
 
 /// The error of `r` rendered, or "" when it holds a value (Boost builds
 /// a check's message even when the check passes).

@@ -1,0 +1,116 @@
+// The bulk lane: a peer fetch's bytes over a plain loopback-or-LAN TCP
+// connection beside CAF's middleman, because the middleman's per-message
+// serialization copies each chunk several times (bench_transfer measured
+// about a tenth of raw TCP through it on this machine).
+//
+// The control stays with the actors: a sender offers a flat message under a
+// transfer id (transfer_table) and, with a lane, also here, which yields a
+// random 64-bit token; the FetchEntryReply's header names the lane's port
+// and the token. The receiver connects, sends one request (magic, version,
+// transfer id, token), and reads a status word and then exactly the
+// header's total length into one aligned buffer, which it verifies against
+// the header's XXH3-64 before anything decodes it. A wrong token, an
+// unknown or withdrawn id, a short read, a checksum mismatch or a missed
+// deadline is an error and yields nothing; the sender's bytes stay owned
+// by its table (the lane holds a reference while it writes them).
+//
+// Threads: `bulk_server` runs one accept thread and one thread per
+// connection it is writing to (a peer fetch is a few large transfers, not
+// many small ones); `offer`/`withdraw` may be called from any thread.
+// `bulk_fetch` blocks its caller: run it off the actor threads.
+#pragma once
+
+#include "messages/buffer.hpp"
+#include "messages/cluster.capnp.h"
+#include "messages/error.hpp"
+
+#include <caf/expected.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kvtier::msg {
+
+/// Counters of a lane's server side.
+struct bulk_server_stats {
+  uint64_t served = 0;
+  uint64_t bytes = 0;
+  uint64_t refused = 0; // unknown id, wrong token, bad request
+  uint64_t failed = 0;  // the connection broke or timed out mid-write
+};
+
+class bulk_server {
+public:
+  /// Listens on `address` (numeric IPv4 or IPv6) and `port` (0 picks one).
+  /// `io_timeout` bounds every read and write of a connection.
+  static caf::expected<std::unique_ptr<bulk_server>>
+  start(const std::string& address, uint16_t port,
+        std::chrono::milliseconds io_timeout = std::chrono::seconds(10));
+
+  /// Stops accepting, ends every connection, joins the threads.
+  ~bulk_server();
+
+  bulk_server(const bulk_server&) = delete;
+  bulk_server& operator=(const bulk_server&) = delete;
+
+  uint16_t port() const noexcept {
+    return port_;
+  }
+
+  /// Serves `flat` under `transfer_id` until withdrawn; returns the token
+  /// a receiver must present (replacing an earlier offer of the id).
+  uint64_t offer(uint64_t transfer_id, buffer_ref flat);
+
+  /// Serves `transfer_id` no more (a write running ends on its own).
+  void withdraw(uint64_t transfer_id);
+
+  bulk_server_stats stats() const;
+
+private:
+  bulk_server() = default;
+  void accept_loop();
+  void serve(int fd);
+
+  struct offered {
+    buffer_ref flat;
+    uint64_t token = 0;
+  };
+
+  int listen_fd_ = -1;
+  int stop_fd_ = -1; // an eventfd that wakes every poll at shutdown
+  uint16_t port_ = 0;
+  std::chrono::milliseconds io_timeout_{10000};
+  std::atomic<bool> stopping_{false};
+  mutable std::mutex mtx_;
+  std::map<uint64_t, offered> offers_;
+  struct worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  /// Joins the workers that finished (under `mtx_`).
+  void reap();
+  std::vector<worker> workers_;
+  std::thread acceptor_;
+  bulk_server_stats stats_;
+  uint64_t token_state_ = 0;
+};
+
+/// Fetches transfer `header` from the lane at `address`:`port` (the header
+/// names port and token), by `deadline`: the verified flat bytes, or
+/// `peer_unreachable`-style errors as `io_error` (connect, read, short
+/// read), `timeout` (the deadline passed), `invalid_argument` (the sender
+/// refused the request), `corrupt_data` (checksum mismatch),
+/// `message_limit_exceeded` (over `max_bytes`).
+caf::expected<buffer_ref>
+bulk_fetch(const std::string& address, TransferHeader::Reader header,
+           std::chrono::steady_clock::time_point deadline,
+           uint64_t max_bytes = uint64_t{1} << 30);
+
+} // namespace kvtier::msg
