@@ -4,9 +4,10 @@
 // `--config FILE` and `--join` arguments, reads its listening line
 // ("kvtier node listening HOST:PORT node-id=NAME") within a bound, and
 // stops it with SIGTERM (SIGKILL after a bound). The destructor kills a
-// process still running (also a stopped one), so a failing test leaves no
-// process behind. The node's stderr goes to `<dir>/<id>-<n>.log`, printed by
-// `log()` for a failure's diagnosis.
+// process still running (also a stopped one), and each child has
+// PR_SET_PDEATHSIG, so a failing or crashing test leaves no process behind.
+// The node's stderr goes to `<dir>/<id>-<n>.log`, printed by `log()` for a
+// failure's diagnosis.
 //
 // Also a client actor system (with the middleman) that asks a node for its
 // membership view, and `wait_for`, a bounded poll of a condition.
@@ -34,6 +35,7 @@
 #include <poll.h>
 #include <sstream>
 #include <string>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -173,9 +175,15 @@ private:
     for (auto& a : args)
       argv.push_back(a.data());
     argv.push_back(nullptr);
+    auto parent = ::getpid();
     pid_ = ::fork();
     BOOST_REQUIRE(pid_ >= 0);
     if (pid_ == 0) {
+      // Dies with the test process, even one that crashed without running
+      // destructors.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent)
+        ::_exit(127);
       ::dup2(fds[1], STDOUT_FILENO);
       auto fd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
       if (fd >= 0)
