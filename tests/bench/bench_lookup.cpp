@@ -15,6 +15,7 @@
 // long conversations take turns so the caches see different paths.
 //
 // Usage: bench_lookup [--quick] [--json FILE]
+#include "tiers/peer_directory.hpp"
 #include "tiers/prefix_index.hpp"
 
 #include <algorithm>
@@ -337,6 +338,49 @@ void print_flatness(const std::vector<row>& rows) {
   }
 }
 
+/// The peer directory (tiers/peer_directory.hpp) over the first `n`
+/// entries spread over four nodes, each also on a second tier: lookup time
+/// per prompt length against one pass over the prompt.
+void run_directory(const dataset& d, size_t n, const options& o) {
+  peer_directory dir;
+  const std::string nodes[] = {"node-1", "node-2", "node-3", "node-4"};
+  token_seq key;
+  uint32_t conv = UINT32_MAX;
+  for (uint32_t i = 0; i < n; ++i) {
+    auto& e = d.entries[i];
+    if (e.conv != conv) {
+      conv = e.conv;
+      key = full_key(d, conv);
+    }
+    auto k = std::span{key}.first(e.len);
+    dir.put(nodes[i % 4], "bench", k, peer_tier::ram, e.len, e.floor == 0);
+    dir.put(nodes[(i + 1) % 4], "bench", k, peer_tier::ssd, e.len,
+            e.floor == 0);
+  }
+  for (auto len : lens) {
+    auto prompts = make_prompts(d, len);
+    auto copies = prompts;
+    auto lookup = ns_per_call(
+      [&] {
+        for (auto& p : prompts)
+          sink =
+            sink + static_cast<int>(dir.longest_usable("bench", p)->length);
+      },
+      o.budget_s, 5);
+    auto floor = ns_per_call(
+      [&] {
+        for (size_t k = 0; k < prompts.size(); ++k)
+          sink = sink
+                 + std::memcmp(prompts[k].data(), copies[k].data(),
+                               len * sizeof(token));
+      },
+      o.budget_s, 5);
+    std::printf("directory %9zu entries x 2 holders, prompt %6zu: %9.0f ns, "
+                "one pass %7.0f ns, %6.2fx\n",
+                n, len, lookup, floor, lookup / floor);
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -363,6 +407,7 @@ int main(int argc, char** argv) {
   for (auto n : sizes)
     run_size(d, n, o, rows);
   print_flatness(rows);
+  run_directory(d, 100000, o);
   if (!json.empty())
     write_json(json, rows);
   return 0;

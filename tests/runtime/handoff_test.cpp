@@ -193,9 +193,13 @@ BOOST_AUTO_TEST_CASE(relief_on_a_stalled_disk_answers_by_the_deadline) {
   BOOST_CHECK_EQUAL(r->pending, 1u);
   BOOST_CHECK_LT(took, std::chrono::milliseconds(300 + 1000));
   BOOST_CHECK_EQUAL(in_ram(0), big); // the engine may still use it
-  // The late outcome settles it without harm.
+  // The late outcome settles it without harm (a flush under the 300 ms
+  // deadline may itself time out on a loaded machine: ask until durable).
   faulty.release();
-  BOOST_REQUIRE(svc->flush()->durable);
+  BOOST_REQUIRE(eventually([&] {
+    auto f = svc->flush();
+    return f && f->durable;
+  }));
   BOOST_CHECK_EQUAL(in_ram(0), 0u);
   BOOST_CHECK(get("ns", cat(key(0), {7})).source == state_source::ssd);
 }
