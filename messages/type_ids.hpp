@@ -12,6 +12,7 @@
 #pragma once
 
 #include "messages/cluster.capnp.h"
+#include "messages/membership.capnp.h"
 #include "messages/sealed.hpp"
 #include "messages/service.capnp.h"
 #include "messages/tiers.capnp.h"
@@ -65,7 +66,11 @@ class actor_system_config;
   X(UnprotectEntry) X(UnprotectEntryReply)                                     \
   X(RemoveCheckpoints) X(RemoveCheckpointsReply)                               \
   X(SetSsdLimit) X(SetSsdLimitReply)                                           \
-  X(SpillSettled)
+  X(SpillSettled)                                                              \
+  X(ClusterHello) X(ClusterHelloReply)                                         \
+  X(ClusterHeartbeat)                                                          \
+  X(ClusterLeave) X(ClusterLeaveReply)                                         \
+  X(ListMembers) X(ListMembersReply)
 // clang-format on
 
 #define KVTIER_ADD_MESSAGE_TYPE_ID(Root)                                       \

@@ -1,13 +1,18 @@
 #include "runtime/config.hpp"
 #include "runtime/options.hpp"
 
+#include "runtime/cluster/membership.hpp"
 #include "runtime/service/affine_sharing.hpp"
+
+#include <caf/io/middleman.hpp>
 
 #include <caf/scheduler/coordinator.hpp>
 
 #include "tiers/geometry.hpp"
 
 #include <caf/settings.hpp>
+
+#include "messages/type_ids.hpp"
 
 #include <fstream>
 #include <set>
@@ -118,6 +123,60 @@ caf::error check_sections(const std::string& ini) {
   return {};
 }
 
+/// `ini` with every value of a kvtier key checked against its option's
+/// type, because CAF 0.17's INI reader silently ignores a value of another
+/// type (`scale=1` for a real number, `peers="HOST:PORT"` for a list): an
+/// integer for a real number is written as the real it means (1 -> 1.0),
+/// any other mismatch is refused naming the key and the type it takes.
+caf::expected<std::string> typed_ini(const std::string& ini,
+                                     const caf::config_option_set& opts) {
+  std::istringstream in(ini);
+  std::string line, section, out;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    auto keep = [&] { out += line + "\n"; };
+    auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == ';') {
+      keep();
+      continue;
+    }
+    if (line[first] == '[') {
+      section = line.substr(first + 1, line.find(']') - first - 1);
+      keep();
+      continue;
+    }
+    auto eq = line.find('=');
+    if (known_keys().count(section) == 0 || eq == std::string::npos) {
+      keep();
+      continue;
+    }
+    auto key = line.substr(first, eq - first);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    auto text = line.substr(eq + 1);
+    text.erase(0, text.find_first_not_of(" \t"));
+    text.erase(text.find_last_not_of(" \t\r") + 1);
+    auto* opt = opts.qualified_name_lookup(section, key);
+    auto value = caf::config_value::parse(text);
+    if (opt == nullptr || !value || !opt->check(*value)) {
+      keep();
+      continue;
+    }
+    if (caf::holds_alternative<caf::config_value::integer>(*value)
+        && opt->check(caf::config_value{1.5}) == caf::none) {
+      out += line.substr(0, eq + 1) + text + ".0\n";
+      continue;
+    }
+    return make_error(
+      ec::invalid_config,
+      "line " + std::to_string(n) + ": " + section + "." + key + " = " + text
+        + " is not of its type ("
+        + std::string{opt->type_name().begin(), opt->type_name().end()}
+        + "; strings in quotes, lists in [...])");
+  }
+  return out;
+}
+
 } // namespace
 
 caf::error service_options::validate() const {
@@ -169,6 +228,51 @@ caf::error service_options::validate() const {
   if (auto e = check("service.checkpoint-every-tokens", checkpoint_every_tokens,
                      0, uint64_t{1} << 20, "0 .. 1048576"))
     return e;
+  return validate_cluster();
+}
+
+caf::error service_options::validate_cluster() const {
+  if (!cluster::is_loopback(cluster_listen_address))
+    return make_error(ec::invalid_config,
+                      "cluster.listen-address = \"" + cluster_listen_address
+                        + "\" is not a loopback address (127.0.0.0/8, ::1, "
+                          "localhost); other addresses need TLS, which "
+                          "kvtier does not have yet");
+  if (auto e = check("cluster.port", cluster_port, 0, 65535, "0 .. 65535"))
+    return e;
+  for (auto& p : cluster_peers) {
+    auto hp = cluster::parse_address(p);
+    if (!hp || !cluster::is_loopback(hp->host))
+      return make_error(ec::invalid_config,
+                        "cluster.peers: \"" + p
+                          + "\" is not a loopback HOST:PORT (e.g. "
+                            "\"127.0.0.1:7400\")");
+  }
+  if (cluster_node_id.size() > cluster::max_node_id_bytes)
+    return out_of_range("cluster.node-id",
+                        std::to_string(cluster_node_id.size()) + " bytes",
+                        "at most 128 bytes");
+  for (char c : cluster_node_id)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+      return make_error(ec::invalid_config,
+                        "cluster.node-id: spaces and control characters are "
+                        "not allowed");
+  if (auto e = check("cluster.heartbeat-ms", cluster_heartbeat_ms, 10, 60000,
+                     "10 .. 60000"))
+    return e;
+  if (cluster_down_after_ms < 2 * cluster_heartbeat_ms
+      || cluster_down_after_ms > 3600 * 1000)
+    return out_of_range("cluster.down-after-ms",
+                        std::to_string(cluster_down_after_ms),
+                        "2 * cluster.heartbeat-ms .. 3600000");
+  if (auto e = check("cluster.reconnect-backoff-ms",
+                     cluster_reconnect_backoff_ms, 10, 600000, "10 .. 600000"))
+    return e;
+  if (cluster_reconnect_backoff_max_ms < cluster_reconnect_backoff_ms
+      || cluster_reconnect_backoff_max_ms > 3600 * 1000)
+    return out_of_range("cluster.reconnect-backoff-max-ms",
+                        std::to_string(cluster_reconnect_backoff_max_ms),
+                        "cluster.reconnect-backoff-ms .. 3600000");
   return {};
 }
 
@@ -265,6 +369,7 @@ kvtier_config::kvtier_config() {
 #undef KVTIER_SERVICE_OPTION
 #undef KVTIER_REPLAY_OPTION
   register_error_category(*this);
+  msg::register_message_types(*this);
 }
 
 caf::error kvtier_config::load(int argc, char** argv,
@@ -273,7 +378,10 @@ caf::error kvtier_config::load(int argc, char** argv,
     return err;
   if (auto err = check_moved_options(argc, argv))
     return err;
-  std::istringstream ini(ini_text);
+  auto typed = typed_ini(ini_text, custom_options_);
+  if (!typed)
+    return std::move(typed.error());
+  std::istringstream ini(*typed);
   if (auto err = parse(argc, argv, ini))
     return make_error(ec::invalid_config,
                       "cannot parse the configuration: " + to_string(err));
@@ -298,6 +406,13 @@ caf::error kvtier_config::load_scheduler() {
     scheduler_loaded_ = true;
   }
   return {};
+}
+
+void kvtier_config::load_middleman() {
+  if (middleman_loaded_)
+    return;
+  actor_system_config::load<caf::io::middleman>();
+  middleman_loaded_ = true;
 }
 
 caf::error kvtier_config::load(int argc, char** argv) {

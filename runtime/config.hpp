@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kvtier::runtime {
 
@@ -79,9 +80,27 @@ struct service_options {
   /// `service.storage-deadline-ms`: the longest any call waits on storage
   /// (docs/api.md "Deadlines").
   uint64_t storage_deadline_ms = 10000;
+  // [cluster] (docs/cluster.md; runtime/cluster/node.hpp)
+  /// `cluster.enabled`: publish a node actor and meet peers (`kvtier node`
+  /// sets it); the service then loads CAF's middleman.
+  bool cluster_enabled = false;
+  /// `cluster.listen-address`: loopback only (others need TLS, #13).
+  std::string cluster_listen_address = "127.0.0.1";
+  /// `cluster.port`: 0 picks a free one.
+  uint64_t cluster_port = 0;
+  /// `cluster.peers`: HOST:PORT of nodes to join.
+  std::vector<std::string> cluster_peers;
+  /// `cluster.node-id`: unique in the cluster; empty: HOST:PORT listened on.
+  std::string cluster_node_id;
+  uint64_t cluster_heartbeat_ms = 250;
+  uint64_t cluster_down_after_ms = 2000;
+  uint64_t cluster_reconnect_backoff_ms = 100;
+  uint64_t cluster_reconnect_backoff_max_ms = 5000;
 
   /// Checks every value against its accepted range.
   caf::error validate() const;
+  /// The [cluster] part of `validate`.
+  caf::error validate_cluster() const;
 };
 
 /// The model `o` describes: the geometry of `o.model_layers` when set,
@@ -141,6 +160,10 @@ public:
   /// `--config-file=FILE` on the command line.
   caf::error load(int argc, char** argv);
 
+  /// Loads CAF's middleman module (once; before the actor system starts),
+  /// for a service with `cluster.enabled`.
+  void load_middleman();
+
   service_options options;
   replay_settings replay;
 
@@ -150,6 +173,7 @@ private:
   caf::error load_scheduler();
 
   bool scheduler_loaded_ = false;
+  bool middleman_loaded_ = false;
 };
 
 /// conf/kvtier.conf as compiled into the program.

@@ -24,6 +24,13 @@ std::string text(const std::string& v) {
   return "\"" + v + "\"";
 }
 
+std::string text(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    out += (i > 0 ? ", " : "") + text(v[i]);
+  return out + "]";
+}
+
 } // namespace
 
 std::vector<option_value> option_values(const service_options& o) {

@@ -58,7 +58,23 @@
     "idle entries move to SSD after this long (0: off)")                       \
   X("service", "checkpoint-every-tokens", checkpoint_every_tokens, "0: none")  \
   X("service", "storage-deadline-ms", storage_deadline_ms,                     \
-    "longest a call waits on storage")
+    "longest a call waits on storage")                                         \
+  X("cluster", "enabled", cluster_enabled,                                     \
+    "publish a node actor and meet peers (kvtier node sets it)")               \
+  X("cluster", "listen-address", cluster_listen_address,                       \
+    "address the node listens on (loopback only)")                             \
+  X("cluster", "port", cluster_port, "port the node listens on (0: any)")      \
+  X("cluster", "peers", cluster_peers, "HOST:PORT of nodes to join")           \
+  X("cluster", "node-id", cluster_node_id,                                     \
+    "this node's unique name (empty: HOST:PORT)")                              \
+  X("cluster", "heartbeat-ms", cluster_heartbeat_ms,                           \
+    "heartbeat period to every up peer")                                       \
+  X("cluster", "down-after-ms", cluster_down_after_ms,                         \
+    "a peer silent this long is down")                                         \
+  X("cluster", "reconnect-backoff-ms", cluster_reconnect_backoff_ms,           \
+    "wait before reconnecting to a down peer (doubling)")                      \
+  X("cluster", "reconnect-backoff-max-ms", cluster_reconnect_backoff_max_ms,   \
+    "longest wait between reconnection attempts")
 
 /// X(section, key, member, help) for every `replay_settings` field.
 #define KVTIER_REPLAY_OPTIONS(X)                                               \

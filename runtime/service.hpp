@@ -8,7 +8,9 @@
 // spawns the actor map of docs/actors.md; any number of engine threads may
 // call any method at once. Blocking calls wait on the calling thread;
 // futures complete on an actor thread. Destroying the service closes it
-// (as `close()`, if it was not closed) and then stops its actors.
+// (as `close()`, if it was not closed), leaves its cluster (when
+// `cluster.enabled`: the service loads CAF's middleman and publishes a
+// node actor, docs/cluster.md), and then stops its actors.
 //
 // Ownership: what `acquire` returns is the caller's (its views keep the
 // donor's buffers alive); what `publish`/`checkpoint` take is the cache's
@@ -33,6 +35,10 @@
 
 namespace kvtier::tiers::ssd {
 class file_system;
+}
+
+namespace kvtier::cluster {
+class node;
 }
 
 namespace kvtier::runtime {
@@ -225,6 +231,11 @@ public:
   std::optional<uint64_t> checkpoint_every_tokens() const noexcept;
 
   const service_options& options() const noexcept;
+
+  /// The cluster node (membership, peer hooks, the published node actor;
+  /// runtime/cluster/node.hpp) when `cluster.enabled`, else null. The
+  /// service owns it; destroying the service closes it first, then leaves.
+  cluster::node* cluster() noexcept;
 
   caf::actor_system& system() noexcept;
 

@@ -34,3 +34,23 @@ add_dependencies(test_runtime_service_crash_test service_crash_writer)
 add_test(NAME runtime.service_crash_soak
   COMMAND test_runtime_service_crash_test -- 100)
 set_tests_properties(runtime.service_crash_soak PROPERTIES LABELS soak)
+
+# Multi-process cluster tests start the built `kvtier` program
+# (tests/cluster/node_process.hpp); labelled `cluster`, in the default suite.
+foreach(name nodes embedded)
+  target_compile_definitions(test_cluster_${name}_test PRIVATE
+    KVTIER_PROGRAM="$<TARGET_FILE:kvtier_program>")
+  add_dependencies(test_cluster_${name}_test kvtier_program)
+  set_tests_properties(cluster.${name} PROPERTIES LABELS cluster TIMEOUT 90)
+endforeach()
+
+# A `kvtier node` that publishes oracle entries before it listens, so the
+# SIGTERM test finds them flushed to its SSD directory.
+add_executable(cluster_node_writer
+  ${CMAKE_CURRENT_SOURCE_DIR}/cluster/node_writer.cpp)
+target_link_libraries(cluster_node_writer PRIVATE kvtier)
+set_target_properties(cluster_node_writer PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_compile_definitions(test_cluster_nodes_test PRIVATE
+  KVTIER_NODE_WRITER="$<TARGET_FILE:cluster_node_writer>")
+add_dependencies(test_cluster_nodes_test cluster_node_writer)

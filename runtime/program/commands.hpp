@@ -1,5 +1,6 @@
 // The `kvtier` program's commands beyond `config` and `version`: `replay`,
-// `demo`, `inspect` and `scenario` (docs/replay.md, docs/scenarios.md).
+// `demo`, `inspect`, `scenario` (docs/replay.md, docs/scenarios.md), `node`
+// and `members` (docs/cluster.md).
 // Each takes the loaded configuration and the command's own arguments (the
 // `--section.key=value` overrides are already applied) and returns the
 // process exit code: 0 success, 1 the run found a problem (a wrong state, a
@@ -9,10 +10,13 @@
 
 #include "runtime/config.hpp"
 
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace kvtier::runtime {
+
+class service;
 
 /// `kvtier replay [TRACE] [--simulate] [--json FILE] [--plot FILE.svg]
 /// [--no-verify] [--quiet]`.
@@ -24,6 +28,21 @@ int demo_command(kvtier_config& cfg, const std::vector<std::string>& args);
 
 /// `kvtier inspect DIR [--verify]`.
 int inspect_command(kvtier_config& cfg, const std::vector<std::string>& args);
+
+/// `kvtier node [--join HOST:PORT]...`: boots the service with
+/// `cluster.enabled`, prints "kvtier node listening HOST:PORT
+/// node-id=NAME" and runs until SIGTERM or SIGINT; then closes (flush),
+/// tells its peers it leaves and exits 0 (docs/cluster.md).
+int node_command(kvtier_config& cfg, const std::vector<std::string>& args);
+
+/// `node_command` that runs `ready` on the started service before the
+/// listening line (test programs publish state there); false from it ends
+/// the command with 2.
+int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
+                 const std::function<bool(service&)>& ready);
+
+/// `kvtier members HOST:PORT`: prints the node's membership view.
+int members_command(kvtier_config& cfg, const std::vector<std::string>& args);
 
 /// `kvtier scenario FILE...`.
 int scenario_command(kvtier_config& cfg, const std::vector<std::string>& args);

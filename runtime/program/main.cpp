@@ -1,7 +1,8 @@
 // The `kvtier` program: `kvtier <command> [arguments] [options]`. Options
 // of the form `--section.key=value` and `--config-file=FILE` configure the
 // service (without a file the embedded default, conf/kvtier.conf, applies);
-// the rest belong to the command (runtime/program/commands.hpp).
+// `--config FILE` is `--config-file=FILE`; the rest belong to the command
+// (runtime/program/commands.hpp).
 #include "runtime/config.hpp"
 #include "runtime/options.hpp"
 #include "runtime/program/commands.hpp"
@@ -32,6 +33,10 @@ void usage() {
     "  inspect DIR [--verify]\n"
     "             list what an SSD tier directory holds; --verify checks\n"
     "             every payload checksum\n"
+    "  node [--config FILE] [--join HOST:PORT]...\n"
+    "             run a cluster node until SIGTERM (docs/cluster.md)\n"
+    "  members HOST:PORT\n"
+    "             print a node's membership view\n"
     "  config     validate the configuration and print the effective options\n"
     "  version    print the version\n"
     "  help       print this text\n"
@@ -80,8 +85,15 @@ int main(int argc, char** argv) {
   // command's.
   std::vector<char*> args{argv[0]};
   std::vector<std::string> own;
+  std::vector<std::string> config_files; // `--config FILE` spelled out
+  config_files.reserve(argc);            // (args points into it)
   for (int i = 2; i < argc; ++i) {
     std::string_view a{argv[i]};
+    if (a == "--config" && i + 1 < argc) {
+      config_files.push_back(std::string{"--config-file="} + argv[++i]);
+      args.push_back(config_files.back().data());
+      continue;
+    }
     auto eq = a.find('=');
     bool config = a.substr(0, 2) == "--"
                   && (a.substr(0, 14) == "--config-file="
@@ -107,6 +119,10 @@ int main(int argc, char** argv) {
     return inspect_command(cfg, own);
   if (cmd == "scenario")
     return scenario_command(cfg, own);
+  if (cmd == "node")
+    return node_command(cfg, own);
+  if (cmd == "members")
+    return members_command(cfg, own);
   std::fprintf(stderr, "kvtier: unknown command '%s'\n\n", cmd.c_str());
   usage();
   return 2;

@@ -15,6 +15,8 @@ service::service(service_options opts, service_parts parts)
   char* argv[] = {arg0, nullptr};
   impl_->start_error = impl_->own_cfg->load(1, argv);
   impl_->own_cfg->options = opts;
+  if (opts.cluster_enabled)
+    impl_->own_cfg->load_middleman();
   impl_->opts = std::move(opts);
   impl_->own_sys = std::make_unique<caf::actor_system>(*impl_->own_cfg);
   impl_->sys = impl_->own_sys.get();
@@ -25,6 +27,8 @@ service::service(service_options opts, service_parts parts)
 service::service(kvtier_config& cfg, service_parts parts)
   : impl_(std::make_unique<impl>()) {
   impl_->opts = cfg.options;
+  if (cfg.options.cluster_enabled)
+    cfg.load_middleman();
   impl_->own_sys = std::make_unique<caf::actor_system>(cfg);
   impl_->sys = impl_->own_sys.get();
   impl_->start(parts);
@@ -41,6 +45,8 @@ service::service(caf::actor_system& sys, service_options opts,
 service::~service() {
   if (!impl_->start_error)
     close();
+  // Closed to requests and flushed: now tell the peers (bounded).
+  impl_->node.reset();
   auto& h = impl_->handles;
   caf::anon_send_exit(h.facade, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.tiers.ram, caf::exit_reason::user_shutdown);
@@ -77,6 +83,10 @@ const service_options& service::options() const noexcept {
 
 object_cache* service::objects() noexcept {
   return impl_->opts.objects ? &objects_ : nullptr;
+}
+
+cluster::node* service::cluster() noexcept {
+  return impl_->node.get();
 }
 
 caf::actor_system& service::system() noexcept {

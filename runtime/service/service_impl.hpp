@@ -3,6 +3,7 @@
 // a scoped actor, or completing a future from a short-lived actor).
 #pragma once
 
+#include "runtime/cluster/node.hpp"
 #include "runtime/service.hpp"
 #include "runtime/service/service_codec.hpp"
 #include "runtime/service/spawn.hpp"
@@ -64,6 +65,8 @@ struct service::impl {
     std::make_shared<actors::put_observer_slot>();
   service_handles handles;
   caf::error start_error;
+  /// The cluster node when `cluster.enabled` (docs/cluster.md).
+  std::unique_ptr<cluster::node> node;
   /// Idle scoped actors for blocking calls: making one per call cost about
   /// 8 us of a 10 us echo here (bench_service prints both), so blocking
   /// calls borrow one. Each is used by one thread at a time.
@@ -96,10 +99,27 @@ struct service::impl {
       },
       0);
     auto h = spawn_service(*sys, opts, parts.fs, observer);
-    if (!h)
+    if (!h) {
       start_error = std::move(h.error());
+      return;
+    }
+    handles = std::move(*h);
+    if (opts.cluster_enabled)
+      start_cluster();
+  }
+
+  /// Publishes the node actor and meets the configured peers.
+  void start_cluster() {
+    auto m = running_model(opts);
+    if (!m) {
+      start_error = std::move(m.error());
+      return;
+    }
+    auto n = cluster::node::start(*sys, opts, m->fingerprint());
+    if (!n)
+      start_error = std::move(n.error());
     else
-      handles = std::move(*h);
+      node = std::move(*n);
   }
 
   /// How long a call waits for the facade: the storage deadline (by which

@@ -206,3 +206,29 @@ BOOST_AUTO_TEST_CASE(layer_descriptions_that_do_not_parse_name_the_position) {
   t = error_text("[model]\nflavour=\"x\"\n");
   BOOST_TEST(contains(t, "unknown key model.flavour"), t);
 }
+
+BOOST_AUTO_TEST_CASE(an_integer_for_a_real_option_is_that_real) {
+  // CAF 0.17's INI reader drops a value of another type without a word;
+  // kvtier takes an integer for a real number as that number.
+  kvtier_config cfg;
+  BOOST_REQUIRE(!load(cfg, "[model]\nscale=1\n[replay]\nspeed=2\n"));
+  BOOST_TEST(cfg.options.model_scale == 1.0);
+  BOOST_TEST(cfg.replay.speed == 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_value_of_another_type_is_refused_naming_the_key) {
+  kvtier_config cfg;
+  auto err = load(cfg, "[cluster]\npeers=\"127.0.0.1:7400\"\n");
+  BOOST_REQUIRE(err);
+  BOOST_TEST(describe(err).find("cluster.peers") != std::string::npos,
+             describe(err));
+  kvtier_config ok;
+  BOOST_REQUIRE(!load(ok, "[cluster]\npeers=[\"127.0.0.1:7400\"]\n"));
+  BOOST_TEST(ok.options.cluster_peers
+             == std::vector<std::string>{"127.0.0.1:7400"});
+  kvtier_config bad;
+  err = load(bad, "[ram-tier]\ncap-bytes=\"big\"\n");
+  BOOST_REQUIRE(err);
+  BOOST_TEST(describe(err).find("ram-tier.cap-bytes") != std::string::npos,
+             describe(err));
+}

@@ -1,0 +1,615 @@
+#include "runtime/cluster/node.hpp"
+
+#include "messages/type_ids.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <kj/exception.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace kvtier::cluster {
+
+namespace {
+
+/// Local-only messages of the node actor (a peer sending one is counted
+/// as bad input and ignored).
+using start_atom = caf::atom_constant<caf::atom("kvclstart")>;
+using tick_atom = caf::atom_constant<caf::atom("kvcltick")>;
+using leave_atom = caf::atom_constant<caf::atom("kvclleave")>;
+
+template <class Root>
+using sealed = msg::sealed<Root>;
+
+void write_identity(msg::NodeIdentity::Builder b, const identity& id) {
+  b.setNodeId(id.node_id);
+  b.setFingerprint(id.fingerprint);
+  b.setProtocol(id.protocol);
+  b.setAddress(id.address);
+}
+
+/// Reads a peer's text field; over `limit` bytes it is cut to `limit + 1`
+/// (so a judge still sees it is too long) without copying the rest.
+std::string text_of(capnp::Text::Reader t, size_t limit) {
+  return std::string{t.begin(), std::min<size_t>(t.size(), limit + 1)};
+}
+
+identity read_identity(msg::NodeIdentity::Reader r) {
+  identity id;
+  id.node_id = text_of(r.getNodeId(), max_node_id_bytes);
+  id.fingerprint = text_of(r.getFingerprint(), max_fingerprint_bytes);
+  id.protocol = r.getProtocol();
+  id.address = text_of(r.getAddress(), max_address_bytes);
+  return id;
+}
+
+struct node_state {
+  membership view{identity{}, timing{}};
+  std::shared_ptr<hook_slot> hooks;
+  /// The node actor of every member we hold a connection to.
+  std::map<std::string, caf::actor> handles;
+  uint64_t seq = 0;
+  bool started = false;
+  bool leaving = false;
+
+  static inline const char* name = "kvtier.node";
+};
+
+using node_actor = caf::stateful_actor<node_state>;
+
+void log(node_actor* self, const std::string& text) {
+  std::fprintf(stderr, "kvtier node %s: %s\n",
+               self->state.view.self().node_id.c_str(), text.c_str());
+}
+
+/// Whether the current message came from this process.
+bool local_sender(node_actor* self) {
+  auto& s = self->current_sender();
+  return !s || s->node() == self->node();
+}
+
+void count_bad(node_actor* self, const std::string& what) {
+  self->state.view.count_bad();
+  log(self, "bad input from a peer: " + what);
+}
+
+sealed<msg::ClusterHello> hello_of(const identity& self) {
+  msg::draft<msg::ClusterHello> d;
+  write_identity(d.root().initFrom(), self);
+  return std::move(d).seal();
+}
+
+sealed<msg::ClusterLeave> leave_of(const identity& self) {
+  msg::draft<msg::ClusterLeave> d;
+  d.root().setNodeId(self.node_id);
+  return std::move(d).seal();
+}
+
+template <class Builder>
+void write_up_members(Builder&& list_init, const membership& v,
+                      const std::string& except) {
+  std::vector<const member*> ups;
+  for (auto* m : v.up_members())
+    if (m->node_id != except)
+      ups.push_back(m);
+  if (ups.size() > max_listed_members)
+    ups.resize(max_listed_members);
+  auto list = list_init(ups.size());
+  for (size_t i = 0; i < ups.size(); ++i) {
+    list[i].setNodeId(ups[i]->node_id);
+    list[i].setAddress(ups[i]->address);
+  }
+}
+
+/// Learns the addresses of members a peer listed. False when the list is
+/// too long (bad input).
+bool learn(node_actor* self, capnp::List<msg::MemberAddress>::Reader members) {
+  if (members.size() > max_listed_members)
+    return false;
+  auto now = clock::now();
+  auto& v = self->state.view;
+  for (auto m : members) {
+    auto id = text_of(m.getNodeId(), max_node_id_bytes);
+    auto address = text_of(m.getAddress(), max_address_bytes);
+    auto hp = parse_address(address);
+    if (!hp || !is_loopback(hp->host) || id == v.self().node_id
+        || id.size() > max_node_id_bytes)
+      continue;
+    if (auto known = v.find(id); known && known->state == peer_state::up)
+      continue;
+    v.add_address(address, now);
+  }
+  return true;
+}
+
+void fire_up(node_actor* self, const std::string& id, const caf::actor& h) {
+  peer_hooks hooks;
+  {
+    std::lock_guard<std::mutex> guard{self->state.hooks->mtx};
+    hooks = self->state.hooks->hooks;
+  }
+  if (hooks.up)
+    hooks.up(id, h);
+}
+
+void fire_down(node_actor* self, const std::string& id) {
+  peer_hooks hooks;
+  {
+    std::lock_guard<std::mutex> guard{self->state.hooks->mtx};
+    hooks = self->state.hooks->hooks;
+  }
+  if (hooks.down)
+    hooks.down(id);
+}
+
+/// Records `them` as up behind `h` (monitored); fires "up" on a change.
+void peer_up(node_actor* self, const identity& them, const caf::actor& h) {
+  auto& st = self->state;
+  bool changed = st.view.mark_up(them, clock::now());
+  auto& slot = st.handles[them.node_id];
+  if (slot != h) {
+    if (slot)
+      self->demonitor(slot);
+    slot = h;
+    self->monitor(h);
+  }
+  if (changed) {
+    log(self, "peer " + them.node_id + " at " + them.address + " is up");
+    fire_up(self, them.node_id, h);
+  }
+}
+
+/// `id` is down (already marked in the view when `marked`).
+void peer_down(node_actor* self, const std::string& id, const char* why) {
+  auto& st = self->state;
+  if (auto i = st.handles.find(id); i != st.handles.end()) {
+    self->demonitor(i->second);
+    st.handles.erase(i);
+  }
+  log(self, "peer " + id + " is down (" + why + ")");
+  fire_down(self, id);
+}
+
+void attempt_failed(node_actor* self, const std::string& address,
+                    const caf::error& err) {
+  auto& v = self->state.view;
+  // One line per streak of failures (its first), not one per attempt.
+  if (v.failures(address) == 0)
+    log(self, "cannot reach " + address + ": " + self->system().render(err)
+                + " (retrying with backoff)");
+  v.attempt_done(address, false, clock::now());
+}
+
+void say_hello(node_actor* self, const std::string& address,
+               const caf::actor& h) {
+  auto timeout = caf::duration{self->state.view.times().down_after};
+  self->request(h, timeout, hello_of(self->state.view.self()))
+    .then(
+      [=](const sealed<msg::ClusterHelloReply>& r) {
+        auto& v = self->state.view;
+        auto now = clock::now();
+        try {
+          auto root = r.root();
+          auto them = read_identity(root.getFrom());
+          if (!root.getAccepted()) {
+            auto kind = text_of(root.getKind(), 32);
+            auto reason = text_of(root.getReason(), 1024);
+            // Our own judgement counts the refusal on this side too.
+            v.judge(them);
+            log(self, "refused by the peer at " + address + ": " + reason);
+            // A leaving peer may come back; any other refusal stands.
+            v.attempt_done(address, false, now,
+                           kind != to_string(refusal::leaving));
+            return;
+          }
+          auto d = v.judge(them);
+          if (!d.accepted()) {
+            log(self, "refusing peer at " + address + ": " + d.text);
+            self->send(h, leave_of(v.self()));
+            v.attempt_done(address, false, now, true);
+            return;
+          }
+          if (!learn(self, root.getMembers()))
+            count_bad(self, "hello reply lists too many members");
+          peer_up(self, them, h);
+          // An alias of the peer's own address (e.g. localhost:P for
+          // 127.0.0.1:P) is not tried again while the peer is up there.
+          v.attempt_done(address, true, now, them.address != address);
+        } catch (const kj::Exception& e) {
+          count_bad(self,
+                    std::string{"hello reply: "} + e.getDescription().cStr());
+          v.attempt_done(address, false, now);
+        }
+      },
+      [=](caf::error& err) { attempt_failed(self, address, err); });
+}
+
+void connect(node_actor* self, const std::string& address) {
+  auto hp = parse_address(address);
+  if (!hp) {
+    self->state.view.attempt_done(address, false, clock::now(), true);
+    return;
+  }
+  auto mm = self->system().middleman().actor_handle();
+  auto timeout = caf::duration{self->state.view.times().down_after};
+  self->request(mm, timeout, caf::connect_atom_v, hp->host, hp->port)
+    .then(
+      [=](const caf::node_id&, caf::strong_actor_ptr serv,
+          const std::set<std::string>&) {
+        if (!serv) {
+          attempt_failed(self, address,
+                         make_error(ec::not_found, "no actor published"));
+          return;
+        }
+        say_hello(self, address, caf::actor_cast<caf::actor>(serv));
+      },
+      [=](caf::error& err) { attempt_failed(self, address, err); });
+}
+
+void tick(node_actor* self) {
+  auto& st = self->state;
+  if (st.leaving)
+    return;
+  auto now = clock::now();
+  auto& v = st.view;
+  msg::draft<msg::ClusterHeartbeat> d;
+  d.root().setNodeId(v.self().node_id);
+  d.root().setSeq(++st.seq);
+  write_up_members([&](size_t n) { return d.root().initMembers(n); }, v, {});
+  auto hb = std::move(d).seal();
+  for (auto* m : v.up_members())
+    if (auto i = st.handles.find(m->node_id); i != st.handles.end())
+      self->send(i->second, hb);
+  for (auto& id : v.expire(now))
+    peer_down(self, id, "silent");
+  for (auto& address : v.due(now))
+    connect(self, address);
+  self->delayed_send(self, v.times().heartbeat, tick_atom::value);
+}
+
+sealed<msg::ClusterHelloReply> refusal_reply(const identity& self, refusal r,
+                                             const std::string& text) {
+  msg::draft<msg::ClusterHelloReply> d;
+  d.root().setAccepted(false);
+  d.root().setKind(to_string(r));
+  d.root().setReason(text);
+  write_identity(d.root().initFrom(), self);
+  return std::move(d).seal();
+}
+
+caf::behavior node_behavior(node_actor* self) {
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto& [id, h] : st.handles)
+      if (h.address() == dm.source) {
+        auto gone = id;
+        st.handles.erase(gone);
+        if (st.view.mark_down(gone, clock::now()))
+          peer_down(self, gone, "connection lost");
+        return;
+      }
+  });
+  self->set_default_handler(
+    [](caf::scheduled_actor* ptr,
+       caf::message_view& x) -> caf::result<caf::message> {
+      auto self = static_cast<node_actor*>(ptr);
+      count_bad(self, "unexpected message " + to_string(x.content()));
+      return caf::sec::unexpected_message;
+    });
+  return {
+    [self](start_atom, const std::string& node_id, const std::string& address,
+           const std::set<std::string>& seeds) {
+      if (!local_sender(self) || self->state.started)
+        return count_bad(self, "start from a peer");
+      auto& st = self->state;
+      st.started = true;
+      st.view.set_self(node_id, address);
+      auto now = clock::now();
+      for (auto& s : seeds)
+        st.view.add_address(s, now);
+      tick(self);
+    },
+    [self](tick_atom) {
+      if (!local_sender(self))
+        return count_bad(self, "tick from a peer");
+      tick(self);
+    },
+    [self](leave_atom, uint64_t timeout_ms) -> caf::result<uint64_t> {
+      if (!local_sender(self)) {
+        count_bad(self, "leave order from a peer");
+        return caf::sec::unexpected_message;
+      }
+      auto& st = self->state;
+      st.leaving = true;
+      auto handles = st.handles;
+      auto now = clock::now();
+      for (auto& [id, h] : handles)
+        if (st.view.mark_down(id, now, true))
+          peer_down(self, id, "this node leaves");
+      if (handles.empty())
+        return uint64_t{0};
+      log(self,
+          "leaving: telling " + std::to_string(handles.size()) + " peer(s)");
+      auto rp = self->make_response_promise<uint64_t>();
+      auto pending = std::make_shared<size_t>(handles.size());
+      auto acked = std::make_shared<uint64_t>(0);
+      auto leave = leave_of(st.view.self());
+      for (auto& [id, h] : handles)
+        self->request(h, caf::duration{millis{timeout_ms}}, leave)
+          .then(
+            [=](const sealed<msg::ClusterLeaveReply>&) mutable {
+              ++*acked;
+              if (--*pending == 0)
+                rp.deliver(*acked);
+            },
+            [=](caf::error&) mutable {
+              if (--*pending == 0)
+                rp.deliver(*acked);
+            });
+      return rp;
+    },
+    [self](
+      const sealed<msg::ClusterHello>& m) -> sealed<msg::ClusterHelloReply> {
+      auto& st = self->state;
+      auto& v = st.view;
+      try {
+        auto them = read_identity(m.root().getFrom());
+        if (st.leaving || !st.started)
+          return refusal_reply(
+            v.self(), refusal::leaving,
+            "node " + v.self().node_id
+              + (st.leaving ? " is leaving" : " is starting"));
+        auto d = v.judge(them);
+        if (!d.accepted()) {
+          log(self, "refused peer at " + them.address + ": " + d.text);
+          return refusal_reply(v.self(), d.reason, d.text);
+        }
+        auto h = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!h) {
+          count_bad(self, "hello without a sender");
+          return refusal_reply(v.self(), refusal::malformed, "no sender");
+        }
+        peer_up(self, them, h);
+        msg::draft<msg::ClusterHelloReply> d2;
+        d2.root().setAccepted(true);
+        write_identity(d2.root().initFrom(), v.self());
+        write_up_members([&](size_t n) { return d2.root().initMembers(n); }, v,
+                         them.node_id);
+        return std::move(d2).seal();
+      } catch (const kj::Exception& e) {
+        count_bad(self, std::string{"hello: "} + e.getDescription().cStr());
+        return refusal_reply(v.self(), refusal::malformed, "malformed hello");
+      }
+    },
+    [self](const sealed<msg::ClusterHeartbeat>& m) {
+      auto& v = self->state.view;
+      try {
+        auto id = text_of(m.root().getNodeId(), max_node_id_bytes);
+        if (id.empty() || id.size() > max_node_id_bytes)
+          return count_bad(self, "heartbeat with a bad node id");
+        if (!learn(self, m.root().getMembers()))
+          return count_bad(self, "heartbeat lists too many members");
+        auto now = clock::now();
+        if (!v.heard(id, now))
+          if (auto known = v.find(id))
+            v.retry_now(known->address, now); // it is back: say hello
+      } catch (const kj::Exception& e) {
+        count_bad(self, std::string{"heartbeat: "} + e.getDescription().cStr());
+      }
+    },
+    [self](
+      const sealed<msg::ClusterLeave>& m) -> sealed<msg::ClusterLeaveReply> {
+      auto& st = self->state;
+      msg::draft<msg::ClusterLeaveReply> d;
+      try {
+        auto id = text_of(m.root().getNodeId(), max_node_id_bytes);
+        auto known = st.view.find(id) != nullptr;
+        d.root().setKnown(known);
+        if (st.view.mark_down(id, clock::now(), true))
+          peer_down(self, id, "it leaves");
+      } catch (const kj::Exception& e) {
+        count_bad(self, std::string{"leave: "} + e.getDescription().cStr());
+      }
+      return std::move(d).seal();
+    },
+    [self](const sealed<msg::ListMembers>&) -> sealed<msg::ListMembersReply> {
+      auto& st = self->state;
+      auto& v = st.view;
+      msg::draft<msg::ListMembersReply> d;
+      auto r = d.root();
+      write_identity(r.initSelf(), v.self());
+      auto list = r.initMembers(v.members().size());
+      size_t i = 0;
+      for (auto& [id, m] : v.members()) {
+        list[i].setNodeId(id);
+        list[i].setAddress(m.address);
+        list[i].setState(to_string(m.state));
+        ++i;
+      }
+      r.setRefusedIdentity(v.refused().model_identity);
+      r.setRefusedNodeId(v.refused().node_id);
+      r.setRefusedProtocol(v.refused().protocol);
+      r.setBadMessages(v.refused().malformed);
+      r.setLeaving(st.leaving);
+      return std::move(d).seal();
+    },
+  };
+}
+
+members_view view_of(const sealed<msg::ListMembersReply>& reply) {
+  members_view out;
+  auto r = reply.root();
+  out.self = read_identity(r.getSelf());
+  for (auto m : r.getMembers()) {
+    member_view mv;
+    mv.node_id = m.getNodeId();
+    mv.address = m.getAddress();
+    std::string s = m.getState();
+    mv.state = s == "up"     ? peer_state::up
+               : s == "left" ? peer_state::left
+                             : peer_state::down;
+    out.members.push_back(std::move(mv));
+  }
+  out.refused.model_identity = r.getRefusedIdentity();
+  out.refused.node_id = r.getRefusedNodeId();
+  out.refused.protocol = r.getRefusedProtocol();
+  out.refused.malformed = r.getBadMessages();
+  out.leaving = r.getLeaving();
+  return out;
+}
+
+caf::expected<members_view> ask_members(caf::actor_system& sys,
+                                        const caf::actor& a, millis timeout) {
+  caf::scoped_actor self{sys};
+  caf::expected<members_view> out = make_error(ec::timeout, "no answer");
+  msg::draft<msg::ListMembers> d;
+  self->request(a, caf::duration{timeout}, std::move(d).seal())
+    .receive([&](const sealed<msg::ListMembersReply>& r) { out = view_of(r); },
+             [&](caf::error& err) { out = std::move(err); });
+  return out;
+}
+
+} // namespace
+
+std::vector<std::string> members_view::in_state(peer_state s) const {
+  std::vector<std::string> out;
+  for (auto& m : members)
+    if (m.state == s)
+      out.push_back(m.node_id);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+identity identity_of(const runtime::service_options& o,
+                     const std::string& fingerprint) {
+  identity id;
+  id.node_id = o.cluster_node_id;
+  id.fingerprint = fingerprint;
+  return id;
+}
+
+timing timing_of(const runtime::service_options& o) {
+  timing t;
+  t.heartbeat = millis{o.cluster_heartbeat_ms};
+  t.down_after = millis{o.cluster_down_after_ms};
+  t.reconnect.base = millis{o.cluster_reconnect_backoff_ms};
+  t.reconnect.cap = millis{o.cluster_reconnect_backoff_max_ms};
+  return t;
+}
+
+caf::actor spawn_node_actor(caf::actor_system& sys, identity self, timing t,
+                            std::shared_ptr<hook_slot> hooks) {
+  return sys.spawn(
+    [](node_actor* a, identity id, timing tt,
+       std::shared_ptr<hook_slot> h) -> caf::behavior {
+      a->state.view = membership{std::move(id), tt};
+      a->state.hooks = std::move(h);
+      return node_behavior(a);
+    },
+    std::move(self), t, std::move(hooks));
+}
+
+caf::expected<std::unique_ptr<node>>
+node::start(caf::actor_system& sys, const runtime::service_options& o,
+            const std::string& fingerprint,
+            const std::vector<std::string>& extra_peers) {
+  if (!sys.has_middleman())
+    return make_error(ec::invalid_config,
+                      "cluster: the actor system has no middleman (load "
+                      "caf::io::middleman before it starts)");
+  if (!is_loopback(o.cluster_listen_address))
+    return make_error(ec::invalid_config,
+                      "cluster.listen-address = \"" + o.cluster_listen_address
+                        + "\" is not a loopback address (others need TLS)");
+  std::set<std::string> seeds;
+  for (auto* list : {&o.cluster_peers, &extra_peers})
+    for (auto& p : *list) {
+      auto hp = parse_address(p);
+      if (!hp || !is_loopback(hp->host))
+        return make_error(ec::invalid_config,
+                          "cluster peer \"" + p
+                            + "\" is not a loopback HOST:PORT");
+      seeds.insert(p);
+    }
+  std::unique_ptr<node> n{new node};
+  n->sys_ = &sys;
+  n->hooks_ = std::make_shared<hook_slot>();
+  n->down_after_ = millis{o.cluster_down_after_ms};
+  n->actor_ =
+    spawn_node_actor(sys, identity_of(o, fingerprint), timing_of(o), n->hooks_);
+  auto port =
+    sys.middleman().publish(n->actor_, static_cast<uint16_t>(o.cluster_port),
+                            o.cluster_listen_address.c_str(), true);
+  if (!port) {
+    caf::anon_send_exit(n->actor_, caf::exit_reason::user_shutdown);
+    return make_error(ec::io_error, "cannot listen on "
+                                      + o.cluster_listen_address + ":"
+                                      + std::to_string(o.cluster_port) + ": "
+                                      + sys.render(port.error()));
+  }
+  n->port_ = *port;
+  n->address_ = o.cluster_listen_address + ":" + std::to_string(*port);
+  n->node_id_ = o.cluster_node_id.empty() ? n->address_ : o.cluster_node_id;
+  caf::anon_send(n->actor_, start_atom::value, n->node_id_, n->address_, seeds);
+  return n;
+}
+
+node::~node() {
+  if (!left_)
+    leave(down_after_);
+  sys_->middleman().unpublish(actor_, port_);
+  caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+}
+
+void node::set_hooks(peer_hooks h) {
+  std::lock_guard<std::mutex> guard{hooks_->mtx};
+  hooks_->hooks = std::move(h);
+}
+
+caf::expected<members_view> node::members(millis timeout) {
+  return ask_members(*sys_, actor_, timeout);
+}
+
+caf::expected<size_t> node::leave(millis timeout) {
+  left_ = true;
+  caf::scoped_actor self{*sys_};
+  caf::expected<size_t> out = make_error(ec::timeout, "leave unanswered");
+  self
+    ->request(actor_, caf::duration{timeout + millis{500}}, leave_atom::value,
+              static_cast<uint64_t>(timeout.count()))
+    .receive([&](uint64_t acked) { out = static_cast<size_t>(acked); },
+             [&](caf::error& err) { out = std::move(err); });
+  return out;
+}
+
+caf::expected<members_view> query_members(caf::actor_system& sys,
+                                          const std::string& address,
+                                          millis timeout) {
+  auto hp = parse_address(address);
+  if (!hp)
+    return make_error(ec::invalid_argument,
+                      "\"" + address + "\" is not HOST:PORT");
+  caf::scoped_actor self{sys};
+  auto mm = sys.middleman().actor_handle();
+  caf::expected<members_view> out = make_error(ec::timeout, "no answer");
+  caf::actor remote;
+  self
+    ->request(mm, caf::duration{timeout}, caf::connect_atom_v, hp->host,
+              hp->port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr serv,
+          const std::set<std::string>&) {
+        remote = caf::actor_cast<caf::actor>(serv);
+      },
+      [&](caf::error& err) { out = std::move(err); });
+  if (!remote)
+    return out;
+  return ask_members(sys, remote, timeout);
+}
+
+} // namespace kvtier::cluster

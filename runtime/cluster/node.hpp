@@ -1,0 +1,147 @@
+// A kvtier node's place in a cluster: the node actor, published through
+// CAF's middleman on `cluster.listen-address`:`cluster.port`, that meets
+// peers (hello: node id, model identity fingerprint, protocol version),
+// keeps the membership view (runtime/cluster/membership.hpp) with
+// heartbeats, monitors every peer's node actor, reconnects with backoff and
+// tells its peers when it leaves (docs/cluster.md).
+//
+// Hooks: `set_hooks` installs "peer up(node id, handle)" and "peer
+// down(node id)"; they run on the node actor's thread, in the order of the
+// membership changes, and must be quick (send a message, do not block). A
+// peer that comes back after being down fires "up" again (a rejoin: the
+// event feed resyncs there). `handle` is the peer's node actor: requests to
+// a peer are sealed messages (messages/membership.capnp, later the peer
+// tier's) sent to it with a deadline; it dies (down_msg) when the
+// connection goes.
+//
+// Policy: loopback addresses only (service_options::validate refuses the
+// rest until TLS, #13). Every wait is bounded: a connection attempt and a
+// hello by `cluster.down-after-ms`, `leave` by its argument. Input from a
+// peer is checked field by field; what is malformed, oversized, of another
+// protocol or unexpected is refused and counted, never trusted.
+//
+// Owner: one `service` (runtime/service.hpp) or a test; `node`'s methods
+// are called from one thread at a time (the hooks may be set from any).
+#pragma once
+
+#include "runtime/cluster/membership.hpp"
+#include "runtime/config.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace kvtier::cluster {
+
+/// What the membership layer tells the rest of a node.
+struct peer_hooks {
+  /// A peer was accepted (first time or after being down).
+  std::function<void(const std::string& node_id, const caf::actor& handle)> up;
+  /// A peer went down: silent, disconnected, or it left.
+  std::function<void(const std::string& node_id)> down;
+};
+
+/// The hooks, shared by the owner and the node actor.
+struct hook_slot {
+  std::mutex mtx;
+  peer_hooks hooks;
+};
+
+/// One member as `members()` reports it.
+struct member_view {
+  std::string node_id;
+  std::string address;
+  peer_state state = peer_state::down;
+};
+
+/// A node's membership view, as `ListMembers` answers.
+struct members_view {
+  identity self;
+  std::vector<member_view> members;
+  refusal_counts refused;
+  bool leaving = false;
+
+  /// Node ids in `state`, sorted.
+  std::vector<std::string> in_state(peer_state state) const;
+};
+
+/// The cluster fields of `o` with our fingerprint as a membership timing
+/// and identity (address empty until published).
+identity identity_of(const runtime::service_options& o,
+                     const std::string& fingerprint);
+timing timing_of(const runtime::service_options& o);
+
+/// Spawns the node actor (not yet published). Exposed for tests that drive
+/// it without `node`.
+caf::actor spawn_node_actor(caf::actor_system& sys, identity self, timing t,
+                            std::shared_ptr<hook_slot> hooks);
+
+class node {
+public:
+  /// Publishes a node actor on `o.cluster_listen_address`:`o.cluster_port`
+  /// in `sys` (which needs the middleman) and starts meeting
+  /// `o.cluster_peers` and `extra_peers`. `ec::invalid_config` for a bad
+  /// address, `ec::io_error` when the port cannot be bound.
+  static caf::expected<std::unique_ptr<node>>
+  start(caf::actor_system& sys, const runtime::service_options& o,
+        const std::string& fingerprint,
+        const std::vector<std::string>& extra_peers = {});
+
+  /// Leaves (bounded by `down-after-ms`) when not yet left, unpublishes,
+  /// stops the actor.
+  ~node();
+
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+
+  uint16_t port() const noexcept {
+    return port_;
+  }
+  /// HOST:PORT as peers reach it.
+  const std::string& address() const noexcept {
+    return address_;
+  }
+  const std::string& node_id() const noexcept {
+    return node_id_;
+  }
+  /// The published node actor.
+  const caf::actor& actor() const noexcept {
+    return actor_;
+  }
+
+  /// Replaces the hooks (empty functions: none).
+  void set_hooks(peer_hooks h);
+
+  /// The node's membership view, within `timeout`.
+  caf::expected<members_view> members(millis timeout = millis{5000});
+
+  /// Refuses new peers, tells every up peer it leaves and waits for their
+  /// acknowledgements, at most `timeout`; the number acknowledged.
+  caf::expected<size_t> leave(millis timeout);
+
+private:
+  node() = default;
+
+  caf::actor_system* sys_ = nullptr;
+  caf::actor actor_;
+  std::shared_ptr<hook_slot> hooks_;
+  uint16_t port_ = 0;
+  std::string address_;
+  std::string node_id_;
+  millis down_after_{2000};
+  bool left_ = false;
+};
+
+/// Asks the node at `address` (HOST:PORT) for its membership view, from
+/// `sys` (which needs the middleman), within `timeout` (tests, `kvtier
+/// members`).
+caf::expected<members_view> query_members(caf::actor_system& sys,
+                                          const std::string& address,
+                                          millis timeout);
+
+} // namespace kvtier::cluster

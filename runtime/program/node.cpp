@@ -1,0 +1,129 @@
+// `kvtier node` and `kvtier members` (docs/cluster.md): a long-running
+// node process and a client that prints a node's membership view.
+#include "runtime/cluster/node.hpp"
+#include "runtime/program/commands.hpp"
+#include "runtime/service.hpp"
+
+#include "messages/type_ids.hpp"
+
+#include <caf/io/middleman.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <pthread.h>
+
+namespace kvtier::runtime {
+
+int node_command(kvtier_config& cfg, const std::vector<std::string>& args) {
+  return node_command(cfg, args, {});
+}
+
+int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
+                 const std::function<bool(service&)>& ready) {
+  auto& o = cfg.options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--join" && i + 1 < args.size()) {
+      o.cluster_peers.push_back(args[++i]);
+    } else if (args[i].rfind("--join=", 0) == 0) {
+      o.cluster_peers.push_back(args[i].substr(7));
+    } else {
+      std::fprintf(stderr, "kvtier node: unknown argument '%s'\n",
+                   args[i].c_str());
+      return 2;
+    }
+  }
+  o.cluster_enabled = true;
+  if (auto err = o.validate()) {
+    std::fprintf(stderr, "kvtier node: %s\n", describe(err).c_str());
+    return 2;
+  }
+  // SIGTERM and SIGINT are taken by this thread alone (sigwait below):
+  // blocked before any actor thread starts, so every thread inherits it.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  int exit_code = 0;
+  {
+    service svc{cfg};
+    if (auto err = svc.start_error()) {
+      std::fprintf(stderr, "kvtier node: cannot start: %s\n",
+                   describe(err).c_str());
+      return 2;
+    }
+    if (ready && !ready(svc))
+      return 2;
+    auto* n = svc.cluster();
+    std::printf("kvtier node listening %s node-id=%s\n", n->address().c_str(),
+                n->node_id().c_str());
+    std::fflush(stdout);
+    int sig = 0;
+    sigwait(&stop, &sig);
+    std::fprintf(stderr, "kvtier node %s: %s: closing\n", n->node_id().c_str(),
+                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+    // Stop taking requests and flush (bounded by the storage deadline).
+    auto flushed = svc.close();
+    if (!flushed) {
+      std::fprintf(stderr, "kvtier node %s: close: %s\n", n->node_id().c_str(),
+                   describe(flushed.error()).c_str());
+      exit_code = 1;
+    } else {
+      std::fprintf(stderr,
+                   "kvtier node %s: flushed: %llu entries, durable=%s, "
+                   "%llu failed\n",
+                   n->node_id().c_str(),
+                   static_cast<unsigned long long>(flushed->entries),
+                   flushed->durable ? "true" : "false",
+                   static_cast<unsigned long long>(flushed->failed));
+    }
+    // Tell the peers (bounded by down-after-ms); then the service goes.
+    auto told = n->leave(cluster::millis{o.cluster_down_after_ms});
+    std::fprintf(stderr, "kvtier node %s: left (%s)\n", n->node_id().c_str(),
+                 told ? (std::to_string(*told) + " peer(s) told").c_str()
+                      : describe(told.error()).c_str());
+  }
+  return exit_code;
+}
+
+namespace {
+
+struct client_config : caf::actor_system_config {
+  client_config() {
+    msg::register_message_types(*this);
+    register_error_category(*this);
+    set("scheduler.max-threads", 1);
+    load<caf::io::middleman>();
+  }
+};
+
+} // namespace
+
+int members_command(kvtier_config&, const std::vector<std::string>& args) {
+  if (args.size() != 1) {
+    std::fprintf(stderr, "usage: kvtier members HOST:PORT\n");
+    return 2;
+  }
+  client_config ccfg;
+  caf::actor_system sys{ccfg};
+  auto v = cluster::query_members(sys, args[0], cluster::millis{5000});
+  if (!v) {
+    std::fprintf(stderr, "kvtier members: %s: %s\n", args[0].c_str(),
+                 describe(v.error()).c_str());
+    return 1;
+  }
+  std::printf("self %s %s%s\n", v->self.node_id.c_str(),
+              v->self.address.c_str(), v->leaving ? " leaving" : "");
+  for (auto& m : v->members)
+    std::printf("member %s %s %s\n", m.node_id.c_str(), m.address.c_str(),
+                cluster::to_string(m.state));
+  std::printf("refused model-identity=%llu node-id=%llu protocol=%llu "
+              "bad-messages=%llu\n",
+              static_cast<unsigned long long>(v->refused.model_identity),
+              static_cast<unsigned long long>(v->refused.node_id),
+              static_cast<unsigned long long>(v->refused.protocol),
+              static_cast<unsigned long long>(v->refused.malformed));
+  return 0;
+}
+
+} // namespace kvtier::runtime

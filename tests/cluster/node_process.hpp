@@ -1,0 +1,293 @@
+// A `kvtier node` process for multi-process tests: writes a generated
+// configuration (port 0 unless given, fast heartbeats) into a working
+// directory, starts the program (KVTIER_PROGRAM, the built binary) with
+// `--config FILE` and `--join` arguments, reads its listening line
+// ("kvtier node listening HOST:PORT node-id=NAME") within a bound, and
+// stops it with SIGTERM (SIGKILL after a bound). The destructor kills a
+// process still running (also a stopped one), and each child has
+// PR_SET_PDEATHSIG, so a failing or crashing test leaves no process behind.
+// The node's stderr goes to `<dir>/<id>-<n>.log`, printed by `log()` for a
+// failure's diagnosis.
+//
+// Also a client actor system (with the middleman) that asks a node for its
+// membership view, and `wait_for`, a bounded poll of a condition.
+//
+// One test thread uses a `node_process`.
+#pragma once
+
+#include "messages/error.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/cluster/node.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <poll.h>
+#include <sstream>
+#include <string>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace kvtier::test {
+
+using namespace std::chrono_literals;
+using ms = std::chrono::milliseconds;
+
+/// How the generated configuration sets a node up.
+struct node_settings {
+  std::string node_id;
+  /// model.identity: nodes with different ones refuse each other.
+  std::string identity = "test-model";
+  std::vector<std::string> joins;
+  uint16_t port = 0;
+  /// ssd-tier.dir (empty: none).
+  std::string ssd_dir;
+  uint64_t heartbeat_ms = 100;
+  uint64_t down_after_ms = 1000;
+  uint64_t backoff_ms = 100;
+  uint64_t backoff_max_ms = 400;
+  /// The program (empty: KVTIER_PROGRAM) and arguments after the joins.
+  std::string program;
+  std::vector<std::string> extra_args;
+};
+
+class node_process {
+public:
+  node_process(const std::filesystem::path& dir, node_settings s)
+    : settings_(std::move(s))
+    , dir_(dir) {
+    static int count = 0; // two processes may share an id (a collision)
+    stem_ = settings_.node_id + "-" + std::to_string(++count);
+    start();
+  }
+
+  ~node_process() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::kill(pid_, SIGCONT);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0)
+      ::close(out_);
+  }
+
+  node_process(const node_process&) = delete;
+  node_process& operator=(const node_process&) = delete;
+
+  uint16_t port() const {
+    return port_;
+  }
+  std::string address() const {
+    return "127.0.0.1:" + std::to_string(port_);
+  }
+  const std::string& node_id() const {
+    return settings_.node_id;
+  }
+  bool running() const {
+    return pid_ > 0;
+  }
+
+  /// SIGTERM, then the exit status within `bound` (else SIGKILL and -1).
+  int stop(ms bound = 8000ms) {
+    BOOST_REQUIRE(pid_ > 0);
+    ::kill(pid_, SIGTERM);
+    return reap(bound);
+  }
+
+  /// SIGKILL and reap.
+  void kill9() {
+    BOOST_REQUIRE(pid_ > 0);
+    ::kill(pid_, SIGKILL);
+    reap(5000ms);
+  }
+
+  void pause() {
+    ::kill(pid_, SIGSTOP);
+  }
+  void resume() {
+    ::kill(pid_, SIGCONT);
+  }
+
+  /// Starts the program again with the same settings, on the same port
+  /// (unless it was given one already).
+  void restart() {
+    BOOST_REQUIRE(pid_ <= 0);
+    if (settings_.port == 0)
+      settings_.port = port_;
+    start();
+  }
+
+  /// The node's stderr so far.
+  std::string log() const {
+    std::ifstream in(dir_ / (stem_ + ".log"));
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+private:
+  void write_config(const std::filesystem::path& file) const {
+    std::ofstream out(file);
+    out << "[cluster]\nnode-id=\"" << settings_.node_id << "\"\n"
+        << "port=" << settings_.port << "\n"
+        << "heartbeat-ms=" << settings_.heartbeat_ms << "\n"
+        << "down-after-ms=" << settings_.down_after_ms << "\n"
+        << "reconnect-backoff-ms=" << settings_.backoff_ms << "\n"
+        << "reconnect-backoff-max-ms=" << settings_.backoff_max_ms << "\n"
+        << "[model]\npreset=\"tiny-dense\"\nscale=1.0\nidentity=\""
+        << settings_.identity << "\"\n"
+        << "[ram-tier]\ncap-bytes=67108864\n"
+        << "[ssd-tier]\ndir=\"" << settings_.ssd_dir << "\"\n"
+        << "write-behind=false\n"
+        << "[service]\nidle-demotion-ms=0\nstorage-deadline-ms=3000\n";
+  }
+
+  void start() {
+    auto conf = dir_ / (stem_ + ".conf");
+    write_config(conf);
+    int fds[2];
+    BOOST_REQUIRE(::pipe(fds) == 0);
+    std::vector<std::string> args{settings_.program.empty() ? KVTIER_PROGRAM
+                                                            : settings_.program,
+                                  "node", "--config", conf.string()};
+    for (auto& j : settings_.joins) {
+      args.push_back("--join");
+      args.push_back(j);
+    }
+    args.insert(args.end(), settings_.extra_args.begin(),
+                settings_.extra_args.end());
+    auto log_file = (dir_ / (stem_ + ".log")).string();
+    // Built before fork: the child of a threaded process only execs.
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    auto parent = ::getpid();
+    pid_ = ::fork();
+    BOOST_REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      // Dies with the test process, even one that crashed without running
+      // destructors.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent)
+        ::_exit(127);
+      ::dup2(fds[1], STDOUT_FILENO);
+      auto fd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      if (fd >= 0)
+        ::dup2(fd, STDERR_FILENO);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    if (out_ >= 0)
+      ::close(out_);
+    out_ = fds[0];
+    auto line = read_line(10000ms);
+    BOOST_REQUIRE_MESSAGE(line.rfind("kvtier node listening ", 0) == 0,
+                          "node " << settings_.node_id << " printed '" << line
+                                  << "'; its log:\n"
+                                  << log());
+    auto colon = line.find(':', 22);
+    auto space = line.find(' ', colon);
+    port_ = static_cast<uint16_t>(
+      std::stoi(line.substr(colon + 1, space - colon - 1)));
+    BOOST_TEST_MESSAGE("node " << settings_.node_id << " listens on "
+                               << address());
+  }
+
+  std::string read_line(ms bound) {
+    std::string line;
+    auto deadline = std::chrono::steady_clock::now() + bound;
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0)
+        continue;
+      char c;
+      if (::read(out_, &c, 1) != 1)
+        break;
+      if (c == '\n')
+        return line;
+      line += c;
+    }
+    return line;
+  }
+
+  int reap(ms bound) {
+    auto deadline = std::chrono::steady_clock::now() + bound;
+    int status = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    return -1;
+  }
+
+  node_settings settings_;
+  std::filesystem::path dir_;
+  std::string stem_;
+  pid_t pid_ = -1;
+  int out_ = -1;
+  uint16_t port_ = 0;
+};
+
+/// An actor system that can reach nodes (the middleman, kvtier's types).
+struct client_config : caf::actor_system_config {
+  client_config() {
+    msg::register_message_types(*this);
+    register_error_category(*this);
+    set("scheduler.max-threads", 1);
+    load<caf::io::middleman>();
+  }
+};
+
+/// Polls `pred` every 20 ms until it holds or `bound` passes; whether it
+/// held.
+inline bool wait_for(const std::function<bool()>& pred, ms bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (true) {
+    if (pred())
+      return true;
+    if (std::chrono::steady_clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+/// A fresh temporary directory, removed when it goes.
+struct temp_dir {
+  std::filesystem::path path;
+  temp_dir() {
+    auto tmpl =
+      (std::filesystem::temp_directory_path() / "kvtier-nodes-XXXXXX").string();
+    BOOST_REQUIRE(::mkdtemp(tmpl.data()));
+    path = tmpl;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+} // namespace kvtier::test
