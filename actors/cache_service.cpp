@@ -2,7 +2,10 @@
 
 #include "actors/cache_service_ops.hpp"
 
+#include <caf/logger.hpp>
 #include <caf/sec.hpp>
+
+#include <algorithm>
 
 namespace kvtier::actors {
 
@@ -90,6 +93,25 @@ sealed<msg::PublishStateReply> dropped_closed() {
   return std::move(d).seal();
 }
 
+/// Watches every cold tier: one that goes down leaves the lookups for good
+/// (logged and counted once; requests already sent to it fail at once and
+/// count as no candidate).
+void monitor_cold_tiers(cache_service_pointer self) {
+  for (auto& c : self->state.tiers.cold)
+    self->monitor(c.actor);
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    auto& cold = self->state.tiers.cold;
+    auto gone = std::find_if(cold.begin(), cold.end(), [&](auto& c) {
+      return c.actor.address() == dm.source;
+    });
+    if (gone == cold.end())
+      return;
+    CAF_LOG_WARNING("cold tier" << gone->name << "went down:" << dm.reason);
+    ++self->state.dead_tiers;
+    cold.erase(gone);
+  });
+}
+
 } // namespace
 
 caf::error timed_out(cache_service_pointer self, const caf::error& err,
@@ -117,6 +139,7 @@ cache_service(cache_service_pointer self, service_actors tiers,
   st.checkpoints_possible = checkpoints_possible;
   st.idle_ms = idle_ms;
   st.idle_running = idle_ms > 0 && st.tiers.ssd;
+  monitor_cold_tiers(self);
   if (st.idle_running)
     self->delayed_send(self, idle_period(idle_ms), idle_tick_atom::value);
   auto& t = st.tiers;

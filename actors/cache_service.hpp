@@ -6,11 +6,17 @@
 // saving a hop).
 //
 // Lookup order (acquire): the request's checkpoint, when checkpoints are
-// possible at all; else RAM and SSD are asked at once and the SSD wins only
-// with a strictly longer usable prefix, in which case its entry is restored
-// (coalesced with reads in flight), served, and installed into RAM as
-// durable. A failed restore falls back to the RAM candidate or fresh
-// state, never to an error.
+// possible at all; else RAM and every cold tier (`service_actors::cold`,
+// the SSD first) are asked at once, each under the tier deadline, and the
+// strictly-longer rule runs tier by tier: a cold tier's candidate is used
+// only when strictly longer than RAM's and every earlier cold tier's. The
+// winner's entry is restored (the SSD coalesces it with reads in flight),
+// served, and installed into RAM as durable. A failed or late restore falls
+// back to the candidate it beat (the previous record holder), at last to
+// RAM's or fresh state, never to an error. A cold tier that does not answer
+// by the deadline is no candidate for that request; a cold tier actor that
+// goes down (the facade monitors each) is dropped from the list for good
+// (logged once, counted as deadTiers in the report).
 //
 // Model identity: the facade holds the running geometry. A publish or a
 // checkpoint whose layers (count, kinds, bytes per token, windows, state
@@ -47,11 +53,24 @@
 
 #include <chrono>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace kvtier::actors {
 
-/// The actors the facade orchestrates; `ssd` is null without a cold tier.
+/// One cold tier of the facade's lookups.
+struct cold_tier_ref {
+  cold_tier_actor actor;
+  /// What a state served from it says it came from (`ssd`, `peer`).
+  msg::Tier tag = msg::Tier::SSD;
+  /// Its name in logs and errors ("ssd", "peer node-b").
+  std::string name;
+};
+
+/// The actors the facade orchestrates; `ssd` is null without an SSD tier.
+/// `cold` lists the cold tiers acquire and prefetch consult, in order
+/// (spawn_service puts the SSD actor there; a peer tier comes after it).
 /// Without a `sessions` actor, publishes pin nothing (no one could take
 /// the pins back).
 struct service_actors {
@@ -60,6 +79,14 @@ struct service_actors {
   admission_actor admission;
   checkpoints_actor checkpoints;
   sessions_actor sessions;
+  std::vector<cold_tier_ref> cold;
+};
+
+/// A prefetch lease the facade handed out: the cold tier whose read it
+/// holds and that tier's own lease (tiers number leases independently).
+struct lease_ref {
+  cold_tier_actor tier;
+  uint64_t tier_lease = 0;
 };
 
 /// What the first close answered, kept as plain values (a message would
@@ -93,6 +120,12 @@ struct cache_service_state {
   /// Whether the service has an object cache (`ram-tier.objects`).
   bool objects = true;
   bool closing = false;
+  /// Cold tier actors seen going down (each dropped from `tiers.cold`).
+  uint64_t dead_tiers = 0;
+  /// Prefetch leases in force, by the facade's lease id (RAM holds the
+  /// installed donor under that id).
+  std::unordered_map<uint64_t, lease_ref> leases;
+  uint64_t next_lease = 1;
   std::optional<close_record> closed;
   std::vector<close_promise> close_waiters;
 };

@@ -311,6 +311,8 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
       for (auto x : r.getIo())
         io.setWithCaveats(next++, x);
     }
+    out.setDeadTiers(self->state.dead_tiers);
+    out.setColdTiers(self->state.tiers.cold.size());
     rp.deliver(std::move(d).seal());
   };
   auto ask = [&](auto& to) {

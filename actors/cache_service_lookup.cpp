@@ -1,6 +1,9 @@
 // The facade's lookups: acquire (the request's checkpoint when it extends
-// the prompt, then RAM against SSD) and prefetch (a RAM peek, then cold
-// reads of a strictly longer prefix, whose result RAM holds for the lease).
+// the prompt, then RAM against every cold tier) and prefetch (a RAM peek,
+// then the cold read of a strictly longer prefix, whose result RAM holds
+// for the lease). Both gather one candidate per tier in parallel, each
+// under the tier deadline, and apply the strictly-longer rule tier by tier
+// (`record_holders`).
 #include "actors/cache_service_ops.hpp"
 #include "actors/codec.hpp"
 #include "tiers/checkpoints.hpp"
@@ -12,14 +15,37 @@ namespace {
 
 using acquire_promise =
   caf::typed_response_promise<sealed<msg::AcquireStateReply>>;
+using found_reply = std::optional<sealed<msg::FindPrefixReply>>;
 
-/// One acquire in flight: what RAM and SSD answered so far.
+/// Lookups jump the tiers' queues (spill replies, I/O completions): an
+/// acquire waits for them, background writes do not.
+constexpr auto urgent = caf::message_priority::high;
+
+/// The strictly-longer rule, tier by tier: the indexes (into `found`) of
+/// the candidates each strictly longer than `base` and every earlier one,
+/// in order; the last is the winner, each one's fallback the one before.
+std::vector<size_t> record_holders(const std::vector<found_reply>& found,
+                                   uint64_t base) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < found.size(); ++i)
+    if (found[i] && found[i]->root().getUsableTokens() > base) {
+      base = found[i]->root().getUsableTokens();
+      out.push_back(i);
+    }
+  return out;
+}
+
+/// One acquire in flight: what RAM and each cold tier answered so far.
 struct lookup {
   sealed<msg::AcquireState> request;
   acquire_promise rp;
   std::optional<sealed<msg::AcquireStateReply>> ram;
-  std::optional<sealed<msg::FindPrefixReply>> ssd;
-  int left = 0;
+  /// The cold tiers as they were when the lookup started, and their finds.
+  std::vector<cold_tier_ref> cold;
+  std::vector<found_reply> found;
+  /// Candidates left to try, the winner last (record_holders).
+  std::vector<size_t> chain;
+  size_t left = 0;
   bool answered = false;
   /// The request's checkpoint did not extend its prompt: its tokens, said
   /// in the reply (0: none).
@@ -83,66 +109,89 @@ bool fits_model(self_ptr self, const tiers::entry& e) {
   return !self->state.geometry.check(e);
 }
 
-/// Puts a restored entry into RAM (durable: its file exists).
+/// Puts a restored entry into RAM: durable when it came from the SSD (its
+/// file exists), not when it came from elsewhere (a peer).
 void install(
-  self_ptr self, const tiers::entry& e, uint64_t interest,
+  self_ptr self, const tiers::entry& e, msg::Tier from, uint64_t interest,
   std::function<void()> then = [] {}) {
   msg::draft<msg::InstallEntry> d;
   tiers::write_entry(d, d.root().initEntry(), e);
-  d.root().setDurable(true);
+  d.root().setDurable(from == msg::Tier::SSD);
   d.root().setInterest(interest);
   self->request(self->state.tiers.ram, tier_timeout(self), std::move(d).seal())
     .then([then](const sealed<msg::InstallEntryReply>&) { then(); },
           [then](const caf::error&) { then(); });
 }
 
-/// The SSD's candidate is strictly longer: restore it, install it, serve
-/// it; a failed restore serves the RAM candidate instead.
-void serve_ssd(self_ptr self, const lookup_ptr& s) {
-  auto found = s->ssd->root();
+/// Restores the last candidate of the chain, installs it, serves it; a
+/// failed or late restore tries the candidate it beat, at last RAM's.
+void serve_cold(self_ptr self, const lookup_ptr& s) {
+  if (s->chain.empty())
+    return serve_ram(s);
+  auto i = s->chain.back();
+  s->chain.pop_back();
+  auto found = s->found[i]->root();
   msg::draft<msg::RestoreEntry> d;
   d.root().setKey(found.getKey());
   d.root().setUsableTokens(found.getUsableTokens());
   d.root().setRequestId(s->request.root().getRequest().getId());
-  self->request(self->state.tiers.ssd, tier_timeout(self), std::move(d).seal())
+  auto tag = s->cold[i].tag;
+  self->request(s->cold[i].actor, tier_timeout(self), std::move(d).seal())
     .then(
-      [self, s](const sealed<msg::RestoreEntryReply>& r) {
+      [self, s, tag](const sealed<msg::RestoreEntryReply>& r) {
         auto e = r.root().isEntry() ? tiers::read_entry(r, r.root().getEntry())
                                     : caf::expected<tiers::entry>{caf::error{}};
         if (!r.root().isEntry() || !e || !fits_model(self, *e))
-          return serve_ram(s);
+          return serve_cold(self, s);
         // Installed before the answer, so the next acquire finds it in RAM.
-        auto out = answer(msg::Tier::SSD, e->size(), &*e);
-        install(self, *e, 0, [s, out] { deliver(s, out); });
+        auto out = answer(tag, e->size(), &*e);
+        install(self, *e, tag, 0, [s, out] { deliver(s, out); });
       },
-      [s](const caf::error&) { serve_ram(s); });
+      [self, s](const caf::error&) { serve_cold(self, s); });
 }
 
 void decide(self_ptr self, const lookup_ptr& s) {
-  if (s->answered)
+  if (s->answered || --s->left > 0)
     return;
-  --s->left;
-  if (s->left > 0)
-    return;
-  // Both answered (or the SSD failed). The SSD's answer is waited for even
-  // when RAM's cannot be beaten: answering first left its processing to
-  // run into the engine's next call (measured: that call then cost twice).
-  auto ram_len = s->ram->root().getUsableTokens();
-  auto ssd_len = s->ssd ? s->ssd->root().getUsableTokens() : 0;
-  if (ssd_len > ram_len)
-    serve_ssd(self, s);
-  else
-    serve_ram(s);
+  // Every tier answered (or failed, or missed its deadline). The cold
+  // tiers' answers are waited for even when RAM's cannot be beaten:
+  // answering first left their processing to run into the engine's next
+  // call (measured: that call then cost twice).
+  s->chain = record_holders(s->found, s->ram->root().getUsableTokens());
+  serve_cold(self, s);
 }
 
-/// Asks RAM and SSD at once for the longest usable prefix, handing both
-/// the engine's request as it came (no message is rebuilt).
+/// The cold tiers' question for a prompt: candidates longer than
+/// `better_than`.
+sealed<msg::FindPrefix> find_message(capnp::Text::Reader ns,
+                                     capnp::List<uint32_t>::Reader prompt,
+                                     uint64_t better_than) {
+  msg::draft<msg::FindPrefix> d;
+  d.root().setNs(ns);
+  d.root().setPrompt(prompt);
+  d.root().setBetterThan(better_than);
+  return std::move(d).seal();
+}
+
+/// Asks every cold tier at once for its longest usable prefix of the
+/// prompt longer than `better_than`; `done` gets each tier's answer by its
+/// index (nothing for a tier that failed or missed the deadline).
+void find_all(self_ptr self, const std::vector<cold_tier_ref>& cold,
+              const sealed<msg::FindPrefix>& q,
+              std::function<void(size_t, found_reply)> done) {
+  for (size_t i = 0; i < cold.size(); ++i)
+    self->request<urgent>(cold[i].actor, tier_timeout(self), q)
+      .then([done, i](const sealed<msg::FindPrefixReply>& r) { done(i, r); },
+            [done, i](const caf::error&) { done(i, std::nullopt); });
+}
+
+/// Asks RAM (the engine's request as it came) and every cold tier at once
+/// for the longest usable prefix.
 void search_tiers(self_ptr self, const lookup_ptr& s) {
   auto& t = self->state.tiers;
-  s->left = t.ssd ? 2 : 1;
-  // Lookups jump the tiers' queues (spill replies, I/O completions): an
-  // acquire waits for them, background writes do not.
-  constexpr auto urgent = caf::message_priority::high;
+  s->cold = t.cold;
+  s->found.resize(s->cold.size());
+  s->left = 1 + s->cold.size();
   self->request<urgent>(t.ram, tier_timeout(self), s->request)
     .then(
       [self, s](const sealed<msg::AcquireStateReply>& r) {
@@ -150,70 +199,126 @@ void search_tiers(self_ptr self, const lookup_ptr& s) {
         decide(self, s);
       },
       [s](caf::error& err) { deliver(s, std::move(err)); });
-  if (!t.ssd)
+  if (s->cold.empty())
     return;
-  self->request<urgent>(t.ssd, tier_timeout(self), s->request)
-    .then(
-      [self, s](const sealed<msg::FindPrefixReply>& r) {
-        s->ssd = r;
-        decide(self, s);
-      },
-      [self, s](const caf::error&) { decide(self, s); });
+  auto q = s->request.root().getRequest();
+  find_all(self, s->cold, find_message(q.getNs(), q.getPrompt(), 0),
+           [self, s](size_t i, found_reply r) {
+             s->found[i] = std::move(r);
+             decide(self, s);
+           });
 }
 
 using prefetch_promise =
   caf::typed_response_promise<sealed<msg::PrefetchPrefixReply>>;
-using cold_draft = std::shared_ptr<msg::draft<msg::PrefetchPrefix>>;
 
-/// The RAM peek for a prefetch, and the SSD's request (the engine's, with
-/// `betterThan` still to be set from the peek's answer).
-std::pair<sealed<msg::PeekPrefix>, cold_draft>
-prefetch_messages(msg::PrefetchPrefix::Reader in) {
-  msg::draft<msg::PeekPrefix> peek;
-  peek.root().setNs(in.getNs());
-  peek.root().setPrompt(in.getPrompt());
-  auto cold = std::make_shared<msg::draft<msg::PrefetchPrefix>>();
-  cold->root().setNs(in.getNs());
-  cold->root().setPrompt(in.getPrompt());
+/// One prefetch in flight.
+struct prefetch_run {
+  sealed<msg::PrefetchPrefix> request;
+  prefetch_promise rp;
+  uint64_t ram_tokens = 0;
+  std::vector<cold_tier_ref> cold;
+  std::vector<found_reply> found;
+  /// Candidates left to read, the winner last.
+  std::vector<size_t> chain;
+  size_t left = 0;
+};
+
+using prefetch_ptr = std::shared_ptr<prefetch_run>;
+
+/// The cold tier's request: the engine's, with `betterThan` set.
+sealed<msg::PrefetchPrefix> cold_request(msg::PrefetchPrefix::Reader in,
+                                         uint64_t better_than) {
+  msg::draft<msg::PrefetchPrefix> d;
+  d.root().setNs(in.getNs());
+  d.root().setPrompt(in.getPrompt());
   if (in.getSession().isId())
-    cold->root().getSession().setId(in.getSession().getId());
-  return {std::move(peek).seal(), std::move(cold)};
+    d.root().getSession().setId(in.getSession().getId());
+  d.root().setBetterThan(better_than);
+  return std::move(d).seal();
 }
 
-/// Asks the SSD for the read of the prompt's best saved prefix longer than
-/// the `ram_tokens` RAM holds (the cold tier wins only when strictly
-/// longer), installs what it restored into RAM under the lease, and
-/// answers the engine: lease, counts, tokens, and what RAM held. Lease 0
-/// and no reads when nothing on SSD was worth reading.
-void read_cold(self_ptr self, const cold_draft& cold, uint64_t ram_tokens,
-               prefetch_promise rp) {
-  cold->root().setBetterThan(ram_tokens);
+/// The engine's answer: lease, counts, tokens, and what RAM held.
+sealed<msg::PrefetchPrefixReply>
+prefetch_answer(uint64_t lease, msg::PrefetchPrefixReply::Reader in,
+                uint64_t ram_tokens) {
+  msg::draft<msg::PrefetchPrefixReply> d;
+  d.root().setLeaseId(lease);
+  d.root().setReadsStarted(in.getReadsStarted());
+  d.root().setReadsJoined(in.getReadsJoined());
+  d.root().setTokens(in.getTokens());
+  d.root().setRamTokens(ram_tokens);
+  return std::move(d).seal();
+}
+
+/// Asks the tier at the chain's end for the read of the prompt's best
+/// prefix longer than what the candidate before it (or RAM) holds,
+/// installs what it restored into RAM under a lease of the facade's own,
+/// and answers the engine. Lease 0 and no reads when nothing was worth
+/// reading; a tier that fails or misses the deadline passes the read to
+/// the candidate it beat (the last one's error reaches the engine).
+void read_cold(self_ptr self, const prefetch_ptr& p) {
+  auto i = p->chain.back();
+  p->chain.pop_back();
+  auto floor = p->chain.empty()
+                 ? p->ram_tokens
+                 : p->found[p->chain.back()]->root().getUsableTokens();
+  auto tier = p->cold[i];
   self
-    ->request(self->state.tiers.ssd, tier_timeout(self),
-              std::move(*cold).seal())
+    ->request(tier.actor, tier_timeout(self),
+              cold_request(p->request.root(), floor))
     .then(
-      [self, rp,
-       ram_tokens](const sealed<msg::PrefetchPrefixReply>& r) mutable {
-        // The engine gets the lease and counts; the state goes to RAM.
-        msg::draft<msg::PrefetchPrefixReply> d;
+      [self, p, tier](const sealed<msg::PrefetchPrefixReply>& r) {
         auto in = r.root();
-        d.root().setLeaseId(in.getLeaseId());
-        d.root().setReadsStarted(in.getReadsStarted());
-        d.root().setReadsJoined(in.getReadsJoined());
-        d.root().setTokens(in.getTokens());
-        d.root().setRamTokens(ram_tokens);
-        auto out = std::move(d).seal();
-        auto e = in.getLeaseId() != 0
-                   ? tiers::read_entry(r, in.getEntry())
-                   : caf::expected<tiers::entry>{caf::error{}};
-        if (in.getLeaseId() == 0 || !e || !fits_model(self, *e)) {
-          rp.deliver(out);
+        if (in.getLeaseId() == 0) {
+          p->rp.deliver(prefetch_answer(0, in, p->ram_tokens));
           return;
         }
-        install(self, *e, in.getLeaseId(),
-                [rp, out]() mutable { rp.deliver(out); });
+        // The engine gets a lease of the facade's own and the counts; the
+        // state goes to RAM under that lease.
+        auto lease = self->state.next_lease++;
+        self->state.leases[lease] = lease_ref{tier.actor, in.getLeaseId()};
+        auto out = prefetch_answer(lease, in, p->ram_tokens);
+        auto e = tiers::read_entry(r, in.getEntry());
+        if (!e || !fits_model(self, *e)) {
+          p->rp.deliver(out);
+          return;
+        }
+        install(self, *e, tier.tag, lease, [p, out] { p->rp.deliver(out); });
       },
-      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      [self, p](caf::error& err) {
+        if (!p->chain.empty())
+          read_cold(self, p);
+        else
+          p->rp.deliver(std::move(err));
+      });
+}
+
+/// With one cold tier its prefetch decides itself (one round trip); with
+/// more, their finds pick the tier to read from by the strictly-longer
+/// rule first.
+void choose_cold(self_ptr self, const prefetch_ptr& p) {
+  if (p->cold.size() == 1) {
+    p->found.resize(1);
+    p->chain = {0};
+    return read_cold(self, p);
+  }
+  auto in = p->request.root();
+  p->found.resize(p->cold.size());
+  p->left = p->cold.size();
+  find_all(self, p->cold,
+           find_message(in.getNs(), in.getPrompt(), p->ram_tokens),
+           [self, p](size_t i, found_reply r) {
+             p->found[i] = std::move(r);
+             if (--p->left > 0)
+               return;
+             p->chain = record_holders(p->found, p->ram_tokens);
+             if (!p->chain.empty())
+               return read_cold(self, p);
+             msg::draft<msg::PrefetchPrefixReply> d;
+             d.root().setRamTokens(p->ram_tokens);
+             p->rp.deliver(std::move(d).seal());
+           });
 }
 
 } // namespace
@@ -264,39 +369,51 @@ caf::result<sealed<msg::PrefetchPrefixReply>>
 prefetch(self_ptr self, const sealed<msg::PrefetchPrefix>& m) {
   if (self->state.closed)
     return closed_error();
-  if (!self->state.tiers.ssd)
+  if (self->state.tiers.cold.empty())
     return msg::draft<msg::PrefetchPrefixReply>{}.seal();
   return decoding<sealed<msg::PrefetchPrefixReply>>(
     [&]() -> caf::result<sealed<msg::PrefetchPrefixReply>> {
-      // Both messages are built here, where a malformed request becomes an
-      // error reply; the peek's answer only fills in `betterThan`.
-      auto msgs = prefetch_messages(m.root());
-      auto rp = self->make_response_promise<sealed<msg::PrefetchPrefixReply>>();
+      // The peek is built here, where a malformed request becomes an error
+      // reply; its answer is the floor of the cold read.
+      msg::draft<msg::PeekPrefix> peek;
+      peek.root().setNs(m.root().getNs());
+      peek.root().setPrompt(m.root().getPrompt());
+      auto p = std::make_shared<prefetch_run>();
+      p->request = m;
+      p->cold = self->state.tiers.cold;
+      p->rp = self->make_response_promise<sealed<msg::PrefetchPrefixReply>>();
       self
         ->request(self->state.tiers.ram, tier_timeout(self),
-                  std::move(msgs.first))
+                  std::move(peek).seal())
         .then(
-          [self, cold = msgs.second,
-           rp](const sealed<msg::PeekPrefixReply>& r) mutable {
-            read_cold(self, cold, r.root().getTokens(), rp);
+          [self, p](const sealed<msg::PeekPrefixReply>& r) {
+            p->ram_tokens = r.root().getTokens();
+            choose_cold(self, p);
           },
-          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
-      return rp;
+          [p](caf::error& err) { p->rp.deliver(std::move(err)); });
+      return p->rp;
     });
 }
 
 caf::result<sealed<msg::ReleasePrefetchReply>>
 release_prefetch(self_ptr self, const sealed<msg::ReleasePrefetch>& m) {
-  if (m.root().getLeaseId() == 0) {
+  auto lease = m.root().getLeaseId();
+  if (lease == 0) {
     // The lease of a prefetch that started nothing: no interest to end.
     msg::draft<msg::ReleasePrefetchReply> d;
     d.root().setReleased(false);
     return std::move(d).seal();
   }
-  if (auto& ssd = self->state.tiers.ssd)
-    self->request(ssd, tier_timeout(self), m)
+  auto& leases = self->state.leases;
+  if (auto i = leases.find(lease); i != leases.end()) {
+    msg::draft<msg::ReleasePrefetch> d;
+    d.root().setLeaseId(i->second.tier_lease);
+    self->request(i->second.tier, tier_timeout(self), std::move(d).seal())
       .then([](const sealed<msg::ReleasePrefetchReply>&) {},
             [](const caf::error&) {});
+    leases.erase(i);
+  }
+  // RAM holds the installed donor under the facade's lease.
   return self->delegate(self->state.tiers.ram, m);
 }
 

@@ -23,7 +23,7 @@ void erase_files(checkpoints_pointer self,
   for (auto& f : files) {
     msg::draft<msg::EraseEntry> d;
     tiers::write_key(d.root().initKey(), f);
-    self->request(self->state.ssd, caf::infinite, std::move(d).seal())
+    self->request(self->state.ssd, self->state.deadline, std::move(d).seal())
       .then([](const sealed<msg::EraseEntryReply>&) {},
             [](const caf::error&) {});
   }
@@ -74,7 +74,7 @@ restore(checkpoints_pointer self, const tiers::storage_key& f,
   tiers::write_key(d.root().initKey(), f);
   d.root().setUsableTokens(f.tokens.size());
   auto rp = self->make_response_promise<sealed<msg::FindCheckpointReply>>();
-  self->request(self->state.ssd, caf::infinite, std::move(d).seal())
+  self->request(self->state.ssd, self->state.deadline, std::move(d).seal())
     .then(
       [self, rp, f, id,
        attempt](const sealed<msg::RestoreEntryReply>& r) mutable {
@@ -173,7 +173,7 @@ release(checkpoints_pointer self, msg::ReleaseRequest::Reader m) {
     msg::draft<msg::RemoveCheckpoints> rm;
     rm.root().setRequest(id.request);
     rm.root().setNs(id.ns);
-    self->request(st.ssd, caf::infinite, std::move(rm).seal())
+    self->request(st.ssd, st.deadline, std::move(rm).seal())
       .then(
         [w](const sealed<msg::RemoveCheckpointsReply>& x) {
           w->one(x.root().getDurable() ? caf::error{}
@@ -199,7 +199,7 @@ sealed<msg::FlushStateReply> flush(checkpoints_pointer self) {
     tiers::write_owner(
       d.root().getKind().initCheckpoint(),
       tiers::storage_key::checkpoint(p.id.request, p.attempt, p.id.ns, {}));
-    self->request(self->state.ssd, caf::infinite, std::move(d).seal())
+    self->request(self->state.ssd, self->state.deadline, std::move(d).seal())
       .then(
         [self, order](const sealed<msg::SpillEntryReply>& r) {
           auto o = r.root().getOutcome();
@@ -243,8 +243,9 @@ sealed<msg::ReadReportReply> report(checkpoints_pointer self) {
 
 checkpoints_actor::behavior_type
 checkpoints(checkpoints_pointer self, uint64_t every, ssd_tier_actor ssd,
-            std::vector<tiers::storage_key> saved) {
+            std::vector<tiers::storage_key> saved, uint64_t deadline_ms) {
   self->state.every = every;
+  self->state.deadline = std::chrono::milliseconds{deadline_ms};
   self->state.ssd = std::move(ssd);
   for (auto& f : saved)
     if (f.kind == tiers::key_kind::checkpoint)

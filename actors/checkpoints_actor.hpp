@@ -23,6 +23,7 @@
 #include "actors/interfaces.hpp"
 #include "tiers/checkpoints.hpp"
 
+#include <chrono>
 #include <memory>
 
 namespace kvtier::actors {
@@ -32,6 +33,10 @@ struct checkpoints_state {
 
   tiers::checkpoint_store store;
   ssd_tier_actor ssd;
+  /// How long the SSD may take to answer a request (the storage deadline):
+  /// a late erase or find is treated as failed, a late removal stays
+  /// pending (the next flush retries it).
+  std::chrono::milliseconds deadline{10000};
   /// checkpoint_every_tokens; 0 keeps none.
   uint64_t every = 0;
   /// The report's counters (CheckpointCounters).
@@ -47,6 +52,6 @@ using checkpoints_pointer =
 /// by their headers' keys, oldest write first (`ssd_tier::checkpoint_files`).
 checkpoints_actor::behavior_type
 checkpoints(checkpoints_pointer self, uint64_t every, ssd_tier_actor ssd,
-            std::vector<tiers::storage_key> saved);
+            std::vector<tiers::storage_key> saved, uint64_t deadline_ms);
 
 } // namespace kvtier::actors

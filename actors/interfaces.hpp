@@ -133,26 +133,41 @@ using checkpoints_actor = caf::typed_actor<
   // was is no longer durable (from the SSD).
   caf::reacts_to<sealed<msg::SsdEvictEvent>>>;
 
+/// Any cold tier: a tier that holds prefix state outside RAM (the SSD
+/// tier, a peer node) and that the facade consults for every acquire and
+/// prefetch. The facade holds an ordered list of them (actors/
+/// cache_service.hpp) and applies the strictly-longer rule tier by tier:
+/// RAM first, then each cold tier in order; a later tier is used only when
+/// its candidate is strictly longer than every earlier one. Every request
+/// to a cold tier carries the facade's tier deadline; a tier that does not
+/// answer by it is "no candidate" for that request, a tier actor that goes
+/// down is dropped from the list. A new tier implements these four
+/// handlers (its actor type may extend them) and nothing else changes.
+using cold_tier_actor = caf::typed_actor<
+  // The longest usable prefix of `prompt` in `ns` this tier holds, longer
+  // than betterThan (usableTokens 0: no candidate), and the key of the
+  // entry it would restore; from an index only, no data read.
+  KVTIER_CALL(FindPrefix),
+  // Reads the entry of `key` back, trimmed to usableTokens: the state, or
+  // `failed` with the reason (a failed restore is "no candidate").
+  KVTIER_CALL(RestoreEntry),
+  // Starts (or joins) the read of the prompt's best entry when it is longer
+  // than betterThan; replies when done with a lease (0: nothing read) and
+  // the restored entry, which the facade installs in RAM under the lease.
+  KVTIER_CALL(PrefetchPrefix),
+  // Ends a prefetch lease's interest (an unknown lease is no error).
+  KVTIER_CALL(ReleasePrefetch)>;
+
 /// Owns the SSD tier (tiers/ssd/ssd_tier.hpp) and its I/O engine; tells
 /// the RAM actor of every entry file it stops holding (SsdEvictEvent), and
-/// the checkpoints actor of every checkpoint file.
-using ssd_tier_actor = caf::typed_actor<
-  // An acquire's SSD lookup: the longest usable saved prefix; index only.
-  caf::replies_to<sealed<msg::AcquireState>>::with<
-    sealed<msg::FindPrefixReply>>,
-  // The same for a given prompt, longer than betterThan (the RAM actor
-  // confirming that a restored entry's file is still there).
-  KVTIER_CALL(FindPrefix),
-  // Reads a saved entry back (coalesced with identical reads in flight).
-  KVTIER_CALL(RestoreEntry),
+/// the checkpoints actor of every checkpoint file. A cold tier (the four
+/// calls above: FindPrefix is also how the RAM actor confirms that a
+/// restored entry's file is still there; RestoreEntry also reads objects
+/// for the RAM actor) with the SSD's own calls:
+using ssd_tier_actor = cold_tier_actor::extend<
   // Writes an entry durably; replies when durable, failed or dropped, or,
   // with notify, at once (outcomes follow as SpillSettled events).
   KVTIER_CALL(SpillEntry),
-  // Starts (or joins) the cold read of a prompt's best file when it is
-  // longer than betterThan; replies when it is done (at once when not).
-  KVTIER_CALL(PrefetchPrefix),
-  // Ends a prefetch's interest in the restored entry.
-  KVTIER_CALL(ReleasePrefetch),
   // Removes the file of exactly one key; cancels its pending writes.
   KVTIER_CALL(EraseEntry),
   // A completed generation: removes every file and write of a checkpoint

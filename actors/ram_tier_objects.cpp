@@ -13,6 +13,13 @@ namespace {
 using tiers::attachment;
 using tensors = std::vector<attachment>;
 
+/// How long the SSD may take to answer (the storage deadline): a late
+/// write leaves the object undurable (written again by the next flush), a
+/// late read is a miss.
+std::chrono::milliseconds deadline(ram_tier_pointer self) {
+  return std::chrono::milliseconds{self->state.cfg.deadline_ms};
+}
+
 uint64_t now(ram_tier_pointer self) {
   return millis(self->clock().now());
 }
@@ -61,7 +68,7 @@ void write_then_mark(ram_tier_pointer self, const std::string& key,
                      uint64_t serial, const tensors& t,
                      msg::SpillReason reason) {
   self
-    ->request(self->state.ssd, caf::infinite,
+    ->request(self->state.ssd, deadline(self),
               spill_message(self, reason, key, t))
     .then(
       [self, key, serial](const sealed<msg::SpillEntryReply>& r) {
@@ -81,7 +88,7 @@ void write_then_mark(ram_tier_pointer self, const std::string& key,
 void erase_on_ssd(ram_tier_pointer self, const std::string& key) {
   msg::draft<msg::EraseEntry> d;
   tiers::write_key(d.root().initKey(), tiers::storage_key::object(key));
-  self->request(self->state.ssd, caf::infinite, std::move(d).seal())
+  self->request(self->state.ssd, deadline(self), std::move(d).seal())
     .then([](const sealed<msg::EraseEntryReply>&) {}, [](const caf::error&) {});
 }
 
@@ -166,7 +173,7 @@ caf::result<sealed<msg::GetObjectReply>> get(ram_tier_pointer self,
     return rp; // joins the restore in flight
   msg::draft<msg::RestoreEntry> d;
   tiers::write_key(d.root().initKey(), tiers::storage_key::object(key));
-  self->request(self->state.ssd, caf::infinite, std::move(d).seal())
+  self->request(self->state.ssd, deadline(self), std::move(d).seal())
     .then(
       [self, key](const sealed<msg::RestoreEntryReply>& r) {
         restored(self, key, &r);
@@ -178,7 +185,7 @@ caf::result<sealed<msg::GetObjectReply>> get(ram_tier_pointer self,
 void spill(ram_tier_pointer self, tiers::spill_order& o) {
   self
     ->request(
-      self->state.ssd, caf::infinite,
+      self->state.ssd, deadline(self),
       spill_message(self, msg::SpillReason::SPILL, o.key.name, o.object))
     .then([](const sealed<msg::SpillEntryReply>&) {}, [](const caf::error&) {});
 }

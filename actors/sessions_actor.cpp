@@ -30,7 +30,7 @@ void note_put(sessions_pointer self, msg::SessionPutEvent::Reader m) {
     self->state.table.note_put(m.getSession().cStr(), std::move(newest));
   if (!prev || !self->state.ram)
     return;
-  self->request(self->state.ram, caf::infinite, unprotect_order(*prev))
+  self->request(self->state.ram, self->state.deadline, unprotect_order(*prev))
     .then([](const sealed<msg::UnprotectEntryReply>&) {},
           [](const caf::error&) {});
 }
@@ -42,7 +42,7 @@ close_session(sessions_pointer self, const std::string& session) {
   if (!last || !self->state.ram)
     return closed_reply(0);
   auto rp = self->make_response_promise<sealed<msg::CloseSessionReply>>();
-  self->request(self->state.ram, caf::infinite, unprotect_order(*last))
+  self->request(self->state.ram, self->state.deadline, unprotect_order(*last))
     .then(
       [rp](const sealed<msg::UnprotectEntryReply>& r) mutable {
         rp.deliver(closed_reply(r.root().getUnprotected() ? 1 : 0));
@@ -64,9 +64,10 @@ sealed<msg::ReadReportReply> report(sessions_pointer self) {
 
 } // namespace
 
-sessions_actor::behavior_type sessions(sessions_pointer self,
-                                       ram_tier_actor ram) {
+sessions_actor::behavior_type
+sessions(sessions_pointer self, ram_tier_actor ram, uint64_t deadline_ms) {
   self->state.ram = std::move(ram);
+  self->state.deadline = std::chrono::milliseconds{deadline_ms};
   return {
     [self](const sealed<msg::SessionPutEvent>& m) {
       try {

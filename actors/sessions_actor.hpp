@@ -17,6 +17,8 @@
 #include "actors/interfaces.hpp"
 #include "tiers/sessions.hpp"
 
+#include <chrono>
+
 namespace kvtier::actors {
 
 struct sessions_state {
@@ -25,12 +27,14 @@ struct sessions_state {
   tiers::sessions table;
   /// Where the pins are; null only in tests that need no RAM tier.
   ram_tier_actor ram;
+  /// How long RAM may take to answer an unpin (the storage deadline).
+  std::chrono::milliseconds deadline{10000};
 };
 
 using sessions_pointer = sessions_actor::stateful_pointer<sessions_state>;
 
 /// The behaviour, taking pins back from `ram`.
-sessions_actor::behavior_type sessions(sessions_pointer self,
-                                       ram_tier_actor ram);
+sessions_actor::behavior_type
+sessions(sessions_pointer self, ram_tier_actor ram, uint64_t deadline_ms);
 
 } // namespace kvtier::actors

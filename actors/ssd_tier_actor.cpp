@@ -639,12 +639,6 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
   };
   self->state.parts->relay->attach(caf::actor_cast<caf::weak_actor_ptr>(self));
   return {
-    [self](const sealed<msg::AcquireState>& m) {
-      return decoding<sealed<msg::FindPrefixReply>>([&] {
-        auto r = m.root().getRequest();
-        return find(self, r.getNs(), r.getPrompt());
-      });
-    },
     [self](const sealed<msg::FindPrefix>& m) {
       return decoding<sealed<msg::FindPrefixReply>>([&] {
         auto r = m.root();

@@ -28,6 +28,7 @@ const char* to_string(ec code) {
     case ec::queue_full: return "queue_full";
     case ec::locked: return "locked";
     case ec::unsupported: return "unsupported";
+    case ec::peer_unreachable: return "peer_unreachable";
   }
   return "unknown";
 }

@@ -71,6 +71,9 @@ enum class ec : uint8_t {
   /// The service was configured without the part the call needs (objects
   /// with `ram-tier.objects=false`), named in the context.
   unsupported,
+  /// A peer node (or any further tier actor) is gone or not connected: the
+  /// request went on without it, named in the context.
+  peer_unreachable,
 };
 
 /// The enumerator's name, e.g. "corrupt_data".

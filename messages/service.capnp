@@ -389,6 +389,9 @@ struct ReadReportReply {
   admission @5 :AdmissionCounters;
   io @6 :List(IoCounters); # one per tier doing I/O
   checkpoints @7 :CheckpointCounters;
+  deadTiers @8 :UInt64;    # cold tier actors the facade saw go down (each
+                           # dropped from its lookups; counted once)
+  coldTiers @9 :UInt64;    # cold tier actors its lookups consult now
 }
 
 struct ListSavedPrefixes {

@@ -253,6 +253,9 @@ struct service_report {
     uint64_t entries = 0, bytes = 0, hits = 0, misses = 0;
   } objects;
   uint64_t demotions = 0;
+  /// Cold tier actors the facade's lookups consult now (the SSD tier, when
+  /// configured), and those it saw go down and dropped (each once).
+  uint64_t cold_tiers = 0, dead_tiers = 0;
   struct admission_part {
     uint64_t admitted = 0, refused = 0, errors = 0, released = 0, waiting = 0,
              held_bytes = 0, holders = 0, budget_bytes = 0;

@@ -102,6 +102,8 @@ caf::expected<service_report> report(const sealed<msg::ReadReportReply>& r) {
   out.objects = {obj.getEntries(), obj.getBytes(), obj.getHits(),
                  obj.getMisses()};
   out.demotions = in.getDemotions();
+  out.cold_tiers = in.getColdTiers();
+  out.dead_tiers = in.getDeadTiers();
   admission_part(in.getAdmission(), out.admission);
   checkpoints_part(in.getCheckpoints(), out.checkpoints);
   for (auto io : in.getIo()) {

@@ -75,8 +75,9 @@ spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
 }
 
 actors::sessions_actor spawn_sessions(caf::actor_system& sys,
-                                      actors::ram_tier_actor ram) {
-  return sys.spawn(actors::sessions, std::move(ram));
+                                      actors::ram_tier_actor ram,
+                                      uint64_t deadline_ms) {
+  return sys.spawn(actors::sessions, std::move(ram), deadline_ms);
 }
 
 caf::expected<actors::admission_actor>
@@ -93,8 +94,9 @@ actors::checkpoints_actor
 spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
                   actors::ssd_tier_actor ssd,
                   std::vector<tiers::storage_key> saved) {
-  auto checkpoints = sys.spawn(
-    actors::checkpoints, opts.checkpoint_every_tokens, ssd, std::move(saved));
+  auto checkpoints =
+    sys.spawn(actors::checkpoints, opts.checkpoint_every_tokens, ssd,
+              std::move(saved), opts.storage_deadline_ms);
   // The SSD actor tells this one of every checkpoint file it removes.
   // Sent at once, so it is in the SSD actor's mailbox before any write
   // order a flush of this actor can send; only erase orders of the files
@@ -117,13 +119,15 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
     if (!ssd)
       return std::move(ssd.error());
     h.tiers.ssd = std::move(*ssd);
+    // The SSD is the first cold tier of the facade's lookups.
+    h.tiers.cold.push_back({h.tiers.ssd, msg::Tier::SSD, "ssd"});
   }
   auto adm = spawn_admission(sys, opts);
   if (!adm)
     return std::move(adm.error());
   h.tiers.admission = std::move(*adm);
   h.tiers.ram = spawn_ram_tier(sys, opts, h.tiers.ssd, std::move(observer));
-  h.tiers.sessions = spawn_sessions(sys, h.tiers.ram);
+  h.tiers.sessions = spawn_sessions(sys, h.tiers.ram, opts.storage_deadline_ms);
   bool possible = opts.checkpoint_every_tokens > 0 || !saved.empty();
   h.tiers.checkpoints =
     spawn_checkpoints(sys, opts, h.tiers.ssd, std::move(saved));

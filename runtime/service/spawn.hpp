@@ -45,9 +45,11 @@ spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
                actors::ssd_tier_actor ssd,
                std::shared_ptr<actors::put_observer_slot> observer);
 
-/// The sessions actor, taking pins back from `ram`.
+/// The sessions actor, taking pins back from `ram` (each unpin answered
+/// within `deadline_ms`).
 actors::sessions_actor spawn_sessions(caf::actor_system& sys,
-                                      actors::ram_tier_actor ram);
+                                      actors::ram_tier_actor ram,
+                                      uint64_t deadline_ms);
 
 /// The admission actor over the configured model geometry and limits.
 caf::expected<actors::admission_actor>

@@ -66,7 +66,8 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
   caf::actor ram_impl = sys.spawn(fake_ram, orders);
   actors::ram_tier_actor ram =
     caf::actor_cast<actors::ram_tier_actor>(ram_impl);
-  actors::sessions_actor sessions = sys.spawn(actors::sessions, ram);
+  actors::sessions_actor sessions =
+    sys.spawn(actors::sessions, ram, uint64_t{10000});
 
   tiers::pinned_entry k1{"ns", seq(8, 1000), 1};
   tiers::pinned_entry k2{"ns", seq(12, 1000), 2};
@@ -164,7 +165,7 @@ BOOST_AUTO_TEST_CASE(with_the_real_ram_tier_the_newest_entry_alone_is_pinned) {
   auto real_ram =
     sys.spawn(actors::ram_tier, actors::ram_tier_config{uint64_t{1} << 20},
               actors::ssd_tier_actor{}, nullptr);
-  auto real = sys.spawn(actors::sessions, real_ram);
+  auto real = sys.spawn(actors::sessions, real_ram, uint64_t{10000});
   // Publishes as the facade makes them: protect set, then the event.
   auto publish = [&](const tiers::token_seq& tokens) {
     msg::draft<msg::PublishState> d;

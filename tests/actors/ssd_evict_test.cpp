@@ -77,7 +77,7 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
                 actors::ram_tier_config{uint64_t{1} << 20, true}, ssd, nullptr);
     self->send(ssd, actors::attach_ram_atom::value, ram);
     ckpt = sys.spawn(actors::checkpoints, uint64_t{16}, ssd,
-                     std::vector<tiers::storage_key>{});
+                     std::vector<tiers::storage_key>{}, uint64_t{10000});
     self->send(ssd, actors::attach_ckpt_atom::value, ckpt);
     drain();
   }

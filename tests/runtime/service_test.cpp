@@ -158,6 +158,15 @@ BOOST_AUTO_TEST_CASE(prefetch_reads_a_strictly_longer_cold_prefix) {
   BOOST_CHECK(lease->release());
 }
 
+BOOST_AUTO_TEST_CASE(the_report_counts_the_cold_tiers_the_lookups_consult) {
+  start();
+  BOOST_CHECK_EQUAL(report().cold_tiers, 1u); // the SSD tier
+  BOOST_CHECK_EQUAL(report().dead_tiers, 0u);
+  opts.ssd_dir.clear();
+  start();
+  BOOST_CHECK_EQUAL(report().cold_tiers, 0u);
+}
+
 BOOST_AUTO_TEST_CASE(demotion_then_restore_is_byte_exact_and_lands_in_ram) {
   start();
   put("ns", seq(300));
