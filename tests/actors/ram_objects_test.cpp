@@ -6,6 +6,7 @@
 // cap), so a third evicts the least recently used. Every object served is
 // compared byte for byte with the one put.
 #define BOOST_TEST_MODULE actors_ram_objects
+#include "tests/actors/inline_engine.hpp"
 #include "tests/caf_bridge.hpp"
 
 #include "actors/cache_service.hpp"
@@ -22,22 +23,7 @@ namespace {
 namespace ssd = tiers::ssd;
 using tensors = std::vector<tiers::attachment>;
 
-class inline_engine final : public ssd::io_engine {
-public:
-  explicit inline_engine(ssd::completion_sink sink)
-    : sink_(std::move(sink)) {}
-
-  void submit(ssd::io_op op) override {
-    sink_(ssd::run_now(op));
-  }
-
-  const char* name() const noexcept override {
-    return "inline";
-  }
-
-private:
-  ssd::completion_sink sink_;
-};
+using testing::inline_engine;
 
 using ram_impl = std::remove_pointer_t<actors::ram_tier_pointer>;
 using ssd_impl = std::remove_pointer_t<actors::ssd_tier_pointer>;

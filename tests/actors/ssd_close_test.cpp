@@ -9,6 +9,7 @@
 // Before the CAF test DSL, whose `inject` macro would eat the method's name.
 #include "tiers/ssd/faulty_file_system.hpp"
 
+#include "tests/actors/inline_engine.hpp"
 #include "tests/caf_bridge.hpp"
 
 #include "actors/ssd_tier_actor.hpp"
@@ -25,26 +26,7 @@ namespace {
 
 namespace ssd = tiers::ssd;
 
-/// Runs each op at once on the submitting thread; the sink (the actor's
-/// relay) turns its completion into an io_done message for later.
-class inline_engine final : public ssd::io_engine {
-public:
-  explicit inline_engine(ssd::completion_sink sink)
-    : sink_(std::move(sink)) {}
-
-  void submit(ssd::io_op op) override {
-    auto c = ssd::run_now(op);
-    op = ssd::io_op{};
-    sink_(std::move(c));
-  }
-
-  const char* name() const noexcept override {
-    return "inline";
-  }
-
-private:
-  ssd::completion_sink sink_;
-};
+using testing::inline_engine;
 
 struct fixture : kvtier::testing::kvtier_fixture<> {
   runtime::oracle_engine oracle{*tiers::model_geometry::preset("tiny-dense")};

@@ -6,6 +6,7 @@
 // The SSD cap holds one 100-token entry, so each new file evicts the one
 // before. Also: a completed release cancels its checkpoint's writes.
 #define BOOST_TEST_MODULE actors_ssd_evict
+#include "tests/actors/inline_engine.hpp"
 #include "tests/caf_bridge.hpp"
 
 #include "actors/checkpoints_actor.hpp"
@@ -23,24 +24,7 @@ namespace {
 
 namespace ssd = tiers::ssd;
 
-/// Runs each op at once on the submitting thread; the sink (the actor's
-/// relay) turns its completion into an io_done message for later.
-class inline_engine final : public ssd::io_engine {
-public:
-  explicit inline_engine(ssd::completion_sink sink)
-    : sink_(std::move(sink)) {}
-
-  void submit(ssd::io_op op) override {
-    sink_(ssd::run_now(op));
-  }
-
-  const char* name() const noexcept override {
-    return "inline";
-  }
-
-private:
-  ssd::completion_sink sink_;
-};
+using testing::inline_engine;
 
 using ram_impl = std::remove_pointer_t<actors::ram_tier_pointer>;
 using checkpoints_impl = std::remove_pointer_t<actors::checkpoints_pointer>;
