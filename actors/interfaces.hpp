@@ -18,6 +18,8 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace kvtier::actors {
 
@@ -158,6 +160,49 @@ using cold_tier_actor = caf::typed_actor<
   // Ends a prefetch lease's interest (an unknown lease is no error).
   KVTIER_CALL(ReleasePrefetch)>;
 
+/// One entry a peer holds or stopped holding (tiers/peer_directory.hpp).
+struct directory_item {
+  std::string ns;
+  std::vector<uint32_t> key;
+  /// tiers::peer_tier: 0 RAM, 1 SSD.
+  uint8_t tier = 0;
+  /// Bytes a fetch would move.
+  uint64_t bytes = 0;
+  bool trimmable = false;
+  /// Held (put) or no longer held (removed).
+  bool present = true;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, directory_item& x) {
+  return f(caf::meta::type_name("kvtier::actors::directory_item"), x.ns, x.key,
+           x.tier, x.bytes, x.trimmable, x.present);
+}
+
+/// Changes of what one peer node holds, in the order its feed numbered
+/// them, for the peer tier's directory. With `replace`, everything the node
+/// held before goes first (a snapshot after a gap, a late join or a
+/// rejoin). Sent by the feed follower, local only.
+struct directory_batch {
+  std::string node;
+  bool replace = false;
+  std::vector<directory_item> items;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, directory_batch& x) {
+  return f(caf::meta::type_name("kvtier::actors::directory_batch"), x.node,
+           x.replace, x.items);
+}
+
+/// A peer node was accepted (first time or again after being down), with
+/// its node actor (runtime/cluster/node.hpp); told to every cluster
+/// listener of a node.
+using peer_up_atom = caf::atom_constant<caf::atom("kvtpeerup")>;
+
+/// A peer node went down (silent, disconnected, left).
+using peer_down_atom = caf::atom_constant<caf::atom("kvtpeerdn")>;
+
 /// Owns the SSD tier (tiers/ssd/ssd_tier.hpp) and its I/O engine; tells
 /// the RAM actor of every entry file it stops holding (SsdEvictEvent), and
 /// the checkpoints actor of every checkpoint file. A cold tier (the four
@@ -198,6 +243,16 @@ using ssd_tier_actor = cold_tier_actor::extend<
   caf::reacts_to<attach_ram_atom, ram_tier_actor>,
   // Once, at wiring: the checkpoints actor that hears of checkpoint files.
   caf::reacts_to<attach_ckpt_atom, checkpoints_actor>>;
+
+/// The peer tier: a cold tier over what other nodes hold (a directory fed
+/// by their event feeds), fetching an entry from its holder's node.
+using peer_tier_actor = cold_tier_actor::extend<
+  // What a peer holds changed (from the feed follower).
+  caf::reacts_to<directory_batch>,
+  // A peer is up behind this node actor: its entries may be fetched.
+  caf::reacts_to<peer_up_atom, std::string, caf::actor>,
+  // A peer is down: everything it held leaves the directory.
+  caf::reacts_to<peer_down_atom, std::string>>;
 
 /// Owns admission (tiers/admission.hpp): the KV budget, position limit.
 using admission_actor = caf::typed_actor<

@@ -1,5 +1,6 @@
 #include "runtime/cluster/node.hpp"
 
+#include "actors/interfaces.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -22,6 +23,7 @@ namespace {
 using start_atom = caf::atom_constant<caf::atom("kvclstart")>;
 using tick_atom = caf::atom_constant<caf::atom("kvcltick")>;
 using leave_atom = caf::atom_constant<caf::atom("kvclleave")>;
+using attach_atom = caf::atom_constant<caf::atom("kvclattach")>;
 
 template <class Root>
 using sealed = msg::sealed<Root>;
@@ -53,6 +55,8 @@ struct node_state {
   std::shared_ptr<hook_slot> hooks;
   /// The node actor of every member we hold a connection to.
   std::map<std::string, caf::actor> handles;
+  /// Where peers' requests for state and feed go (node::attach).
+  node_delegates delegates;
   uint64_t seq = 0;
   bool started = false;
   bool leaving = false;
@@ -129,20 +133,28 @@ bool learn(node_actor* self, capnp::List<msg::MemberAddress>::Reader members) {
 
 void fire_up(node_actor* self, const std::string& id, const caf::actor& h) {
   peer_hooks hooks;
+  std::vector<caf::actor> listeners;
   {
     std::lock_guard<std::mutex> guard{self->state.hooks->mtx};
     hooks = self->state.hooks->hooks;
+    listeners = self->state.hooks->listeners;
   }
+  for (auto& l : listeners)
+    self->send(l, actors::peer_up_atom::value, id, h);
   if (hooks.up)
     hooks.up(id, h);
 }
 
 void fire_down(node_actor* self, const std::string& id) {
   peer_hooks hooks;
+  std::vector<caf::actor> listeners;
   {
     std::lock_guard<std::mutex> guard{self->state.hooks->mtx};
     hooks = self->state.hooks->hooks;
+    listeners = self->state.hooks->listeners;
   }
+  for (auto& l : listeners)
+    self->send(l, actors::peer_down_atom::value, id);
   if (hooks.down)
     hooks.down(id);
 }
@@ -282,6 +294,17 @@ sealed<msg::ClusterHelloReply> refusal_reply(const identity& self, refusal r,
   return std::move(d).seal();
 }
 
+/// Hands a peer's request to the local actor that serves it (`to`), which
+/// answers the peer directly; without one the request fails `not_found`.
+template <class Root>
+caf::result<caf::message> forward(node_actor* self, const caf::actor& to,
+                                  const sealed<Root>& m, const char* what) {
+  if (!to)
+    return make_error(ec::not_found,
+                      std::string{"this node serves no "} + what);
+  return self->delegate(to, m);
+}
+
 caf::behavior node_behavior(node_actor* self) {
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
@@ -313,6 +336,20 @@ caf::behavior node_behavior(node_actor* self) {
       for (auto& s : seeds)
         st.view.add_address(s, now);
       tick(self);
+    },
+    [self](attach_atom, const caf::actor& feed, const caf::actor& serve) {
+      if (!local_sender(self))
+        return count_bad(self, "attach from a peer");
+      self->state.delegates = node_delegates{feed, serve};
+    },
+    [self](const sealed<msg::FetchEntry>& m) {
+      return forward(self, self->state.delegates.serve, m, "state");
+    },
+    [self](const sealed<msg::FetchChunk>& m) {
+      return forward(self, self->state.delegates.serve, m, "state");
+    },
+    [self](const sealed<msg::CancelTransfer>& m) {
+      return forward(self, self->state.delegates.serve, m, "state");
     },
     [self](tick_atom) {
       if (!local_sender(self))
@@ -517,7 +554,8 @@ caf::actor spawn_node_actor(caf::actor_system& sys, identity self, timing t,
 caf::expected<std::unique_ptr<node>>
 node::start(caf::actor_system& sys, const runtime::service_options& o,
             const std::string& fingerprint,
-            const std::vector<std::string>& extra_peers) {
+            const std::vector<std::string>& extra_peers,
+            std::vector<caf::actor> listeners) {
   if (!sys.has_middleman())
     return make_error(ec::invalid_config,
                       "cluster: the actor system has no middleman (load "
@@ -539,6 +577,7 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
   std::unique_ptr<node> n{new node};
   n->sys_ = &sys;
   n->hooks_ = std::make_shared<hook_slot>();
+  n->hooks_->listeners = std::move(listeners);
   n->down_after_ = millis{o.cluster_down_after_ms};
   n->actor_ =
     spawn_node_actor(sys, identity_of(o, fingerprint), timing_of(o), n->hooks_);
@@ -564,6 +603,11 @@ node::~node() {
     leave(down_after_);
   sys_->middleman().unpublish(actor_, port_);
   caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+}
+
+void node::attach(node_delegates d) {
+  caf::anon_send(actor_, attach_atom::value, std::move(d.feed),
+                 std::move(d.serve));
 }
 
 void node::set_hooks(peer_hooks h) {

@@ -46,10 +46,23 @@ struct peer_hooks {
   std::function<void(const std::string& node_id)> down;
 };
 
-/// The hooks, shared by the owner and the node actor.
+/// The hooks, shared by the owner and the node actor, and the local actors
+/// told of every change as messages (`actors::peer_up_atom, node id,
+/// handle` and `actors::peer_down_atom, node id`; actors/interfaces.hpp).
 struct hook_slot {
   std::mutex mtx;
   peer_hooks hooks;
+  std::vector<caf::actor> listeners;
+};
+
+/// The local actors a node actor hands peers' requests to (each answers
+/// the peer directly; a null one: the node serves none of its requests).
+struct node_delegates {
+  /// The event feed: a peer's feed subscription (docs/cluster.md).
+  caf::actor feed;
+  /// What serves this node's state to peers: FetchEntry, FetchChunk,
+  /// CancelTransfer.
+  caf::actor serve;
 };
 
 /// One member as `members()` reports it.
@@ -85,12 +98,14 @@ class node {
 public:
   /// Publishes a node actor on `o.cluster_listen_address`:`o.cluster_port`
   /// in `sys` (which needs the middleman) and starts meeting
-  /// `o.cluster_peers` and `extra_peers`. `ec::invalid_config` for a bad
-  /// address, `ec::io_error` when the port cannot be bound.
+  /// `o.cluster_peers` and `extra_peers`; `listeners` hear of every peer
+  /// up and down from the first on (see hook_slot). `ec::invalid_config`
+  /// for a bad address, `ec::io_error` when the port cannot be bound.
   static caf::expected<std::unique_ptr<node>>
   start(caf::actor_system& sys, const runtime::service_options& o,
         const std::string& fingerprint,
-        const std::vector<std::string>& extra_peers = {});
+        const std::vector<std::string>& extra_peers = {},
+        std::vector<caf::actor> listeners = {});
 
   /// Leaves (bounded by `down-after-ms`) when not yet left, unpublishes,
   /// stops the actor.
@@ -113,6 +128,9 @@ public:
   const caf::actor& actor() const noexcept {
     return actor_;
   }
+
+  /// Where peers' requests go from now on (replaces earlier ones).
+  void attach(node_delegates d);
 
   /// Replaces the hooks (empty functions: none).
   void set_hooks(peer_hooks h);

@@ -67,6 +67,7 @@ struct service::impl {
   caf::error start_error;
   /// The cluster node when `cluster.enabled` (docs/cluster.md).
   std::unique_ptr<cluster::node> node;
+
   /// Idle scoped actors for blocking calls: making one per call cost about
   /// 8 us of a 10 us echo here (bench_service prints both), so blocking
   /// calls borrow one. Each is used by one thread at a time.
@@ -115,11 +116,14 @@ struct service::impl {
       start_error = std::move(m.error());
       return;
     }
-    auto n = cluster::node::start(*sys, opts, m->fingerprint());
-    if (!n)
+    auto n = cluster::node::start(*sys, opts, m->fingerprint(), {},
+                                  handles.cluster.listeners);
+    if (!n) {
       start_error = std::move(n.error());
-    else
-      node = std::move(*n);
+      return;
+    }
+    node = std::move(*n);
+    node->attach({handles.cluster.feed, handles.cluster.serve});
   }
 
   /// How long a call waits for the facade: the storage deadline (by which

@@ -63,10 +63,22 @@ spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
                   actors::ssd_tier_actor ssd,
                   std::vector<tiers::storage_key> saved);
 
+/// The actors a cluster node needs (runtime/cluster/node.hpp): each null
+/// until its part exists.
+struct cluster_handles {
+  /// The event feed peers subscribe to (node_delegates::feed).
+  caf::actor feed;
+  /// What serves this node's state to peers (node_delegates::serve).
+  caf::actor serve;
+  /// Told of every peer up and down (the feed follower, the peer tier).
+  std::vector<caf::actor> listeners;
+};
+
 /// Every actor of one service.
 struct service_handles {
   actors::cache_service_actor facade;
   actors::service_actors tiers;
+  cluster_handles cluster;
 };
 
 /// Spawns the whole actor map for `opts` (no SSD actor when
