@@ -53,6 +53,12 @@ service::~service() {
   caf::anon_send_exit(h.tiers.admission, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.tiers.checkpoints, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.tiers.sessions, caf::exit_reason::user_shutdown);
+  // The peer tier and the serving side (cluster.enabled): the serve
+  // actor's lane threads end with it; a fetch running fails as closed.
+  if (h.cluster.peer)
+    caf::anon_send_exit(h.cluster.peer, caf::exit_reason::user_shutdown);
+  if (h.cluster.serve)
+    caf::anon_send_exit(h.cluster.serve, caf::exit_reason::user_shutdown);
   if (h.tiers.ssd) {
     // The SSD actor's tier holds the directory's lock until the actor's
     // state goes: wait for that, so the directory is free once this

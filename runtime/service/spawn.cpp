@@ -2,9 +2,11 @@
 
 #include "actors/admission_actor.hpp"
 #include "actors/checkpoints_actor.hpp"
+#include "actors/peer_tier_actor.hpp"
 #include "actors/ram_tier_actor.hpp"
 #include "actors/sessions_actor.hpp"
 #include "actors/ssd_tier_actor.hpp"
+#include "runtime/cluster/serve.hpp"
 #include "tiers/ssd/file_system.hpp"
 
 #include <caf/send.hpp>
@@ -106,6 +108,37 @@ spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
   return checkpoints;
 }
 
+/// The serving side of peer fetches and the peer tier (cluster.enabled):
+/// the peer tier is the last cold tier and hears of every peer up/down.
+caf::error spawn_cluster_parts(caf::actor_system& sys,
+                               const service_options& opts,
+                               const tiers::model_geometry& g,
+                               service_handles& h) {
+  cluster::serve_config sc;
+  sc.limits.max_bytes = opts.cluster_serve_max_bytes;
+  sc.limits.idle_ms = opts.cluster_serve_idle_ms;
+  sc.lane_address = opts.cluster_listen_address;
+  sc.tier_deadline_ms = std::max<uint64_t>(opts.cluster_fetch_deadline_ms / 2, 1);
+  sc.max_prompt_tokens = opts.position_limit;
+  auto serve = cluster::spawn_serve(sys, sc, h.tiers.ram, h.tiers.ssd);
+  if (!serve)
+    return std::move(serve.error());
+  h.cluster.serve = caf::actor_cast<caf::actor>(*serve);
+  actors::peer_tier_config pc;
+  pc.fetch_max_bytes = opts.cluster_fetch_max_bytes;
+  pc.fetch_deadline_ms = opts.cluster_fetch_deadline_ms;
+  pc.fetched_to_ssd = opts.cluster_fetched_to_ssd;
+  pc.max_prompt_tokens = opts.position_limit;
+  pc.ssd_deadline_ms = opts.storage_deadline_ms;
+  auto peer =
+    actors::spawn_peer_tier(sys, pc, g, h.tiers.ssd, h.cluster.serve);
+  h.tiers.cold.push_back({caf::actor_cast<actors::cold_tier_actor>(peer),
+                          msg::Tier::PEER, "peer"});
+  h.cluster.peer = peer;
+  h.cluster.listeners.push_back(caf::actor_cast<caf::actor>(peer));
+  return {};
+}
+
 caf::expected<service_handles>
 spawn_service(caf::actor_system& sys, const service_options& opts,
               tiers::ssd::file_system* fs,
@@ -134,6 +167,11 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   auto g = running_geometry(opts);
   if (!g)
     return std::move(g.error());
+  if (opts.cluster_enabled) {
+    auto c = spawn_cluster_parts(sys, opts, *g, h);
+    if (c)
+      return c;
+  }
   h.facade =
     sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
               opts.idle_demotion_ms, opts.objects, opts.storage_deadline_ms);
