@@ -40,7 +40,7 @@ struct state_request {
 };
 
 /// Where acquired state came from.
-enum class state_source : uint8_t { none, ram, ssd, checkpoint };
+enum class state_source : uint8_t { none, ram, ssd, checkpoint, peer };
 
 const char* to_string(state_source s);
 

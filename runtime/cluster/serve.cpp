@@ -21,6 +21,8 @@ struct serve_counters {
   uint64_t served = 0, none = 0, refused = 0, bytes = 0;
 };
 
+using fetch_promise = caf::typed_response_promise<sealed<msg::FetchEntryReply>>;
+
 struct serve_state {
   static inline const char* name = "serve";
   serve_config cfg;
@@ -30,11 +32,13 @@ struct serve_state {
   std::unique_ptr<msg::transfer_table> table;
   serve_counters counters;
   uint32_t faults = 0;
+  uint32_t delay_ms = 0;
   bool ticking = false;
+  /// Test only: answers held back by a delay fault.
+  std::vector<std::pair<fetch_promise, sealed<msg::FetchEntryReply>>> delayed;
 };
 
 using serve_pointer = serve_actor::stateful_pointer<serve_state>;
-using fetch_promise = caf::typed_response_promise<sealed<msg::FetchEntryReply>>;
 using found_entry = std::optional<sealed<msg::RestoreEntryReply>>;
 
 uint64_t now_ms(serve_pointer self) {
@@ -89,12 +93,17 @@ void offer(serve_pointer self, fetch_promise rp,
   ++st.counters.served;
   st.counters.bytes += reply->root().getTransfer().getTotalLength();
   tick_later(self);
-  if (st.faults > 0) {
+  auto out = st.faults > 0 ? corrupted(*reply) : std::move(*reply);
+  if (st.faults > 0)
     --st.faults;
-    rp.deliver(corrupted(*reply));
+  if (auto delay = std::exchange(st.delay_ms, 0); delay > 0) {
+    // Test only: answered late from a timer of this actor.
+    self->delayed_send(self, std::chrono::milliseconds{delay},
+                       serve_tick_atom::value);
+    st.delayed.emplace_back(std::move(rp), std::move(out));
     return;
   }
-  rp.deliver(std::move(*reply));
+  rp.deliver(std::move(out));
 }
 
 /// RAM had `ram` (or nothing): asks the SSD for a longer prefix, restores
@@ -234,14 +243,20 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
       return std::move(d).seal();
     },
     [self](serve_tick_atom) {
+      for (auto& [rp, out] : std::exchange(self->state.delayed, {}))
+        rp.deliver(std::move(out));
       self->state.ticking = false;
       self->state.table->expire(now_ms(self));
       tick_later(self);
     },
-    [self](serve_fault_atom, uint32_t n) {
+    [self](serve_fault_atom, uint32_t mode, uint32_t n) {
       auto& s = self->current_sender();
-      if (!s || s->node() == self->node())
+      if (s && s->node() != self->node())
+        return;
+      if (mode == 0)
         self->state.faults = n;
+      else
+        self->state.delay_ms = n;
     },
   };
 }

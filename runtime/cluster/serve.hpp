@@ -36,8 +36,10 @@ using actors::sealed;
 /// The table's expiry tick (the serve actor sends it to itself).
 using serve_tick_atom = caf::atom_constant<caf::atom("kvtsrvtick")>;
 
-/// Test only: the next `n` offers get one byte flipped after their
-/// checksum was taken (a receiver must refuse them).
+/// Test only, with (mode, n): mode 0, the next `n` offers announce a
+/// checksum their bytes do not have (a receiver must refuse them); mode 1,
+/// the next offer is answered `n` ms late (a holder that goes away
+/// mid-fetch, identical fetches that overlap).
 using serve_fault_atom = caf::atom_constant<caf::atom("kvtsrvflt")>;
 
 using serve_actor = caf::typed_actor<
@@ -51,8 +53,8 @@ using serve_actor = caf::typed_actor<
   KVTIER_CALL(ReadReport),
   // Expires offers nobody pulled for serve-idle-ms.
   caf::reacts_to<serve_tick_atom>,
-  // Test only (local senders): corrupt the next n offers.
-  caf::reacts_to<serve_fault_atom, uint32_t>>;
+  // Test only (local senders): corrupt or delay offers.
+  caf::reacts_to<serve_fault_atom, uint32_t, uint32_t>>;
 
 /// What a serve actor needs.
 struct serve_config {

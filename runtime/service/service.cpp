@@ -91,6 +91,14 @@ object_cache* service::objects() noexcept {
   return impl_->opts.objects ? &objects_ : nullptr;
 }
 
+caf::actor service::peer_tier() const noexcept {
+  return caf::actor_cast<caf::actor>(impl_->handles.cluster.peer);
+}
+
+caf::actor service::state_server() const noexcept {
+  return impl_->handles.cluster.serve;
+}
+
 cluster::node* service::cluster() noexcept {
   return impl_->node.get();
 }
