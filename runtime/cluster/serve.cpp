@@ -32,6 +32,7 @@ struct serve_state {
   std::unique_ptr<msg::transfer_table> table;
   serve_counters counters;
   uint32_t faults = 0;
+  uint32_t fault_mode = 0;
   uint32_t delay_ms = 0;
   bool ticking = false;
   /// Test only: answers held back by a delay fault.
@@ -59,14 +60,19 @@ sealed<msg::FetchEntryReply> none_reply() {
   return std::move(d).seal();
 }
 
-/// `r` with its checksum flipped (serve_fault_atom): the bytes no longer
-/// match what the header promises.
-sealed<msg::FetchEntryReply> corrupted(const sealed<msg::FetchEntryReply>& r) {
+/// `r` altered by a test fault (serve_fault_atom): mode 0, its checksum
+/// flipped (the bytes no longer match what the header promises); mode 2,
+/// no lane named (the receiver pulls chunks).
+sealed<msg::FetchEntryReply> altered(const sealed<msg::FetchEntryReply>& r,
+                                     uint32_t mode) {
   msg::draft<msg::FetchEntryReply> d;
   d.root().setUsableTokens(r.root().getUsableTokens());
   auto in = r.root().getTransfer();
   d.root().setTransfer(in);
-  d.root().getTransfer().setChecksum(in.getChecksum() ^ 1);
+  if (mode == 0)
+    d.root().getTransfer().setChecksum(in.getChecksum() ^ 1);
+  else
+    d.root().getTransfer().setBulkPort(0);
   return std::move(d).seal();
 }
 
@@ -93,7 +99,7 @@ void offer(serve_pointer self, fetch_promise rp,
   ++st.counters.served;
   st.counters.bytes += reply->root().getTransfer().getTotalLength();
   tick_later(self);
-  auto out = st.faults > 0 ? corrupted(*reply) : std::move(*reply);
+  auto out = st.faults > 0 ? altered(*reply, st.fault_mode) : std::move(*reply);
   if (st.faults > 0)
     --st.faults;
   if (auto delay = std::exchange(st.delay_ms, 0); delay > 0) {
@@ -253,10 +259,12 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
       auto& s = self->current_sender();
       if (s && s->node() != self->node())
         return;
-      if (mode == 0)
-        self->state.faults = n;
-      else
+      if (mode == 1) {
         self->state.delay_ms = n;
+      } else {
+        self->state.faults = n;
+        self->state.fault_mode = mode;
+      }
     },
   };
 }

@@ -39,7 +39,8 @@ using serve_tick_atom = caf::atom_constant<caf::atom("kvtsrvtick")>;
 /// Test only, with (mode, n): mode 0, the next `n` offers announce a
 /// checksum their bytes do not have (a receiver must refuse them); mode 1,
 /// the next offer is answered `n` ms late (a holder that goes away
-/// mid-fetch, identical fetches that overlap).
+/// mid-fetch, identical fetches that overlap); mode 2, the next `n` offers
+/// name no lane (the receiver pulls chunks through the middleman).
 using serve_fault_atom = caf::atom_constant<caf::atom("kvtsrvflt")>;
 
 using serve_actor = caf::typed_actor<

@@ -163,6 +163,40 @@ BOOST_AUTO_TEST_CASE(prefix_published_on_a_is_served_on_b_byte_exact) {
   BOOST_CHECK_EQUAL(again.usable_tokens, 512u);
 }
 
+BOOST_AUTO_TEST_CASE(without_a_lane_the_entry_is_pulled_in_chunks) {
+  start_b();
+  auto key = seq(1024);
+  a.put("n", key);
+  announce("n", key);
+  fault_a(2, 1);
+  auto prompt = cat(key, seq(8, 5000));
+  auto got = get_b("n", prompt);
+  BOOST_CHECK(got.source == runtime::state_source::peer);
+  BOOST_CHECK_EQUAL(got.usable_tokens, 1024u);
+  auto rb = b.report();
+  BOOST_CHECK_EQUAL(rb.peer.chunk_fetches, 1u);
+  BOOST_CHECK_EQUAL(rb.peer.lane_fetches, 0u);
+  BOOST_CHECK_EQUAL(rb.peer.fetched, 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_fetched_entry_is_written_to_the_local_ssd) {
+  b.opts.cluster_fetched_to_ssd = true;
+  start_b();
+  a.put("n", seq(512));
+  announce("n", seq(512));
+  auto prompt = cat(seq(512), seq(4, 9000));
+  BOOST_CHECK(get_b("n", prompt).source == runtime::state_source::peer);
+  BOOST_REQUIRE(
+    eventually([&] { return b.report().peer.written_to_ssd == 1; }));
+  // Out of B's RAM, and A gone: B's own SSD serves it.
+  BOOST_REQUIRE(b.svc->flush());
+  BOOST_REQUIRE(b.svc->boundary());
+  a.svc.reset();
+  auto local = get_b("n", prompt, 9);
+  BOOST_CHECK(local.source == runtime::state_source::ssd);
+  BOOST_CHECK_EQUAL(local.usable_tokens, 512u);
+}
+
 BOOST_AUTO_TEST_CASE(a_longer_trimmable_entry_serves_a_shorter_prompt) {
   start_b();
   auto key = seq(600);
