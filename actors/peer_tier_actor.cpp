@@ -24,7 +24,8 @@ using restore_promise =
   caf::typed_response_promise<sealed<msg::RestoreEntryReply>>;
 using prefetch_promise =
   caf::typed_response_promise<sealed<msg::PrefetchPrefixReply>>;
-using report_promise = caf::typed_response_promise<sealed<msg::ReadReportReply>>;
+using report_promise =
+  caf::typed_response_promise<sealed<msg::ReadReportReply>>;
 
 /// Namespaces a FindPrefix may name.
 constexpr size_t max_ns_bytes = 4096;
@@ -254,26 +255,25 @@ void verified(self_ptr self, uint64_t id,
   if (!r)
     return attempt_failed(self, id, std::move(r.error()));
   if (!r->root().isEntry())
-    return attempt_failed(self, id,
-                          make_error(ec::corrupt_data,
-                                     "peer " + f.holder
-                                       + " sent a transfer without an entry"));
+    return attempt_failed(
+      self, id,
+      make_error(ec::corrupt_data,
+                 "peer " + f.holder + " sent a transfer without an entry"));
   auto e = tiers::read_entry(*r, r->root().getEntry());
   if (!e)
     return attempt_failed(self, id, std::move(e.error()));
   auto want = std::span<const tiers::token>{f.prompt}.first(f.usable);
   if (e->ns != f.ns || e->size() != f.usable
       || !std::equal(want.begin(), want.end(), e->tokens.begin()))
-    return attempt_failed(self, id,
-                          make_error(ec::corrupt_data,
-                                     "peer " + f.holder
-                                       + " sent an entry of another prompt "
-                                         "or length"));
+    return attempt_failed(
+      self, id,
+      make_error(ec::corrupt_data, "peer " + f.holder
+                                     + " sent an entry of another prompt "
+                                       "or length"));
   if (auto err = self->state.geometry.check(*e))
-    return attempt_failed(self, id,
-                          make_error(ec::corrupt_data,
-                                     "peer " + f.holder + ": "
-                                       + to_string(err)));
+    return attempt_failed(
+      self, id,
+      make_error(ec::corrupt_data, "peer " + f.holder + ": " + to_string(err)));
   auto& c = self->state.count;
   ++c.fetched;
   c.bytes += f.reserved;
@@ -293,7 +293,8 @@ void pump(self_ptr self, uint64_t id) {
     d.root().setTransferId(f.transfer_id);
     d.root().setIndex(index);
     self
-      ->request(f.holder_handle, std::max(time_left(f), std::chrono::milliseconds{1}),
+      ->request(f.holder_handle,
+                std::max(time_left(f), std::chrono::milliseconds{1}),
                 std::move(d).seal())
       .then(
         [self, id, attempt](const sealed<msg::FetchChunkReply>& c) {
@@ -307,18 +308,17 @@ void pump(self_ptr self, uint64_t id) {
             return pump(self, id);
           auto pull = std::move(*g.pull);
           g.pull.reset();
-          verified(self, id,
-                   std::move(pull).finish<msg::RestoreEntryReply>());
+          verified(self, id, std::move(pull).finish<msg::RestoreEntryReply>());
         },
         [self, id, attempt](const caf::error& err) {
           auto j = self->state.fetches.find(id);
           if (j == self->state.fetches.end() || j->second.attempt != attempt)
             return;
-          attempt_failed(self, id,
-                         err == caf::sec::request_timeout
-                           ? make_error(ec::timeout, "a chunk timed out")
-                           : make_error(ec::peer_unreachable,
-                                        "chunk: " + to_string(err)));
+          attempt_failed(
+            self, id,
+            err == caf::sec::request_timeout
+              ? make_error(ec::timeout, "a chunk timed out")
+              : make_error(ec::peer_unreachable, "chunk: " + to_string(err)));
         });
   }
 }
@@ -337,11 +337,11 @@ void pull_transfer(self_ptr self, uint64_t id,
   f.reserved = 0;
   if (!fits(self, total)) {
     ++st.count.over_cap;
-    return attempt_failed(self, id,
-                          make_error(ec::queue_full,
-                                     "a transfer of " + std::to_string(total)
-                                       + " bytes exceeds cluster."
-                                         "fetch-max-bytes"));
+    return attempt_failed(
+      self, id,
+      make_error(ec::queue_full, "a transfer of " + std::to_string(total)
+                                   + " bytes exceeds cluster."
+                                     "fetch-max-bytes"));
   }
   f.reserved = total;
   st.in_flight += total;
@@ -358,10 +358,10 @@ void pull_transfer(self_ptr self, uint64_t id,
   if (host.empty())
     host = "127.0.0.1";
   if (!loopback_host(host))
-    return attempt_failed(self, id,
-                          make_error(ec::invalid_argument,
-                                     "peer " + f.holder + " names lane host "
-                                       + host + " (loopback only)"));
+    return attempt_failed(
+      self, id,
+      make_error(ec::invalid_argument, "peer " + f.holder + " names lane host "
+                                         + host + " (loopback only)"));
   ++st.count.lane;
   f.slot = std::make_shared<lane_slot>();
   auto me = caf::actor_cast<peer_tier_actor>(self);
@@ -417,10 +417,10 @@ void next_holder(self_ptr self, uint64_t id) {
             g.transfer_id = r.root().getTransfer().getTransferId();
             g.has_transfer = true;
           }
-          return attempt_failed(self, id,
-                                make_error(ec::not_found,
-                                           "peer " + g.holder
-                                             + " no longer holds the prefix"));
+          return attempt_failed(
+            self, id,
+            make_error(ec::not_found,
+                       "peer " + g.holder + " no longer holds the prefix"));
         }
         pull_transfer(self, id, r);
       },
@@ -460,8 +460,8 @@ void start_fetch(self_ptr self, std::string ns, tiers::token_seq prompt,
     f.holders.push_back(h.node);
   f.reserved = hs.front().bytes;
   st.in_flight += f.reserved;
-  f.deadline = clock_type::now()
-               + std::chrono::milliseconds{st.cfg.fetch_deadline_ms};
+  f.deadline =
+    clock_type::now() + std::chrono::milliseconds{st.cfg.fetch_deadline_ms};
   f.waiters.push_back(std::move(w));
   st.fetches.emplace(id, std::move(f));
   st.by_key.emplace(std::move(key), id);
@@ -486,8 +486,8 @@ sealed<msg::FindPrefixReply> find_prefix(self_ptr self,
   if (check_prompt(self, in.getNs(), in.getPrompt().size()))
     return std::move(d).seal();
   tiers::tokens_of prompt{in.getPrompt()};
-  auto c = candidate_for(self, in.getNs().cStr(), prompt.span(),
-                         in.getBetterThan());
+  auto c =
+    candidate_for(self, in.getNs().cStr(), prompt.span(), in.getBetterThan());
   if (!c)
     return std::move(d).seal();
   if (!fits(self, c->holders.front().bytes)) {
@@ -529,7 +529,8 @@ restore(self_ptr self, msg::RestoreEntry::Reader in) {
   }
   if (!fits(self, c->holders.front().bytes)) {
     ++self->state.count.over_cap;
-    return failed_reply(make_error(ec::queue_full, "over cluster.fetch-max-bytes"));
+    return failed_reply(
+      make_error(ec::queue_full, "over cluster.fetch-max-bytes"));
   }
   auto rp = self->make_response_promise<sealed<msg::RestoreEntryReply>>();
   waiter w;
@@ -546,8 +547,8 @@ prefetch(self_ptr self, msg::PrefetchPrefix::Reader in) {
   if (check_prompt(self, in.getNs(), in.getPrompt().size()))
     return std::move(none).seal();
   tiers::tokens_of prompt{in.getPrompt()};
-  auto c = candidate_for(self, in.getNs().cStr(), prompt.span(),
-                         in.getBetterThan());
+  auto c =
+    candidate_for(self, in.getNs().cStr(), prompt.span(), in.getBetterThan());
   if (!c)
     return std::move(none).seal();
   if (!fits(self, c->holders.front().bytes)) {
@@ -629,9 +630,9 @@ sealed<msg::ReadReportReply> report(self_ptr self,
   return std::move(d).seal();
 }
 
-peer_tier_actor::behavior_type
-peer_tier(self_ptr self, peer_tier_config cfg, tiers::model_geometry geometry,
-          ssd_tier_actor ssd, caf::actor serve) {
+peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
+                                         tiers::model_geometry geometry,
+                                         ssd_tier_actor ssd, caf::actor serve) {
   auto& st = self->state;
   st.cfg = cfg;
   st.geometry = std::move(geometry);
@@ -687,9 +688,9 @@ peer_tier(self_ptr self, peer_tier_config cfg, tiers::model_geometry geometry,
       auto slot = std::move(i->second.slot);
       if (!slot->result)
         return attempt_failed(self, id, std::move(slot->result.error()));
-      verified(self, id,
-               sealed<msg::RestoreEntryReply>::from_flat(
-                 std::move(*slot->result)));
+      verified(
+        self, id,
+        sealed<msg::RestoreEntryReply>::from_flat(std::move(*slot->result)));
     },
     [self](fetch_deadline_atom, uint64_t id) {
       auto i = self->state.fetches.find(id);
@@ -698,7 +699,7 @@ peer_tier(self_ptr self, peer_tier_config cfg, tiers::model_geometry geometry,
       ++self->state.count.failed_timeout;
       finish(self, id, std::nullopt,
              make_error(ec::timeout, "the peer fetch took longer than "
-                                       "cluster.fetch-deadline-ms"));
+                                     "cluster.fetch-deadline-ms"));
     },
     [self](const directory_batch& b) { apply(self, b); },
     [self](peer_up_atom, const std::string& node, const caf::actor& h) {

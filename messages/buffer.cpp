@@ -92,9 +92,8 @@ buffer_builder::buffer_builder(size_t size, size_t alignment) {
   if (padded >= populated_threshold && alignment <= 4096) {
     size_t mapped = 0;
     if (auto* mem = allocate_populated(padded, mapped)) {
-      buf_.reset(new buffer(mem, size, [mem, mapped] {
-        release_populated(mem, mapped);
-      }));
+      buf_.reset(new buffer(mem, size,
+                            [mem, mapped] { release_populated(mem, mapped); }));
       return;
     }
   }

@@ -119,7 +119,8 @@ void from_ssd(serve_pointer self, fetch_promise rp,
   auto in = m.root();
   uint64_t floor = in.getBetterThan();
   if (ram)
-    floor = std::max<uint64_t>(floor, ram->root().getEntry().getTokens().size());
+    floor =
+      std::max<uint64_t>(floor, ram->root().getEntry().getTokens().size());
   auto settle = [self, rp, ram]() mutable {
     if (ram)
       return offer(self, rp, *ram);
@@ -161,21 +162,18 @@ caf::error check(serve_pointer self, msg::FetchEntry::Reader in) {
   if (in.getNs().size() > max_ns_bytes)
     return make_error(ec::invalid_argument,
                       "FetchEntry: a namespace of "
-                        + std::to_string(in.getNs().size())
-                        + " bytes (at most " + std::to_string(max_ns_bytes)
-                        + ")");
+                        + std::to_string(in.getNs().size()) + " bytes (at most "
+                        + std::to_string(max_ns_bytes) + ")");
   if (n == 0 || n > self->state.cfg.max_prompt_tokens)
-    return make_error(ec::invalid_argument,
-                      "FetchEntry: a prompt of " + std::to_string(n)
-                        + " tokens (1 .. "
-                        + std::to_string(self->state.cfg.max_prompt_tokens)
-                        + ")");
+    return make_error(
+      ec::invalid_argument,
+      "FetchEntry: a prompt of " + std::to_string(n) + " tokens (1 .. "
+        + std::to_string(self->state.cfg.max_prompt_tokens) + ")");
   if (in.getBetterThan() >= n)
-    return make_error(ec::invalid_argument,
-                      "FetchEntry: betterThan "
-                        + std::to_string(in.getBetterThan())
-                        + " is not below the prompt's "
-                        + std::to_string(n) + " tokens");
+    return make_error(
+      ec::invalid_argument,
+      "FetchEntry: betterThan " + std::to_string(in.getBetterThan())
+        + " is not below the prompt's " + std::to_string(n) + " tokens");
   return {};
 }
 
@@ -215,7 +213,8 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
   // The lane was started by spawn_serve (its error is the caller's); it
   // lives as long as this state, the table that offers on it with it.
   st.lane = std::move(lane);
-  st.table = std::make_unique<msg::transfer_table>(st.cfg.limits, st.lane.get());
+  st.table =
+    std::make_unique<msg::transfer_table>(st.cfg.limits, st.lane.get());
   return {
     [self](const sealed<msg::FetchEntry>& m) {
       return actors::decoding<sealed<msg::FetchEntryReply>>(
@@ -271,15 +270,15 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
 
 } // namespace
 
-caf::expected<serve_actor> spawn_serve(caf::actor_system& sys,
-                                       serve_config cfg,
+caf::expected<serve_actor> spawn_serve(caf::actor_system& sys, serve_config cfg,
                                        actors::ram_tier_actor ram,
                                        actors::ssd_tier_actor ssd) {
   std::shared_ptr<msg::bulk_server> lane;
   if (!cfg.lane_address.empty()) {
-    auto l = msg::bulk_server::start(
-      cfg.lane_address, 0,
-      std::chrono::milliseconds{std::max<uint64_t>(cfg.tier_deadline_ms, 1000)});
+    auto l =
+      msg::bulk_server::start(cfg.lane_address, 0,
+                              std::chrono::milliseconds{std::max<uint64_t>(
+                                cfg.tier_deadline_ms, 1000)});
     if (!l)
       return std::move(l.error());
     lane = std::move(*l);

@@ -70,8 +70,7 @@ struct serve_config {
 
 /// Spawns the serve actor over `ram` and `ssd` (may be null). Fails with
 /// `io_error` when the lane cannot listen.
-caf::expected<serve_actor> spawn_serve(caf::actor_system& sys,
-                                       serve_config cfg,
+caf::expected<serve_actor> spawn_serve(caf::actor_system& sys, serve_config cfg,
                                        actors::ram_tier_actor ram,
                                        actors::ssd_tier_actor ssd);
 

@@ -118,7 +118,8 @@ caf::error spawn_cluster_parts(caf::actor_system& sys,
   sc.limits.max_bytes = opts.cluster_serve_max_bytes;
   sc.limits.idle_ms = opts.cluster_serve_idle_ms;
   sc.lane_address = opts.cluster_listen_address;
-  sc.tier_deadline_ms = std::max<uint64_t>(opts.cluster_fetch_deadline_ms / 2, 1);
+  sc.tier_deadline_ms =
+    std::max<uint64_t>(opts.cluster_fetch_deadline_ms / 2, 1);
   sc.max_prompt_tokens = opts.position_limit;
   auto serve = cluster::spawn_serve(sys, sc, h.tiers.ram, h.tiers.ssd);
   if (!serve)
@@ -130,10 +131,9 @@ caf::error spawn_cluster_parts(caf::actor_system& sys,
   pc.fetched_to_ssd = opts.cluster_fetched_to_ssd;
   pc.max_prompt_tokens = opts.position_limit;
   pc.ssd_deadline_ms = opts.storage_deadline_ms;
-  auto peer =
-    actors::spawn_peer_tier(sys, pc, g, h.tiers.ssd, h.cluster.serve);
-  h.tiers.cold.push_back({caf::actor_cast<actors::cold_tier_actor>(peer),
-                          msg::Tier::PEER, "peer"});
+  auto peer = actors::spawn_peer_tier(sys, pc, g, h.tiers.ssd, h.cluster.serve);
+  h.tiers.cold.push_back(
+    {caf::actor_cast<actors::cold_tier_actor>(peer), msg::Tier::PEER, "peer"});
   h.cluster.peer = peer;
   h.cluster.listeners.push_back(caf::actor_cast<caf::actor>(peer));
   return {};
