@@ -282,13 +282,9 @@ caf::error service_options::validate_cluster() const {
   if (auto e = check("cluster.fetch-max-bytes", cluster_fetch_max_bytes, 4096,
                      uint64_t{1} << 40, "4096 .. 1 TiB"))
     return e;
-  if (cluster_fetch_deadline_ms < 10
-      || (cluster_enabled
-          && cluster_fetch_deadline_ms >= storage_deadline_ms / 2)
-      || cluster_fetch_deadline_ms > 3600 * 1000)
-    return out_of_range("cluster.fetch-deadline-ms",
-                        std::to_string(cluster_fetch_deadline_ms),
-                        "10 .. below service.storage-deadline-ms / 2");
+  if (auto e = check("cluster.fetch-deadline-ms", cluster_fetch_deadline_ms, 10,
+                     3600 * 1000, "10 .. 3600000"))
+    return e;
   return {};
 }
 

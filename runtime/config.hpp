@@ -104,8 +104,9 @@ struct service_options {
   /// `cluster.fetch-max-bytes`: bytes of peer fetches in flight at once (a
   /// candidate over it is no candidate).
   uint64_t cluster_fetch_max_bytes = uint64_t{1} << 30;
-  /// `cluster.fetch-deadline-ms`: one peer fetch, every holder tried; below
-  /// half of service.storage-deadline-ms (the facade's wait for a tier).
+  /// `cluster.fetch-deadline-ms`: one peer fetch, every holder tried; at
+  /// most half of service.storage-deadline-ms less 10 ms (the facade's wait
+  /// for a tier) takes effect.
   uint64_t cluster_fetch_deadline_ms = 4000;
   /// `cluster.fetched-to-ssd`: write each fetched entry to the local SSD at
   /// once (besides installing it in RAM).

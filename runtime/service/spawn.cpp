@@ -108,6 +108,15 @@ spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
   return checkpoints;
 }
 
+/// One peer fetch's deadline: `cluster.fetch-deadline-ms`, but at most
+/// half of the storage deadline less 10 ms (the facade waits half of it for
+/// a tier: a failed fetch must answer before, so the fallback is served).
+uint64_t fetch_deadline_ms(const service_options& opts) {
+  auto cap = opts.storage_deadline_ms / 2;
+  cap = cap > 20 ? cap - 10 : std::max<uint64_t>(cap / 2, 1);
+  return std::min(opts.cluster_fetch_deadline_ms, cap);
+}
+
 /// The serving side of peer fetches and the peer tier (cluster.enabled):
 /// the peer tier is the last cold tier and hears of every peer up/down.
 caf::error spawn_cluster_parts(caf::actor_system& sys,
@@ -118,8 +127,7 @@ caf::error spawn_cluster_parts(caf::actor_system& sys,
   sc.limits.max_bytes = opts.cluster_serve_max_bytes;
   sc.limits.idle_ms = opts.cluster_serve_idle_ms;
   sc.lane_address = opts.cluster_listen_address;
-  sc.tier_deadline_ms =
-    std::max<uint64_t>(opts.cluster_fetch_deadline_ms / 2, 1);
+  sc.tier_deadline_ms = std::max<uint64_t>(fetch_deadline_ms(opts) / 2, 1);
   sc.max_prompt_tokens = opts.position_limit;
   auto serve = cluster::spawn_serve(sys, sc, h.tiers.ram, h.tiers.ssd);
   if (!serve)
@@ -127,7 +135,7 @@ caf::error spawn_cluster_parts(caf::actor_system& sys,
   h.cluster.serve = caf::actor_cast<caf::actor>(*serve);
   actors::peer_tier_config pc;
   pc.fetch_max_bytes = opts.cluster_fetch_max_bytes;
-  pc.fetch_deadline_ms = opts.cluster_fetch_deadline_ms;
+  pc.fetch_deadline_ms = fetch_deadline_ms(opts);
   pc.fetched_to_ssd = opts.cluster_fetched_to_ssd;
   pc.max_prompt_tokens = opts.position_limit;
   pc.ssd_deadline_ms = opts.storage_deadline_ms;
