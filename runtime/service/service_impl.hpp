@@ -124,6 +124,9 @@ struct service::impl {
     }
     node = std::move(*n);
     node->attach({handles.cluster.feed, handles.cluster.serve});
+    // Batches and snapshots name the node as its peers know it.
+    caf::anon_send(handles.feed, actors::feed_name_atom::value,
+                   node->node_id());
   }
 
   /// How long a call waits for the facade: the storage deadline (by which
