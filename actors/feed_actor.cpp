@@ -205,6 +205,8 @@ void apply(feed_pointer self, feed_change& c) {
     auto i = table.find(k);
     if (i == table.end())
       return; // nothing changed: not an event
+    c.bytes = i->second.bytes; // what left, as it was held
+    c.trimmable = i->second.trimmable;
     table.erase(i);
   } else {
     table[k] = feed_state::held{c.bytes, c.trimmable};

@@ -272,6 +272,10 @@ public:
 
   caf::actor_system& system() noexcept;
 
+  /// The event feed actor (actors/feed_actor.hpp: SubscribeFeed, its
+  /// stats and test hook); what `subscribe_events` subscribes to.
+  caf::actor event_feed() const noexcept;
+
   struct impl;
 
 private:

@@ -53,6 +53,18 @@ service::~service() {
   caf::anon_send_exit(h.tiers.admission, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.tiers.checkpoints, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.tiers.sessions, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(h.feed, caf::exit_reason::user_shutdown);
+  if (h.put_observer)
+    caf::anon_send_exit(h.put_observer, caf::exit_reason::user_shutdown);
+  for (auto& l : h.cluster.listeners)
+    caf::anon_send_exit(l, caf::exit_reason::user_shutdown);
+  {
+    // Subscriptions the engine has not ended yet: their calls stop here.
+    std::lock_guard<std::mutex> guard{impl_->pool_mtx};
+    for (auto& l : impl_->listeners)
+      caf::anon_send_exit(l, caf::exit_reason::user_shutdown);
+    impl_->listeners.clear();
+  }
   if (h.tiers.ssd) {
     // The SSD actor's tier holds the directory's lock until the actor's
     // state goes: wait for that, so the directory is free once this
@@ -91,6 +103,10 @@ cluster::node* service::cluster() noexcept {
 
 caf::actor_system& service::system() noexcept {
   return *impl_->sys;
+}
+
+caf::actor service::event_feed() const noexcept {
+  return caf::actor_cast<caf::actor>(impl_->handles.feed);
 }
 
 std::optional<uint64_t> service::checkpoint_every_tokens() const noexcept {
@@ -172,6 +188,10 @@ auto service::subscribe_events(std::function<void(const feed_event&)> f)
         f(api_event(e));
     });
   auto feed = caf::actor_cast<caf::actor>(impl_->handles.feed);
+  {
+    std::lock_guard<std::mutex> guard{impl_->pool_mtx};
+    impl_->listeners.push_back(listener);
+  }
   caf::scoped_actor self{*impl_->sys};
   caf::error err;
   self->request(impl_->handles.feed, impl_->api_timeout(),

@@ -73,6 +73,9 @@ struct service::impl {
   /// calls borrow one. Each is used by one thread at a time.
   std::mutex pool_mtx;
   std::vector<std::unique_ptr<caf::scoped_actor>> pool;
+  /// The listeners of `subscribe_events` (stopped with the service; under
+  /// pool_mtx).
+  std::vector<caf::actor> listeners;
 
   std::unique_ptr<caf::scoped_actor> borrow() {
     {

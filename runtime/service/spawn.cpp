@@ -149,8 +149,10 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
     return err;
   service_handles h;
   std::vector<caf::actor> first_subscribers;
-  if (observer)
-    first_subscribers.push_back(spawn_put_observer(sys, observer));
+  if (observer) {
+    h.put_observer = spawn_put_observer(sys, observer);
+    first_subscribers.push_back(h.put_observer);
+  }
   h.feed = spawn_feed(sys, opts, std::move(first_subscribers));
   std::vector<tiers::storage_key> saved; // checkpoint files, by header
   if (!opts.ssd_dir.empty()) {

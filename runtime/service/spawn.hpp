@@ -96,6 +96,8 @@ struct service_handles {
   actors::service_actors tiers;
   /// The event feed (always spawned, with or without a cluster).
   actors::feed_actor feed;
+  /// The put observer's feed subscriber.
+  caf::actor put_observer;
   cluster_handles cluster;
 };
 
