@@ -46,8 +46,7 @@ caf::expected<std::vector<feed_event>> read_batch(msg::FeedBatch::Reader b) {
       if (e.getSeq() != seq)
         return make_error(ec::malformed_message,
                           "feed batch: event seq " + std::to_string(e.getSeq())
-                            + " where " + std::to_string(seq)
-                            + " was due");
+                            + " where " + std::to_string(seq) + " was due");
       if (kind > static_cast<uint16_t>(msg::FeedKind::REMOVED) || tier > 1)
         return make_error(ec::malformed_message,
                           "feed batch: unknown kind or tier at seq "
@@ -72,8 +71,8 @@ caf::expected<std::vector<feed_event>> read_batch(msg::FeedBatch::Reader b) {
     }
     return out;
   } catch (const kj::Exception& e) {
-    return make_error(ec::malformed_message, std::string{"feed batch: "}
-                                               + e.getDescription().cStr());
+    return make_error(ec::malformed_message,
+                      std::string{"feed batch: "} + e.getDescription().cStr());
   }
 }
 
@@ -152,8 +151,7 @@ void write_snapshot(msg::FeedSnapshot::Builder b, const feed_state& st) {
   for (auto r = ram.begin(), s = ssd.begin(); r != ram.end() || s != ssd.end();
        ++i) {
     auto h = list[i];
-    bool take_r =
-      r != ram.end() && (s == ssd.end() || !(s->first < r->first));
+    bool take_r = r != ram.end() && (s == ssd.end() || !(s->first < r->first));
     bool take_s = s != ssd.end() && (r == ram.end() || !(r->first < s->first));
     auto& k = take_r ? r->first : s->first;
     h.setNs(k.ns);
@@ -204,7 +202,7 @@ void apply(feed_pointer self, feed_change& c) {
   if (leaves(kind)) {
     auto i = table.find(k);
     if (i == table.end())
-      return; // nothing changed: not an event
+      return;                  // nothing changed: not an event
     c.bytes = i->second.bytes; // what left, as it was held
     c.trimmable = i->second.trimmable;
     table.erase(i);
@@ -262,9 +260,9 @@ void subscribe(feed_pointer self, const caf::actor& h, uint64_t next) {
 bool ring_covers(const feed_state& st, uint64_t from) {
   if (from == 0 || from > st.seq + 1)
     return false;
-  auto it = std::lower_bound(
-    st.ring.begin(), st.ring.end(), from,
-    [](const feed_event& e, uint64_t s) { return e.seq < s; });
+  auto it =
+    std::lower_bound(st.ring.begin(), st.ring.end(), from,
+                     [](const feed_event& e, uint64_t s) { return e.seq < s; });
   uint64_t expected = from;
   for (; it != st.ring.end(); ++it, ++expected)
     if (it->seq != expected)
@@ -345,7 +343,9 @@ feed_actor::behavior_type feed(feed_pointer self, feed_config cfg) {
       apply(self, c);
     },
     [self](feed_flush_atom) { flush(self); },
-    [self](const sealed<msg::SubscribeFeed>& m) { return on_subscribe(self, m); },
+    [self](const sealed<msg::SubscribeFeed>& m) {
+      return on_subscribe(self, m);
+    },
     [self](feed_local_atom, const caf::actor& h, bool from_now) -> uint64_t {
       auto& st = self->state;
       if (!local_sender(self) || !h) {
@@ -401,10 +401,9 @@ feed_actor::behavior_type feed(feed_pointer self, feed_config cfg) {
   };
 }
 
-caf::behavior
-feed_listener(caf::event_based_actor* self,
-              std::function<void(const feed_event&)> f,
-              std::shared_ptr<std::atomic<uint64_t>> errors) {
+caf::behavior feed_listener(caf::event_based_actor* self,
+                            std::function<void(const feed_event&)> f,
+                            std::shared_ptr<std::atomic<uint64_t>> errors) {
   return {
     [self, f, errors](const sealed<msg::FeedBatch>& m) {
       auto events = read_batch(m.root());

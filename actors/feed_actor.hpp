@@ -30,10 +30,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <memory>
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -131,9 +131,8 @@ feed_actor::behavior_type feed(feed_pointer self, feed_config cfg);
 /// A local subscriber: calls `f` for every event of every batch it gets
 /// (on its own actor thread, in seq order); what `f` throws is counted in
 /// `*errors` (may be null) and contained.
-caf::behavior
-feed_listener(caf::event_based_actor* self,
-              std::function<void(const feed_event&)> f,
-              std::shared_ptr<std::atomic<uint64_t>> errors);
+caf::behavior feed_listener(caf::event_based_actor* self,
+                            std::function<void(const feed_event&)> f,
+                            std::shared_ptr<std::atomic<uint64_t>> errors);
 
 } // namespace kvtier::actors

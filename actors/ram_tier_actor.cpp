@@ -169,10 +169,9 @@ sealed<msg::ReadReportReply> report(ram_tier_pointer self) {
   ram.setSupersessions(c.supersessions);
   ram.setReplacements(c.replacements);
   ram.setOversize(c.oversize);
-  ram.setObserverErrors(c.observer_errors
-                         + (self->state.observer
-                              ? self->state.observer->errors()
-                              : 0));
+  ram.setObserverErrors(
+    c.observer_errors
+    + (self->state.observer ? self->state.observer->errors() : 0));
   ram.setBackingLost(c.backing_lost);
   ram.setLeavingEntries(c.leaving_entries);
   ram.setLeavingBytes(c.leaving_bytes);

@@ -21,8 +21,7 @@ directory_item item_of(const feed_event& e) {
   it.tier = e.tier == msg::FeedTier::RAM ? 0 : 1;
   it.bytes = e.bytes;
   it.trimmable = e.trimmable;
-  it.present =
-    e.kind == msg::FeedKind::PUT || e.kind == msg::FeedKind::DURABLE;
+  it.present = e.kind == msg::FeedKind::PUT || e.kind == msg::FeedKind::DURABLE;
   return it;
 }
 
@@ -217,7 +216,8 @@ void handle(follower_actor* self, const std::string& node, follow_step step) {
 
 /// The reply of a subscription to `node` through `h`.
 void on_reply(follower_actor* self, const std::string& node,
-              const caf::actor& h, const msg::sealed<msg::SubscribeFeedReply>& m) {
+              const caf::actor& h,
+              const msg::sealed<msg::SubscribeFeedReply>& m) {
   auto& st = self->state;
   auto i = st.handles.find(node);
   if (i == st.handles.end() || i->second != h)
@@ -268,7 +268,8 @@ void subscribe(follower_actor* self, const std::string& node) {
       },
       [=](caf::error&) {
         auto& s = self->state;
-        if (auto j = s.handles.find(node); j != s.handles.end() && j->second == h)
+        if (auto j = s.handles.find(node);
+            j != s.handles.end() && j->second == h)
           s.seq.subscribe_failed(node); // tried again at the next up
       });
 }
@@ -301,9 +302,9 @@ caf::behavior follower(follower_actor* self, caf::actor target,
         if (!events)
           return refuse(self, "a batch of " + node + ": "
                                 + self->system().render(events.error()));
-        handle(self, node,
-               st.seq.on_batch(node, b.getIncarnation(), b.getFirstSeq(),
-                               *events));
+        handle(
+          self, node,
+          st.seq.on_batch(node, b.getIncarnation(), b.getFirstSeq(), *events));
       } catch (const kj::Exception& e) {
         refuse(self, std::string{"a batch: "} + e.getDescription().cStr());
       }

@@ -130,8 +130,7 @@ struct event_subscription::state {
 event_subscription::event_subscription(std::shared_ptr<state> s)
   : state_(std::move(s)) {}
 
-event_subscription::event_subscription(event_subscription&&) noexcept =
-  default;
+event_subscription::event_subscription(event_subscription&&) noexcept = default;
 
 event_subscription&
 event_subscription::operator=(event_subscription&& other) noexcept {
@@ -166,8 +165,7 @@ feed_event api_event(const actors::feed_event& e) {
   feed_event out;
   out.seq = e.seq;
   out.kind = static_cast<feed_kind>(static_cast<uint8_t>(e.kind));
-  out.tier =
-    e.tier == msg::FeedTier::RAM ? feed_tier::ram : feed_tier::ssd;
+  out.tier = e.tier == msg::FeedTier::RAM ? feed_tier::ram : feed_tier::ssd;
   out.ns = e.ns;
   out.tokens = e.key;
   out.bytes = e.bytes;
@@ -194,8 +192,9 @@ auto service::subscribe_events(std::function<void(const feed_event&)> f)
   }
   caf::scoped_actor self{*impl_->sys};
   caf::error err;
-  self->request(impl_->handles.feed, impl_->api_timeout(),
-                actors::feed_local_atom::value, listener, true)
+  self
+    ->request(impl_->handles.feed, impl_->api_timeout(),
+              actors::feed_local_atom::value, listener, true)
     .receive([](uint64_t) {}, [&](caf::error& e) { err = std::move(e); });
   if (err) {
     caf::anon_send_exit(listener, caf::exit_reason::user_shutdown);

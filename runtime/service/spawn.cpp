@@ -189,8 +189,7 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
     // until then the follower follows and hands them to nobody.
     caf::actor directory;
     h.cluster.listeners.push_back(cluster::spawn_feed_follower(
-      sys, directory,
-      std::chrono::milliseconds{opts.cluster_down_after_ms}));
+      sys, directory, std::chrono::milliseconds{opts.cluster_down_after_ms}));
   }
   return h;
 }

@@ -74,10 +74,10 @@ actors::feed_actor spawn_feed(caf::actor_system& sys,
 /// A local feed subscriber calling `f` for every event (on its own actor
 /// thread); what `f` throws is counted in `*errors` (may be null). Not yet
 /// subscribed: pass it to `spawn_feed` or send the feed `feed_local_atom`.
-caf::actor spawn_feed_listener(caf::actor_system& sys,
-                               std::function<void(const actors::feed_event&)> f,
-                               std::shared_ptr<std::atomic<uint64_t>> errors
-                               = nullptr);
+caf::actor
+spawn_feed_listener(caf::actor_system& sys,
+                    std::function<void(const actors::feed_event&)> f,
+                    std::shared_ptr<std::atomic<uint64_t>> errors = nullptr);
 
 /// The actors a cluster node needs (runtime/cluster/node.hpp): each null
 /// until its part exists.

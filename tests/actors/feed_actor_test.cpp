@@ -23,9 +23,8 @@ using msg::FeedKind;
 
 namespace {
 
-feed_change change(FeedKind k, const std::string& ns,
-                   std::vector<uint32_t> key, uint64_t bytes = 100,
-                   bool trim = true) {
+feed_change change(FeedKind k, const std::string& ns, std::vector<uint32_t> key,
+                   uint64_t bytes = 100, bool trim = true) {
   feed_change c;
   c.kind = static_cast<uint8_t>(k);
   bool ssd = k == FeedKind::DURABLE || k == FeedKind::REMOVED;
@@ -71,8 +70,7 @@ struct fixture : testing::kvtier_fixture<> {
     return out;
   }
 
-  sealed<msg::SubscribeFeedReply> subscribe(uint64_t from,
-                                            uint64_t inc = 7) {
+  sealed<msg::SubscribeFeedReply> subscribe(uint64_t from, uint64_t inc = 7) {
     self->send(feed, subscribe_msg(from, inc));
     drain();
     sealed<msg::SubscribeFeedReply> out;
@@ -192,11 +190,11 @@ BOOST_AUTO_TEST_CASE(a_snapshot_is_the_table_at_its_seq) {
     got[k] = {h.getInRam(), h.getInSsd(), h.getRamBytes(), h.getSsdBytes()};
   }
   using row = std::tuple<bool, bool, uint64_t, uint64_t>;
-  BOOST_CHECK((got
-               == std::map<std::vector<uint32_t>, row>{
-                 {{1}, row{false, true, 0, 80}},
-                 {{1, 2}, row{true, false, 100, 0}},
-                 {{3}, row{false, true, 0, 50}}}));
+  BOOST_CHECK(
+    (got
+     == std::map<std::vector<uint32_t>, row>{{{1}, row{false, true, 0, 80}},
+                                             {{1, 2}, row{true, false, 100, 0}},
+                                             {{3}, row{false, true, 0, 50}}}));
   // Events from seq + 1 follow.
   put("ns", {5});
   drain();

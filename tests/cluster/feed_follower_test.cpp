@@ -71,10 +71,10 @@ BOOST_AUTO_TEST_CASE(the_next_seq_in_order_is_applied_duplicates_ignored) {
   BOOST_TEST(s.batch.items.size() == 2u);
   BOOST_TEST(f.last("a") == 5u);
   // The same batch again, or an older one: ignored.
-  BOOST_TEST((f.on_batch("a", 5, 4, run(4, 2)).verdict
-              == follow_verdict::ignore));
-  BOOST_TEST((f.on_batch("a", 5, 2, run(2, 1)).verdict
-              == follow_verdict::ignore));
+  BOOST_TEST(
+    (f.on_batch("a", 5, 4, run(4, 2)).verdict == follow_verdict::ignore));
+  BOOST_TEST(
+    (f.on_batch("a", 5, 2, run(2, 1)).verdict == follow_verdict::ignore));
   // Overlapping: only what is new.
   s = f.on_batch("a", 5, 5, run(5, 2));
   BOOST_TEST((s.verdict == follow_verdict::apply));
@@ -86,20 +86,20 @@ BOOST_AUTO_TEST_CASE(the_next_seq_in_order_is_applied_duplicates_ignored) {
 
 BOOST_AUTO_TEST_CASE(a_gap_asks_for_a_resync_from_a_snapshot) {
   auto f = synced(3);
-  BOOST_TEST((f.on_batch("a", 5, 6, run(6, 1)).verdict
-              == follow_verdict::resync));
+  BOOST_TEST(
+    (f.on_batch("a", 5, 6, run(6, 1)).verdict == follow_verdict::resync));
   BOOST_TEST(f.counts().gaps == 1u);
   BOOST_TEST(f.subscribe_from("a").from_seq == 0u); // a snapshot
   f.subscribing("a");
   // Batches while the subscription is out are left to its reply.
-  BOOST_TEST((f.on_batch("a", 5, 7, run(7, 1)).verdict
-              == follow_verdict::ignore));
+  BOOST_TEST(
+    (f.on_batch("a", 5, 7, run(7, 1)).verdict == follow_verdict::ignore));
   auto s = f.on_snapshot("a", 5, 7, {directory_item{"ns", {1}, 0, 10, true}});
   BOOST_TEST((s.verdict == follow_verdict::apply));
   BOOST_TEST(s.batch.replace);
   BOOST_TEST(s.batch.items.size() == 1u);
-  BOOST_TEST((f.on_batch("a", 5, 8, run(8, 1)).verdict
-              == follow_verdict::apply));
+  BOOST_TEST(
+    (f.on_batch("a", 5, 8, run(8, 1)).verdict == follow_verdict::apply));
 }
 
 BOOST_AUTO_TEST_CASE(a_late_join_or_a_forgotten_node_starts_from_a_snapshot) {
@@ -118,8 +118,8 @@ BOOST_AUTO_TEST_CASE(a_restarted_peer_is_resynced) {
   auto f = synced(3);
   // Seq 4 of another incarnation: the peer restarted (its seq 4 is not
   // ours to continue).
-  BOOST_TEST((f.on_batch("a", 6, 4, run(4, 1)).verdict
-              == follow_verdict::resync));
+  BOOST_TEST(
+    (f.on_batch("a", 6, 4, run(4, 1)).verdict == follow_verdict::resync));
   BOOST_TEST(f.counts().restarts == 1u);
   BOOST_TEST(f.subscribe_from("a").from_seq == 0u);
   f.subscribing("a");
@@ -134,8 +134,8 @@ BOOST_AUTO_TEST_CASE(a_following_reply_continues_only_its_own_incarnation) {
   BOOST_TEST((s.verdict == follow_verdict::apply));
   BOOST_TEST(s.batch.items.size() == 2u);
   f.subscribing("a");
-  BOOST_TEST((f.on_following("a", 8, 6, run(6, 1)).verdict
-              == follow_verdict::resync));
+  BOOST_TEST(
+    (f.on_following("a", 8, 6, run(6, 1)).verdict == follow_verdict::resync));
 }
 
 namespace {
@@ -228,7 +228,8 @@ struct two_nodes {
     auto o = node_opts("A");
     feed = runtime::spawn_feed(sys_a, o);
     auto n = cluster::node::start(sys_a, o, "fp-1");
-    BOOST_REQUIRE_MESSAGE(static_cast<bool>(n), (n ? std::string{} : describe(n.error())));
+    BOOST_REQUIRE_MESSAGE(static_cast<bool>(n),
+                          (n ? std::string{} : describe(n.error())));
     a = std::move(*n);
     a->attach({caf::actor_cast<caf::actor>(feed), {}});
   }
@@ -236,9 +237,10 @@ struct two_nodes {
   void start_b() {
     pr = sys_b.spawn(probe, log);
     follower = cluster::spawn_feed_follower(sys_b, pr, 1000ms);
-    auto n = cluster::node::start(sys_b, node_opts("B"), "fp-1",
-                                  {a->address()}, {follower});
-    BOOST_REQUIRE_MESSAGE(static_cast<bool>(n), (n ? std::string{} : describe(n.error())));
+    auto n = cluster::node::start(sys_b, node_opts("B"), "fp-1", {a->address()},
+                                  {follower});
+    BOOST_REQUIRE_MESSAGE(static_cast<bool>(n),
+                          (n ? std::string{} : describe(n.error())));
     b = std::move(*n);
   }
 
@@ -284,8 +286,9 @@ struct two_nodes {
   cluster::follow_counts counts() {
     cluster::follow_counts out;
     caf::scoped_actor self{sys_b};
-    self->request(follower, std::chrono::seconds(5),
-                  cluster::follower_stats_atom::value)
+    self
+      ->request(follower, std::chrono::seconds(5),
+                cluster::follower_stats_atom::value)
       .receive([&](const cluster::follow_counts& c) { out = c; },
                [&](caf::error& err) { BOOST_FAIL(describe(err)); });
     return out;
@@ -311,7 +314,9 @@ BOOST_AUTO_TEST_CASE(a_peers_events_and_snapshot_reach_the_directory) {
   t.tell(msg::FeedKind::REMOVED, {1, 2, 3});
   t.tell(msg::FeedKind::PUT, {7});
   BOOST_TEST(wait_for(
-    [&] { return t.in_sync() && t.model.count({"ns", {7}, 0}) == 1; },
+    [&] {
+      return t.in_sync() && t.model.count({"ns", {7}, 0}) == 1;
+    },
     5000ms));
   BOOST_TEST(t.replaces == 1u); // no resync was needed
   BOOST_TEST(t.model.size() == 2u);
@@ -324,7 +329,9 @@ BOOST_AUTO_TEST_CASE(a_peers_events_and_snapshot_reach_the_directory) {
   caf::anon_send(t.feed, actors::feed_skip_atom::value, uint64_t{3});
   t.tell(msg::FeedKind::PUT, {8});
   BOOST_TEST(wait_for(
-    [&] { return t.in_sync() && t.model.count({"ns", {8}, 0}) == 1; },
+    [&] {
+      return t.in_sync() && t.model.count({"ns", {8}, 0}) == 1;
+    },
     5000ms));
   BOOST_TEST(t.replaces == 2u);
   auto n = t.counts();
@@ -334,7 +341,9 @@ BOOST_AUTO_TEST_CASE(a_peers_events_and_snapshot_reach_the_directory) {
   // And it follows on after the resync.
   t.tell(msg::FeedKind::EVICT, {8});
   BOOST_TEST(wait_for(
-    [&] { return t.in_sync() && t.model.count({"ns", {8}, 0}) == 0; },
+    [&] {
+      return t.in_sync() && t.model.count({"ns", {8}, 0}) == 0;
+    },
     5000ms));
   BOOST_TEST(t.replaces == 2u);
 }

@@ -55,8 +55,9 @@ struct fixture : testing::service_fixture {
     std::pair<std::set<key>, std::set<key>> out;
     caf::scoped_actor self{svc->system()};
     msg::draft<msg::SubscribeFeed> d; // from 0: a snapshot
-    self->request(svc->event_feed(), std::chrono::seconds(10),
-                  std::move(d).seal())
+    self
+      ->request(svc->event_feed(), std::chrono::seconds(10),
+                std::move(d).seal())
       .receive(
         [&](const msg::sealed<msg::SubscribeFeedReply>& r) {
           BOOST_REQUIRE(r.root().isSnapshot());
@@ -86,24 +87,21 @@ struct fixture : testing::service_fixture {
 
 } // namespace
 
-BOOST_FIXTURE_TEST_CASE(a_real_workload_produces_every_kind_in_order,
-                        fixture) {
+BOOST_FIXTURE_TEST_CASE(a_real_workload_produces_every_kind_in_order, fixture) {
   start();
   follow();
   auto a = seq(100), b = seq(200); // b extends a: supersedes it
   put("ns", a);
   put("ns", b);
-  BOOST_TEST(testing::eventually([&] {
-    return saw(feed_kind::put, b) && saw(feed_kind::superseded, a);
-  }));
+  BOOST_TEST(testing::eventually(
+    [&] { return saw(feed_kind::put, b) && saw(feed_kind::superseded, a); }));
   // 4096 tokens fit the cap: three more of 1500 evict b (written first).
   auto c = seq(1500, 10000), d = seq(1500, 20000), e = seq(1500, 30000);
   put("ns", c);
   put("ns", d);
   put("ns", e);
-  BOOST_TEST(testing::eventually([&] {
-    return saw(feed_kind::durable, b) && saw(feed_kind::evict, b);
-  }));
+  BOOST_TEST(testing::eventually(
+    [&] { return saw(feed_kind::durable, b) && saw(feed_kind::evict, b); }));
   // Idle demotion: what is left leaves RAM once durable.
   auto n = svc->demote_idle(0);
   BOOST_REQUIRE(n);
@@ -143,8 +141,8 @@ BOOST_FIXTURE_TEST_CASE(subscribe_events_sees_evictions_and_stops_at_end,
   follow();
   put("ns", seq(3000, 1));
   put("ns", seq(3000, 10000)); // the first no longer fits
-  BOOST_TEST(testing::eventually(
-    [&] { return saw(feed_kind::evict, seq(3000, 1)); }));
+  BOOST_TEST(
+    testing::eventually([&] { return saw(feed_kind::evict, seq(3000, 1)); }));
   BOOST_TEST(sub.end());
   BOOST_TEST(!sub.end());
   auto before = seen().size();
@@ -152,8 +150,8 @@ BOOST_FIXTURE_TEST_CASE(subscribe_events_sees_evictions_and_stops_at_end,
   // Nothing more reaches the ended subscription; a new one does see it.
   follow();
   put("ns", seq(10, 50000));
-  BOOST_TEST(testing::eventually(
-    [&] { return saw(feed_kind::put, seq(10, 50000)); }));
+  BOOST_TEST(
+    testing::eventually([&] { return saw(feed_kind::put, seq(10, 50000)); }));
   for (auto& ev : seen())
     BOOST_TEST(ev.tokens != seq(3000, 20000));
   BOOST_TEST(seen().size() == before + 1); // the later put only

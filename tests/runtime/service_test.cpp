@@ -332,8 +332,8 @@ BOOST_AUTO_TEST_CASE(the_put_observer_sees_every_put_and_is_contained) {
     throw std::runtime_error("observer failure");
   });
   put("ns", seq(20, 100)); // still kept
-  BOOST_CHECK(testing::eventually(
-    [&] { return report().ram.observer_errors == 1u; }));
+  BOOST_CHECK(
+    testing::eventually([&] { return report().ram.observer_errors == 1u; }));
   BOOST_CHECK_EQUAL(report().ram.entries, 4u);
 }
 
