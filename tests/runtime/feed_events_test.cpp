@@ -163,6 +163,10 @@ BOOST_FIXTURE_TEST_CASE(files_found_at_start_are_the_first_events, fixture) {
   put("ns", seq(32, 500));
   BOOST_REQUIRE(svc->flush());
   start(); // a restart over the same files
+  // The SSD actor tells the feed of them once attached, asynchronously: a
+  // snapshot taken sooner lacks them, and their events follow it.
+  BOOST_TEST(
+    testing::eventually([&] { return snapshot().second.size() == 2; }));
   auto [ram, ssd] = snapshot();
   BOOST_TEST(ram.empty());
   BOOST_TEST(ssd == on_ssd());
