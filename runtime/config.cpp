@@ -273,6 +273,9 @@ caf::error service_options::validate_cluster() const {
     return out_of_range("cluster.reconnect-backoff-max-ms",
                         std::to_string(cluster_reconnect_backoff_max_ms),
                         "cluster.reconnect-backoff-ms .. 3600000");
+  if (auto e = check("cluster.feed-ring", cluster_feed_ring, 16, 1u << 20,
+                     "16 .. 1048576"))
+    return e;
   return {};
 }
 

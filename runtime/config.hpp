@@ -96,6 +96,9 @@ struct service_options {
   uint64_t cluster_down_after_ms = 2000;
   uint64_t cluster_reconnect_backoff_ms = 100;
   uint64_t cluster_reconnect_backoff_max_ms = 5000;
+  /// `cluster.feed-ring`: events the event feed keeps (a subscriber behind
+  /// by more resyncs from a snapshot); the feed runs without a cluster too.
+  uint64_t cluster_feed_ring = 4096;
 
   /// Checks every value against its accepted range.
   caf::error validate() const;

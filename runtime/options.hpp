@@ -74,7 +74,9 @@
   X("cluster", "reconnect-backoff-ms", cluster_reconnect_backoff_ms,           \
     "wait before reconnecting to a down peer (doubling)")                      \
   X("cluster", "reconnect-backoff-max-ms", cluster_reconnect_backoff_max_ms,   \
-    "longest wait between reconnection attempts")
+    "longest wait between reconnection attempts")                              \
+  X("cluster", "feed-ring", cluster_feed_ring,                                 \
+    "events the event feed keeps for subscribers that come back")
 
 /// X(section, key, member, help) for every `replay_settings` field.
 #define KVTIER_REPLAY_OPTIONS(X)                                               \

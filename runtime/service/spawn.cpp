@@ -5,6 +5,7 @@
 #include "actors/ram_tier_actor.hpp"
 #include "actors/sessions_actor.hpp"
 #include "actors/ssd_tier_actor.hpp"
+#include "runtime/cluster/feed_follower.hpp"
 #include "tiers/ssd/file_system.hpp"
 
 #include <caf/send.hpp>
@@ -106,6 +107,40 @@ spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
   return checkpoints;
 }
 
+actors::feed_actor spawn_feed(caf::actor_system& sys,
+                              const service_options& opts,
+                              std::vector<caf::actor> subscribers) {
+  actors::feed_config cfg;
+  cfg.node = opts.cluster_node_id;
+  cfg.ring = static_cast<size_t>(opts.cluster_feed_ring);
+  cfg.subscribers = std::move(subscribers);
+  return sys.spawn(actors::feed, std::move(cfg));
+}
+
+caf::actor spawn_feed_listener(caf::actor_system& sys,
+                               std::function<void(const actors::feed_event&)> f,
+                               std::shared_ptr<std::atomic<uint64_t>> errors) {
+  return sys.spawn(actors::feed_listener, std::move(f), std::move(errors));
+}
+
+namespace {
+
+/// The put observer as a feed subscriber: called for every put event.
+caf::actor spawn_put_observer(caf::actor_system& sys,
+                              std::shared_ptr<actors::put_observer_slot> slot) {
+  return spawn_feed_listener(sys, [slot](const actors::feed_event& e) {
+    if (e.kind != msg::FeedKind::PUT)
+      return;
+    try {
+      (*slot)(e.key, e.ns);
+    } catch (...) {
+      slot->count_error(); // contained: the put stands
+    }
+  });
+}
+
+} // namespace
+
 caf::expected<service_handles>
 spawn_service(caf::actor_system& sys, const service_options& opts,
               tiers::ssd::file_system* fs,
@@ -113,12 +148,21 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   if (auto err = opts.validate())
     return err;
   service_handles h;
+  std::vector<caf::actor> first_subscribers;
+  if (observer) {
+    h.put_observer = spawn_put_observer(sys, observer);
+    first_subscribers.push_back(h.put_observer);
+  }
+  h.feed = spawn_feed(sys, opts, std::move(first_subscribers));
   std::vector<tiers::storage_key> saved; // checkpoint files, by header
   if (!opts.ssd_dir.empty()) {
     auto ssd = spawn_ssd_tier(sys, opts, fs, &saved);
     if (!ssd)
       return std::move(ssd.error());
     h.tiers.ssd = std::move(*ssd);
+    // Before any spill order: the files found at start are the feed's
+    // first events.
+    caf::anon_send(h.tiers.ssd, actors::attach_feed_atom::value, h.feed);
     // The SSD is the first cold tier of the facade's lookups.
     h.tiers.cold.push_back({h.tiers.ssd, msg::Tier::SSD, "ssd"});
   }
@@ -127,6 +171,8 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
     return std::move(adm.error());
   h.tiers.admission = std::move(*adm);
   h.tiers.ram = spawn_ram_tier(sys, opts, h.tiers.ssd, std::move(observer));
+  // Before any put (the facade that sends them is spawned below).
+  caf::anon_send(h.tiers.ram, actors::attach_feed_atom::value, h.feed);
   h.tiers.sessions = spawn_sessions(sys, h.tiers.ram, opts.storage_deadline_ms);
   bool possible = opts.checkpoint_every_tokens > 0 || !saved.empty();
   h.tiers.checkpoints =
@@ -137,6 +183,14 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   h.facade =
     sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
               opts.idle_demotion_ms, opts.objects, opts.storage_deadline_ms);
+  if (opts.cluster_enabled) {
+    h.cluster.feed = caf::actor_cast<caf::actor>(h.feed);
+    // Directory batches go to the peer tier once it exists (#12 item 5);
+    // until then the follower follows and hands them to nobody.
+    caf::actor directory;
+    h.cluster.listeners.push_back(cluster::spawn_feed_follower(
+      sys, directory, std::chrono::milliseconds{opts.cluster_down_after_ms}));
+  }
   return h;
 }
 
