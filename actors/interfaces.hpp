@@ -73,6 +73,73 @@ using attach_ckpt_atom = caf::atom_constant<caf::atom("kvtattckpt")>;
 /// export (runtime/cluster/serve.hpp).
 using export_atom = caf::atom_constant<caf::atom("kvtexport")>;
 
+/// One change of what this node holds, told to the event feed by the RAM
+/// actor (kind put, evict, demote, superseded; tier RAM) and the SSD actor
+/// (durable, removed; tier SSD). Local only. `kind` and `tier` are
+/// msg::FeedKind and msg::FeedTier values (messages/feed.capnp).
+struct feed_change {
+  uint8_t kind = 0;
+  uint8_t tier = 0;
+  std::string ns;
+  std::vector<uint32_t> key;
+  /// Bytes a fetch would move (layers only).
+  uint64_t bytes = 0;
+  bool trimmable = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, feed_change& x) {
+  return f(caf::meta::type_name("kvtier::actors::feed_change"), x.kind, x.tier,
+           x.ns, x.key, x.bytes, x.trimmable);
+}
+
+/// The feed's end of a turn: pushes the events numbered since the last one
+/// as one batch per subscriber (it sends it to itself).
+using feed_flush_atom = caf::atom_constant<caf::atom("kvtfdflush")>;
+
+/// A local subscriber: (atom, subscriber, from_now) subscribes an actor of
+/// this process; replies with the feed's current seq.
+using feed_local_atom = caf::atom_constant<caf::atom("kvtfdlocal")>;
+
+/// Ends a subscription (the subscriber's handle).
+using feed_drop_atom = caf::atom_constant<caf::atom("kvtfddrop")>;
+
+/// The node id the feed names in its batches and snapshots (once the
+/// cluster node knows its own; local only).
+using feed_name_atom = caf::atom_constant<caf::atom("kvtfdname")>;
+
+/// Test hook, local only: the feed skips this many sequence numbers (its
+/// next event leaves a gap), replies with the feed's seq after the skip.
+using feed_skip_atom = caf::atom_constant<caf::atom("kvtfdskip")>;
+
+/// The feed's seq, subscriber count and ring length (tests, reports).
+using feed_stats_atom = caf::atom_constant<caf::atom("kvtfdstats")>;
+
+/// Once, at wiring: the event feed the RAM or SSD actor tells of changes.
+using attach_feed_atom = caf::atom_constant<caf::atom("kvtattfeed")>;
+
+/// The event feed (actors/feed_actor.hpp): numbers every change of what
+/// this node holds, keeps a bounded ring of the latest events and the table
+/// of what each tier holds, and pushes FeedBatch messages to subscribers.
+using feed_actor = caf::typed_actor<
+  // One change from the RAM or SSD actor: numbered, applied, queued.
+  caf::reacts_to<feed_change>,
+  // The end of a turn: one FeedBatch per subscriber.
+  caf::reacts_to<feed_flush_atom>,
+  // A subscription (a peer's follower through its node actor, or local):
+  // the events from fromSeq held in the ring, or a snapshot.
+  KVTIER_CALL(SubscribeFeed),
+  // A local subscriber actor (from_now: no replay); the current seq.
+  caf::replies_to<feed_local_atom, caf::actor, bool>::with<uint64_t>,
+  // Ends a subscription (unknown subscribers are no error).
+  caf::reacts_to<feed_drop_atom, caf::actor>,
+  // The node id batches and snapshots name.
+  caf::reacts_to<feed_name_atom, std::string>,
+  // Test hook (local only): leave a gap of n sequence numbers.
+  caf::replies_to<feed_skip_atom, uint64_t>::with<uint64_t>,
+  // The seq, how many subscribers, how many events the ring holds.
+  caf::replies_to<feed_stats_atom>::with<uint64_t, uint64_t, uint64_t>>;
+
 /// Owns the RAM tier (tiers/ram_tier.hpp); sends spill orders, never waits.
 using ram_tier_actor = caf::typed_actor<
   // An acquire's RAM lookup: lends views of the best usable donor (counted
@@ -124,7 +191,10 @@ using ram_tier_actor = caf::typed_actor<
   // The write-behind timer: snapshots whose delay passed, within budget.
   caf::reacts_to<write_behind_atom>,
   // A demotion or relief waited until its deadline: answer it now.
-  caf::reacts_to<wait_deadline_atom, uint64_t>>;
+  caf::reacts_to<wait_deadline_atom, uint64_t>,
+  // Once, at wiring: the event feed told of every change of what RAM
+  // holds (put, evict, demote, superseded).
+  caf::reacts_to<attach_feed_atom, feed_actor>>;
 
 /// Owns the checkpoints (tiers/checkpoints.hpp): resumable generations.
 using checkpoints_actor = caf::typed_actor<
@@ -251,7 +321,10 @@ using ssd_tier_actor = cold_tier_actor::extend<
   // Once, at wiring: the RAM actor that hears of every file removed.
   caf::reacts_to<attach_ram_atom, ram_tier_actor>,
   // Once, at wiring: the checkpoints actor that hears of checkpoint files.
-  caf::reacts_to<attach_ckpt_atom, checkpoints_actor>>;
+  caf::reacts_to<attach_ckpt_atom, checkpoints_actor>,
+  // Once, at wiring: the event feed told of every prefix file written
+  // (durable) or gone (removed); the files held now are told at once.
+  caf::reacts_to<attach_feed_atom, feed_actor>>;
 
 /// A bulk-lane read of the peer tier finished (fetch id, attempt); its
 /// result waits in the fetch (from the lane's thread).

@@ -1,13 +1,17 @@
-// The put observer slot: the embedded API sets the engine's observer here,
-// the RAM tier actor calls it after every put that stored a prefix. Shared
-// between the API's threads and the RAM actor, so a mutex guards the
+// The put observer slot: the embedded API sets the engine's observer here;
+// a local subscriber of the event feed (actors/feed_actor.hpp, spawned by
+// runtime/service/spawn.cpp) calls it for every put event, i.e. after every
+// put that stored a prefix, in the feed's order, on that subscriber's
+// thread and so after the publish that made it may have returned. Shared
+// between the API's threads and that subscriber, so a mutex guards the
 // function; the call itself runs outside the lock (an observer may be slow,
-// and may even replace itself). An observer that throws is contained by the
-// RAM tier (counted as `observer_errors`).
+// and may even replace itself). An observer that throws is contained
+// (counted here, reported as the RAM part's `observer_errors`).
 #pragma once
 
 #include "tiers/state.hpp"
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -36,7 +40,17 @@ public:
       f(tokens, ns);
   }
 
+  /// The observer threw once more (the caller contained it).
+  void count_error() noexcept {
+    ++errors_;
+  }
+
+  uint64_t errors() const noexcept {
+    return errors_.load();
+  }
+
 private:
+  std::atomic<uint64_t> errors_{0};
   std::mutex mtx_;
   function f_;
 };

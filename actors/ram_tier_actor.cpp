@@ -185,7 +185,9 @@ sealed<msg::ReadReportReply> report(ram_tier_pointer self) {
   ram.setSupersessions(c.supersessions);
   ram.setReplacements(c.replacements);
   ram.setOversize(c.oversize);
-  ram.setObserverErrors(c.observer_errors);
+  ram.setObserverErrors(
+    c.observer_errors
+    + (self->state.observer ? self->state.observer->errors() : 0));
   ram.setBackingLost(c.backing_lost);
   ram.setLeavingEntries(c.leaving_entries);
   ram.setLeavingBytes(c.leaving_bytes);
@@ -202,6 +204,32 @@ sealed<msg::ReadReportReply> report(ram_tier_pointer self) {
   objects.setHits(c.object_hits);
   objects.setMisses(c.object_misses);
   return std::move(d).seal();
+}
+
+msg::FeedKind feed_kind(tiers::ram_change_kind k) {
+  using tiers::ram_change_kind;
+  switch (k) {
+    case ram_change_kind::stored: return msg::FeedKind::PUT;
+    case ram_change_kind::evicted: return msg::FeedKind::EVICT;
+    case ram_change_kind::demoted: return msg::FeedKind::DEMOTE;
+    case ram_change_kind::superseded: return msg::FeedKind::SUPERSEDED;
+  }
+  return msg::FeedKind::EVICT;
+}
+
+/// From now on every change of what RAM holds is one send to `f`.
+void attach_feed(ram_tier_pointer self, feed_actor f) {
+  self->state.feed = std::move(f);
+  tier(self).set_change_observer([self](const tiers::ram_change& c) {
+    feed_change fc;
+    fc.kind = static_cast<uint8_t>(feed_kind(c.kind));
+    fc.tier = static_cast<uint8_t>(msg::FeedTier::RAM);
+    fc.ns = c.ns;
+    fc.key.assign(c.tokens.begin(), c.tokens.end());
+    fc.bytes = c.bytes;
+    fc.trimmable = c.trimmable;
+    self->send(self->state.feed, std::move(fc));
+  });
 }
 
 template <class Root>
@@ -224,11 +252,6 @@ ram_tier(ram_tier_pointer self, ram_tier_config cfg, ssd_tier_actor ssd,
   st.budget = static_cast<double>(cfg.write_behind_bytes_per_s);
   st.budget_at_ms = now(self);
   st.observer = std::move(observer);
-  if (st.observer)
-    st.tier->set_put_observer(
-      [slot = st.observer](const tiers::token_seq& t, const std::string& ns) {
-        (*slot)(t, ns);
-      });
   return {
     [self](const sealed<msg::AcquireState>& m) {
       return decoding<sealed<msg::AcquireStateReply>>(
@@ -319,6 +342,7 @@ ram_tier(ram_tier_pointer self, ram_tier_config cfg, ssd_tier_actor ssd,
     },
     [self](write_behind_atom) { write_behind_tick(self); },
     [self](wait_deadline_atom, uint64_t id) { wait_fired(self, id); },
+    [self](attach_feed_atom, feed_actor f) { attach_feed(self, std::move(f)); },
   };
 }
 

@@ -37,6 +37,12 @@
 // always comes after the mark it clears: no entry stays marked durable once
 // its file is gone, and a boundary or a demotion never drops it as "on SSD".
 //
+// Event feed: once attached (`attach_feed_atom`), every change the tier
+// reports (`ram_tier::set_change_observer`: stored, evicted, demoted,
+// superseded) is one `feed_change` sent to the feed, inside the handler
+// that made it: no reply, no waiting. The put observer is one of the feed's
+// subscribers (runtime/service/spawn.cpp), no longer called here.
+//
 // Policy beyond the tier's own: without an SSD actor nothing is leaving
 // (eviction drops: there is nowhere to write) and idle demotion does
 // nothing. Objects (actors/ram_tier_objects.hpp) are spilled when evicted
@@ -108,6 +114,8 @@ struct ram_tier_state {
   /// The cold tier; null when there is none.
   ssd_tier_actor ssd;
   std::shared_ptr<put_observer_slot> observer;
+  /// The event feed told of every change of what RAM holds (null: none).
+  feed_actor feed;
   ram_tier_config cfg;
   uint64_t next_order = 1;
   /// After CloseService: nothing is stored any more.

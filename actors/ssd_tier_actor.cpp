@@ -130,12 +130,45 @@ void note_failure(ssd_tier_state::flush_run& run, uint64_t id,
   slot.second.insert(id);
 }
 
+/// Tells the feed of a change of prefix file (ns, tokens): durable, with
+/// the file's header, when the tier holds one, else removed.
+void tell_feed(ssd_tier_pointer self, const std::string& ns,
+               const tiers::token_seq& tokens, bool durable) {
+  auto& feed = self->state.feed;
+  if (!feed || tokens.empty())
+    return;
+  feed_change c;
+  c.tier = static_cast<uint8_t>(msg::FeedTier::SSD);
+  c.kind = static_cast<uint8_t>(msg::FeedKind::REMOVED);
+  if (durable) {
+    auto f = tier(self).find(tiers::storage_key::prefix(ns, tokens));
+    if (!f || !f->header)
+      return; // gone again already: its removal follows
+    c.kind = static_cast<uint8_t>(msg::FeedKind::DURABLE);
+    for (auto& l : f->header->layers)
+      c.bytes += l.payload.length;
+    c.trimmable = tiers::ssd::header_floor(*f->header) < tokens.size();
+  }
+  c.ns = ns;
+  c.key.assign(tokens.begin(), tokens.end());
+  self->send(feed, std::move(c));
+}
+
+void attach_feed(ssd_tier_pointer self, feed_actor f) {
+  self->state.feed = std::move(f);
+  for (auto& p : tier(self).saved_prefixes())
+    tell_feed(self, p.ns, p.tokens, true);
+}
+
 /// The tier's report on one queued write: the order's answer (at the
 /// first report) or its event (every report); a failed write is tried
 /// again after its backoff; a flush running collects the failure.
 void written(ssd_tier_pointer self, const tiers::ssd::write_event& e) {
   using tiers::ssd::write_outcome;
   auto& st = self->state;
+  if (e.outcome == write_outcome::durable
+      && e.reason != tiers::ssd::write_reason::checkpoint)
+    tell_feed(self, e.ns, e.tokens, true);
   bool failure =
     e.outcome == write_outcome::failed || e.outcome == write_outcome::given_up;
   if (failure && st.flushing)
@@ -181,6 +214,8 @@ msg::SsdEvictReason reason_of(tiers::ssd::removal_reason r) {
 /// copy it believes durable.
 void removed(ssd_tier_pointer self, const tiers::ssd::remove_event& e) {
   bool checkpoint = e.kind == tiers::key_kind::checkpoint;
+  if (e.kind == tiers::key_kind::prefix)
+    tell_feed(self, e.ns, e.tokens, false);
   auto to = (checkpoint ? self->state.checkpoints : self->state.ram).lock();
   if (!to)
     return;
@@ -697,6 +732,7 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
       self->state.checkpoints =
         caf::actor_cast<caf::weak_actor_ptr>(checkpoints);
     },
+    [self](attach_feed_atom, feed_actor f) { attach_feed(self, std::move(f)); },
   };
 }
 

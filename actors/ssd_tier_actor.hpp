@@ -27,6 +27,13 @@
 // the tier reported, so a durable reply is never overtaken by the event of
 // that file's removal.
 //
+// Event feed: once attached (`attach_feed_atom`), every prefix file that
+// becomes durable is one `feed_change` (durable, its layers' bytes from the
+// header) and every prefix file the tier stops holding one (removed); at
+// the attach, every prefix file held then (the start-up scan's) is told as
+// durable, so the feed's table includes them. Checkpoint and object files
+// are not told.
+//
 // EraseEntry also cancels the key's pending writes (`ssd_tier::erase`):
 // their spill orders are answered `cancelled`. RemoveCheckpoints (a
 // completed generation) is answered once the tier's removal record is
@@ -151,6 +158,9 @@ struct ssd_tier_state {
   /// The checkpoints actor told of checkpoint files removed
   /// (`attach_ckpt_atom`); weak, since it holds this actor.
   caf::weak_actor_ptr checkpoints;
+  /// The event feed told of every prefix file written or gone
+  /// (`attach_feed_atom`); null: none.
+  feed_actor feed;
 };
 
 using ssd_tier_pointer = ssd_tier_actor::stateful_pointer<ssd_tier_state>;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "messages/cluster.capnp.h"
+#include "messages/feed.capnp.h"
 #include "messages/membership.capnp.h"
 #include "messages/sealed.hpp"
 #include "messages/service.capnp.h"
@@ -70,7 +71,8 @@ class actor_system_config;
   X(ClusterHello) X(ClusterHelloReply)                                         \
   X(ClusterHeartbeat)                                                          \
   X(ClusterLeave) X(ClusterLeaveReply)                                         \
-  X(ListMembers) X(ListMembersReply)
+  X(ListMembers) X(ListMembersReply)                                           \
+  X(FeedBatch) X(SubscribeFeed) X(SubscribeFeedReply)
 // clang-format on
 
 #define KVTIER_ADD_MESSAGE_TYPE_ID(Root)                                       \

@@ -285,6 +285,9 @@ caf::error service_options::validate_cluster() const {
   if (auto e = check("cluster.fetch-deadline-ms", cluster_fetch_deadline_ms, 10,
                      3600 * 1000, "10 .. 3600000"))
     return e;
+  if (auto e = check("cluster.feed-ring", cluster_feed_ring, 16, 1u << 20,
+                     "16 .. 1048576"))
+    return e;
   return {};
 }
 

@@ -111,6 +111,9 @@ struct service_options {
   /// `cluster.fetched-to-ssd`: write each fetched entry to the local SSD at
   /// once (besides installing it in RAM).
   bool cluster_fetched_to_ssd = true;
+  /// `cluster.feed-ring`: events the event feed keeps (a subscriber behind
+  /// by more resyncs from a snapshot); the feed runs without a cluster too.
+  uint64_t cluster_feed_ring = 4096;
 
   /// Checks every value against its accepted range.
   caf::error validate() const;

@@ -84,7 +84,9 @@
   X("cluster", "fetch-deadline-ms", cluster_fetch_deadline_ms,                 \
     "longest one peer fetch may take, every holder tried")                     \
   X("cluster", "fetched-to-ssd", cluster_fetched_to_ssd,                       \
-    "write each entry fetched from a peer to the local SSD at once")
+    "write each entry fetched from a peer to the local SSD at once")           \
+  X("cluster", "feed-ring", cluster_feed_ring,                                 \
+    "events the event feed keeps for subscribers that come back")
 
 /// X(section, key, member, help) for every `replay_settings` field.
 #define KVTIER_REPLAY_OPTIONS(X)                                               \

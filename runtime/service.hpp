@@ -76,6 +76,28 @@ private:
   prefetch_info info_;
 };
 
+/// `subscribe_events`' handle: the subscription ends (explicitly or when
+/// destroyed); no call of the function starts after that. Move-only.
+class event_subscription {
+public:
+  event_subscription() = default;
+  event_subscription(event_subscription&&) noexcept;
+  event_subscription& operator=(event_subscription&&) noexcept;
+  ~event_subscription();
+
+  /// Whether it is subscribed.
+  explicit operator bool() const noexcept;
+
+  /// Ends it; false when already ended or empty.
+  bool end();
+
+private:
+  friend class service;
+  struct state;
+  explicit event_subscription(std::shared_ptr<state> s);
+  std::shared_ptr<state> state_;
+};
+
 /// Exact tensor objects (encoder outputs) by exact key under the RAM
 /// tier's budget and LRU; evicted ones are spilled to SSD and found there
 /// again by `get` (also after a restart); a put replaces every older copy.
@@ -218,9 +240,20 @@ public:
   result<ssd_limit_result> set_ssd_limit(uint64_t bytes);
   future<ssd_limit_result> set_ssd_limit_async(uint64_t bytes);
 
-  /// Observes every stored prefix; runs on an actor thread, must be quick;
-  /// an observer that throws is contained. Null removes it.
+  /// Observes every stored prefix: a subscriber of the event feed, so it
+  /// runs on an actor thread after the put (possibly after `publish`
+  /// returned), in the feed's order; must be quick; an observer that throws
+  /// is contained (`observer_errors`). Null removes it.
   void set_put_observer(put_observer f);
+
+  /// Calls `f` for every change of what the service holds from now on
+  /// (put, evict, demote, durable, superseded, removed; docs/api.md), in
+  /// seq order, on an actor thread (keep it quick; what it throws is
+  /// contained). Subscribed when this returns. `f` must not call back into
+  /// the service blocking. Fails with the service's start error, or
+  /// `timeout` when the feed did not answer within the API timeout.
+  result<event_subscription>
+  subscribe_events(std::function<void(const feed_event&)> f);
 
   /// Exact tensor objects (encoder outputs) under the RAM cap, spilled to
   /// and restored from SSD like prefixes; null when the service has no
@@ -247,6 +280,10 @@ public:
   caf::actor state_server() const noexcept;
 
   caf::actor_system& system() noexcept;
+
+  /// The event feed actor (actors/feed_actor.hpp: SubscribeFeed, its
+  /// stats and test hook); what `subscribe_events` subscribes to.
+  caf::actor event_feed() const noexcept;
 
   struct impl;
 

@@ -284,4 +284,32 @@ struct saved_prefix {
   tiers::token_seq tokens;
 };
 
+/// What a change of the service's holdings was (docs/api.md
+/// `subscribe_events`, docs/cluster.md "Event feed").
+enum class feed_kind : uint8_t {
+  put,        // RAM stored the entry
+  evict,      // it left RAM (over the cap, a boundary, close)
+  demote,     // it left RAM by idle demotion (durable on SSD)
+  durable,    // an SSD file of it was written (or found at start)
+  superseded, // it left RAM: a longer trimmable entry stands in for it
+  removed,    // its SSD file is gone
+};
+
+/// Where the change happened.
+enum class feed_tier : uint8_t { ram, ssd };
+
+/// One numbered change of what the service holds (prefix entries only).
+struct feed_event {
+  /// From 1, no holes (but after the feed's test hook).
+  uint64_t seq = 0;
+  feed_kind kind = feed_kind::put;
+  feed_tier tier = feed_tier::ram;
+  std::string ns;
+  tiers::token_seq tokens;
+  /// Bytes of the entry's layers.
+  uint64_t bytes = 0;
+  /// Whether it serves shorter prefixes too.
+  bool trimmable = false;
+};
+
 } // namespace kvtier::runtime

@@ -54,6 +54,7 @@ uint64_t ram_tier::drop(record_it r, std::vector<released_buffer>* released,
     if (o != objects_.end() && o->second == r)
       objects_.erase(o);
   } else if (r->ref) {
+    announce(*r, true);
     index_.erase(r->ref);
   }
   if (!r->pins.empty())
@@ -82,6 +83,8 @@ spill_order ram_tier::take(record_it r) {
   out.needs_spill = !r->durable;
   out.serial = r->serial;
   auto refs = buffers_of(*r); // for the weak refs of what the tier lets go
+  if (!r->is_object && r->ref)
+    announce(*r, true); // before its state moves out
   out.state = std::move(r->state);
   out.object = std::move(r->object);
   drop(r, &out.released, std::move(refs));
@@ -112,6 +115,7 @@ spill_order ram_tier::leave(record_it r) {
 void ram_tier::rejoin(record_it r, uint64_t now) {
   resident_.hold(buffers_of(*r));
   r->leaving = false;
+  r->gone_as = ram_change_kind::evicted; // resident again: evicted later
   lru_.splice(lru_.end(), leaving_, r);
   r->last_used = now;
   index_.touch(r->ref);
@@ -210,6 +214,7 @@ size_t ram_tier::supersede(record_it r) {
     if (index_.length(a) < floor)
       break; // ancestors come nearest first: the rest are shorter still
     auto old = index_.handle(a);
+    old->gone_as = ram_change_kind::superseded;
     ++n;
     if (cold_ && old->writing) {
       // Its write still holds its bytes: it stays findable (leaving)
@@ -221,6 +226,17 @@ size_t ram_tier::supersede(record_it r) {
     drop(old);
   }
   return n;
+}
+
+void ram_tier::announce(record& r, bool gone) {
+  if (!changes_ || (gone && std::exchange(r.announced_gone, true)))
+    return;
+  uint64_t bytes = 0;
+  for (auto& l : r.state.layers)
+    bytes += l.byte_length();
+  changes_(ram_change{gone ? r.gone_as : ram_change_kind::stored, r.state.ns,
+                      r.state.tokens, bytes,
+                      trim_floor(r.state) < r.state.size()});
 }
 
 void ram_tier::notify(const record& r) {
@@ -259,6 +275,7 @@ put_result ram_tier::hold_oversize(entry&& e,
     drop(old);
     ++counters_.replacements;
   }
+  announce(*r, false); // held (servable) until its write settles
   spill_order s;
   s.key = key_of(*r);
   s.state = r->state;
@@ -313,6 +330,7 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
   counters_.supersessions += out.superseded;
   out.evicted = evict_over_cap(r);
   out.kept = true;
+  announce(*r, false);
   notify(*r);
   return out;
 }
@@ -472,6 +490,7 @@ std::optional<spill_order> ram_tier::remove(const ram_key& key) {
   auto r = find(key);
   if (r == lru_.end())
     return std::nullopt;
+  r->gone_as = ram_change_kind::demoted;
   return take(r);
 }
 
@@ -581,6 +600,10 @@ bool ram_tier::is_protected(std::string_view ns,
 }
 
 void ram_tier::clear() {
+  for (auto* list : {&lru_, &leaving_})
+    for (auto& r : *list)
+      if (!r.is_object && r.ref)
+        announce(r, true);
   index_.clear();
   objects_.clear();
   protected_ = 0;

@@ -176,7 +176,8 @@ public:
                                            uint64_t file_tokens = 0);
 
   /// Removes one item (e.g. once idle demotion made it durable) and hands
-  /// it back; nullopt when not held. Not counted as an eviction.
+  /// it back; nullopt when not held. Not counted as an eviction; reported
+  /// to the change observer as `demoted`.
   std::optional<spill_order> remove(const ram_key& key);
 
   /// Pressure relief: the least recently used resident item (unprotected
@@ -247,6 +248,14 @@ public:
     observer_ = std::move(f);
   }
 
+  /// Called with every change of which prefix entries the tier holds (see
+  /// `ram_change`), inside the call that made it; it must not call back
+  /// into the tier. Objects are not reported.
+  using change_observer = std::function<void(const ram_change&)>;
+  void set_change_observer(change_observer f) {
+    changes_ = std::move(f);
+  }
+
   /// Drops everything, never spilling.
   void clear();
 
@@ -284,6 +293,9 @@ private:
     uint64_t file_tokens = 0;       // of the SSD file behind `durable`
     bool leaving = false;           // in `leaving_`: evicted, write pending
     bool writing = false;           // the owner has a write of it out
+    // How it will be reported when it leaves the index; whether it was.
+    ram_change_kind gone_as = ram_change_kind::evicted;
+    bool announced_gone = false;
   };
   using record_it = std::list<record>::iterator;
 
@@ -322,6 +334,8 @@ private:
   std::vector<spill_order> evict_over_cap(record_it keep);
   size_t supersede(record_it r);
   void notify(const record& r);
+  /// Tells the change observer of `r` (stored, or `r.gone_as` once).
+  void announce(record& r, bool gone);
   record_it find(const ram_key& key) const;
 
   uint64_t capacity_;
@@ -334,6 +348,7 @@ private:
   byte_ledger ledger_;   // every item
   byte_ledger resident_; // resident items (the cap)
   put_observer observer_;
+  change_observer changes_;
   uint64_t serials_ = 0;
   uint64_t pins_ = 0;      // pin ids handed out
   uint64_t protected_ = 0; // records carrying a pin

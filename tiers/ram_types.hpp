@@ -200,4 +200,31 @@ struct ram_counters {
   uint64_t boundary_dropped = 0;
 };
 
+/// A change of which prefix entries the tier holds (the event feed's RAM
+/// part, actors/feed_actor.hpp). Replacing an entry of the same key is one
+/// `stored` (the old one is not reported gone); a leaving entry is still
+/// held (servable) until it goes.
+enum class ram_change_kind : uint8_t {
+  /// Stored by a put (a publish, an install, a replace).
+  stored,
+  /// Left RAM: over the cap (once its write settled), at a boundary, at a
+  /// clear.
+  evicted,
+  /// Left RAM by `remove` (idle demotion, once durable).
+  demoted,
+  /// Left RAM: a longer trimmable entry stands in for it.
+  superseded,
+};
+
+/// One change, as `ram_tier::set_change_observer` reports it.
+struct ram_change {
+  ram_change_kind kind = ram_change_kind::stored;
+  const std::string& ns;
+  const token_seq& tokens;
+  /// Bytes of the entry's layers (what a fetch of it would move).
+  uint64_t bytes = 0;
+  /// Whether it serves shorter prefixes (trim floor below its length).
+  bool trimmable = false;
+};
+
 } // namespace kvtier::tiers

@@ -351,6 +351,9 @@ caf::behavior node_behavior(node_actor* self) {
     [self](const sealed<msg::CancelTransfer>& m) {
       return forward(self, self->state.delegates.serve, m, "state");
     },
+    [self](const sealed<msg::SubscribeFeed>& m) {
+      return forward(self, self->state.delegates.feed, m, "feed");
+    },
     [self](tick_atom) {
       if (!local_sender(self))
         return count_bad(self, "tick from a peer");

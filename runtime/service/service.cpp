@@ -59,6 +59,18 @@ service::~service() {
     caf::anon_send_exit(h.cluster.peer, caf::exit_reason::user_shutdown);
   if (h.cluster.serve)
     caf::anon_send_exit(h.cluster.serve, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(h.feed, caf::exit_reason::user_shutdown);
+  if (h.put_observer)
+    caf::anon_send_exit(h.put_observer, caf::exit_reason::user_shutdown);
+  for (auto& l : h.cluster.listeners)
+    caf::anon_send_exit(l, caf::exit_reason::user_shutdown);
+  {
+    // Subscriptions the engine has not ended yet: their calls stop here.
+    std::lock_guard<std::mutex> guard{impl_->pool_mtx};
+    for (auto& l : impl_->listeners)
+      caf::anon_send_exit(l, caf::exit_reason::user_shutdown);
+    impl_->listeners.clear();
+  }
   if (h.tiers.ssd) {
     // The SSD actor's tier holds the directory's lock until the actor's
     // state goes: wait for that, so the directory is free once this
@@ -107,6 +119,10 @@ caf::actor_system& service::system() noexcept {
   return *impl_->sys;
 }
 
+caf::actor service::event_feed() const noexcept {
+  return caf::actor_cast<caf::actor>(impl_->handles.feed);
+}
+
 std::optional<uint64_t> service::checkpoint_every_tokens() const noexcept {
   if (impl_->opts.checkpoint_every_tokens == 0)
     return std::nullopt;
@@ -115,6 +131,91 @@ std::optional<uint64_t> service::checkpoint_every_tokens() const noexcept {
 
 void service::set_put_observer(put_observer f) {
   impl_->observer->set(std::move(f));
+}
+
+// --- the event feed ------------------------------------------------------
+
+struct event_subscription::state {
+  caf::actor feed;
+  caf::actor listener;
+  std::shared_ptr<std::atomic<bool>> live;
+};
+
+event_subscription::event_subscription(std::shared_ptr<state> s)
+  : state_(std::move(s)) {}
+
+event_subscription::event_subscription(event_subscription&&) noexcept = default;
+
+event_subscription&
+event_subscription::operator=(event_subscription&& other) noexcept {
+  if (this != &other) {
+    end();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+event_subscription::~event_subscription() {
+  end();
+}
+
+event_subscription::operator bool() const noexcept {
+  return state_ != nullptr;
+}
+
+bool event_subscription::end() {
+  if (!state_)
+    return false;
+  auto s = std::move(state_);
+  *s->live = false; // no call starts after this
+  caf::anon_send(s->feed, actors::feed_drop_atom::value, s->listener);
+  caf::anon_send_exit(s->listener, caf::exit_reason::user_shutdown);
+  return true;
+}
+
+namespace {
+
+feed_event api_event(const actors::feed_event& e) {
+  feed_event out;
+  out.seq = e.seq;
+  out.kind = static_cast<feed_kind>(static_cast<uint8_t>(e.kind));
+  out.tier = e.tier == msg::FeedTier::RAM ? feed_tier::ram : feed_tier::ssd;
+  out.ns = e.ns;
+  out.tokens = e.key;
+  out.bytes = e.bytes;
+  out.trimmable = e.trimmable;
+  return out;
+}
+
+} // namespace
+
+auto service::subscribe_events(std::function<void(const feed_event&)> f)
+  -> result<event_subscription> {
+  if (impl_->start_error)
+    return impl_->start_error;
+  auto live = std::make_shared<std::atomic<bool>>(true);
+  auto listener = spawn_feed_listener(
+    *impl_->sys, [f = std::move(f), live](const actors::feed_event& e) {
+      if (*live)
+        f(api_event(e));
+    });
+  auto feed = caf::actor_cast<caf::actor>(impl_->handles.feed);
+  {
+    std::lock_guard<std::mutex> guard{impl_->pool_mtx};
+    impl_->listeners.push_back(listener);
+  }
+  caf::scoped_actor self{*impl_->sys};
+  caf::error err;
+  self
+    ->request(impl_->handles.feed, impl_->api_timeout(),
+              actors::feed_local_atom::value, listener, true)
+    .receive([](uint64_t) {}, [&](caf::error& e) { err = std::move(e); });
+  if (err) {
+    caf::anon_send_exit(listener, caf::exit_reason::user_shutdown);
+    return impl_->timed_out(std::move(err), impl_->api_timeout());
+  }
+  return event_subscription{std::make_shared<event_subscription::state>(
+    event_subscription::state{feed, listener, live})};
 }
 
 // --- lookups -------------------------------------------------------------

@@ -73,6 +73,9 @@ struct service::impl {
   /// calls borrow one. Each is used by one thread at a time.
   std::mutex pool_mtx;
   std::vector<std::unique_ptr<caf::scoped_actor>> pool;
+  /// The listeners of `subscribe_events` (stopped with the service; under
+  /// pool_mtx).
+  std::vector<caf::actor> listeners;
 
   std::unique_ptr<caf::scoped_actor> borrow() {
     {
@@ -124,6 +127,9 @@ struct service::impl {
     }
     node = std::move(*n);
     node->attach({handles.cluster.feed, handles.cluster.serve});
+    // Batches and snapshots name the node as its peers know it.
+    caf::anon_send(handles.feed, actors::feed_name_atom::value,
+                   node->node_id());
   }
 
   /// How long a call waits for the facade: the storage deadline (by which

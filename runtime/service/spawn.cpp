@@ -6,6 +6,7 @@
 #include "actors/ram_tier_actor.hpp"
 #include "actors/sessions_actor.hpp"
 #include "actors/ssd_tier_actor.hpp"
+#include "runtime/cluster/feed_follower.hpp"
 #include "runtime/cluster/serve.hpp"
 #include "tiers/ssd/file_system.hpp"
 
@@ -111,7 +112,7 @@ spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
 /// One peer fetch's deadline: `cluster.fetch-deadline-ms`, but at most
 /// half of the storage deadline less 10 ms (the facade waits half of it for
 /// a tier: a failed fetch must answer before, so the fallback is served).
-uint64_t fetch_deadline_ms(const service_options& opts) {
+static uint64_t fetch_deadline_ms(const service_options& opts) {
   auto cap = opts.storage_deadline_ms / 2;
   cap = cap > 20 ? cap - 10 : std::max<uint64_t>(cap / 2, 1);
   return std::min(opts.cluster_fetch_deadline_ms, cap);
@@ -119,10 +120,10 @@ uint64_t fetch_deadline_ms(const service_options& opts) {
 
 /// The serving side of peer fetches and the peer tier (cluster.enabled):
 /// the peer tier is the last cold tier and hears of every peer up/down.
-caf::error spawn_cluster_parts(caf::actor_system& sys,
-                               const service_options& opts,
-                               const tiers::model_geometry& g,
-                               service_handles& h) {
+static caf::error spawn_cluster_parts(caf::actor_system& sys,
+                                      const service_options& opts,
+                                      const tiers::model_geometry& g,
+                                      service_handles& h) {
   cluster::serve_config sc;
   sc.limits.max_bytes = opts.cluster_serve_max_bytes;
   sc.limits.idle_ms = opts.cluster_serve_idle_ms;
@@ -147,6 +148,40 @@ caf::error spawn_cluster_parts(caf::actor_system& sys,
   return {};
 }
 
+actors::feed_actor spawn_feed(caf::actor_system& sys,
+                              const service_options& opts,
+                              std::vector<caf::actor> subscribers) {
+  actors::feed_config cfg;
+  cfg.node = opts.cluster_node_id;
+  cfg.ring = static_cast<size_t>(opts.cluster_feed_ring);
+  cfg.subscribers = std::move(subscribers);
+  return sys.spawn(actors::feed, std::move(cfg));
+}
+
+caf::actor spawn_feed_listener(caf::actor_system& sys,
+                               std::function<void(const actors::feed_event&)> f,
+                               std::shared_ptr<std::atomic<uint64_t>> errors) {
+  return sys.spawn(actors::feed_listener, std::move(f), std::move(errors));
+}
+
+namespace {
+
+/// The put observer as a feed subscriber: called for every put event.
+caf::actor spawn_put_observer(caf::actor_system& sys,
+                              std::shared_ptr<actors::put_observer_slot> slot) {
+  return spawn_feed_listener(sys, [slot](const actors::feed_event& e) {
+    if (e.kind != msg::FeedKind::PUT)
+      return;
+    try {
+      (*slot)(e.key, e.ns);
+    } catch (...) {
+      slot->count_error(); // contained: the put stands
+    }
+  });
+}
+
+} // namespace
+
 caf::expected<service_handles>
 spawn_service(caf::actor_system& sys, const service_options& opts,
               tiers::ssd::file_system* fs,
@@ -154,12 +189,21 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   if (auto err = opts.validate())
     return err;
   service_handles h;
+  std::vector<caf::actor> first_subscribers;
+  if (observer) {
+    h.put_observer = spawn_put_observer(sys, observer);
+    first_subscribers.push_back(h.put_observer);
+  }
+  h.feed = spawn_feed(sys, opts, std::move(first_subscribers));
   std::vector<tiers::storage_key> saved; // checkpoint files, by header
   if (!opts.ssd_dir.empty()) {
     auto ssd = spawn_ssd_tier(sys, opts, fs, &saved);
     if (!ssd)
       return std::move(ssd.error());
     h.tiers.ssd = std::move(*ssd);
+    // Before any spill order: the files found at start are the feed's
+    // first events.
+    caf::anon_send(h.tiers.ssd, actors::attach_feed_atom::value, h.feed);
     // The SSD is the first cold tier of the facade's lookups.
     h.tiers.cold.push_back({h.tiers.ssd, msg::Tier::SSD, "ssd"});
   }
@@ -168,6 +212,8 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
     return std::move(adm.error());
   h.tiers.admission = std::move(*adm);
   h.tiers.ram = spawn_ram_tier(sys, opts, h.tiers.ssd, std::move(observer));
+  // Before any put (the facade that sends them is spawned below).
+  caf::anon_send(h.tiers.ram, actors::attach_feed_atom::value, h.feed);
   h.tiers.sessions = spawn_sessions(sys, h.tiers.ram, opts.storage_deadline_ms);
   bool possible = opts.checkpoint_every_tokens > 0 || !saved.empty();
   h.tiers.checkpoints =
@@ -183,6 +229,14 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   h.facade =
     sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
               opts.idle_demotion_ms, opts.objects, opts.storage_deadline_ms);
+  if (opts.cluster_enabled) {
+    h.cluster.feed = caf::actor_cast<caf::actor>(h.feed);
+    // The follower turns each peer's feed into directory batches for the
+    // peer tier.
+    auto directory = caf::actor_cast<caf::actor>(h.cluster.peer);
+    h.cluster.listeners.push_back(cluster::spawn_feed_follower(
+      sys, directory, std::chrono::milliseconds{opts.cluster_down_after_ms}));
+  }
   return h;
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "actors/cache_service.hpp"
+#include "actors/feed_actor.hpp"
 #include "actors/put_observer.hpp"
 #include "runtime/config.hpp"
 #include "tiers/checkpoints.hpp"
@@ -63,6 +64,21 @@ spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
                   actors::ssd_tier_actor ssd,
                   std::vector<tiers::storage_key> saved);
 
+/// The event feed (actors/feed_actor.hpp): ring `opts.cluster_feed_ring`,
+/// named `opts.cluster_node_id` (the node renames it once it knows its
+/// id), with `subscribers` from its first event on.
+actors::feed_actor spawn_feed(caf::actor_system& sys,
+                              const service_options& opts,
+                              std::vector<caf::actor> subscribers = {});
+
+/// A local feed subscriber calling `f` for every event (on its own actor
+/// thread); what `f` throws is counted in `*errors` (may be null). Not yet
+/// subscribed: pass it to `spawn_feed` or send the feed `feed_local_atom`.
+caf::actor
+spawn_feed_listener(caf::actor_system& sys,
+                    std::function<void(const actors::feed_event&)> f,
+                    std::shared_ptr<std::atomic<uint64_t>> errors = nullptr);
+
 /// The actors a cluster node needs (runtime/cluster/node.hpp): each null
 /// until its part exists.
 struct cluster_handles {
@@ -80,11 +96,19 @@ struct cluster_handles {
 struct service_handles {
   actors::cache_service_actor facade;
   actors::service_actors tiers;
+  /// The event feed (always spawned, with or without a cluster).
+  actors::feed_actor feed;
+  /// The put observer's feed subscriber.
+  caf::actor put_observer;
   cluster_handles cluster;
 };
 
 /// Spawns the whole actor map for `opts` (no SSD actor when
-/// `opts.ssd_dir` is empty).
+/// `opts.ssd_dir` is empty). The event feed always, attached to the RAM and
+/// SSD actors before they serve, with the put observer (`observer`, may be
+/// null) as its first subscriber; with `opts.cluster_enabled` also the
+/// feed follower (runtime/cluster/feed_follower.hpp) as a cluster listener,
+/// and the feed as `cluster.feed`.
 caf::expected<service_handles>
 spawn_service(caf::actor_system& sys, const service_options& opts,
               tiers::ssd::file_system* fs,

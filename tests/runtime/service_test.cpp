@@ -306,19 +306,35 @@ BOOST_AUTO_TEST_CASE(the_put_observer_sees_every_put_and_is_contained) {
     std::lock_guard<std::mutex> guard{mtx};
     seen.emplace_back(t, ns);
   });
+  auto count = [&] {
+    std::lock_guard<std::mutex> guard{mtx};
+    return seen.size();
+  };
+  // The observer is a subscriber of the event feed: it runs after the
+  // put, maybe after publish returned, so the test waits for it.
   put("ns", seq(10));
+  BOOST_REQUIRE(testing::eventually([&] { return count() == 1; }));
   {
     std::lock_guard<std::mutex> guard{mtx};
-    BOOST_REQUIRE_EQUAL(seen.size(), 1u);
     BOOST_CHECK(seen[0].first == seq(10));
     BOOST_CHECK_EQUAL(seen[0].second, "ns");
+  }
+  // Every stored prefix, in order.
+  put("ns", seq(10, 500));
+  put("other", seq(10, 900));
+  BOOST_REQUIRE(testing::eventually([&] { return count() == 3; }));
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    BOOST_CHECK(seen[1].first == seq(10, 500));
+    BOOST_CHECK_EQUAL(seen[2].second, "other");
   }
   svc->set_put_observer([](const tiers::token_seq&, const std::string&) {
     throw std::runtime_error("observer failure");
   });
   put("ns", seq(20, 100)); // still kept
-  BOOST_CHECK_EQUAL(report().ram.observer_errors, 1u);
-  BOOST_CHECK_EQUAL(report().ram.entries, 2u);
+  BOOST_CHECK(
+    testing::eventually([&] { return report().ram.observer_errors == 1u; }));
+  BOOST_CHECK_EQUAL(report().ram.entries, 4u);
 }
 
 BOOST_AUTO_TEST_CASE(close_session_drops_protection_not_state) {

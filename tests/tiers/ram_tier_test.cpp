@@ -279,6 +279,39 @@ BOOST_AUTO_TEST_CASE(put_observer_sees_every_put_and_cannot_undo_it) {
   BOOST_TEST(t.counters().observer_errors == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(the_change_observer_sees_every_entry_come_and_go) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one + eng.geometry().bytes_at(4));
+  std::vector<std::pair<ram_change_kind, token_seq>> seen;
+  t.set_change_observer([&](const ram_change& c) {
+    BOOST_TEST(c.ns == "ns");
+    BOOST_TEST(c.bytes == eng.geometry().bytes_at(c.tokens.size()));
+    BOOST_TEST(c.trimmable);
+    seen.emplace_back(c.kind, c.tokens);
+  });
+  using k = ram_change_kind;
+  auto a = run(4, 1), b = run(8, 1); // b extends a: supersedes it
+  must_put(t, eng.prefill("ns", a), 1);
+  must_put(t, eng.prefill("ns", b), 2);
+  must_put(t, eng.prefill("ns", b), 3); // a replace: one stored, no gone
+  must_put(t, eng.prefill("ns", run(8, 100)), 4);
+  must_put(t, eng.prefill("ns", run(8, 200)), 5); // evicts b (LRU)
+  BOOST_TEST(t.remove({false, "ns", run(8, 100)}).has_value());
+  t.clear();
+  using row = std::pair<ram_change_kind, token_seq>;
+  BOOST_TEST((seen
+              == std::vector<row>{{k::stored, a},
+                                  {k::superseded, a},
+                                  {k::stored, b},
+                                  {k::stored, b},
+                                  {k::stored, run(8, 100)},
+                                  {k::evicted, b},
+                                  {k::stored, run(8, 200)},
+                                  {k::demoted, run(8, 100)},
+                                  {k::evicted, run(8, 200)}}));
+}
+
 BOOST_AUTO_TEST_CASE(peek_changes_no_lru_order_and_no_counter) {
   auto eng = engine("tiny-dense");
   auto one = eng.geometry().bytes_at(8);

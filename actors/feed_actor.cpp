@@ -1,0 +1,424 @@
+#include "actors/feed_actor.hpp"
+
+#include "messages/error.hpp"
+
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+
+#include <kj/exception.h>
+
+#include <algorithm>
+#include <random>
+#include <tuple>
+
+namespace kvtier::actors {
+
+const char* to_string(msg::FeedKind k) {
+  switch (k) {
+    case msg::FeedKind::PUT: return "put";
+    case msg::FeedKind::EVICT: return "evict";
+    case msg::FeedKind::DEMOTE: return "demote";
+    case msg::FeedKind::DURABLE: return "durable";
+    case msg::FeedKind::SUPERSEDED: return "superseded";
+    case msg::FeedKind::REMOVED: return "removed";
+  }
+  return "unknown";
+}
+
+caf::expected<std::vector<feed_event>> read_batch(msg::FeedBatch::Reader b) {
+  try {
+    auto events = b.getEvents();
+    if (events.size() > feed_limits::max_events)
+      return make_error(ec::message_limit_exceeded,
+                        "feed batch: " + std::to_string(events.size())
+                          + " events, at most "
+                          + std::to_string(feed_limits::max_events));
+    if (b.getNode().size() > feed_limits::max_node_bytes)
+      return make_error(ec::message_limit_exceeded, "feed batch: node id");
+    std::vector<feed_event> out;
+    out.reserve(events.size());
+    auto seq = b.getFirstSeq();
+    if (seq == 0)
+      return make_error(ec::malformed_message, "feed batch: firstSeq 0");
+    for (auto e : events) {
+      auto kind = static_cast<uint16_t>(e.getKind());
+      auto tier = static_cast<uint16_t>(e.getTier());
+      if (e.getSeq() != seq)
+        return make_error(ec::malformed_message,
+                          "feed batch: event seq " + std::to_string(e.getSeq())
+                            + " where " + std::to_string(seq) + " was due");
+      if (kind > static_cast<uint16_t>(msg::FeedKind::REMOVED) || tier > 1)
+        return make_error(ec::malformed_message,
+                          "feed batch: unknown kind or tier at seq "
+                            + std::to_string(seq));
+      if (e.getNs().size() > feed_limits::max_ns_bytes
+          || e.getKey().size() > feed_limits::max_key_tokens)
+        return make_error(ec::message_limit_exceeded,
+                          "feed batch: ns or key too long at seq "
+                            + std::to_string(seq));
+      feed_event ev;
+      ev.seq = seq++;
+      ev.kind = e.getKind();
+      ev.tier = e.getTier();
+      ev.ns = e.getNs().cStr();
+      auto key = e.getKey();
+      ev.key.reserve(key.size());
+      for (auto t : key)
+        ev.key.push_back(t);
+      ev.bytes = e.getByteLength();
+      ev.trimmable = e.getTrimmable();
+      out.push_back(std::move(ev));
+    }
+    return out;
+  } catch (const kj::Exception& e) {
+    return make_error(ec::malformed_message,
+                      std::string{"feed batch: "} + e.getDescription().cStr());
+  }
+}
+
+namespace {
+
+using key = feed_state::key;
+
+bool leaves(msg::FeedKind k) {
+  return k == msg::FeedKind::EVICT || k == msg::FeedKind::DEMOTE
+         || k == msg::FeedKind::SUPERSEDED || k == msg::FeedKind::REMOVED;
+}
+
+bool local_sender(feed_pointer self) {
+  auto& s = self->current_sender();
+  return !s || s->node() == self->node();
+}
+
+void write_event(msg::FeedEvent::Builder b, const feed_event& e) {
+  b.setSeq(e.seq);
+  b.setKind(e.kind);
+  b.setTier(e.tier);
+  b.setNs(e.ns);
+  auto k = b.initKey(static_cast<unsigned>(e.key.size()));
+  for (size_t i = 0; i < e.key.size(); ++i)
+    k.set(static_cast<unsigned>(i), e.key[i]);
+  b.setByteLength(e.bytes);
+  b.setTrimmable(e.trimmable);
+}
+
+template <class It>
+void write_batch(msg::FeedBatch::Builder b, const feed_state& st, It first,
+                 It last) {
+  b.setNode(st.cfg.node);
+  b.setIncarnation(st.cfg.incarnation);
+  b.setFirstSeq(first == last ? st.seq + 1 : first->seq);
+  auto list = b.initEvents(static_cast<unsigned>(last - first));
+  unsigned i = 0;
+  for (auto it = first; it != last; ++it)
+    write_event(list[i++], *it);
+}
+
+template <class It>
+sealed<msg::FeedBatch> batch_of(const feed_state& st, It first, It last) {
+  msg::draft<msg::FeedBatch> d;
+  write_batch(d.root(), st, first, last);
+  return std::move(d).seal();
+}
+
+void write_key(capnp::List<uint32_t>::Builder out,
+               const std::vector<uint32_t>& k) {
+  for (size_t i = 0; i < k.size(); ++i)
+    out.set(static_cast<unsigned>(i), k[i]);
+}
+
+/// The table at the current seq: RAM and SSD merged by key.
+void write_snapshot(msg::FeedSnapshot::Builder b, const feed_state& st) {
+  b.setNode(st.cfg.node);
+  b.setIncarnation(st.cfg.incarnation);
+  b.setSeq(st.seq);
+  auto& ram = st.tables[0];
+  auto& ssd = st.tables[1];
+  size_t n = 0;
+  for (auto r = ram.begin(), s = ssd.begin(); r != ram.end() || s != ssd.end();
+       ++n) {
+    if (r == ram.end())
+      ++s;
+    else if (s == ssd.end() || r->first < s->first)
+      ++r;
+    else if (s->first < r->first)
+      ++s;
+    else
+      ++r, ++s;
+  }
+  auto list = b.initEntries(static_cast<unsigned>(n));
+  unsigned i = 0;
+  for (auto r = ram.begin(), s = ssd.begin(); r != ram.end() || s != ssd.end();
+       ++i) {
+    auto h = list[i];
+    bool take_r = r != ram.end() && (s == ssd.end() || !(s->first < r->first));
+    bool take_s = s != ssd.end() && (r == ram.end() || !(r->first < s->first));
+    auto& k = take_r ? r->first : s->first;
+    h.setNs(k.ns);
+    write_key(h.initKey(static_cast<unsigned>(k.tokens.size())), k.tokens);
+    bool trim = false;
+    if (take_r) {
+      h.setInRam(true);
+      h.setRamBytes(r->second.bytes);
+      trim = r->second.trimmable;
+      ++r;
+    }
+    if (take_s) {
+      h.setInSsd(true);
+      h.setSsdBytes(s->second.bytes);
+      trim = trim || s->second.trimmable;
+      ++s;
+    }
+    h.setTrimmable(trim);
+  }
+}
+
+/// A batch to a subscriber (a dynamically typed actor, maybe remote),
+/// sent as this actor so the receiver knows where it came from.
+void push(feed_pointer self, const caf::actor& to, sealed<msg::FeedBatch> b) {
+  caf::send_as(caf::actor_cast<caf::actor>(self), to, std::move(b));
+}
+
+void arm_flush(feed_pointer self) {
+  if (std::exchange(self->state.flush_armed, true))
+    return;
+  self->send(self, feed_flush_atom::value);
+}
+
+void number(feed_pointer self, feed_event ev) {
+  auto& st = self->state;
+  ev.seq = ++st.seq;
+  st.ring.push_back(ev);
+  while (st.ring.size() > st.cfg.ring)
+    st.ring.pop_front();
+  st.pending.push_back(std::move(ev));
+  arm_flush(self);
+}
+
+void apply(feed_pointer self, feed_change& c) {
+  auto kind = static_cast<msg::FeedKind>(c.kind);
+  auto& table = self->state.tables[c.tier == 0 ? 0 : 1];
+  key k{std::move(c.ns), std::move(c.key)};
+  if (leaves(kind)) {
+    auto i = table.find(k);
+    if (i == table.end())
+      return;                  // nothing changed: not an event
+    c.bytes = i->second.bytes; // what left, as it was held
+    c.trimmable = i->second.trimmable;
+    table.erase(i);
+  } else {
+    table[k] = feed_state::held{c.bytes, c.trimmable};
+  }
+  feed_event ev;
+  ev.kind = kind;
+  ev.tier = c.tier == 0 ? msg::FeedTier::RAM : msg::FeedTier::SSD;
+  ev.ns = std::move(k.ns);
+  ev.key = std::move(k.tokens);
+  ev.bytes = c.bytes;
+  ev.trimmable = c.trimmable;
+  number(self, std::move(ev));
+}
+
+/// Sends each subscriber the pending events from its `next` on, in runs of
+/// consecutive seqs of at most `batch_events`.
+void flush(feed_pointer self) {
+  auto& st = self->state;
+  st.flush_armed = false;
+  if (st.pending.empty())
+    return;
+  auto& p = st.pending;
+  for (auto& sub : st.subscribers) {
+    auto it = std::lower_bound(
+      p.begin(), p.end(), sub.next,
+      [](const feed_event& e, uint64_t s) { return e.seq < s; });
+    while (it != p.end()) {
+      auto end = it + 1;
+      while (end != p.end() && end->seq == (end - 1)->seq + 1
+             && static_cast<size_t>(end - it) < feed_limits::batch_events)
+        ++end;
+      push(self, sub.handle, batch_of(st, it, end));
+      it = end;
+    }
+    sub.next = st.seq + 1;
+  }
+  p.clear();
+}
+
+/// Adds `h` (or moves it on) as a subscriber from `next`.
+void subscribe(feed_pointer self, const caf::actor& h, uint64_t next) {
+  auto& subs = self->state.subscribers;
+  for (auto& s : subs)
+    if (s.handle == h) {
+      s.next = next;
+      return;
+    }
+  self->monitor(h);
+  subs.push_back({h, next});
+}
+
+/// Whether the ring holds every event from `from` to the current seq.
+bool ring_covers(const feed_state& st, uint64_t from) {
+  if (from == 0 || from > st.seq + 1)
+    return false;
+  auto it =
+    std::lower_bound(st.ring.begin(), st.ring.end(), from,
+                     [](const feed_event& e, uint64_t s) { return e.seq < s; });
+  uint64_t expected = from;
+  for (; it != st.ring.end(); ++it, ++expected)
+    if (it->seq != expected)
+      return false;
+  return expected == st.seq + 1;
+}
+
+caf::result<sealed<msg::SubscribeFeedReply>>
+on_subscribe(feed_pointer self, const sealed<msg::SubscribeFeed>& m) {
+  auto& st = self->state;
+  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+  if (!sender) {
+    ++st.refused;
+    return make_error(ec::invalid_argument,
+                      "SubscribeFeed needs a sender to push batches to");
+  }
+  try {
+    auto r = m.root();
+    auto from = r.getFromSeq();
+    msg::draft<msg::SubscribeFeedReply> d;
+    if (r.getFromNow()) {
+      write_batch(d.root().initFollowing(), st, st.ring.end(), st.ring.end());
+    } else if (r.getIncarnation() == st.cfg.incarnation
+               && ring_covers(st, from)) {
+      auto first = std::lower_bound(
+        st.ring.begin(), st.ring.end(), from,
+        [](const feed_event& e, uint64_t s) { return e.seq < s; });
+      write_batch(d.root().initFollowing(), st, first, st.ring.end());
+    } else {
+      write_snapshot(d.root().initSnapshot(), st);
+    }
+    subscribe(self, sender, st.seq + 1);
+    return std::move(d).seal();
+  } catch (const kj::Exception& e) {
+    ++st.refused;
+    return make_error(ec::malformed_message, std::string{"SubscribeFeed: "}
+                                               + e.getDescription().cStr());
+  }
+}
+
+uint64_t random_incarnation() {
+  std::random_device rd;
+  std::mt19937_64 gen{(uint64_t{rd()} << 32) ^ rd()};
+  uint64_t x = 0;
+  while (x == 0)
+    x = gen();
+  return x;
+}
+
+} // namespace
+
+feed_actor::behavior_type feed(feed_pointer self, feed_config cfg) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  if (st.cfg.incarnation == 0)
+    st.cfg.incarnation = random_incarnation();
+  st.cfg.ring = std::max<size_t>(st.cfg.ring, 1);
+  for (auto& s : st.cfg.subscribers)
+    if (s)
+      subscribe(self, s, 1);
+  st.cfg.subscribers.clear();
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& subs = self->state.subscribers;
+    auto n = subs.size();
+    subs.erase(std::remove_if(subs.begin(), subs.end(),
+                              [&](const feed_state::subscriber& s) {
+                                return s.handle.address() == dm.source;
+                              }),
+               subs.end());
+    self->state.dropped += n - subs.size();
+  });
+  return {
+    [self](feed_change& c) {
+      if (!local_sender(self)) {
+        ++self->state.refused;
+        return;
+      }
+      apply(self, c);
+    },
+    [self](feed_flush_atom) { flush(self); },
+    [self](const sealed<msg::SubscribeFeed>& m) {
+      return on_subscribe(self, m);
+    },
+    [self](feed_local_atom, const caf::actor& h, bool from_now) -> uint64_t {
+      auto& st = self->state;
+      if (!local_sender(self) || !h) {
+        ++st.refused;
+        return st.seq;
+      }
+      // Not from now: from the first event the ring still holds (the put
+      // observer attached at start sees every event).
+      uint64_t next = st.seq + 1;
+      if (!from_now)
+        next = st.ring.empty() ? st.seq + 1 : st.ring.front().seq;
+      if (!from_now && next <= st.seq) {
+        auto first = std::lower_bound(
+          st.ring.begin(), st.ring.end(), next,
+          [](const feed_event& e, uint64_t s) { return e.seq < s; });
+        push(self, h, batch_of(st, first, st.ring.end()));
+      }
+      subscribe(self, h, st.seq + 1);
+      return st.seq;
+    },
+    [self](feed_drop_atom, const caf::actor& h) {
+      auto& subs = self->state.subscribers;
+      for (auto i = subs.begin(); i != subs.end(); ++i)
+        if (i->handle == h) {
+          self->demonitor(h);
+          subs.erase(i);
+          ++self->state.dropped;
+          return;
+        }
+    },
+    [self](feed_name_atom, const std::string& node) {
+      if (!local_sender(self)) {
+        ++self->state.refused;
+        return;
+      }
+      self->state.cfg.node = node;
+    },
+    [self](feed_skip_atom, uint64_t n) -> uint64_t {
+      auto& st = self->state;
+      if (!local_sender(self)) {
+        ++st.refused;
+        return st.seq;
+      }
+      flush(self); // what was numbered before the gap leaves first
+      st.seq += n;
+      return st.seq;
+    },
+    [self](feed_stats_atom) {
+      auto& st = self->state;
+      return std::make_tuple(st.seq, uint64_t{st.subscribers.size()},
+                             uint64_t{st.ring.size()});
+    },
+  };
+}
+
+caf::behavior feed_listener(caf::event_based_actor* self,
+                            std::function<void(const feed_event&)> f,
+                            std::shared_ptr<std::atomic<uint64_t>> errors) {
+  return {
+    [self, f, errors](const sealed<msg::FeedBatch>& m) {
+      auto events = read_batch(m.root());
+      if (!events)
+        return; // built by this process's feed: cannot happen
+      for (auto& e : *events) {
+        try {
+          f(e);
+        } catch (...) {
+          if (errors)
+            ++*errors; // contained: the change stands
+        }
+      }
+    },
+  };
+}
+
+} // namespace kvtier::actors

@@ -1,0 +1,323 @@
+#include "runtime/cluster/feed_follower.hpp"
+
+#include "messages/error.hpp"
+
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <kj/exception.h>
+
+#include <cstdio>
+
+namespace kvtier::cluster {
+
+using actors::directory_item;
+using actors::feed_event;
+
+directory_item item_of(const feed_event& e) {
+  directory_item it;
+  it.ns = e.ns;
+  it.key = e.key;
+  it.tier = e.tier == msg::FeedTier::RAM ? 0 : 1;
+  it.bytes = e.bytes;
+  it.trimmable = e.trimmable;
+  it.present = e.kind == msg::FeedKind::PUT || e.kind == msg::FeedKind::DURABLE;
+  return it;
+}
+
+caf::expected<std::vector<directory_item>>
+read_snapshot(msg::FeedSnapshot::Reader s) {
+  using actors::feed_limits;
+  try {
+    auto entries = s.getEntries();
+    if (entries.size() > feed_limits::max_entries)
+      return make_error(ec::message_limit_exceeded,
+                        "feed snapshot: " + std::to_string(entries.size())
+                          + " entries, at most "
+                          + std::to_string(feed_limits::max_entries));
+    std::vector<directory_item> out;
+    out.reserve(entries.size());
+    for (auto h : entries) {
+      if (h.getNs().size() > feed_limits::max_ns_bytes
+          || h.getKey().size() > feed_limits::max_key_tokens)
+        return make_error(ec::message_limit_exceeded,
+                          "feed snapshot: ns or key too long");
+      if (!h.getInRam() && !h.getInSsd())
+        return make_error(ec::malformed_message,
+                          "feed snapshot: an entry held in no tier");
+      directory_item it;
+      it.ns = h.getNs().cStr();
+      auto key = h.getKey();
+      it.key.reserve(key.size());
+      for (auto t : key)
+        it.key.push_back(t);
+      it.trimmable = h.getTrimmable();
+      if (h.getInRam()) {
+        it.tier = 0;
+        it.bytes = h.getRamBytes();
+        out.push_back(it);
+      }
+      if (h.getInSsd()) {
+        it.tier = 1;
+        it.bytes = h.getSsdBytes();
+        out.push_back(std::move(it));
+      }
+    }
+    return out;
+  } catch (const kj::Exception& e) {
+    return make_error(ec::malformed_message, std::string{"feed snapshot: "}
+                                               + e.getDescription().cStr());
+  }
+}
+
+feed_sequence::start
+feed_sequence::subscribe_from(const std::string& node) const {
+  auto i = nodes_.find(node);
+  if (i == nodes_.end() || i->second.resync || !i->second.synced)
+    return {};
+  return {i->second.last + 1, i->second.incarnation};
+}
+
+void feed_sequence::subscribing(const std::string& node) {
+  auto& r = nodes_[node];
+  r.awaiting = true;
+}
+
+void feed_sequence::subscribe_failed(const std::string& node) {
+  ++counts_.failed;
+  if (auto i = nodes_.find(node); i != nodes_.end())
+    i->second.awaiting = false;
+}
+
+follow_step feed_sequence::apply(const std::string& node, record& r,
+                                 const std::vector<feed_event>& events,
+                                 uint64_t first_seq) {
+  follow_step out;
+  uint64_t n = events.size();
+  if (first_seq > r.last + 1) {
+    ++counts_.gaps;
+    r.resync = true;
+    out.verdict = follow_verdict::resync;
+    return out;
+  }
+  if (n == 0 || first_seq + n - 1 <= r.last) {
+    ++counts_.ignored;
+    return out;
+  }
+  out.verdict = follow_verdict::apply;
+  out.batch.node = node;
+  for (auto& e : events)
+    if (e.seq > r.last) {
+      out.batch.items.push_back(item_of(e));
+      ++counts_.events;
+    }
+  r.last = first_seq + n - 1;
+  return out;
+}
+
+follow_step feed_sequence::on_batch(const std::string& node,
+                                    uint64_t incarnation, uint64_t first_seq,
+                                    const std::vector<feed_event>& events) {
+  auto i = nodes_.find(node);
+  if (i == nodes_.end() || i->second.awaiting || i->second.resync
+      || !i->second.synced) {
+    ++counts_.ignored;
+    return {};
+  }
+  auto& r = i->second;
+  if (incarnation != r.incarnation) {
+    ++counts_.restarts;
+    r.resync = true;
+    return {follow_verdict::resync, {}};
+  }
+  return apply(node, r, events, first_seq);
+}
+
+follow_step feed_sequence::on_following(const std::string& node,
+                                        uint64_t incarnation,
+                                        uint64_t first_seq,
+                                        const std::vector<feed_event>& events) {
+  auto i = nodes_.find(node);
+  if (i == nodes_.end() || !i->second.awaiting) {
+    ++counts_.ignored;
+    return {};
+  }
+  auto& r = i->second;
+  r.awaiting = false;
+  if (!r.synced || incarnation != r.incarnation) {
+    // A feed answers `following` only to its own incarnation: this one
+    // cannot be believed as a continuation.
+    ++counts_.restarts;
+    r.resync = true;
+    return {follow_verdict::resync, {}};
+  }
+  return apply(node, r, events, first_seq);
+}
+
+follow_step feed_sequence::on_snapshot(const std::string& node,
+                                       uint64_t incarnation, uint64_t seq,
+                                       std::vector<directory_item> items) {
+  auto i = nodes_.find(node);
+  if (i == nodes_.end() || !i->second.awaiting) {
+    ++counts_.ignored;
+    return {};
+  }
+  auto& r = i->second;
+  r = record{incarnation, seq, false, false, true};
+  ++counts_.snapshots;
+  follow_step out;
+  out.verdict = follow_verdict::apply;
+  out.batch.node = node;
+  out.batch.replace = true;
+  out.batch.items = std::move(items);
+  return out;
+}
+
+void feed_sequence::forget(const std::string& node) {
+  nodes_.erase(node);
+}
+
+bool feed_sequence::follows(const std::string& node) const {
+  return nodes_.count(node) > 0;
+}
+
+uint64_t feed_sequence::last(const std::string& node) const {
+  auto i = nodes_.find(node);
+  return i == nodes_.end() ? 0 : i->second.last;
+}
+
+namespace {
+
+struct follower_state {
+  feed_sequence seq;
+  caf::actor target;
+  std::map<std::string, caf::actor> handles;
+  caf::duration deadline;
+
+  static inline const char* name = "kvtier.feed-follower";
+};
+
+using follower_actor = caf::stateful_actor<follower_state>;
+
+void refuse(follower_actor* self, const std::string& what) {
+  ++self->state.seq.counts().refused;
+  std::fprintf(stderr, "kvtier feed follower: refused %s\n", what.c_str());
+}
+
+void subscribe(follower_actor* self, const std::string& node);
+
+void handle(follower_actor* self, const std::string& node, follow_step step) {
+  auto& st = self->state;
+  if (step.verdict == follow_verdict::resync)
+    subscribe(self, node);
+  else if (step.verdict == follow_verdict::apply && st.target)
+    self->send(st.target, std::move(step.batch));
+}
+
+/// The reply of a subscription to `node` through `h`.
+void on_reply(follower_actor* self, const std::string& node,
+              const caf::actor& h,
+              const msg::sealed<msg::SubscribeFeedReply>& m) {
+  auto& st = self->state;
+  auto i = st.handles.find(node);
+  if (i == st.handles.end() || i->second != h)
+    return; // down meanwhile, or up again behind another handle
+  try {
+    auto r = m.root();
+    if (r.isFollowing()) {
+      auto b = r.getFollowing();
+      auto events = actors::read_batch(b);
+      if (!events || b.getNode() != node) {
+        st.seq.subscribe_failed(node);
+        return refuse(self, "a following reply of " + node);
+      }
+      return handle(self, node,
+                    st.seq.on_following(node, b.getIncarnation(),
+                                        b.getFirstSeq(), *events));
+    }
+    auto s = r.getSnapshot();
+    auto items = read_snapshot(s);
+    if (!items || s.getNode() != node) {
+      st.seq.subscribe_failed(node);
+      return refuse(self, "a snapshot of " + node);
+    }
+    handle(self, node,
+           st.seq.on_snapshot(node, s.getIncarnation(), s.getSeq(),
+                              std::move(*items)));
+  } catch (const kj::Exception& e) {
+    st.seq.subscribe_failed(node);
+    refuse(self, "a reply of " + node + ": " + e.getDescription().cStr());
+  }
+}
+
+void subscribe(follower_actor* self, const std::string& node) {
+  auto& st = self->state;
+  auto i = st.handles.find(node);
+  if (i == st.handles.end())
+    return;
+  auto h = i->second;
+  auto from = st.seq.subscribe_from(node);
+  st.seq.subscribing(node);
+  msg::draft<msg::SubscribeFeed> d;
+  d.root().setFromSeq(from.from_seq);
+  d.root().setIncarnation(from.incarnation);
+  self->request(h, st.deadline, std::move(d).seal())
+    .then(
+      [=](const msg::sealed<msg::SubscribeFeedReply>& m) {
+        on_reply(self, node, h, m);
+      },
+      [=](caf::error&) {
+        auto& s = self->state;
+        if (auto j = s.handles.find(node);
+            j != s.handles.end() && j->second == h)
+          s.seq.subscribe_failed(node); // tried again at the next up
+      });
+}
+
+caf::behavior follower(follower_actor* self, caf::actor target,
+                       caf::duration deadline) {
+  self->state.target = std::move(target);
+  self->state.deadline = deadline;
+  return {
+    [self](actors::peer_up_atom, const std::string& node, const caf::actor& h) {
+      self->state.handles[node] = h;
+      subscribe(self, node);
+    },
+    [self](actors::peer_down_atom, const std::string& node) {
+      self->state.handles.erase(node);
+      self->state.seq.forget(node);
+    },
+    [self](const msg::sealed<msg::FeedBatch>& m) {
+      auto& st = self->state;
+      try {
+        auto b = m.root();
+        std::string node = b.getNode().cStr();
+        auto i = st.handles.find(node);
+        auto& sender = self->current_sender();
+        if (i == st.handles.end() || !sender
+            || sender->node() != i->second.node())
+          return refuse(self, "a batch naming node '" + node
+                                + "' from another sender");
+        auto events = actors::read_batch(b);
+        if (!events)
+          return refuse(self, "a batch of " + node + ": "
+                                + self->system().render(events.error()));
+        handle(
+          self, node,
+          st.seq.on_batch(node, b.getIncarnation(), b.getFirstSeq(), *events));
+      } catch (const kj::Exception& e) {
+        refuse(self, std::string{"a batch: "} + e.getDescription().cStr());
+      }
+    },
+    [self](follower_stats_atom) { return self->state.seq.counts(); },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_feed_follower(caf::actor_system& sys, caf::actor target,
+                               std::chrono::milliseconds deadline) {
+  return sys.spawn(follower, std::move(target), caf::duration{deadline});
+}
+
+} // namespace kvtier::cluster
