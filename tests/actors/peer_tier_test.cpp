@@ -12,7 +12,9 @@
 #include "runtime/cluster/node.hpp"
 #include "runtime/cluster/serve.hpp"
 #include "tests/runtime/service_fixture.hpp"
+#include "tiers/entry_message.hpp"
 
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include <chrono>
@@ -89,10 +91,17 @@ struct fixture {
     a.start();
   }
 
+  /// Starts B and waits until its peer tier sees A up and the feed
+  /// follower's first snapshot of A arrived (A holds one entry of its own
+  /// for that), so a snapshot cannot replace what a test announces later.
   void start_b() {
+    a.put("warm", seq(16));
     b.opts.cluster_peers = {a.svc->cluster()->address()};
     b.start();
-    BOOST_REQUIRE(eventually([&] { return b.report().peer.peers_up == 1; }));
+    BOOST_REQUIRE(eventually([&] {
+      auto r = b.report();
+      return r.peer.peers_up == 1 && r.peer.entries >= 1;
+    }));
   }
 
   static token_seq seq(size_t n, tiers::token first = 1) {
@@ -101,7 +110,7 @@ struct fixture {
 
   /// Tells B's peer tier that A holds (ns, tokens) in RAM.
   void announce(const std::string& ns, const token_seq& tokens,
-                bool trimmable = true) {
+                bool trimmable = true, bool wait = true) {
     actors::directory_batch batch;
     batch.node = "a";
     actors::directory_item it;
@@ -112,7 +121,31 @@ struct fixture {
     it.trimmable = trimmable;
     batch.items.push_back(it);
     caf::anon_send(b.svc->peer_tier(), std::move(batch));
-    BOOST_REQUIRE(eventually([&] { return b.report().peer.entries >= 1; }));
+    // Applied (or told already by the feed follower, of A's own put).
+    if (wait)
+      BOOST_REQUIRE(eventually([&] { return found_on_b(ns, tokens); }));
+    else
+      BOOST_REQUIRE(eventually([&] { return b.report().peer.entries >= 2; }));
+  }
+
+  /// Whether B's peer tier offers all of `tokens` for a prompt extending
+  /// them (FindPrefix: the directory only).
+  bool found_on_b(const std::string& ns, token_seq tokens) {
+    auto n = tokens.size();
+    tokens.push_back(777777);
+    msg::draft<msg::FindPrefix> d;
+    d.root().setNs(ns);
+    tiers::write_tokens(d.root().initPrompt(tokens.size()), tokens);
+    caf::scoped_actor self{b.svc->system()};
+    auto peer = caf::actor_cast<actors::peer_tier_actor>(b.svc->peer_tier());
+    uint64_t usable = 0;
+    self->request(peer, std::chrono::seconds(5), std::move(d).seal())
+      .receive(
+        [&](const msg::sealed<msg::FindPrefixReply>& r) {
+          usable = r.root().getUsableTokens();
+        },
+        [](const caf::error&) {});
+    return usable == n;
   }
 
   /// B's acquire of `prompt`, byte-exact against B's oracle when served.
@@ -286,7 +319,7 @@ BOOST_AUTO_TEST_CASE(a_fetch_over_fetch_max_bytes_is_no_candidate) {
   b.opts.cluster_fetch_max_bytes = 64 * 1024; // below 512 tokens x 256 B
   start_b();
   a.put("n", seq(512));
-  announce("n", seq(512));
+  announce("n", seq(512), true, false);
   auto got = get_b("n", cat(seq(512), seq(4, 9000)));
   BOOST_CHECK(got.source == runtime::state_source::none);
   auto rb = b.report();
