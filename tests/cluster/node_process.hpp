@@ -59,6 +59,9 @@ struct node_settings {
   uint64_t down_after_ms = 1000;
   uint64_t backoff_ms = 100;
   uint64_t backoff_max_ms = 400;
+  /// model.preset and ram-tier.cap-bytes.
+  std::string model = "tiny-dense";
+  uint64_t ram_cap_bytes = 64ull << 20;
   /// The program (empty: KVTIER_PROGRAM) and arguments after the joins.
   std::string program;
   std::vector<std::string> extra_args;
@@ -114,6 +117,11 @@ public:
     reap(5000ms);
   }
 
+  /// Sends `sig` (e.g. SIGUSR1 to a node_writer).
+  void signal(int sig) {
+    ::kill(pid_, sig);
+  }
+
   void pause() {
     ::kill(pid_, SIGSTOP);
   }
@@ -147,9 +155,9 @@ private:
         << "down-after-ms=" << settings_.down_after_ms << "\n"
         << "reconnect-backoff-ms=" << settings_.backoff_ms << "\n"
         << "reconnect-backoff-max-ms=" << settings_.backoff_max_ms << "\n"
-        << "[model]\npreset=\"tiny-dense\"\nscale=1.0\nidentity=\""
-        << settings_.identity << "\"\n"
-        << "[ram-tier]\ncap-bytes=67108864\n"
+        << "[model]\npreset=\"" << settings_.model
+        << "\"\nscale=1.0\nidentity=\"" << settings_.identity << "\"\n"
+        << "[ram-tier]\ncap-bytes=" << settings_.ram_cap_bytes << "\n"
         << "[ssd-tier]\ndir=\"" << settings_.ssd_dir << "\"\n"
         << "write-behind=false\n"
         << "[service]\nidle-demotion-ms=0\nstorage-deadline-ms=3000\n";

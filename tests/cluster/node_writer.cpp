@@ -3,14 +3,26 @@
 // HOST:PORT]...`), which first publishes `--entries N` oracle prefills of
 // 64 tokens each in namespace "ns" (tokens 1000*i+1 .. 1000*i+64) into RAM,
 // so a SIGTERM has something to flush (tests/cluster/nodes_test.cpp).
+// `--tokens T` makes each entry T tokens long (tokens 1000*i+1 .. +T, so T
+// < 1000). Every SIGUSR1 makes it skip one sequence number of its event feed
+// (a gap its followers must resync from) and then publish one more entry
+// (the next i), printing "node_writer: late entry I" to stderr
+// (tests/cluster/peer_nodes_test.cpp).
 #include "runtime/config.hpp"
 #include "runtime/program/commands.hpp"
 #include "runtime/service.hpp"
 #include "runtime/tools/oracle.hpp"
 
+#include "actors/interfaces.hpp"
+
+#include <caf/scoped_actor.hpp>
+
+#include <csignal>
 #include <cstdio>
 #include <numeric>
+#include <pthread.h>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace kvtier;
@@ -20,6 +32,7 @@ int main(int argc, char** argv) {
   files.reserve(argc);
   std::vector<char*> args{argv[0]};
   uint64_t entries = 0;
+  uint64_t tokens_per_entry = 64;
   for (int i = 2; i < argc; ++i) {
     std::string a{argv[i]};
     if (a == "--config" && i + 1 < argc) {
@@ -27,6 +40,8 @@ int main(int argc, char** argv) {
       args.push_back(files.back().data());
     } else if (a == "--entries" && i + 1 < argc) {
       entries = std::stoull(argv[++i]);
+    } else if (a == "--tokens" && i + 1 < argc) {
+      tokens_per_entry = std::stoull(argv[++i]);
     } else {
       own.push_back(a);
     }
@@ -36,23 +51,51 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", describe(err).c_str());
     return 2;
   }
-  return runtime::node_command(cfg, own, [&](runtime::service& svc) {
+  // SIGUSR1 is taken by the late-entry thread alone: blocked before any
+  // other thread starts, so every thread inherits the mask.
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
+  auto publish = [tokens_per_entry](runtime::service& svc, uint64_t i) {
     auto g = runtime::running_geometry(svc.options());
     if (!g)
       return false;
     runtime::oracle_engine oracle{*g};
-    for (uint64_t i = 0; i < entries; ++i) {
-      tiers::token_seq tokens(64);
-      std::iota(tokens.begin(), tokens.end(),
-                static_cast<tiers::token>(1000 * i + 1));
-      runtime::state_request r{i + 1, tokens, 16, std::nullopt};
-      auto put = svc.publish(r, oracle.prefill("ns", tokens));
-      if (!put || !put->kept) {
-        std::fprintf(stderr, "node_writer: entry %llu not kept\n",
-                     static_cast<unsigned long long>(i));
-        return false;
-      }
+    tiers::token_seq tokens(tokens_per_entry);
+    std::iota(tokens.begin(), tokens.end(),
+              static_cast<tiers::token>(1000 * i + 1));
+    runtime::state_request r{i + 1, tokens, 16, std::nullopt};
+    auto put = svc.publish(r, oracle.prefill("ns", tokens));
+    if (!put || !put->kept) {
+      std::fprintf(stderr, "node_writer: entry %llu not kept\n",
+                   static_cast<unsigned long long>(i));
+      return false;
     }
+    return true;
+  };
+  return runtime::node_command(cfg, own, [&](runtime::service& svc) {
+    for (uint64_t i = 0; i < entries; ++i)
+      if (!publish(svc, i))
+        return false;
+    // Lives until the process ends (it only waits for signals).
+    std::thread{[&svc, publish, usr1, next = entries]() mutable {
+      for (;;) {
+        int sig = 0;
+        if (sigwait(&usr1, &sig) != 0)
+          return;
+        caf::scoped_actor self{svc.system()};
+        self
+          ->request(caf::actor_cast<caf::actor>(svc.event_feed()),
+                    std::chrono::seconds{5}, actors::feed_skip_atom::value,
+                    uint64_t{1})
+          .receive([](uint64_t) {}, [](caf::error&) {});
+        if (publish(svc, next))
+          std::fprintf(stderr, "node_writer: late entry %llu\n",
+                       static_cast<unsigned long long>(next));
+        ++next;
+      }
+    }}.detach();
     return true;
   });
 }
