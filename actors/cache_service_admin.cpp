@@ -308,6 +308,8 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
         out.setAdmission(r.getAdmission());
       if (r.hasCheckpoints())
         out.setCheckpoints(r.getCheckpoints());
+      if (r.hasPeer())
+        out.setPeer(r.getPeer());
       for (auto x : r.getIo())
         io.setWithCaveats(next++, x);
     }
@@ -333,6 +335,11 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
     ask(t.sessions);
   if (t.ssd)
     ask(t.ssd);
+  for (auto& c : t.cold)
+    if (c.tag == msg::Tier::PEER) {
+      auto peer = caf::actor_cast<peer_tier_actor>(c.actor);
+      ask(peer);
+    }
   return rp;
 }
 

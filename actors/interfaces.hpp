@@ -69,6 +69,10 @@ using attach_ram_atom = caf::atom_constant<caf::atom("kvtattram")>;
 /// files go.
 using attach_ckpt_atom = caf::atom_constant<caf::atom("kvtattckpt")>;
 
+/// The serving side of a peer fetch asks the RAM actor for an entry to
+/// export (runtime/cluster/serve.hpp).
+using export_atom = caf::atom_constant<caf::atom("kvtexport")>;
+
 /// One change of what this node holds, told to the event feed by the RAM
 /// actor (kind put, evict, demote, superseded; tier RAM) and the SSD actor
 /// (durable, removed; tier SSD). Local only. `kind` and `tier` are
@@ -144,6 +148,11 @@ using ram_tier_actor = caf::typed_actor<
   KVTIER_CALL(AcquireState),
   // Usable prefix length in RAM; changes no recency and no hit counter.
   KVTIER_CALL(PeekPrefix),
+  // A peer's fetch: the longest usable prefix of the prompt longer than
+  // betterThan, trimmed, as a restored entry (`failed` not_found: none);
+  // counts no hit or miss, changes recency by a touch only.
+  caf::replies_to<export_atom, sealed<msg::FetchEntry>>::with<
+    sealed<msg::RestoreEntryReply>>,
   // Stores offered state (pinned when protect is set); evictions leave as
   // SpillEntry orders to the SSD.
   KVTIER_CALL(PublishState),
@@ -317,9 +326,23 @@ using ssd_tier_actor = cold_tier_actor::extend<
   // (durable) or gone (removed); the files held now are told at once.
   caf::reacts_to<attach_feed_atom, feed_actor>>;
 
+/// A bulk-lane read of the peer tier finished (fetch id, attempt); its
+/// result waits in the fetch (from the lane's thread).
+using lane_done_atom = caf::atom_constant<caf::atom("kvtlanedn")>;
+
+/// A peer fetch reached cluster.fetch-deadline-ms (by fetch id).
+using fetch_deadline_atom = caf::atom_constant<caf::atom("kvtfetchdl")>;
+
 /// The peer tier: a cold tier over what other nodes hold (a directory fed
-/// by their event feeds), fetching an entry from its holder's node.
+/// by their event feeds), fetching an entry from its holder's node
+/// (actors/peer_tier_actor.hpp).
 using peer_tier_actor = cold_tier_actor::extend<
+  // The peer part of the report (ReadReportReply::peer only).
+  KVTIER_CALL(ReadReport),
+  // A lane read finished: verify and hand up, or try the next holder.
+  caf::reacts_to<lane_done_atom, uint64_t, uint64_t>,
+  // A fetch's deadline: it fails `timeout` unless done.
+  caf::reacts_to<fetch_deadline_atom, uint64_t>,
   // What a peer holds changed (from the feed follower).
   caf::reacts_to<directory_batch>,
   // A peer is up behind this node actor: its entries may be fetched.

@@ -72,6 +72,22 @@ sealed<msg::AcquireStateReply> lend(ram_tier_pointer self,
   return std::move(d).seal();
 }
 
+/// A peer's fetch from RAM: the donor trimmed as a RestoreEntryReply
+/// (views of its buffers; the serving side flattens them).
+sealed<msg::RestoreEntryReply> export_entry(ram_tier_pointer self,
+                                            msg::FetchEntry::Reader m) {
+  tiers::tokens_of prompt{m.getPrompt()};
+  auto e = tier(self).export_prefix(prompt.span(), m.getNs().cStr(), now(self),
+                                    m.getBetterThan());
+  msg::draft<msg::RestoreEntryReply> d;
+  if (e)
+    tiers::write_entry(d, d.root().initEntry(), *e);
+  else
+    write_error(d.root().initFailed(),
+                make_error(ec::not_found, "no usable prefix in RAM"));
+  return std::move(d).seal();
+}
+
 caf::result<sealed<msg::PublishStateReply>>
 publish(ram_tier_pointer self, const sealed<msg::PublishState>& m) {
   auto e = tiers::read_entry(m, m.root().getEntry());
@@ -249,6 +265,10 @@ ram_tier(ram_tier_pointer self, ram_tier_config cfg, ssd_tier_actor ssd,
           tier(self).peek_prefix_len(prompt.span(), m.root().getNs().cStr()));
         return std::move(d).seal();
       });
+    },
+    [self](export_atom, const sealed<msg::FetchEntry>& m) {
+      return decoding<sealed<msg::RestoreEntryReply>>(
+        [&] { return export_entry(self, m.root()); });
     },
     [self](const sealed<msg::PublishState>& m) {
       return decoding<sealed<msg::PublishStateReply>>(

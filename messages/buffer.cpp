@@ -6,6 +6,12 @@
 #include <cstring>
 #include <new>
 
+#include <sys/mman.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 namespace kvtier {
 
 namespace {
@@ -53,11 +59,44 @@ uint64_t buffer::live_bytes() noexcept {
   return live_bytes_.load(std::memory_order_relaxed);
 }
 
+std::byte* allocate_populated(size_t size, size_t& mapped) {
+  constexpr size_t huge = size_t{2} << 20;
+  // One huge page more, so the start can be aligned to one.
+  mapped = (size + huge - 1) / huge * huge + huge;
+  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return nullptr;
+  auto base = reinterpret_cast<uintptr_t>(p);
+  auto aligned = (base + huge - 1) / huge * huge;
+  // The unaligned head goes back at once; the tail stays mapped (unused
+  // pages of it are never touched, so they cost nothing).
+  if (aligned > base)
+    ::munmap(p, aligned - base);
+  mapped -= aligned - base;
+  auto* data = reinterpret_cast<std::byte*>(aligned);
+  ::madvise(data, mapped, MADV_HUGEPAGE);
+  ::madvise(data, (size + 4095) / 4096 * 4096, MADV_POPULATE_WRITE);
+  return data;
+}
+
+void release_populated(std::byte* data, size_t mapped) noexcept {
+  ::munmap(data, mapped);
+}
+
 buffer_builder::buffer_builder(size_t size, size_t alignment) {
   KVTIER_ASSERT(alignment > 0 && (alignment & (alignment - 1)) == 0);
   // Round the allocation up so O_DIRECT reads may fill whole blocks.
   auto padded =
     (std::max<size_t>(size, 1) + alignment - 1) / alignment * alignment;
+  if (padded >= populated_threshold && alignment <= 4096) {
+    size_t mapped = 0;
+    if (auto* mem = allocate_populated(padded, mapped)) {
+      buf_.reset(new buffer(mem, size,
+                            [mem, mapped] { release_populated(mem, mapped); }));
+      return;
+    }
+  }
   auto al = std::align_val_t{alignment};
   auto* mem = static_cast<std::byte*>(::operator new(padded, al));
   buf_.reset(new buffer(mem, size, [mem, al] { ::operator delete(mem, al); }));

@@ -166,6 +166,7 @@ bulk_server::start(const std::string& address, uint16_t port,
     return sys_error("listen");
   socklen_t got = sizeof sa;
   ::getsockname(s->listen_fd_, reinterpret_cast<sockaddr*>(&sa), &got);
+  s->address_ = address;
   s->port_ = ntohs(sa.ss_family == AF_INET
                      ? reinterpret_cast<sockaddr_in*>(&sa)->sin_port
                      : reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port);
@@ -359,6 +360,42 @@ caf::expected<buffer_ref> bulk_fetch(const std::string& address,
       "bulk lane: transfer " + std::to_string(header.getTransferId())
         + ": checksum mismatch over " + std::to_string(total) + " bytes");
   return flat;
+}
+
+bulk_jobs::~bulk_jobs() {
+  std::vector<worker> all;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    all.swap(workers_);
+  }
+  for (auto& w : all)
+    if (w.thread.joinable())
+      w.thread.join();
+}
+
+void bulk_jobs::run(std::function<void()> job) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::lock_guard<std::mutex> guard{mtx_};
+  for (auto i = workers_.begin(); i != workers_.end();)
+    if (i->done->load()) {
+      i->thread.join();
+      i = workers_.erase(i);
+    } else {
+      ++i;
+    }
+  workers_.push_back(worker{std::thread{[job = std::move(job), done] {
+                              job();
+                              done->store(true);
+                            }},
+                            done});
+}
+
+size_t bulk_jobs::running() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  size_t n = 0;
+  for (auto& w : workers_)
+    n += w.done->load() ? 0 : 1;
+  return n;
 }
 
 } // namespace kvtier::msg

@@ -29,6 +29,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -64,6 +65,11 @@ public:
     return port_;
   }
 
+  /// The numeric address it listens on (as given to `start`).
+  const std::string& address() const noexcept {
+    return address_;
+  }
+
   /// Serves `flat` under `transfer_id` until withdrawn; returns the token
   /// a receiver must present (replacing an earlier offer of the id).
   uint64_t offer(uint64_t transfer_id, buffer_ref flat);
@@ -86,6 +92,7 @@ private:
   int listen_fd_ = -1;
   int stop_fd_ = -1; // an eventfd that wakes every poll at shutdown
   uint16_t port_ = 0;
+  std::string address_;
   std::chrono::milliseconds io_timeout_{10000};
   std::atomic<bool> stopping_{false};
   mutable std::mutex mtx_;
@@ -112,5 +119,33 @@ caf::expected<buffer_ref>
 bulk_fetch(const std::string& address, TransferHeader::Reader header,
            std::chrono::steady_clock::time_point deadline,
            uint64_t max_bytes = uint64_t{1} << 30);
+
+/// Runs blocking lane work (`bulk_fetch`) off the actor threads: each job
+/// on a thread of its own (a peer fetch is a few large transfers, not many
+/// small ones), which hands its result back itself (the peer tier's job
+/// stores it and sends its actor a message). `run` may be called from any
+/// thread; the destructor joins every thread, so each job must be bounded
+/// (bulk_fetch is, by its deadline).
+class bulk_jobs {
+public:
+  bulk_jobs() = default;
+  ~bulk_jobs();
+
+  bulk_jobs(const bulk_jobs&) = delete;
+  bulk_jobs& operator=(const bulk_jobs&) = delete;
+
+  void run(std::function<void()> job);
+
+  /// Jobs started and not yet joined (finished ones are joined lazily).
+  size_t running() const;
+
+private:
+  struct worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  mutable std::mutex mtx_;
+  std::vector<worker> workers_;
+};
 
 } // namespace kvtier::msg

@@ -18,6 +18,8 @@
 // a decoded message stays in the flat buffer: payload views point into it.
 #pragma once
 
+#include <optional>
+
 #include "messages/buffer.hpp"
 #include "messages/common.capnp.h"
 #include "messages/error.hpp"
@@ -98,6 +100,12 @@ protected:
          const reader_limits& limits);
 
   std::shared_ptr<const detail::frame> frame_;
+
+private:
+  /// `to_flat` of a large message into populated memory without a copy
+  /// (nullopt: it did not fit one segment; build as usual).
+  std::optional<caf::expected<buffer_ref>>
+  to_flat_in_place(uint64_t want) const;
 };
 
 /// The untyped half of `draft<Root>`: a message being built and its side

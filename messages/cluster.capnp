@@ -38,6 +38,9 @@ struct TransferHeader {
   checksum @5 :UInt64;     # XXH3-64 of the whole flat message
   bulkPort @6 :UInt16;     # the sender's bulk lane (bulk_lane.hpp); 0: none
   bulkToken @7 :UInt64;    # what the lane wants to hear for this transfer
+  bulkHost @8 :Text;       # the numeric address the lane listens on (a
+                           # receiver connects only to a loopback one
+                           # until TLS, #13); empty: the peer's own host
 }
 
 struct FetchEntry {

@@ -392,6 +392,33 @@ struct ReadReportReply {
   deadTiers @8 :UInt64;    # cold tier actors the facade saw go down (each
                            # dropped from its lookups; counted once)
   coldTiers @9 :UInt64;    # cold tier actors its lookups consult now
+  peer @10 :PeerCounters;  # the peer tier's part (cluster.enabled only)
+}
+
+struct PeerCounters {
+  # The peer tier's counters (actors/peer_tier_actor.hpp, docs/cluster.md).
+  peersUp @0 :UInt64;      # peer nodes whose entries may be fetched now
+  entries @1 :UInt64;      # distinct entries the directory knows of
+  finds @2 :UInt64;        # FindPrefix calls answered with a candidate
+  overCap @3 :UInt64;      # candidates refused over cluster.fetch-max-bytes
+  fetches @4 :UInt64;      # transfers started (FetchEntry sent)
+  fetched @5 :UInt64;      # entries fetched, verified and handed up
+  bytes @6 :UInt64;        # flat bytes of the verified transfers
+  coalesced @7 :UInt64;    # restores and prefetches that joined a fetch
+  laneFetches @8 :UInt64;  # transfers read from a bulk lane
+  chunkFetches @9 :UInt64; # transfers pulled chunk by chunk
+  failedNone @10 :UInt64;  # the holder had nothing usable any more
+  failedUnreachable @11 :UInt64; # the holder went down or did not answer
+  failedTimeout @12 :UInt64; # the fetch deadline passed
+  failedCorrupt @13 :UInt64; # checksum, decode or shape check failed
+  failedOther @14 :UInt64; # refused by the holder, over the cap, I/O
+  inFlightBytes @15 :UInt64; # bytes of transfers running now
+  writtenToSsd @16 :UInt64; # fetched entries written to the local SSD
+  ssdWriteFailed @17 :UInt64; # such writes that failed or were dropped
+  served @18 :UInt64;      # serving side: FetchEntry answered with a transfer
+  servedNone @19 :UInt64;  # ... answered none (nothing longer held)
+  serveRefused @20 :UInt64; # ... refused: malformed, oversized, over the cap
+  serveBytes @21 :UInt64;  # ... flat bytes offered
 }
 
 struct ListSavedPrefixes {

@@ -33,6 +33,7 @@ transfer_table::offer(const carrier& c, uint64_t usable_tokens,
   out->write_header(header);
   if (lane_) {
     header.setBulkPort(lane_->port());
+    header.setBulkHost(lane_->address());
     header.setBulkToken(lane_->offer(id, out->flat()));
   }
   bytes_ += bytes;

@@ -273,6 +273,18 @@ caf::error service_options::validate_cluster() const {
     return out_of_range("cluster.reconnect-backoff-max-ms",
                         std::to_string(cluster_reconnect_backoff_max_ms),
                         "cluster.reconnect-backoff-ms .. 3600000");
+  if (auto e = check("cluster.serve-max-bytes", cluster_serve_max_bytes,
+                     uint64_t{1} << 20, uint64_t{1} << 40, "1 MiB .. 1 TiB"))
+    return e;
+  if (auto e = check("cluster.serve-idle-ms", cluster_serve_idle_ms, 100,
+                     3600 * 1000, "100 .. 3600000"))
+    return e;
+  if (auto e = check("cluster.fetch-max-bytes", cluster_fetch_max_bytes, 4096,
+                     uint64_t{1} << 40, "4096 .. 1 TiB"))
+    return e;
+  if (auto e = check("cluster.fetch-deadline-ms", cluster_fetch_deadline_ms, 10,
+                     3600 * 1000, "10 .. 3600000"))
+    return e;
   if (auto e = check("cluster.feed-ring", cluster_feed_ring, 16, 1u << 20,
                      "16 .. 1048576"))
     return e;

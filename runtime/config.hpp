@@ -96,6 +96,21 @@ struct service_options {
   uint64_t cluster_down_after_ms = 2000;
   uint64_t cluster_reconnect_backoff_ms = 100;
   uint64_t cluster_reconnect_backoff_max_ms = 5000;
+  /// `cluster.serve-max-bytes`: flat bytes of every transfer this node
+  /// offers its peers at once (an offer over it is refused, queue_full).
+  uint64_t cluster_serve_max_bytes = uint64_t{1} << 30;
+  /// `cluster.serve-idle-ms`: an offer no peer pulled for this long goes.
+  uint64_t cluster_serve_idle_ms = 10000;
+  /// `cluster.fetch-max-bytes`: bytes of peer fetches in flight at once (a
+  /// candidate over it is no candidate).
+  uint64_t cluster_fetch_max_bytes = uint64_t{1} << 30;
+  /// `cluster.fetch-deadline-ms`: one peer fetch, every holder tried; at
+  /// most half of service.storage-deadline-ms less 10 ms (the facade's wait
+  /// for a tier) takes effect.
+  uint64_t cluster_fetch_deadline_ms = 4000;
+  /// `cluster.fetched-to-ssd`: write each fetched entry to the local SSD at
+  /// once (besides installing it in RAM).
+  bool cluster_fetched_to_ssd = true;
   /// `cluster.feed-ring`: events the event feed keeps (a subscriber behind
   /// by more resyncs from a snapshot); the feed runs without a cluster too.
   uint64_t cluster_feed_ring = 4096;

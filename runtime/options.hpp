@@ -75,6 +75,16 @@
     "wait before reconnecting to a down peer (doubling)")                      \
   X("cluster", "reconnect-backoff-max-ms", cluster_reconnect_backoff_max_ms,   \
     "longest wait between reconnection attempts")                              \
+  X("cluster", "serve-max-bytes", cluster_serve_max_bytes,                     \
+    "bytes this node offers to peers at once")                                 \
+  X("cluster", "serve-idle-ms", cluster_serve_idle_ms,                         \
+    "an offer no peer pulled for this long goes")                              \
+  X("cluster", "fetch-max-bytes", cluster_fetch_max_bytes,                     \
+    "bytes of peer fetches in flight at once")                                 \
+  X("cluster", "fetch-deadline-ms", cluster_fetch_deadline_ms,                 \
+    "longest one peer fetch may take, every holder tried")                     \
+  X("cluster", "fetched-to-ssd", cluster_fetched_to_ssd,                       \
+    "write each entry fetched from a peer to the local SSD at once")           \
   X("cluster", "feed-ring", cluster_feed_ring,                                 \
     "events the event feed keeps for subscribers that come back")
 

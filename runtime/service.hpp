@@ -270,6 +270,15 @@ public:
   /// service owns it; destroying the service closes it first, then leaves.
   cluster::node* cluster() noexcept;
 
+  /// The peer tier actor (actors/peer_tier_actor.hpp) when
+  /// `cluster.enabled`, else null: the feed follower (and a test) send it
+  /// `actors::directory_batch` messages of what peers hold.
+  caf::actor peer_tier() const noexcept;
+
+  /// The actor serving this node's state to peers (runtime/cluster/
+  /// serve.hpp) when `cluster.enabled`, else null.
+  caf::actor state_server() const noexcept;
+
   caf::actor_system& system() noexcept;
 
   /// The event feed actor (actors/feed_actor.hpp: SubscribeFeed, its

@@ -40,7 +40,7 @@ struct state_request {
 };
 
 /// Where acquired state came from.
-enum class state_source : uint8_t { none, ram, ssd, checkpoint };
+enum class state_source : uint8_t { none, ram, ssd, checkpoint, peer };
 
 const char* to_string(state_source s);
 
@@ -263,6 +263,16 @@ struct service_report {
     /// refused over it (`ec::queue_full`).
     uint64_t max_queued = 0, queue_full = 0;
   } admission;
+  /// The peer tier (cluster.enabled; messages/service.capnp PeerCounters,
+  /// docs/cluster.md): fetching side, then serving side.
+  struct peer_part {
+    uint64_t peers_up = 0, entries = 0, finds = 0, over_cap = 0, fetches = 0,
+             fetched = 0, bytes = 0, coalesced = 0, lane_fetches = 0,
+             chunk_fetches = 0, failed_none = 0, failed_unreachable = 0,
+             failed_timeout = 0, failed_corrupt = 0, failed_other = 0,
+             in_flight_bytes = 0, written_to_ssd = 0, ssd_write_failed = 0;
+    uint64_t served = 0, served_none = 0, serve_refused = 0, serve_bytes = 0;
+  } peer;
   /// Storage operations per tier: RAM (always zero) and SSD.
   io_counters ram_io;
   io_counters ssd_io;

@@ -367,6 +367,22 @@ ram_tier::lookup(std::span<const token> prompt, std::string_view ns,
   return out;
 }
 
+std::optional<entry> ram_tier::export_prefix(std::span<const token> prompt,
+                                             std::string_view ns, uint64_t now,
+                                             uint64_t better_than) {
+  ++counters_.prefix_scans;
+  auto m = index_.longest_usable(ns, prompt);
+  if (!m || m->length <= better_than)
+    return std::nullopt;
+  auto r = index_.handle(m->ref);
+  auto served = r->state.trimmed(m->length);
+  if (!served)
+    return std::nullopt;
+  if (!r->leaving)
+    touch(r, now);
+  return std::move(*served);
+}
+
 uint64_t ram_tier::peek_prefix_len(std::span<const token> prompt,
                                    std::string_view ns) const {
   ++counters_.prefix_scans;

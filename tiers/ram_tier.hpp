@@ -104,6 +104,15 @@ public:
                                 const std::optional<std::string>& session,
                                 uint64_t now, uint64_t better_than = 0);
 
+  /// A peer's fetch of the longest usable prefix of `prompt` in `ns`
+  /// longer than `better_than`: the donor trimmed to it, as views (the
+  /// holder serves it to another node). Counts no hit or miss (only a
+  /// prefix scan) and changes recency by a touch of a resident donor only
+  /// (a leaving donor stays leaving); nullopt for none.
+  std::optional<entry> export_prefix(std::span<const token> prompt,
+                                     std::string_view ns, uint64_t now,
+                                     uint64_t better_than = 0);
+
   /// The usable prefix length `lookup` would lend (0 for none); changes no
   /// LRU order and no counter but `prefix_scans`.
   uint64_t peek_prefix_len(std::span<const token> prompt,

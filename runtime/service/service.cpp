@@ -53,6 +53,12 @@ service::~service() {
   caf::anon_send_exit(h.tiers.admission, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.tiers.checkpoints, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.tiers.sessions, caf::exit_reason::user_shutdown);
+  // The peer tier and the serving side (cluster.enabled): the serve
+  // actor's lane threads end with it; a fetch running fails as closed.
+  if (h.cluster.peer)
+    caf::anon_send_exit(h.cluster.peer, caf::exit_reason::user_shutdown);
+  if (h.cluster.serve)
+    caf::anon_send_exit(h.cluster.serve, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(h.feed, caf::exit_reason::user_shutdown);
   if (h.put_observer)
     caf::anon_send_exit(h.put_observer, caf::exit_reason::user_shutdown);
@@ -95,6 +101,14 @@ const service_options& service::options() const noexcept {
 
 object_cache* service::objects() noexcept {
   return impl_->opts.objects ? &objects_ : nullptr;
+}
+
+caf::actor service::peer_tier() const noexcept {
+  return caf::actor_cast<caf::actor>(impl_->handles.cluster.peer);
+}
+
+caf::actor service::state_server() const noexcept {
+  return impl_->handles.cluster.serve;
 }
 
 cluster::node* service::cluster() noexcept {

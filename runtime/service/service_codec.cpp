@@ -11,6 +11,7 @@ const char* to_string(state_source s) {
     case state_source::ram: return "ram";
     case state_source::ssd: return "ssd";
     case state_source::checkpoint: return "checkpoint";
+    case state_source::peer: return "peer";
   }
   return "?";
 }
@@ -78,6 +79,7 @@ acquired(const sealed<msg::AcquireStateReply>& r) {
     case msg::Tier::RAM: out.source = state_source::ram; break;
     case msg::Tier::SSD: out.source = state_source::ssd; break;
     case msg::Tier::CHECKPOINT: out.source = state_source::checkpoint; break;
+    case msg::Tier::PEER: out.source = state_source::peer; break;
     default: out.source = state_source::none;
   }
   out.usable_tokens = r.root().getUsableTokens();

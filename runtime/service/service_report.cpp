@@ -88,6 +88,31 @@ io_counters io_part(msg::IoCounters::Reader in) {
                      in.getBytesWritten(), in.getFailures(), in.getSubmitted()};
 }
 
+void peer_part(msg::PeerCounters::Reader in, service_report::peer_part& o) {
+  o.peers_up = in.getPeersUp();
+  o.entries = in.getEntries();
+  o.finds = in.getFinds();
+  o.over_cap = in.getOverCap();
+  o.fetches = in.getFetches();
+  o.fetched = in.getFetched();
+  o.bytes = in.getBytes();
+  o.coalesced = in.getCoalesced();
+  o.lane_fetches = in.getLaneFetches();
+  o.chunk_fetches = in.getChunkFetches();
+  o.failed_none = in.getFailedNone();
+  o.failed_unreachable = in.getFailedUnreachable();
+  o.failed_timeout = in.getFailedTimeout();
+  o.failed_corrupt = in.getFailedCorrupt();
+  o.failed_other = in.getFailedOther();
+  o.in_flight_bytes = in.getInFlightBytes();
+  o.written_to_ssd = in.getWrittenToSsd();
+  o.ssd_write_failed = in.getSsdWriteFailed();
+  o.served = in.getServed();
+  o.served_none = in.getServedNone();
+  o.serve_refused = in.getServeRefused();
+  o.serve_bytes = in.getServeBytes();
+}
+
 } // namespace
 
 caf::expected<service_report> report(const sealed<msg::ReadReportReply>& r) {
@@ -106,6 +131,7 @@ caf::expected<service_report> report(const sealed<msg::ReadReportReply>& r) {
   out.dead_tiers = in.getDeadTiers();
   admission_part(in.getAdmission(), out.admission);
   checkpoints_part(in.getCheckpoints(), out.checkpoints);
+  peer_part(in.getPeer(), out.peer);
   for (auto io : in.getIo()) {
     if (io.getTier() == msg::Tier::RAM)
       out.ram_io = io_part(io);

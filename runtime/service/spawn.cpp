@@ -2,10 +2,12 @@
 
 #include "actors/admission_actor.hpp"
 #include "actors/checkpoints_actor.hpp"
+#include "actors/peer_tier_actor.hpp"
 #include "actors/ram_tier_actor.hpp"
 #include "actors/sessions_actor.hpp"
 #include "actors/ssd_tier_actor.hpp"
 #include "runtime/cluster/feed_follower.hpp"
+#include "runtime/cluster/serve.hpp"
 #include "tiers/ssd/file_system.hpp"
 
 #include <caf/send.hpp>
@@ -107,6 +109,45 @@ spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
   return checkpoints;
 }
 
+/// One peer fetch's deadline: `cluster.fetch-deadline-ms`, but at most
+/// half of the storage deadline less 10 ms (the facade waits half of it for
+/// a tier: a failed fetch must answer before, so the fallback is served).
+static uint64_t fetch_deadline_ms(const service_options& opts) {
+  auto cap = opts.storage_deadline_ms / 2;
+  cap = cap > 20 ? cap - 10 : std::max<uint64_t>(cap / 2, 1);
+  return std::min(opts.cluster_fetch_deadline_ms, cap);
+}
+
+/// The serving side of peer fetches and the peer tier (cluster.enabled):
+/// the peer tier is the last cold tier and hears of every peer up/down.
+static caf::error spawn_cluster_parts(caf::actor_system& sys,
+                                      const service_options& opts,
+                                      const tiers::model_geometry& g,
+                                      service_handles& h) {
+  cluster::serve_config sc;
+  sc.limits.max_bytes = opts.cluster_serve_max_bytes;
+  sc.limits.idle_ms = opts.cluster_serve_idle_ms;
+  sc.lane_address = opts.cluster_listen_address;
+  sc.tier_deadline_ms = std::max<uint64_t>(fetch_deadline_ms(opts) / 2, 1);
+  sc.max_prompt_tokens = opts.position_limit;
+  auto serve = cluster::spawn_serve(sys, sc, h.tiers.ram, h.tiers.ssd);
+  if (!serve)
+    return std::move(serve.error());
+  h.cluster.serve = caf::actor_cast<caf::actor>(*serve);
+  actors::peer_tier_config pc;
+  pc.fetch_max_bytes = opts.cluster_fetch_max_bytes;
+  pc.fetch_deadline_ms = fetch_deadline_ms(opts);
+  pc.fetched_to_ssd = opts.cluster_fetched_to_ssd;
+  pc.max_prompt_tokens = opts.position_limit;
+  pc.ssd_deadline_ms = opts.storage_deadline_ms;
+  auto peer = actors::spawn_peer_tier(sys, pc, g, h.tiers.ssd, h.cluster.serve);
+  h.tiers.cold.push_back(
+    {caf::actor_cast<actors::cold_tier_actor>(peer), msg::Tier::PEER, "peer"});
+  h.cluster.peer = peer;
+  h.cluster.listeners.push_back(caf::actor_cast<caf::actor>(peer));
+  return {};
+}
+
 actors::feed_actor spawn_feed(caf::actor_system& sys,
                               const service_options& opts,
                               std::vector<caf::actor> subscribers) {
@@ -180,14 +221,19 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   auto g = running_geometry(opts);
   if (!g)
     return std::move(g.error());
+  if (opts.cluster_enabled) {
+    auto c = spawn_cluster_parts(sys, opts, *g, h);
+    if (c)
+      return c;
+  }
   h.facade =
     sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
               opts.idle_demotion_ms, opts.objects, opts.storage_deadline_ms);
   if (opts.cluster_enabled) {
     h.cluster.feed = caf::actor_cast<caf::actor>(h.feed);
-    // Directory batches go to the peer tier once it exists (#12 item 5);
-    // until then the follower follows and hands them to nobody.
-    caf::actor directory;
+    // The follower turns each peer's feed into directory batches for the
+    // peer tier.
+    auto directory = caf::actor_cast<caf::actor>(h.cluster.peer);
     h.cluster.listeners.push_back(cluster::spawn_feed_follower(
       sys, directory, std::chrono::milliseconds{opts.cluster_down_after_ms}));
   }

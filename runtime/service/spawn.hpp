@@ -88,6 +88,8 @@ struct cluster_handles {
   caf::actor serve;
   /// Told of every peer up and down (the feed follower, the peer tier).
   std::vector<caf::actor> listeners;
+  /// The peer tier (also the last of `tiers.cold`), null without a cluster.
+  actors::peer_tier_actor peer;
 };
 
 /// Every actor of one service.

@@ -1,0 +1,290 @@
+#include "runtime/cluster/serve.hpp"
+
+#include "actors/codec.hpp"
+#include "messages/bulk_lane.hpp"
+#include "tiers/entry_message.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include <memory>
+#include <optional>
+
+namespace kvtier::cluster {
+
+namespace {
+
+/// Namespaces a peer may name (the local tiers take any text; a peer's is
+/// bounded so a request cannot make the node walk megabytes).
+constexpr size_t max_ns_bytes = 4096;
+
+struct serve_counters {
+  uint64_t served = 0, none = 0, refused = 0, bytes = 0;
+};
+
+using fetch_promise = caf::typed_response_promise<sealed<msg::FetchEntryReply>>;
+
+struct serve_state {
+  static inline const char* name = "serve";
+  serve_config cfg;
+  actors::ram_tier_actor ram;
+  actors::ssd_tier_actor ssd;
+  std::shared_ptr<msg::bulk_server> lane;
+  std::unique_ptr<msg::transfer_table> table;
+  serve_counters counters;
+  uint32_t faults = 0;
+  uint32_t fault_mode = 0;
+  uint32_t delay_ms = 0;
+  bool ticking = false;
+  /// Test only: answers held back by a delay fault.
+  std::vector<std::pair<fetch_promise, sealed<msg::FetchEntryReply>>> delayed;
+};
+
+using serve_pointer = serve_actor::stateful_pointer<serve_state>;
+using found_entry = std::optional<sealed<msg::RestoreEntryReply>>;
+
+uint64_t now_ms(serve_pointer self) {
+  return static_cast<uint64_t>(
+    std::chrono::duration_cast<std::chrono::milliseconds>(
+      self->clock().now().time_since_epoch())
+      .count());
+}
+
+std::chrono::milliseconds tier_timeout(serve_pointer self) {
+  return std::chrono::milliseconds{
+    std::max<uint64_t>(self->state.cfg.tier_deadline_ms, 1)};
+}
+
+sealed<msg::FetchEntryReply> none_reply() {
+  msg::draft<msg::FetchEntryReply> d;
+  d.root().setNone();
+  return std::move(d).seal();
+}
+
+/// `r` altered by a test fault (serve_fault_atom): mode 0, its checksum
+/// flipped (the bytes no longer match what the header promises); mode 2,
+/// no lane named (the receiver pulls chunks).
+sealed<msg::FetchEntryReply> altered(const sealed<msg::FetchEntryReply>& r,
+                                     uint32_t mode) {
+  msg::draft<msg::FetchEntryReply> d;
+  d.root().setUsableTokens(r.root().getUsableTokens());
+  auto in = r.root().getTransfer();
+  d.root().setTransfer(in);
+  if (mode == 0)
+    d.root().getTransfer().setChecksum(in.getChecksum() ^ 1);
+  else
+    d.root().getTransfer().setBulkPort(0);
+  return std::move(d).seal();
+}
+
+void tick_later(serve_pointer self) {
+  if (self->state.ticking || self->state.table->size() == 0)
+    return;
+  self->state.ticking = true;
+  auto period = std::max<uint64_t>(self->state.cfg.limits.idle_ms / 4, 50);
+  self->delayed_send(self, std::chrono::milliseconds{period},
+                     serve_tick_atom::value);
+}
+
+/// Offers the entry of `r` (a RestoreEntryReply holding one) and answers.
+void offer(serve_pointer self, fetch_promise rp,
+           const sealed<msg::RestoreEntryReply>& r) {
+  auto& st = self->state;
+  auto usable = r.root().getEntry().getTokens().size();
+  auto reply = st.table->offer(r, usable, now_ms(self));
+  if (!reply) {
+    ++st.counters.refused;
+    rp.deliver(std::move(reply.error()));
+    return;
+  }
+  ++st.counters.served;
+  st.counters.bytes += reply->root().getTransfer().getTotalLength();
+  tick_later(self);
+  auto out = st.faults > 0 ? altered(*reply, st.fault_mode) : std::move(*reply);
+  if (st.faults > 0)
+    --st.faults;
+  if (auto delay = std::exchange(st.delay_ms, 0); delay > 0) {
+    // Test only: answered late from a timer of this actor.
+    self->delayed_send(self, std::chrono::milliseconds{delay},
+                       serve_tick_atom::value);
+    st.delayed.emplace_back(std::move(rp), std::move(out));
+    return;
+  }
+  rp.deliver(std::move(out));
+}
+
+/// RAM had `ram` (or nothing): asks the SSD for a longer prefix, restores
+/// it, and offers the longer of the two.
+void from_ssd(serve_pointer self, fetch_promise rp,
+              const sealed<msg::FetchEntry>& m, found_entry ram) {
+  auto in = m.root();
+  uint64_t floor = in.getBetterThan();
+  if (ram)
+    floor =
+      std::max<uint64_t>(floor, ram->root().getEntry().getTokens().size());
+  auto settle = [self, rp, ram]() mutable {
+    if (ram)
+      return offer(self, rp, *ram);
+    ++self->state.counters.none;
+    rp.deliver(none_reply());
+  };
+  if (!self->state.ssd)
+    return settle();
+  msg::draft<msg::FindPrefix> q;
+  q.root().setNs(in.getNs());
+  q.root().setPrompt(in.getPrompt());
+  q.root().setBetterThan(floor);
+  self->request(self->state.ssd, tier_timeout(self), std::move(q).seal())
+    .then(
+      [self, rp, settle, floor](const sealed<msg::FindPrefixReply>& f) mutable {
+        auto usable = f.root().getUsableTokens();
+        if (usable <= floor)
+          return settle();
+        msg::draft<msg::RestoreEntry> d;
+        d.root().setKey(f.root().getKey());
+        d.root().setUsableTokens(usable);
+        self->request(self->state.ssd, tier_timeout(self), std::move(d).seal())
+          .then(
+            [self, rp, settle,
+             floor](const sealed<msg::RestoreEntryReply>& r) mutable {
+              if (r.root().isEntry()
+                  && r.root().getEntry().getTokens().size() > floor)
+                return offer(self, rp, r);
+              settle();
+            },
+            [settle](const caf::error&) mutable { settle(); });
+      },
+      [settle](const caf::error&) mutable { settle(); });
+}
+
+/// A peer's request, checked before any tier is asked.
+caf::error check(serve_pointer self, msg::FetchEntry::Reader in) {
+  auto n = in.getPrompt().size();
+  if (in.getNs().size() > max_ns_bytes)
+    return make_error(ec::invalid_argument,
+                      "FetchEntry: a namespace of "
+                        + std::to_string(in.getNs().size()) + " bytes (at most "
+                        + std::to_string(max_ns_bytes) + ")");
+  if (n == 0 || n > self->state.cfg.max_prompt_tokens)
+    return make_error(
+      ec::invalid_argument,
+      "FetchEntry: a prompt of " + std::to_string(n) + " tokens (1 .. "
+        + std::to_string(self->state.cfg.max_prompt_tokens) + ")");
+  if (in.getBetterThan() >= n)
+    return make_error(
+      ec::invalid_argument,
+      "FetchEntry: betterThan " + std::to_string(in.getBetterThan())
+        + " is not below the prompt's " + std::to_string(n) + " tokens");
+  return {};
+}
+
+caf::result<sealed<msg::FetchEntryReply>>
+fetch_entry(serve_pointer self, const sealed<msg::FetchEntry>& m) {
+  if (auto err = check(self, m.root())) {
+    ++self->state.counters.refused;
+    return err;
+  }
+  auto rp = self->make_response_promise<sealed<msg::FetchEntryReply>>();
+  auto better = m.root().getBetterThan();
+  self
+    ->request(self->state.ram, tier_timeout(self), actors::export_atom::value,
+              m)
+    .then(
+      [self, rp, m, better](const sealed<msg::RestoreEntryReply>& r) {
+        found_entry ram;
+        if (r.root().isEntry()
+            && r.root().getEntry().getTokens().size() > better)
+          ram = r;
+        from_ssd(self, rp, m, std::move(ram));
+      },
+      [self, rp, m](const caf::error&) {
+        from_ssd(self, rp, m, std::nullopt);
+      });
+  return rp;
+}
+
+serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
+                                 actors::ram_tier_actor ram,
+                                 actors::ssd_tier_actor ssd,
+                                 std::shared_ptr<msg::bulk_server> lane) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.ram = std::move(ram);
+  st.ssd = std::move(ssd);
+  // The lane was started by spawn_serve (its error is the caller's); it
+  // lives as long as this state, the table that offers on it with it.
+  st.lane = std::move(lane);
+  st.table =
+    std::make_unique<msg::transfer_table>(st.cfg.limits, st.lane.get());
+  return {
+    [self](const sealed<msg::FetchEntry>& m) {
+      return actors::decoding<sealed<msg::FetchEntryReply>>(
+        [&] { return fetch_entry(self, m); });
+    },
+    [self](const sealed<msg::FetchChunk>& m) {
+      return actors::decoding<sealed<msg::FetchChunkReply>>(
+        [&]() -> caf::result<sealed<msg::FetchChunkReply>> {
+          auto c = self->state.table->chunk(m.root(), now_ms(self));
+          if (!c)
+            return std::move(c.error());
+          return std::move(*c);
+        });
+    },
+    [self](const sealed<msg::CancelTransfer>& m) {
+      return actors::decoding<sealed<msg::CancelTransferReply>>([&] {
+        msg::draft<msg::CancelTransferReply> d;
+        d.root().setCancelled(
+          self->state.table->cancel(m.root().getTransferId()));
+        return std::move(d).seal();
+      });
+    },
+    [self](const sealed<msg::ReadReport>&) {
+      auto& c = self->state.counters;
+      msg::draft<msg::ReadReportReply> d;
+      auto p = d.root().initPeer();
+      p.setServed(c.served);
+      p.setServedNone(c.none);
+      p.setServeRefused(c.refused);
+      p.setServeBytes(c.bytes);
+      return std::move(d).seal();
+    },
+    [self](serve_tick_atom) {
+      for (auto& [rp, out] : std::exchange(self->state.delayed, {}))
+        rp.deliver(std::move(out));
+      self->state.ticking = false;
+      self->state.table->expire(now_ms(self));
+      tick_later(self);
+    },
+    [self](serve_fault_atom, uint32_t mode, uint32_t n) {
+      auto& s = self->current_sender();
+      if (s && s->node() != self->node())
+        return;
+      if (mode == 1) {
+        self->state.delay_ms = n;
+      } else {
+        self->state.faults = n;
+        self->state.fault_mode = mode;
+      }
+    },
+  };
+}
+
+} // namespace
+
+caf::expected<serve_actor> spawn_serve(caf::actor_system& sys, serve_config cfg,
+                                       actors::ram_tier_actor ram,
+                                       actors::ssd_tier_actor ssd) {
+  std::shared_ptr<msg::bulk_server> lane;
+  if (!cfg.lane_address.empty()) {
+    auto l =
+      msg::bulk_server::start(cfg.lane_address, 0,
+                              std::chrono::milliseconds{std::max<uint64_t>(
+                                cfg.tier_deadline_ms, 1000)});
+    if (!l)
+      return std::move(l.error());
+    lane = std::move(*l);
+  }
+  return sys.spawn(serve, std::move(cfg), std::move(ram), std::move(ssd),
+                   std::move(lane));
+}
+
+} // namespace kvtier::cluster

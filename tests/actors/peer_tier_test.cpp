@@ -1,0 +1,356 @@
+// The peer tier end to end: two embedded services with `cluster.enabled`
+// in one process, each with its own actor system, meeting over the
+// loopback middleman. A publishes (oracle prefills); the test tells B's
+// peer tier what A holds (a directory_batch, as the feed follower would);
+// B's acquires are served from Tier::PEER byte-exact, or fall back to
+// B's own state or fresh state when the holder lost the entry, sends
+// corrupt bytes, goes away mid-fetch, or the fetch is over its byte cap;
+// identical fetches coalesce into one transfer; B's SSD wins only when
+// strictly longer. Real time (two middlemen); each wait is bounded.
+#define BOOST_TEST_MODULE actors_peer_tier
+#include "actors/interfaces.hpp"
+#include "runtime/cluster/node.hpp"
+#include "runtime/cluster/serve.hpp"
+#include "tests/runtime/service_fixture.hpp"
+#include "tiers/entry_message.hpp"
+
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include <chrono>
+#include <thread>
+
+using namespace kvtier;
+using namespace std::chrono_literals;
+using testing::eventually;
+using testing::ok;
+using testing::why;
+using tiers::token_seq;
+
+namespace {
+
+struct member {
+  tiers::ssd::memory_file_system fs;
+  runtime::service_options opts;
+  std::unique_ptr<runtime::oracle_engine> oracle;
+  std::unique_ptr<runtime::service> svc;
+
+  explicit member(const std::string& id) {
+    opts.ram_cap_bytes = 4ull << 20;
+    opts.ssd_dir = "/ssd";
+    opts.ssd_cap_bytes = 64ull << 20;
+    opts.write_behind_cap_bytes = 16ull << 20;
+    opts.io_engine = "threads";
+    opts.model = "tiny-dense";
+    opts.model_scale = 1.0;
+    opts.model_identity = "test-model";
+    opts.kv_budget_bytes = 1ull << 20;
+    opts.position_limit = 16384;
+    opts.write_behind = false;
+    opts.idle_demotion_ms = 0;
+    opts.storage_deadline_ms = 4000;
+    opts.cluster_enabled = true;
+    opts.cluster_node_id = id;
+    opts.cluster_heartbeat_ms = 100;
+    opts.cluster_down_after_ms = 1000;
+    opts.cluster_reconnect_backoff_ms = 100;
+    opts.cluster_reconnect_backoff_max_ms = 400;
+    opts.cluster_fetch_deadline_ms = 1500;
+    opts.cluster_fetched_to_ssd = false;
+  }
+
+  void start() {
+    svc.reset();
+    auto g = runtime::running_geometry(opts);
+    BOOST_REQUIRE(g);
+    oracle = std::make_unique<runtime::oracle_engine>(*g);
+    svc = std::make_unique<runtime::service>(opts, runtime::service_parts{&fs});
+    BOOST_REQUIRE_MESSAGE(!svc->start_error(), describe(svc->start_error()));
+  }
+
+  void put(const std::string& ns, const token_seq& tokens, uint64_t id = 1) {
+    auto e = oracle->prefill(ns, tokens);
+    auto r = svc->publish({id, tokens, 16, std::nullopt}, std::move(e));
+    BOOST_REQUIRE_MESSAGE(r, why(r));
+    BOOST_REQUIRE(r->kept);
+  }
+
+  runtime::service_report report() {
+    auto r = svc->report();
+    BOOST_REQUIRE_MESSAGE(r, why(r));
+    return *r;
+  }
+};
+
+/// A's and B's services, B joined to A and its peer tier seeing A up.
+struct fixture {
+  member a{"a"};
+  member b{"b"};
+
+  fixture() {
+    a.start();
+  }
+
+  /// Starts B and waits until its peer tier sees A up and the feed
+  /// follower's first snapshot of A arrived (A holds one entry of its own
+  /// for that), so a snapshot cannot replace what a test announces later.
+  void start_b() {
+    a.put("warm", seq(16));
+    b.opts.cluster_peers = {a.svc->cluster()->address()};
+    b.start();
+    BOOST_REQUIRE(eventually([&] {
+      auto r = b.report();
+      return r.peer.peers_up == 1 && r.peer.entries >= 1;
+    }));
+  }
+
+  static token_seq seq(size_t n, tiers::token first = 1) {
+    return testing::service_fixture::seq(n, first);
+  }
+
+  /// Tells B's peer tier that A holds (ns, tokens) in RAM.
+  void announce(const std::string& ns, const token_seq& tokens,
+                bool trimmable = true, bool wait = true) {
+    actors::directory_batch batch;
+    batch.node = "a";
+    actors::directory_item it;
+    it.ns = ns;
+    it.key = tokens;
+    it.tier = 0;
+    it.bytes = tokens.size() * 256;
+    it.trimmable = trimmable;
+    batch.items.push_back(it);
+    caf::anon_send(b.svc->peer_tier(), std::move(batch));
+    // Applied (or told already by the feed follower, of A's own put).
+    if (wait)
+      BOOST_REQUIRE(eventually([&] { return found_on_b(ns, tokens); }));
+    else
+      BOOST_REQUIRE(eventually([&] { return b.report().peer.entries >= 2; }));
+  }
+
+  /// Whether B's peer tier offers all of `tokens` for a prompt extending
+  /// them (FindPrefix: the directory only).
+  bool found_on_b(const std::string& ns, token_seq tokens) {
+    auto n = tokens.size();
+    tokens.push_back(777777);
+    msg::draft<msg::FindPrefix> d;
+    d.root().setNs(ns);
+    tiers::write_tokens(d.root().initPrompt(tokens.size()), tokens);
+    caf::scoped_actor self{b.svc->system()};
+    auto peer = caf::actor_cast<actors::peer_tier_actor>(b.svc->peer_tier());
+    uint64_t usable = 0;
+    self->request(peer, std::chrono::seconds(5), std::move(d).seal())
+      .receive(
+        [&](const msg::sealed<msg::FindPrefixReply>& r) {
+          usable = r.root().getUsableTokens();
+        },
+        [](const caf::error&) {});
+    return usable == n;
+  }
+
+  /// B's acquire of `prompt`, byte-exact against B's oracle when served.
+  runtime::acquired_state get_b(const std::string& ns, const token_seq& prompt,
+                                uint64_t id = 7) {
+    auto r = b.svc->acquire({id, prompt, 16, std::nullopt}, ns);
+    BOOST_REQUIRE_MESSAGE(r, why(r));
+    if (r->source != runtime::state_source::none) {
+      BOOST_CHECK(ok(b.oracle->verify_served(r->state, ns, prompt, false)));
+      BOOST_CHECK_EQUAL(r->state.size(), r->usable_tokens);
+    }
+    return std::move(*r);
+  }
+
+  void fault_a(uint32_t mode, uint32_t n) {
+    caf::anon_send(a.svc->state_server(), cluster::serve_fault_atom::value,
+                   mode, n);
+  }
+};
+
+token_seq cat(token_seq x, const token_seq& y) {
+  x.insert(x.end(), y.begin(), y.end());
+  return x;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(peer_tier, fixture)
+
+BOOST_AUTO_TEST_CASE(prefix_published_on_a_is_served_on_b_byte_exact) {
+  start_b();
+  auto key = seq(512);
+  a.put("n", key);
+  announce("n", key);
+  auto prompt = cat(key, seq(8, 5000));
+  auto got = get_b("n", prompt);
+  BOOST_CHECK(got.source == runtime::state_source::peer);
+  BOOST_CHECK_EQUAL(got.usable_tokens, 512u);
+  auto rb = b.report();
+  BOOST_CHECK_EQUAL(rb.peer.fetched, 1u);
+  BOOST_CHECK_EQUAL(rb.peer.lane_fetches, 1u);
+  BOOST_CHECK_EQUAL(rb.peer.in_flight_bytes, 0u);
+  BOOST_CHECK_GT(rb.peer.bytes, 512u * 256);
+  BOOST_CHECK_EQUAL(a.report().peer.served, 1u);
+  // Installed in B's RAM: the next acquire is local.
+  auto again = get_b("n", prompt, 8);
+  BOOST_CHECK(again.source == runtime::state_source::ram);
+  BOOST_CHECK_EQUAL(again.usable_tokens, 512u);
+}
+
+BOOST_AUTO_TEST_CASE(without_a_lane_the_entry_is_pulled_in_chunks) {
+  start_b();
+  auto key = seq(1024);
+  a.put("n", key);
+  announce("n", key);
+  fault_a(2, 1);
+  auto prompt = cat(key, seq(8, 5000));
+  auto got = get_b("n", prompt);
+  BOOST_CHECK(got.source == runtime::state_source::peer);
+  BOOST_CHECK_EQUAL(got.usable_tokens, 1024u);
+  auto rb = b.report();
+  BOOST_CHECK_EQUAL(rb.peer.chunk_fetches, 1u);
+  BOOST_CHECK_EQUAL(rb.peer.lane_fetches, 0u);
+  BOOST_CHECK_EQUAL(rb.peer.fetched, 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_fetched_entry_is_written_to_the_local_ssd) {
+  b.opts.cluster_fetched_to_ssd = true;
+  start_b();
+  a.put("n", seq(512));
+  announce("n", seq(512));
+  auto prompt = cat(seq(512), seq(4, 9000));
+  BOOST_CHECK(get_b("n", prompt).source == runtime::state_source::peer);
+  BOOST_REQUIRE(
+    eventually([&] { return b.report().peer.written_to_ssd == 1; }));
+  // Out of B's RAM, and A gone: B's own SSD serves it.
+  BOOST_REQUIRE(b.svc->flush());
+  BOOST_REQUIRE(b.svc->boundary());
+  a.svc.reset();
+  auto local = get_b("n", prompt, 9);
+  BOOST_CHECK(local.source == runtime::state_source::ssd);
+  BOOST_CHECK_EQUAL(local.usable_tokens, 512u);
+}
+
+BOOST_AUTO_TEST_CASE(a_longer_trimmable_entry_serves_a_shorter_prompt) {
+  start_b();
+  auto key = seq(600);
+  a.put("n", key);
+  announce("n", key, true);
+  auto prompt = cat(seq(300), seq(10, 9000)); // diverges after 300 tokens
+  auto got = get_b("n", prompt);
+  BOOST_CHECK(got.source == runtime::state_source::peer);
+  BOOST_CHECK_EQUAL(got.usable_tokens, 300u);
+}
+
+BOOST_AUTO_TEST_CASE(peer_wins_only_when_strictly_longer_than_the_ssd) {
+  b.opts.cluster_fetched_to_ssd = false;
+  start_b();
+  // B's own SSD holds 200 tokens of the prompt (out of its RAM).
+  auto prompt = cat(seq(700), seq(4, 9000));
+  b.put("n", seq(200));
+  BOOST_REQUIRE(b.svc->flush());
+  BOOST_REQUIRE(b.svc->boundary());
+  a.put("n", seq(512));
+  announce("n", seq(512));
+  auto got = get_b("n", prompt);
+  BOOST_CHECK(got.source == runtime::state_source::peer);
+  BOOST_CHECK_EQUAL(got.usable_tokens, 512u);
+  // Now B's SSD holds 600: longer than the peer's 512, so the SSD serves.
+  b.put("n", seq(600), 2);
+  BOOST_REQUIRE(b.svc->flush());
+  BOOST_REQUIRE(b.svc->boundary());
+  auto fetched = b.report().peer.fetches;
+  auto local = get_b("n", prompt, 9);
+  BOOST_CHECK(local.source == runtime::state_source::ssd);
+  BOOST_CHECK_EQUAL(local.usable_tokens, 600u);
+  BOOST_CHECK_EQUAL(b.report().peer.fetches, fetched);
+}
+
+BOOST_AUTO_TEST_CASE(a_holder_without_the_entry_falls_back_to_fresh) {
+  start_b();
+  announce("n", seq(512)); // A never held it
+  auto got = get_b("n", cat(seq(512), seq(4, 9000)));
+  BOOST_CHECK(got.source == runtime::state_source::none);
+  auto rb = b.report();
+  BOOST_CHECK_EQUAL(rb.peer.failed_none, 1u);
+  BOOST_CHECK_EQUAL(rb.peer.fetched, 0u);
+  BOOST_CHECK_EQUAL(a.report().peer.served_none, 1u);
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_bytes_are_refused_counted_and_never_installed) {
+  start_b();
+  b.put("n", seq(100)); // B's own RAM candidate: the fallback
+  a.put("n", seq(512));
+  announce("n", seq(512));
+  fault_a(0, 1);
+  auto prompt = cat(seq(512), seq(4, 9000));
+  auto got = get_b("n", prompt);
+  BOOST_CHECK(got.source == runtime::state_source::ram);
+  BOOST_CHECK_EQUAL(got.usable_tokens, 100u);
+  BOOST_CHECK_EQUAL(b.report().peer.failed_corrupt, 1u);
+  BOOST_CHECK_EQUAL(b.report().peer.fetched, 0u);
+  // Nothing partial in B's RAM: the next acquire fetches again, intact.
+  auto again = get_b("n", prompt, 8);
+  BOOST_CHECK(again.source == runtime::state_source::peer);
+  BOOST_CHECK_EQUAL(again.usable_tokens, 512u);
+}
+
+BOOST_AUTO_TEST_CASE(identical_concurrent_fetches_share_one_transfer) {
+  start_b();
+  a.put("n", seq(512));
+  announce("n", seq(512));
+  fault_a(1, 300); // A answers the first FetchEntry 300 ms late
+  auto prompt = cat(seq(512), seq(4, 9000));
+  auto f1 = b.svc->acquire_async({7, prompt, 16, std::nullopt}, "n");
+  BOOST_REQUIRE(eventually([&] { return b.report().peer.fetches == 1; }));
+  auto f2 = b.svc->acquire_async({8, prompt, 16, std::nullopt}, "n");
+  for (auto* f : {&f1, &f2}) {
+    auto r = f->get();
+    BOOST_REQUIRE_MESSAGE(r, why(r));
+    BOOST_CHECK(r->source == runtime::state_source::peer);
+    BOOST_CHECK(ok(b.oracle->verify_served(r->state, "n", prompt, false)));
+  }
+  auto rb = b.report();
+  BOOST_CHECK_EQUAL(rb.peer.fetches, 1u);
+  BOOST_CHECK_EQUAL(rb.peer.coalesced, 1u);
+  BOOST_CHECK_EQUAL(a.report().peer.served, 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_fetch_over_fetch_max_bytes_is_no_candidate) {
+  b.opts.cluster_fetch_max_bytes = 64 * 1024; // below 512 tokens x 256 B
+  start_b();
+  a.put("n", seq(512));
+  announce("n", seq(512), true, false);
+  auto got = get_b("n", cat(seq(512), seq(4, 9000)));
+  BOOST_CHECK(got.source == runtime::state_source::none);
+  auto rb = b.report();
+  BOOST_CHECK_GE(rb.peer.over_cap, 1u);
+  BOOST_CHECK_EQUAL(rb.peer.fetches, 0u);
+}
+
+BOOST_AUTO_TEST_CASE(holder_gone_mid_fetch_completes_from_local_state) {
+  start_b();
+  b.put("n", seq(100));
+  a.put("n", seq(2048));
+  announce("n", seq(2048));
+  fault_a(1, 20000); // A holds its answer back: the fetch is in flight
+  auto prompt = cat(seq(2048), seq(4, 9000));
+  auto started = std::chrono::steady_clock::now();
+  auto f = b.svc->acquire_async({7, prompt, 16, std::nullopt}, "n");
+  BOOST_REQUIRE(eventually([&] { return b.report().peer.fetches == 1; }));
+  a.svc.reset(); // A leaves mid-fetch
+  auto r = f.get();
+  BOOST_REQUIRE_MESSAGE(r, why(r));
+  BOOST_CHECK(r->source == runtime::state_source::ram);
+  BOOST_CHECK_EQUAL(r->usable_tokens, 100u);
+  BOOST_CHECK(ok(b.oracle->verify_served(r->state, "n", prompt, false)));
+  BOOST_CHECK_LT(std::chrono::steady_clock::now() - started,
+                 std::chrono::milliseconds{b.opts.storage_deadline_ms});
+  auto rb = b.report();
+  BOOST_CHECK_EQUAL(rb.peer.fetched, 0u);
+  BOOST_CHECK_EQUAL(rb.peer.failed_unreachable + rb.peer.failed_timeout, 1u);
+  // Nothing partial in RAM: the longest B holds is still its own 100.
+  auto again = get_b("n", prompt, 9);
+  BOOST_CHECK_EQUAL(again.usable_tokens, 100u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
