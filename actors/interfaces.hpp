@@ -266,12 +266,16 @@ struct directory_batch {
   std::string node;
   bool replace = false;
   std::vector<directory_item> items;
+  /// Why a `replace` batch came: 1 the first sync with the node (a late
+  /// join, a rejoin), 2 a gap in its sequence, 3 it restarted (another
+  /// incarnation); 0 for ordinary batches.
+  uint8_t why = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, directory_batch& x) {
   return f(caf::meta::type_name("kvtier::actors::directory_batch"), x.node,
-           x.replace, x.items);
+           x.replace, x.items, x.why);
 }
 
 /// A peer node was accepted (first time or again after being down), with

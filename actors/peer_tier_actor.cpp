@@ -35,6 +35,8 @@ struct counters {
            coalesced = 0, lane = 0, chunks = 0, failed_none = 0,
            failed_unreachable = 0, failed_timeout = 0, failed_corrupt = 0,
            failed_other = 0, written_to_ssd = 0, ssd_write_failed = 0;
+  /// Snapshots applied, and of them those after a gap or a restart.
+  uint64_t feed_snapshots = 0, feed_gap_resyncs = 0, feed_restart_resyncs = 0;
 };
 
 /// One waiter of a fetch: a restore or a prefetch.
@@ -586,8 +588,13 @@ void apply(self_ptr self, const directory_batch& b) {
   auto& dir = self->state.directory;
   if (b.node.empty())
     return;
-  if (b.replace)
+  if (b.replace) {
     dir.drop(b.node);
+    auto& c = self->state.count;
+    ++c.feed_snapshots;
+    c.feed_gap_resyncs += b.why == 2 ? 1 : 0;
+    c.feed_restart_resyncs += b.why == 3 ? 1 : 0;
+  }
   for (auto& it : b.items) {
     if (it.tier > 1 || it.key.empty() || it.ns.size() > max_ns_bytes)
       continue;
@@ -627,6 +634,9 @@ sealed<msg::ReadReportReply> report(self_ptr self,
   p.setInFlightBytes(st.in_flight);
   p.setWrittenToSsd(c.written_to_ssd);
   p.setSsdWriteFailed(c.ssd_write_failed);
+  p.setFeedSnapshots(c.feed_snapshots);
+  p.setFeedGapResyncs(c.feed_gap_resyncs);
+  p.setFeedRestartResyncs(c.feed_restart_resyncs);
   return std::move(d).seal();
 }
 

@@ -419,6 +419,9 @@ struct PeerCounters {
   servedNone @19 :UInt64;  # ... answered none (nothing longer held)
   serveRefused @20 :UInt64; # ... refused: malformed, oversized, over the cap
   serveBytes @21 :UInt64;  # ... flat bytes offered
+  feedSnapshots @22 :UInt64; # peer snapshots applied to the directory
+  feedGapResyncs @23 :UInt64; # ... of them after a gap in a peer's feed
+  feedRestartResyncs @24 :UInt64; # ... after a peer restarted
 }
 
 struct ListSavedPrefixes {

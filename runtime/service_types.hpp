@@ -272,6 +272,9 @@ struct service_report {
              failed_timeout = 0, failed_corrupt = 0, failed_other = 0,
              in_flight_bytes = 0, written_to_ssd = 0, ssd_write_failed = 0;
     uint64_t served = 0, served_none = 0, serve_refused = 0, serve_bytes = 0;
+    /// Snapshots of peers' feeds applied to the directory: every first
+    /// sync (a join, a rejoin), and those after a gap or a peer's restart.
+    uint64_t feed_snapshots = 0, feed_gap_resyncs = 0, feed_restart_resyncs = 0;
   } peer;
   /// Storage operations per tier: RAM (always zero) and SSD.
   io_counters ram_io;

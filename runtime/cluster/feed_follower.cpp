@@ -97,6 +97,7 @@ follow_step feed_sequence::apply(const std::string& node, record& r,
   if (first_seq > r.last + 1) {
     ++counts_.gaps;
     r.resync = true;
+    r.why = 2;
     out.verdict = follow_verdict::resync;
     return out;
   }
@@ -128,6 +129,7 @@ follow_step feed_sequence::on_batch(const std::string& node,
   if (incarnation != r.incarnation) {
     ++counts_.restarts;
     r.resync = true;
+    r.why = 3;
     return {follow_verdict::resync, {}};
   }
   return apply(node, r, events, first_seq);
@@ -149,6 +151,7 @@ follow_step feed_sequence::on_following(const std::string& node,
     // cannot be believed as a continuation.
     ++counts_.restarts;
     r.resync = true;
+    r.why = 3;
     return {follow_verdict::resync, {}};
   }
   return apply(node, r, events, first_seq);
@@ -163,12 +166,14 @@ follow_step feed_sequence::on_snapshot(const std::string& node,
     return {};
   }
   auto& r = i->second;
+  uint8_t why = r.why != 0 ? r.why : 1;
   r = record{incarnation, seq, false, false, true};
   ++counts_.snapshots;
   follow_step out;
   out.verdict = follow_verdict::apply;
   out.batch.node = node;
   out.batch.replace = true;
+  out.batch.why = why;
   out.batch.items = std::move(items);
   return out;
 }

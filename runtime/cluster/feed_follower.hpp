@@ -132,6 +132,8 @@ private:
     bool resync = false;
     /// A snapshot or a following reply arrived: `last` counts.
     bool synced = false;
+    /// Why the next snapshot is needed (directory_batch::why; 0: first).
+    uint8_t why = 0;
   };
   follow_step apply(const std::string& node, record& r,
                     const std::vector<actors::feed_event>& events,

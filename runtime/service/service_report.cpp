@@ -111,6 +111,9 @@ void peer_part(msg::PeerCounters::Reader in, service_report::peer_part& o) {
   o.served_none = in.getServedNone();
   o.serve_refused = in.getServeRefused();
   o.serve_bytes = in.getServeBytes();
+  o.feed_snapshots = in.getFeedSnapshots();
+  o.feed_gap_resyncs = in.getFeedGapResyncs();
+  o.feed_restart_resyncs = in.getFeedRestartResyncs();
 }
 
 } // namespace

@@ -15,7 +15,7 @@
 
 #include "actors/interfaces.hpp"
 
-#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 
 #include <csignal>
 #include <cstdio>
@@ -28,6 +28,12 @@
 using namespace kvtier;
 
 int main(int argc, char** argv) {
+  // SIGUSR1 is taken by the late-entry thread alone: blocked before any
+  // other thread starts, so every thread inherits the mask.
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
   std::vector<std::string> files, own;
   files.reserve(argc);
   std::vector<char*> args{argv[0]};
@@ -51,12 +57,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", describe(err).c_str());
     return 2;
   }
-  // SIGUSR1 is taken by the late-entry thread alone: blocked before any
-  // other thread starts, so every thread inherits the mask.
-  sigset_t usr1;
-  sigemptyset(&usr1);
-  sigaddset(&usr1, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
   auto publish = [tokens_per_entry](runtime::service& svc, uint64_t i) {
     auto g = runtime::running_geometry(svc.options());
     if (!g)
@@ -84,12 +84,12 @@ int main(int argc, char** argv) {
         int sig = 0;
         if (sigwait(&usr1, &sig) != 0)
           return;
-        caf::scoped_actor self{svc.system()};
-        self
-          ->request(caf::actor_cast<caf::actor>(svc.event_feed()),
-                    std::chrono::seconds{5}, actors::feed_skip_atom::value,
-                    uint64_t{1})
-          .receive([](uint64_t) {}, [](caf::error&) {});
+        // A plain send, no scoped actor: one made on this thread kept the
+        // actor system's shutdown waiting (CAF 0.17). The skip is in the
+        // feed's mailbox before the publish below starts, so the put's
+        // event comes after the gap.
+        caf::anon_send(caf::actor_cast<caf::actor>(svc.event_feed()),
+                       actors::feed_skip_atom::value, uint64_t{1});
         if (publish(svc, next))
           std::fprintf(stderr, "node_writer: late entry %llu\n",
                        static_cast<unsigned long long>(next));
