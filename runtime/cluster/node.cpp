@@ -131,32 +131,28 @@ bool learn(node_actor* self, capnp::List<msg::MemberAddress>::Reader members) {
   return true;
 }
 
+/// The hooks and listeners as they are now: copied, so that they run
+/// outside the lock (a hook may replace the hooks).
+hook_slot::view current_hooks(node_actor* self) {
+  auto& slot = *self->state.hooks;
+  std::lock_guard<std::mutex> guard{slot.mtx};
+  return {slot.hooks, slot.listeners};
+}
+
 void fire_up(node_actor* self, const std::string& id, const caf::actor& h) {
-  peer_hooks hooks;
-  std::vector<caf::actor> listeners;
-  {
-    std::lock_guard<std::mutex> guard{self->state.hooks->mtx};
-    hooks = self->state.hooks->hooks;
-    listeners = self->state.hooks->listeners;
-  }
-  for (auto& l : listeners)
+  auto now = current_hooks(self);
+  for (auto& l : now.listeners)
     self->send(l, actors::peer_up_atom::value, id, h);
-  if (hooks.up)
-    hooks.up(id, h);
+  if (now.hooks.up)
+    now.hooks.up(id, h);
 }
 
 void fire_down(node_actor* self, const std::string& id) {
-  peer_hooks hooks;
-  std::vector<caf::actor> listeners;
-  {
-    std::lock_guard<std::mutex> guard{self->state.hooks->mtx};
-    hooks = self->state.hooks->hooks;
-    listeners = self->state.hooks->listeners;
-  }
-  for (auto& l : listeners)
+  auto now = current_hooks(self);
+  for (auto& l : now.listeners)
     self->send(l, actors::peer_down_atom::value, id);
-  if (hooks.down)
-    hooks.down(id);
+  if (now.hooks.down)
+    now.hooks.down(id);
 }
 
 /// Records `them` as up behind `h` (monitored); fires "up" on a change.
@@ -632,6 +628,13 @@ caf::expected<size_t> node::leave(millis timeout) {
     .receive([&](uint64_t acked) { out = static_cast<size_t>(acked); },
              [&](caf::error& err) { out = std::move(err); });
   return out;
+}
+
+client_config::client_config() {
+  msg::register_message_types(*this);
+  register_error_category(*this);
+  set("scheduler.max-threads", 1);
+  load<caf::io::middleman>();
 }
 
 caf::expected<members_view> query_members(caf::actor_system& sys,

@@ -29,6 +29,7 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
 
 #include <functional>
 #include <memory>
@@ -53,6 +54,12 @@ struct hook_slot {
   std::mutex mtx;
   peer_hooks hooks;
   std::vector<caf::actor> listeners;
+
+  /// What the slot holds, copied out of the lock.
+  struct view {
+    peer_hooks hooks;
+    std::vector<caf::actor> listeners;
+  };
 };
 
 /// The local actors a node actor hands peers' requests to (each answers
@@ -153,6 +160,13 @@ private:
   std::string node_id_;
   millis down_after_{2000};
   bool left_ = false;
+};
+
+/// The configuration of an actor system that only talks to nodes (`kvtier
+/// members`, tests): the middleman, kvtier's message types and errors, one
+/// scheduler thread.
+struct client_config : caf::actor_system_config {
+  client_config();
 };
 
 /// Asks the node at `address` (HOST:PORT) for its membership view, from

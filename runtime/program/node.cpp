@@ -86,25 +86,12 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
   return exit_code;
 }
 
-namespace {
-
-struct client_config : caf::actor_system_config {
-  client_config() {
-    msg::register_message_types(*this);
-    register_error_category(*this);
-    set("scheduler.max-threads", 1);
-    load<caf::io::middleman>();
-  }
-};
-
-} // namespace
-
 int members_command(kvtier_config&, const std::vector<std::string>& args) {
   if (args.size() != 1) {
     std::fprintf(stderr, "usage: kvtier members HOST:PORT\n");
     return 2;
   }
-  client_config ccfg;
+  cluster::client_config ccfg;
   caf::actor_system sys{ccfg};
   auto v = cluster::query_members(sys, args[0], cluster::millis{5000});
   if (!v) {

@@ -18,6 +18,7 @@
 #include "messages/error.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/cluster/node.hpp"
+#include "tests/cluster/test_cluster.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -50,15 +51,15 @@ using ms = std::chrono::milliseconds;
 struct node_settings {
   std::string node_id;
   /// model.identity: nodes with different ones refuse each other.
-  std::string identity = "test-model";
+  std::string identity = test_identity;
   std::vector<std::string> joins;
   uint16_t port = 0;
   /// ssd-tier.dir (empty: none).
   std::string ssd_dir;
-  uint64_t heartbeat_ms = 100;
-  uint64_t down_after_ms = 1000;
-  uint64_t backoff_ms = 100;
-  uint64_t backoff_max_ms = 400;
+  uint64_t heartbeat_ms = test_timing::heartbeat_ms;
+  uint64_t down_after_ms = test_timing::down_after_ms;
+  uint64_t backoff_ms = test_timing::backoff_ms;
+  uint64_t backoff_max_ms = test_timing::backoff_max_ms;
   /// model.preset and ram-tier.cap-bytes.
   std::string model = "tiny-dense";
   uint64_t ram_cap_bytes = 64ull << 20;
@@ -261,14 +262,7 @@ private:
 };
 
 /// An actor system that can reach nodes (the middleman, kvtier's types).
-struct client_config : caf::actor_system_config {
-  client_config() {
-    msg::register_message_types(*this);
-    register_error_category(*this);
-    set("scheduler.max-threads", 1);
-    load<caf::io::middleman>();
-  }
-};
+using cluster::client_config;
 
 /// Polls `pred` every 20 ms until it holds or `bound` passes; whether it
 /// held.
