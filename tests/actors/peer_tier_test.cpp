@@ -11,6 +11,7 @@
 #include "actors/interfaces.hpp"
 #include "runtime/cluster/node.hpp"
 #include "runtime/cluster/serve.hpp"
+#include "tests/cluster/test_cluster.hpp"
 #include "tests/runtime/service_fixture.hpp"
 #include "tiers/entry_message.hpp"
 
@@ -43,18 +44,12 @@ struct member {
     opts.io_engine = "threads";
     opts.model = "tiny-dense";
     opts.model_scale = 1.0;
-    opts.model_identity = "test-model";
     opts.kv_budget_bytes = 1ull << 20;
     opts.position_limit = 16384;
     opts.write_behind = false;
     opts.idle_demotion_ms = 0;
     opts.storage_deadline_ms = 4000;
-    opts.cluster_enabled = true;
-    opts.cluster_node_id = id;
-    opts.cluster_heartbeat_ms = 100;
-    opts.cluster_down_after_ms = 1000;
-    opts.cluster_reconnect_backoff_ms = 100;
-    opts.cluster_reconnect_backoff_max_ms = 400;
+    test::join_test_cluster(opts, id);
     opts.cluster_fetch_deadline_ms = 1500;
     opts.cluster_fetched_to_ssd = false;
   }

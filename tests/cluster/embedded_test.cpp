@@ -26,13 +26,7 @@ struct fixture : testing::service_fixture {
   caf::actor_system client{ccfg};
 
   fixture() {
-    opts.model_identity = "test-model"; // as node_process's nodes
-    opts.cluster_enabled = true;
-    opts.cluster_node_id = "emb";
-    opts.cluster_heartbeat_ms = 100;
-    opts.cluster_down_after_ms = 1000;
-    opts.cluster_reconnect_backoff_ms = 100;
-    opts.cluster_reconnect_backoff_max_ms = 400;
+    join_test_cluster(opts, "emb"); // as node_process's nodes
   }
 
   std::vector<std::string> up_at(cluster::node& n) {

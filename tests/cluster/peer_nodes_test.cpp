@@ -32,13 +32,7 @@ struct fixture : testing::service_fixture {
   temp_dir dir;
 
   fixture() {
-    opts.model_identity = "test-model"; // as node_process's nodes
-    opts.cluster_enabled = true;
-    opts.cluster_node_id = "b";
-    opts.cluster_heartbeat_ms = 100;
-    opts.cluster_down_after_ms = 1000;
-    opts.cluster_reconnect_backoff_ms = 100;
-    opts.cluster_reconnect_backoff_max_ms = 400;
+    join_test_cluster(opts, "b"); // as node_process's nodes
   }
 
   /// A node_writer holding `entries` entries of `tokens` tokens.
@@ -179,7 +173,8 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_node_goes_down_and_rejoins_with_a_resync,
   BOOST_TEST(wait_for([&] { return up_here().empty(); }, 3000ms));
   auto took =
     std::chrono::duration_cast<ms>(std::chrono::steady_clock::now() - paused);
-  BOOST_TEST(took.count() <= 1000 + 500,
+  BOOST_TEST(static_cast<uint64_t>(took.count())
+               <= test_timing::down_after_ms + 500,
              "down after " << took.count() << " ms");
   BOOST_TEST(known() == 0u);
   auto none = get("ns", prompt, 1);
