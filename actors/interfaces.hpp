@@ -266,10 +266,15 @@ struct directory_batch {
   std::string node;
   bool replace = false;
   std::vector<directory_item> items;
-  /// Why a `replace` batch came: 1 the first sync with the node (a late
-  /// join, a rejoin), 2 a gap in its sequence, 3 it restarted (another
-  /// incarnation); 0 for ordinary batches.
+  /// Why a `replace` batch came (one of the reasons below); 0 for ordinary
+  /// batches.
   uint8_t why = 0;
+  /// The first sync with the node: a late join, a rejoin.
+  static constexpr uint8_t first_sync = 1;
+  /// A gap in the node's sequence.
+  static constexpr uint8_t after_gap = 2;
+  /// The node restarted (another incarnation).
+  static constexpr uint8_t after_restart = 3;
 };
 
 template <class Inspector>

@@ -592,8 +592,8 @@ void apply(self_ptr self, const directory_batch& b) {
     dir.drop(b.node);
     auto& c = self->state.count;
     ++c.feed_snapshots;
-    c.feed_gap_resyncs += b.why == 2 ? 1 : 0;
-    c.feed_restart_resyncs += b.why == 3 ? 1 : 0;
+    c.feed_gap_resyncs += b.why == directory_batch::after_gap ? 1 : 0;
+    c.feed_restart_resyncs += b.why == directory_batch::after_restart ? 1 : 0;
   }
   for (auto& it : b.items) {
     if (it.tier > 1 || it.key.empty() || it.ns.size() > max_ns_bytes)

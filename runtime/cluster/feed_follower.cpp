@@ -11,6 +11,7 @@
 
 namespace kvtier::cluster {
 
+using actors::directory_batch;
 using actors::directory_item;
 using actors::feed_event;
 
@@ -89,18 +90,19 @@ void feed_sequence::subscribe_failed(const std::string& node) {
     i->second.awaiting = false;
 }
 
+follow_step feed_sequence::resync(record& r, uint8_t why) {
+  ++(why == directory_batch::after_gap ? counts_.gaps : counts_.restarts);
+  r.resync = why;
+  return {follow_verdict::resync, {}};
+}
+
 follow_step feed_sequence::apply(const std::string& node, record& r,
                                  const std::vector<feed_event>& events,
                                  uint64_t first_seq) {
+  if (first_seq > r.last + 1)
+    return resync(r, directory_batch::after_gap);
   follow_step out;
   uint64_t n = events.size();
-  if (first_seq > r.last + 1) {
-    ++counts_.gaps;
-    r.resync = true;
-    r.why = 2;
-    out.verdict = follow_verdict::resync;
-    return out;
-  }
   if (n == 0 || first_seq + n - 1 <= r.last) {
     ++counts_.ignored;
     return out;
@@ -126,12 +128,8 @@ follow_step feed_sequence::on_batch(const std::string& node,
     return {};
   }
   auto& r = i->second;
-  if (incarnation != r.incarnation) {
-    ++counts_.restarts;
-    r.resync = true;
-    r.why = 3;
-    return {follow_verdict::resync, {}};
-  }
+  if (incarnation != r.incarnation)
+    return resync(r, directory_batch::after_restart);
   return apply(node, r, events, first_seq);
 }
 
@@ -146,14 +144,10 @@ follow_step feed_sequence::on_following(const std::string& node,
   }
   auto& r = i->second;
   r.awaiting = false;
-  if (!r.synced || incarnation != r.incarnation) {
-    // A feed answers `following` only to its own incarnation: this one
-    // cannot be believed as a continuation.
-    ++counts_.restarts;
-    r.resync = true;
-    r.why = 3;
-    return {follow_verdict::resync, {}};
-  }
+  // A feed answers `following` only to its own incarnation: another one
+  // cannot be believed as a continuation.
+  if (!r.synced || incarnation != r.incarnation)
+    return resync(r, directory_batch::after_restart);
   return apply(node, r, events, first_seq);
 }
 
@@ -166,8 +160,8 @@ follow_step feed_sequence::on_snapshot(const std::string& node,
     return {};
   }
   auto& r = i->second;
-  uint8_t why = r.why != 0 ? r.why : 1;
-  r = record{incarnation, seq, false, false, true};
+  uint8_t why = r.resync != 0 ? r.resync : directory_batch::first_sync;
+  r = record{incarnation, seq, false, 0, true};
   ++counts_.snapshots;
   follow_step out;
   out.verdict = follow_verdict::apply;

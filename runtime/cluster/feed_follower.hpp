@@ -129,12 +129,14 @@ private:
     uint64_t incarnation = 0;
     uint64_t last = 0;
     bool awaiting = false;
-    bool resync = false;
+    /// Why a snapshot is needed (directory_batch::after_gap or
+    /// after_restart); 0: none.
+    uint8_t resync = 0;
     /// A snapshot or a following reply arrived: `last` counts.
     bool synced = false;
-    /// Why the next snapshot is needed (directory_batch::why; 0: first).
-    uint8_t why = 0;
   };
+  /// `r` needs a snapshot, for `why`; counted as a gap or a restart.
+  follow_step resync(record& r, uint8_t why);
   follow_step apply(const std::string& node, record& r,
                     const std::vector<actors::feed_event>& events,
                     uint64_t first_seq);
