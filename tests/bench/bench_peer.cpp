@@ -22,6 +22,7 @@
 #include "runtime/cluster/node.hpp"
 #include "runtime/service.hpp"
 #include "runtime/tools/oracle.hpp"
+#include "tests/bench/raw_tcp.hpp"
 #include "tiers/entry_message.hpp"
 
 #include <caf/scoped_actor.hpp>
@@ -38,11 +39,6 @@
 #include <thread>
 #include <vector>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 using namespace kvtier;
 using clk = std::chrono::steady_clock;
 
@@ -57,49 +53,15 @@ double seconds_since(clk::time_point t0) {
   return std::chrono::duration<double>(clk::now() - t0).count();
 }
 
-/// Seconds to move `bytes` through a loopback TCP connection.
+/// Seconds to move `bytes` through a loopback TCP connection
+/// (tests/bench/raw_tcp.hpp).
 double raw_tcp(uint64_t bytes) {
-  int ls = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (ls < 0 || ::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0
-      || ::listen(ls, 1) != 0)
-    die("raw tcp: listen");
-  socklen_t len = sizeof a;
-  ::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len);
-  std::vector<char> src(4 << 20, 'x');
-  std::thread sender([&] {
-    int s = ::accept(ls, nullptr, nullptr);
-    uint64_t left = bytes;
-    while (left > 0) {
-      auto n = ::send(s, src.data(), std::min<uint64_t>(left, src.size()), 0);
-      if (n <= 0)
-        break;
-      left -= static_cast<uint64_t>(n);
-    }
-    ::close(s);
-  });
-  int c = ::socket(AF_INET, SOCK_STREAM, 0);
-  auto t0 = clk::now();
-  if (::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    die("raw tcp: connect");
   // One fresh buffer, as the lane reads into one.
-  std::unique_ptr<char[]> dst(new char[bytes]);
-  uint64_t got = 0;
-  while (got < bytes) {
-    auto n = ::recv(c, dst.get() + got, bytes - got, 0);
-    if (n <= 0)
-      break;
-    got += static_cast<uint64_t>(n);
-  }
-  auto s = seconds_since(t0);
-  sender.join();
-  ::close(c);
-  ::close(ls);
-  if (got != bytes)
-    die("raw tcp: short read");
-  return s;
+  std::string err;
+  auto s = bench::raw_tcp(bytes, bench::raw_receive::fresh_buffer, err);
+  if (!s)
+    die("raw tcp: " + err);
+  return *s;
 }
 
 runtime::service_options base(uint64_t ram_cap) {

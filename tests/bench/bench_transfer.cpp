@@ -20,6 +20,7 @@
 #include "messages/transfer_table.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/tools/oracle.hpp"
+#include "tests/bench/raw_tcp.hpp"
 #include "tiers/entry_message.hpp"
 #include "tiers/geometry.hpp"
 
@@ -40,11 +41,6 @@
 #include <thread>
 #include <vector>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 using namespace kvtier;
 using clk = std::chrono::steady_clock;
 using fetch_reply = msg::sealed<msg::FetchEntryReply>;
@@ -61,47 +57,15 @@ double seconds_since(clk::time_point t0) {
   return std::chrono::duration<double>(clk::now() - t0).count();
 }
 
-/// Seconds to move `bytes` through a loopback TCP connection.
+/// Seconds to move `bytes` through a loopback TCP connection
+/// (tests/bench/raw_tcp.hpp).
 double raw_tcp(uint64_t bytes) {
-  int ls = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  if (ls < 0 || ::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0
-      || ::listen(ls, 1) != 0)
-    die("raw tcp: listen");
-  socklen_t len = sizeof a;
-  ::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len);
-  std::vector<char> src(4 << 20, 'x');
-  std::thread sender([&] {
-    int s = ::accept(ls, nullptr, nullptr);
-    uint64_t left = bytes;
-    while (left > 0) {
-      auto n = ::write(s, src.data(), std::min<uint64_t>(left, src.size()));
-      if (n <= 0)
-        die("raw tcp: write");
-      left -= static_cast<uint64_t>(n);
-    }
-    ::close(s);
-  });
-  int c = ::socket(AF_INET, SOCK_STREAM, 0);
-  auto t0 = clk::now();
-  if (::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    die("raw tcp: connect");
-  std::vector<char> dst(4 << 20);
-  uint64_t got = 0;
-  while (got < bytes) {
-    auto n = ::read(c, dst.data(), dst.size());
-    if (n <= 0)
-      die("raw tcp: read");
-    got += static_cast<uint64_t>(n);
-  }
-  auto t = seconds_since(t0);
-  sender.join();
-  ::close(c);
-  ::close(ls);
-  return t;
+  // Sockets alone: a reused receive buffer.
+  std::string err;
+  auto s = bench::raw_tcp(bytes, bench::raw_receive::reused_buffer, err);
+  if (!s)
+    die("raw tcp: " + err);
+  return *s;
 }
 
 struct node_config : caf::actor_system_config {
