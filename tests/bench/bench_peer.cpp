@@ -54,11 +54,12 @@ double seconds_since(clk::time_point t0) {
 }
 
 /// Seconds to move `bytes` through a loopback TCP connection
-/// (tests/bench/raw_tcp.hpp).
-double raw_tcp(uint64_t bytes) {
-  // One fresh buffer, as the lane reads into one.
+/// (tests/bench/raw_tcp.hpp): into one fresh buffer, as the lane reads, or
+/// (the sockets' own floor) into one reused buffer.
+double raw_tcp(uint64_t bytes,
+               bench::raw_receive mode = bench::raw_receive::fresh_buffer) {
   std::string err;
-  auto s = bench::raw_tcp(bytes, bench::raw_receive::fresh_buffer, err);
+  auto s = bench::raw_tcp(bytes, mode, err);
   if (!s)
     die("raw tcp: " + err);
   return *s;
@@ -157,7 +158,7 @@ int main(int argc, char** argv) {
 
   caf::scoped_actor self{b->system()};
   auto peer = caf::actor_cast<actors::peer_tier_actor>(b->peer_tier());
-  double raw_best = 0, fetch_best = 0; // GB/s
+  double raw_best = 0, sockets_best = 0, fetch_best = 0; // GB/s
   auto gbs = [](uint64_t bytes, double s) { return bytes / s / 1e9; };
   uint64_t flat = 0, counted = 0;
   std::vector<double> remote, ssd;
@@ -198,6 +199,9 @@ int main(int argc, char** argv) {
     flat = after->peer.bytes - counted;
     fetch_best = std::max(fetch_best, gbs(flat, fetch_s));
     raw_best = std::max(raw_best, gbs(flat, raw_tcp(flat)));
+    sockets_best =
+      std::max(sockets_best,
+               gbs(flat, raw_tcp(flat, bench::raw_receive::reused_buffer)));
     // remote hit and SSD hit, interleaved.
     t0 = clk::now();
     auto rb = b->acquire({10u + i, prompt, 16, std::nullopt}, "n");
@@ -219,10 +223,14 @@ int main(int argc, char** argv) {
               "flat %llu bytes, best of %d\n",
               static_cast<unsigned long long>(mib), tokens,
               static_cast<unsigned long long>(flat), reps);
-  std::printf("raw tcp          %8.2f GB/s\n", raw_best);
-  std::printf("peer fetch       %8.2f GB/s  %.2fx raw (FetchEntry, export, "
-              "flatten, lane, verify, decode)\n",
-              fetch_best, fetch_best / raw_best);
+  std::printf("raw tcp          %8.2f GB/s (into one fresh buffer, as the "
+              "lane)\n",
+              raw_best);
+  std::printf("raw tcp sockets  %8.2f GB/s (into one reused 4 MiB buffer)\n",
+              sockets_best);
+  std::printf("peer fetch       %8.2f GB/s  %.2fx raw, %.2fx sockets "
+              "(FetchEntry, export, flatten, lane, verify, decode)\n",
+              fetch_best, fetch_best / raw_best, fetch_best / sockets_best);
   std::printf("remote hit       p50 %7.2f ms  p99 %7.2f ms (acquire on B, "
               "from the peer)\n",
               pct(remote, 0.5), pct(remote, 0.99));
