@@ -5,12 +5,14 @@
 //            4 MiB writes and read by another thread: the floor.
 //   lane     one entry fetched from another actor system: FetchEntry over
 //            the middleman (127.0.0.1, an ephemeral port; the sender's
-//            transfer_table flattens and hashes the entry then), the bytes
-//            over the bulk lane (bulk_lane.hpp) into one fresh buffer,
-//            XXH3-64 verified, the message validated and the entry decoded
-//            (tiers::read_entry). "lane bytes" is the lane's read alone.
+//            transfer_table lays the entry out as pieces then), the bytes
+//            over the bulk lane (bulk_lane.hpp, XXH3-64 as they are written
+//            and read) into one buffer, verified, the message validated and
+//            the entry decoded (tiers::read_entry). "lane bytes" is the
+//            lane's read alone.
 //   chunks   the same with the bytes as FetchChunk messages through the
-//            middleman, W in flight (transfer_pull).
+//            middleman, W in flight (transfer_pull), from a sender without
+//            a lane (it hashes the whole entry before it answers).
 //
 // Entries have the llama-3.1-8b shape (32 kv layers, 128 KiB per token):
 // 64 MiB = 512 tokens, 256 MiB = 2048 tokens. Each figure is the best of
@@ -241,6 +243,16 @@ int main(int argc, char** argv) {
     auto peer = sys_b.middleman().remote_actor("127.0.0.1", *port);
     if (!peer)
       die("remote_actor: " + to_string(peer.error()));
+    // A lane transfer is served on its lane only: the chunk rows ask a
+    // sender without one.
+    auto srv_chunks = sys_a.spawn(sender, entry, tokens, chunk_size, nullptr);
+    auto port_chunks = sys_a.middleman().publish(srv_chunks, 0, "127.0.0.1");
+    if (!port_chunks)
+      die("publish: " + to_string(port_chunks.error()));
+    auto peer_chunks =
+      sys_b.middleman().remote_actor("127.0.0.1", *port_chunks);
+    if (!peer_chunks)
+      die("remote_actor: " + to_string(peer_chunks.error()));
     auto mbs = [&](double t) { return static_cast<double>(bytes) / t / 1e6; };
     auto label = std::to_string(bytes >> 20) + " MiB";
     auto row = [&](const std::string& how, double best, double raw) {
@@ -274,7 +286,7 @@ int main(int argc, char** argv) {
         auto done = std::make_shared<std::promise<uint64_t>>();
         auto f = done->get_future();
         auto t0 = clk::now();
-        sys_b.spawn(fetcher, *peer, w, done);
+        sys_b.spawn(fetcher, *peer_chunks, w, done);
         if (f.wait_for(std::chrono::seconds(120)) != std::future_status::ready)
           die("fetch did not finish in 120 s");
         if (f.get() != tokens)
@@ -284,6 +296,7 @@ int main(int argc, char** argv) {
       row("chunks w=" + std::to_string(w), best_fetch, best_raw);
     }
     caf::anon_send_exit(srv, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(srv_chunks, caf::exit_reason::user_shutdown);
   }
   if (json)
     std::printf("{\"rows\": [%s]}\n", rows.c_str());
