@@ -111,11 +111,11 @@ caf::error load_flat(sealed<Root>& x, const std::string& bytes,
   auto& g = guard_of(ctx);
   if (auto cap = g.max_bytes.load(std::memory_order_relaxed);
       bytes.size() > cap) {
-    auto err = make_error(ec::message_limit_exceeded,
-                          std::to_string(bytes.size())
-                            + " bytes from a peer exceed "
-                              "cluster.max-message-bytes = "
-                            + std::to_string(cap));
+    auto err =
+      make_error(ec::message_limit_exceeded, std::to_string(bytes.size())
+                                               + " bytes from a peer exceed "
+                                                 "cluster.max-message-bytes = "
+                                               + std::to_string(cap));
     count_refusal(g, true, err);
     return err;
   }

@@ -89,7 +89,8 @@ void count_refusal(wire_guard& g, bool oversized, const caf::error& why) {
              .fetch_add(1, std::memory_order_relaxed)
            + 1;
   if ((n & (n - 1)) == 0)
-    std::fprintf(stderr, "kvtier: refused a message from a peer (%s #%llu): %s\n",
+    std::fprintf(stderr,
+                 "kvtier: refused a message from a peer (%s #%llu): %s\n",
                  oversized ? "oversized" : "undecodable",
                  static_cast<unsigned long long>(n), describe(why).c_str());
 }

@@ -5,10 +5,10 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/function_view.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 #include <caf/openssl/publish.hpp>
-#include <caf/function_view.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
@@ -129,8 +129,7 @@ bool learn(node_actor* self, capnp::List<msg::MemberAddress>::Reader members) {
     auto address = text_of(m.getAddress(), max_address_bytes);
     auto hp = parse_address(address);
     if (!hp || (!self->state.policy.any_address && !is_loopback(hp->host))
-        || id == v.self().node_id
-        || id.size() > max_node_id_bytes)
+        || id == v.self().node_id || id.size() > max_node_id_bytes)
       continue;
     if (auto known = v.find(id); known && known->state == peer_state::up)
       continue;
@@ -332,8 +331,7 @@ caf::result<sealed<Reply>> admin(node_actor* self, const sealed<Root>& m,
   if (!st.delegates.admin)
     return make_error(ec::not_found, "this node serves no admin requests");
   auto rp = self->make_response_promise<sealed<Reply>>();
-  self
-    ->request(st.delegates.admin, caf::duration{st.policy.admin_deadline}, m)
+  self->request(st.delegates.admin, caf::duration{st.policy.admin_deadline}, m)
     .then([rp](const sealed<Reply>& r) mutable { rp.deliver(r); },
           [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   return rp;
@@ -387,12 +385,11 @@ caf::behavior node_behavior(node_actor* self) {
       return admin<msg::FlushState, msg::FlushStateReply>(self, m, "flush");
     },
     [self](const sealed<msg::CloseService>& m) {
-      return admin<msg::CloseService, msg::CloseServiceReply>(self, m,
-                                                              "close");
+      return admin<msg::CloseService, msg::CloseServiceReply>(self, m, "close");
     },
     [self](const sealed<msg::CloseSession>& m) {
-      return admin<msg::CloseSession, msg::CloseSessionReply>(
-        self, m, "close session");
+      return admin<msg::CloseSession, msg::CloseSessionReply>(self, m,
+                                                              "close session");
     },
     [self](const sealed<msg::DemoteIdle>& m) {
       return admin<msg::DemoteIdle, msg::DemoteIdleReply>(self, m,

@@ -30,8 +30,8 @@ std::string ssl_errors() {
 caf::error bad_file(const char* key, const std::string& path,
                     const std::string& why) {
   ERR_clear_error();
-  return make_error(ec::invalid_config, std::string{key} + " = \"" + path
-                                          + "\": " + why);
+  return make_error(ec::invalid_config,
+                    std::string{key} + " = \"" + path + "\": " + why);
 }
 
 int passphrase_cb(char* buf, int size, int, void* user) {
@@ -84,10 +84,9 @@ caf::error check_tls_files(const tls_files& f) {
   std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> ctx{SSL_CTX_new(TLS_method()),
                                                    SSL_CTX_free};
   if (!ctx)
-    return make_error(ec::io_error, "cannot create an OpenSSL context: "
-                                      + ssl_errors());
-  if (SSL_CTX_use_certificate_chain_file(ctx.get(), f.certificate.c_str())
-      != 1)
+    return make_error(ec::io_error,
+                      "cannot create an OpenSSL context: " + ssl_errors());
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), f.certificate.c_str()) != 1)
     return bad_file("cluster.tls-certificate", f.certificate,
                     "not a PEM certificate chain (" + ssl_errors() + ")");
   std::string pass = f.passphrase;

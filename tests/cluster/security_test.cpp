@@ -47,7 +47,8 @@ std::pair<int, std::string> run(const std::string& command) {
 struct pki {
   std::filesystem::path dir;
 
-  explicit pki(std::filesystem::path d) : dir(std::move(d)) {
+  explicit pki(std::filesystem::path d)
+    : dir(std::move(d)) {
     ca("ca");
     ca("other");
     leaf("node1", "ca");
@@ -68,8 +69,7 @@ struct pki {
   std::vector<std::string> lines(const std::string& name,
                                  const std::string& trust = "ca") const {
     return {"tls=true", "tls-certificate=\"" + pem(name) + "\"",
-            "tls-key=\"" + key(name) + "\"",
-            "tls-ca=\"" + pem(trust) + "\""};
+            "tls-key=\"" + key(name) + "\"", "tls-ca=\"" + pem(trust) + "\""};
   }
 
   cluster::tls_files files(const std::string& name,
@@ -204,8 +204,8 @@ BOOST_FIXTURE_TEST_CASE(a_peer_with_another_cas_certificate_is_refused,
   // presents a certificate of another CA; the self-signed one likewise.
   node_process rogue{dir.path,
                      settings("rogue", certs.lines("rogue"), {a->address()})};
-  node_process selfie{dir.path,
-                      settings("selfie", certs.lines("selfie"), {a->address()})};
+  node_process selfie{
+    dir.path, settings("selfie", certs.lines("selfie"), {a->address()})};
   // Several reconnection rounds (backoff 100 .. 400 ms): none gets in.
   BOOST_TEST(!wait_for(
     [&] {
@@ -232,7 +232,8 @@ BOOST_FIXTURE_TEST_CASE(a_peer_with_another_cas_certificate_is_refused,
   BOOST_TEST(wait_for(
     [&] {
       auto w = view(*a, certs.files("client"));
-      return w && w->in_state(peer_state::up) == std::vector<std::string>{"good"};
+      return w
+             && w->in_state(peer_state::up) == std::vector<std::string>{"good"};
     },
     5000ms));
   BOOST_TEST(a->stop() == 0, a->log());
@@ -248,7 +249,8 @@ BOOST_FIXTURE_TEST_CASE(a_plaintext_peer_and_a_tls_node_do_not_meet, fixture) {
     [&] {
       auto v = view(*a, certs.files("client"));
       auto p = view(plain);
-      return (v && !v->members.empty()) || (p && !p->in_state(peer_state::up).empty());
+      return (v && !v->members.empty())
+             || (p && !p->in_state(peer_state::up).empty());
     },
     2000ms));
   auto v = view(*a, certs.files("client"));
@@ -266,8 +268,8 @@ BOOST_FIXTURE_TEST_CASE(a_plaintext_peer_and_a_tls_node_do_not_meet, fixture) {
   BOOST_TEST(a->stop() == 0, a->log());
 }
 
-BOOST_FIXTURE_TEST_CASE(a_plaintext_node_on_a_non_loopback_address_refuses_to_start,
-                        fixture) {
+BOOST_FIXTURE_TEST_CASE(
+  a_plaintext_node_on_a_non_loopback_address_refuses_to_start, fixture) {
   auto s = settings("wide", {"listen-address=\"0.0.0.0\""});
   auto [code, out] = run_node(s);
   BOOST_TEST(code == 2, out);
@@ -399,8 +401,9 @@ struct corpus {
       return caf::make_message(std::move(d).seal());
     });
     decodes.push_back([](const std::string& bytes) {
-      return static_cast<bool>(msg::sealed<Root>::from_flat(kvtier::buffer::copy_of(
-        std::as_bytes(std::span<const char>{bytes.data(), bytes.size()}))));
+      return static_cast<bool>(
+        msg::sealed<Root>::from_flat(kvtier::buffer::copy_of(
+          std::as_bytes(std::span<const char>{bytes.data(), bytes.size()}))));
     });
   }
 };
@@ -459,7 +462,7 @@ BOOST_FIXTURE_TEST_CASE(mutated_peer_messages_are_refused_and_counted,
   std::map<std::string, std::string> swap;
   std::vector<caf::message> inputs;
   uint64_t want_oversized = 0, want_undecodable = 0;
-  const size_t per_root = 600; // 4200 inputs
+  const size_t per_root = 600;          // 4200 inputs
   std::vector<std::string> other_roots; // for "wrong root type"
   for (size_t i = 0; i < per_root * c.makers.size(); ++i) {
     auto root = i % c.makers.size();
@@ -486,8 +489,7 @@ BOOST_FIXTURE_TEST_CASE(mutated_peer_messages_are_refused_and_counted,
       }
       case 4: // a pointer word of all ones
         if (out.size() >= 16)
-          std::memset(out.data() + 8 * (1 + pick(out.size() / 8 - 1)), 0xff,
-                      8);
+          std::memset(out.data() + 8 * (1 + pick(out.size() / 8 - 1)), 0xff, 8);
         break;
       case 5: // another root's bytes under this root's type
         if (!other_roots.empty())
@@ -514,9 +516,9 @@ BOOST_FIXTURE_TEST_CASE(mutated_peer_messages_are_refused_and_counted,
     swap.emplace(bytes, std::move(out));
     inputs.push_back(std::move(m));
   }
-  BOOST_TEST_MESSAGE(inputs.size() << " inputs: " << want_oversized
-                                   << " oversized, " << want_undecodable
-                                   << " undecodable");
+  BOOST_TEST_MESSAGE(inputs.size()
+                     << " inputs: " << want_oversized << " oversized, "
+                     << want_undecodable << " undecodable");
   BOOST_TEST(want_oversized >= 3u);
   BOOST_TEST(want_undecodable >= 1000u);
   msg::set_wire_mutator([&](std::string& b) {
@@ -542,11 +544,11 @@ BOOST_FIXTURE_TEST_CASE(mutated_peer_messages_are_refused_and_counted,
                && v->refused_undecodable == want_undecodable;
       },
       20000ms);
-    BOOST_TEST(counted, "node counted "
-                          << (v ? v->refused_oversized : 0) << " oversized, "
-                          << (v ? v->refused_undecodable : 0)
-                          << " undecodable; log:\n"
-                          << a->log());
+    BOOST_TEST(counted, "node counted " << (v ? v->refused_oversized : 0)
+                                        << " oversized, "
+                                        << (v ? v->refused_undecodable : 0)
+                                        << " undecodable; log:\n"
+                                        << a->log());
   }
   msg::set_wire_mutator({});
   BOOST_TEST(a->running());
