@@ -74,4 +74,5 @@ struct ListMembersReply {
   refusedOversized @7 :UInt64;   # peer messages over max-message-bytes (never decoded)
   refusedUndecodable @8 :UInt64; # peer messages that failed to decode
   refusedAdmin @9 :UInt64;       # admin requests from remote senders refused
+  refusedHandshake @10 :UInt64;  # our connection attempts closed in the (TLS) handshake
 }

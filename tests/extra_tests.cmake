@@ -57,3 +57,11 @@ foreach(name nodes peer_nodes security)
     KVTIER_NODE_WRITER="$<TARGET_FILE:cluster_node_writer>")
   add_dependencies(test_cluster_${name}_test cluster_node_writer)
 endforeach()
+
+# The mutation run of peer messages against a live node: 600 inputs per
+# message root (4200) in the default suite (cluster.security, registered by
+# the glob), 6000 per root (42000) under the `soak` label.
+add_test(NAME cluster.security_soak COMMAND test_cluster_security_test
+  --run_test=mutated_peer_messages_are_refused_and_counted -- 6000)
+set_tests_properties(cluster.security_soak PROPERTIES LABELS "soak;cluster"
+  TIMEOUT 600)

@@ -64,6 +64,8 @@ struct node_state {
   /// Whose decode refusals ListMembers reports (null: the default guard).
   std::shared_ptr<msg::wire_guard> guard;
   uint64_t refused_admin = 0;
+  /// Connection attempts that closed in CAF's (TLS or BASP) handshake.
+  uint64_t refused_handshake = 0;
   uint64_t seq = 0;
   bool started = false;
   bool leaving = false;
@@ -193,10 +195,25 @@ void peer_down(node_actor* self, const std::string& id, const char* why) {
 void attempt_failed(node_actor* self, const std::string& address,
                     const caf::error& err) {
   auto& v = self->state.view;
+  // A connection that closed in CAF's handshake: over TLS the certificate
+  // check failed on one side (or the peer speaks plaintext); without TLS
+  // the peer likely speaks TLS. Counted on every attempt.
+  bool handshake = err == caf::sec::disconnect_during_handshake;
+  if (handshake)
+    ++self->state.refused_handshake;
   // One line per streak of failures (its first), not one per attempt.
-  if (v.failures(address) == 0)
+  if (v.failures(address) == 0) {
+    std::string why;
+    if (handshake)
+      why = self->system().has_openssl_manager()
+              ? " (TLS handshake failed: its certificate is not signed by "
+                "cluster.tls-ca, ours is not signed by its CA, or it speaks "
+                "plaintext)"
+              : " (it closed the connection in the handshake: does it "
+                "speak TLS?)";
     log(self, "cannot reach " + address + ": " + self->system().render(err)
-                + " (retrying with backoff)");
+                + why + " (retrying with backoff)");
+  }
   v.attempt_done(address, false, clock::now());
 }
 
@@ -549,6 +566,7 @@ caf::behavior node_behavior(node_actor* self) {
       r.setRefusedOversized(g.oversized.load());
       r.setRefusedUndecodable(g.undecodable.load());
       r.setRefusedAdmin(st.refused_admin);
+      r.setRefusedHandshake(st.refused_handshake);
       return std::move(d).seal();
     },
   };
@@ -576,6 +594,7 @@ members_view view_of(const sealed<msg::ListMembersReply>& reply) {
   out.refused_oversized = r.getRefusedOversized();
   out.refused_undecodable = r.getRefusedUndecodable();
   out.refused_admin = r.getRefusedAdmin();
+  out.refused_handshake = r.getRefusedHandshake();
   return out;
 }
 

@@ -113,6 +113,11 @@ struct members_view {
   uint64_t refused_undecodable = 0;
   /// Admin requests from remote senders refused (cluster.remote-admin off).
   uint64_t refused_admin = 0;
+  /// This node's connection attempts that closed in the handshake: over
+  /// TLS a certificate check failed (either side's) or the peer speaks
+  /// plaintext. (A refusal of an incoming connection happens inside CAF's
+  /// OpenSSL module and is not seen here.)
+  uint64_t refused_handshake = 0;
   bool leaving = false;
 
   /// Node ids in `state`, sorted.

@@ -107,14 +107,15 @@ int members_command(kvtier_config& cfg, const std::vector<std::string>& args) {
                 cluster::to_string(m.state));
   std::printf("refused model-identity=%llu node-id=%llu protocol=%llu "
               "bad-messages=%llu oversized=%llu undecodable=%llu "
-              "remote-admin=%llu\n",
+              "remote-admin=%llu handshake=%llu\n",
               static_cast<unsigned long long>(v->refused.model_identity),
               static_cast<unsigned long long>(v->refused.node_id),
               static_cast<unsigned long long>(v->refused.protocol),
               static_cast<unsigned long long>(v->refused.malformed),
               static_cast<unsigned long long>(v->refused_oversized),
               static_cast<unsigned long long>(v->refused_undecodable),
-              static_cast<unsigned long long>(v->refused_admin));
+              static_cast<unsigned long long>(v->refused_admin),
+              static_cast<unsigned long long>(v->refused_handshake));
   return 0;
 }
 
