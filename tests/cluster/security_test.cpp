@@ -248,13 +248,20 @@ BOOST_FIXTURE_TEST_CASE(a_peer_with_another_cas_certificate_is_refused,
   // And a still takes a good peer.
   node_process good{dir.path,
                     settings("good", certs.lines("node2"), {a->address()})};
+  std::optional<cluster::members_view> w;
   BOOST_TEST(wait_for(
-    [&] {
-      auto w = view(*a, certs.files("client"));
-      return w
-             && w->in_state(peer_state::up) == std::vector<std::string>{"good"};
-    },
-    5000ms));
+               [&] {
+                 w = view(*a, certs.files("client"));
+                 return w
+                        && w->in_state(peer_state::up)
+                             == std::vector<std::string>{"good"};
+               },
+               10000ms),
+             (w ? "a has " + std::to_string(w->members.size()) + " members"
+                : std::string{"no view of a"})
+               << "; a's log:\n"
+               << a->log() << "\ngood's log:\n"
+               << good.log());
   BOOST_TEST(a->stop() == 0, a->log());
 }
 
