@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <new>
+#include <vector>
 
 #include <sys/mman.h>
 
@@ -59,7 +62,55 @@ uint64_t buffer::live_bytes() noexcept {
   return live_bytes_.load(std::memory_order_relaxed);
 }
 
-std::byte* allocate_populated(size_t size, size_t& mapped) {
+namespace {
+
+/// Released mappings kept for reuse, oldest first.
+struct populated_pool {
+  struct kept {
+    std::byte* data;
+    size_t mapped;
+  };
+  std::mutex mtx;
+  std::deque<kept> free;
+  size_t bytes = 0;
+  populated_pool_stats stats;
+
+  static populated_pool& get() {
+    static populated_pool p;
+    return p;
+  }
+
+  /// The smallest kept mapping of at least `size` bytes that wastes at
+  /// most about as much again, taken out of the pool; nullptr: none.
+  std::byte* take(size_t size, size_t& mapped) {
+    std::lock_guard<std::mutex> guard{mtx};
+    auto best = free.end();
+    for (auto i = free.begin(); i != free.end(); ++i)
+      if (i->mapped >= size && i->mapped <= 2 * size + (size_t{4} << 20)
+          && (best == free.end() || i->mapped < best->mapped))
+        best = i;
+    if (best == free.end())
+      return nullptr;
+    auto* data = best->data;
+    mapped = best->mapped;
+    bytes -= mapped;
+    free.erase(best);
+    ++stats.reused;
+    return data;
+  }
+};
+
+} // namespace
+
+std::byte* allocate_populated(size_t size, size_t& mapped,
+                              populated_fill fill) {
+  auto populate = (size + 4095) / 4096 * 4096;
+  if (fill == populated_fill::any)
+    if (auto* data = populated_pool::get().take(size, mapped)) {
+      // Pages the last user left unpopulated (it needed fewer) now.
+      ::madvise(data, populate, MADV_POPULATE_WRITE);
+      return data;
+    }
   constexpr size_t huge = size_t{2} << 20;
   // One huge page more, so the start can be aligned to one.
   mapped = (size + huge - 1) / huge * huge + huge;
@@ -76,12 +127,42 @@ std::byte* allocate_populated(size_t size, size_t& mapped) {
   mapped -= aligned - base;
   auto* data = reinterpret_cast<std::byte*>(aligned);
   ::madvise(data, mapped, MADV_HUGEPAGE);
-  ::madvise(data, (size + 4095) / 4096 * 4096, MADV_POPULATE_WRITE);
+  ::madvise(data, populate, MADV_POPULATE_WRITE);
   return data;
 }
 
 void release_populated(std::byte* data, size_t mapped) noexcept {
-  ::munmap(data, mapped);
+  auto& pool = populated_pool::get();
+  std::vector<populated_pool::kept> gone;
+  {
+    std::lock_guard<std::mutex> guard{pool.mtx};
+    if (mapped > populated_pool_max_bytes) {
+      gone.push_back({data, mapped});
+    } else {
+      while (!pool.free.empty()
+             && (pool.bytes + mapped > populated_pool_max_bytes
+                 || pool.free.size() >= populated_pool_max_count)) {
+        gone.push_back(pool.free.front());
+        pool.bytes -= pool.free.front().mapped;
+        pool.free.pop_front();
+      }
+      pool.free.push_back({data, mapped});
+      pool.bytes += mapped;
+      ++pool.stats.kept;
+    }
+    pool.stats.unmapped += gone.size();
+  }
+  for (auto& k : gone)
+    ::munmap(k.data, k.mapped);
+}
+
+populated_pool_stats populated_pool_now() {
+  auto& pool = populated_pool::get();
+  std::lock_guard<std::mutex> guard{pool.mtx};
+  auto s = pool.stats;
+  s.bytes = pool.bytes;
+  s.count = pool.free.size();
+  return s;
 }
 
 buffer_builder::buffer_builder(size_t size, size_t alignment) {
@@ -91,7 +172,7 @@ buffer_builder::buffer_builder(size_t size, size_t alignment) {
     (std::max<size_t>(size, 1) + alignment - 1) / alignment * alignment;
   if (padded >= populated_threshold && alignment <= 4096) {
     size_t mapped = 0;
-    if (auto* mem = allocate_populated(padded, mapped)) {
+    if (auto* mem = allocate_populated(padded, mapped, populated_fill::any)) {
       buf_.reset(new buffer(mem, size,
                             [mem, mapped] { release_populated(mem, mapped); }));
       return;

@@ -73,13 +73,42 @@ private:
 
 using buffer_ref = std::shared_ptr<const buffer>;
 
-/// Zeroed, page-aligned memory of at least `size` bytes, every page
-/// populated up front (huge pages where the kernel grants them), for large
-/// buffers written whole at once (a transfer's flat bytes, a lane read):
-/// one call instead of a page fault per 4 KiB. nullptr when the mapping
-/// fails (the caller allocates as usual); `release_populated` frees it.
-std::byte* allocate_populated(size_t size, size_t& mapped);
+/// What `allocate_populated` must hand out: zeroed memory (a Cap'n Proto
+/// builder's segment), or any memory the caller overwrites whole (a lane
+/// read, a chunk collector, an SSD read), which may be a released mapping
+/// taken back from the pool as it is.
+enum class populated_fill { zeroed, any };
+
+/// Page-aligned memory of at least `size` bytes, every page populated up
+/// front (huge pages where the kernel grants them), for large buffers
+/// written whole at once: one call instead of a page fault per 4 KiB.
+/// Zeroed by the kernel, or for `populated_fill::any` possibly a mapping
+/// `release_populated` kept (its old bytes still in it), which spares the
+/// kernel zeroing it again: on this machine clearing fresh pages cost about
+/// as much as moving the same bytes through a loopback socket. nullptr
+/// when the mapping fails (the caller allocates as usual).
+std::byte* allocate_populated(size_t size, size_t& mapped,
+                              populated_fill fill = populated_fill::zeroed);
+
+/// Frees memory of `allocate_populated`: keeps it in the process's pool
+/// (at most `populated_pool_max_bytes` in `populated_pool_max_count`
+/// mappings, the oldest unmapped first) or unmaps it. Thread-safe.
 void release_populated(std::byte* data, size_t mapped) noexcept;
+
+/// Bytes of released mappings the pool keeps for reuse at most (resident
+/// memory outside every tier's cap, docs/architecture.md "Memory").
+inline constexpr size_t populated_pool_max_bytes = size_t{512} << 20;
+inline constexpr size_t populated_pool_max_count = 64;
+
+/// What the pool did since the process started.
+struct populated_pool_stats {
+  uint64_t reused = 0;   // allocations served from the pool
+  uint64_t kept = 0;     // releases the pool kept
+  uint64_t unmapped = 0; // releases (or kept mappings) given back
+  size_t bytes = 0;      // mapped bytes the pool holds now
+  size_t count = 0;      // mappings it holds now
+};
+populated_pool_stats populated_pool_now();
 
 /// Buffers at least this large come from `allocate_populated`.
 inline constexpr size_t populated_threshold = size_t{2} << 20;
@@ -87,7 +116,8 @@ inline constexpr size_t populated_threshold = size_t{2} << 20;
 /// Sole owner of a buffer while it is being written.
 class buffer_builder {
 public:
-  /// Allocates `size` uninitialized bytes aligned to `alignment`.
+  /// Allocates `size` uninitialized bytes aligned to `alignment` (a large
+  /// one may hold the old bytes of a released buffer: write them all).
   explicit buffer_builder(size_t size,
                           size_t alignment = buffer::default_alignment);
 

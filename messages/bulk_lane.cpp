@@ -1,5 +1,8 @@
 #include "messages/bulk_lane.hpp"
 
+// The streaming state as a plain struct (the same package gives header
+// and library).
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 #include <algorithm>
@@ -64,25 +67,32 @@ int wait_for(int fd, short events, clock_type::time_point deadline,
   }
 }
 
-/// Moves exactly `n` bytes by `deadline`; errors name `what`.
-template <class Op>
-caf::error move_all(int fd, std::byte* data, uint64_t n, short events,
-                    clock_type::time_point deadline, const char* what, Op op,
-                    int stop_fd = -1) {
+/// Moves exactly `n` bytes by `deadline`; errors name `what`. `moved`
+/// sees each run of bytes as it is moved.
+template <class Op, class Moved = void (*)(const std::byte*, uint64_t)>
+caf::error move_all(
+  int fd, std::byte* data, uint64_t n, short events,
+  clock_type::time_point deadline, const char* what, Op op, int stop_fd = -1,
+  Moved moved = [](const std::byte*, uint64_t) {}) {
   uint64_t done = 0;
+  bool ready = false; // try first; wait only when the socket says EAGAIN
   while (done < n) {
-    auto w = wait_for(fd, events, deadline, stop_fd);
-    if (w == 0)
-      return make_error(ec::timeout, std::string{"bulk lane: "} + what
-                                       + " did not finish by the deadline ("
-                                       + std::to_string(done) + " of "
-                                       + std::to_string(n) + " bytes)");
-    if (w < 0)
-      return sys_error(what);
+    if (!ready || clock_type::now() >= deadline) {
+      auto w = wait_for(fd, events, deadline, stop_fd);
+      if (w == 0)
+        return make_error(ec::timeout, std::string{"bulk lane: "} + what
+                                         + " did not finish by the deadline ("
+                                         + std::to_string(done) + " of "
+                                         + std::to_string(n) + " bytes)");
+      if (w < 0)
+        return sys_error(what);
+    }
     auto chunk = std::min<uint64_t>(n - done, uint64_t{1} << 24);
     auto r = op(fd, data + done, chunk);
-    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+    if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+      ready = errno == EINTR;
       continue;
+    }
     if (r < 0)
       return sys_error(what);
     if (r == 0)
@@ -90,6 +100,8 @@ caf::error move_all(int fd, std::byte* data, uint64_t n, short events,
                         std::string{"bulk lane: the peer closed during "} + what
                           + " after " + std::to_string(done) + " of "
                           + std::to_string(n) + " bytes");
+    ready = true;
+    moved(data + done, static_cast<uint64_t>(r));
     done += static_cast<uint64_t>(r);
   }
   return {};
@@ -199,7 +211,7 @@ bulk_server::~bulk_server() {
     ::close(stop_fd_);
 }
 
-uint64_t bulk_server::offer(uint64_t transfer_id, buffer_ref flat) {
+uint64_t bulk_server::offer(uint64_t transfer_id, std::vector<view> pieces) {
   std::lock_guard<std::mutex> guard{mtx_};
   // splitmix64 over a random seed: unguessable enough for a loopback or
   // TLS-guarded LAN lane (it only keeps a stray client from reading).
@@ -207,7 +219,8 @@ uint64_t bulk_server::offer(uint64_t transfer_id, buffer_ref flat) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   auto token = (z ^ (z >> 31)) | 1; // never 0 ("no lane")
-  offers_[transfer_id] = offered{std::move(flat), token};
+  offers_[transfer_id] = offered{
+    std::make_shared<const std::vector<view>>(std::move(pieces)), token};
   return token;
 }
 
@@ -264,30 +277,50 @@ void bulk_server::serve(int fd) {
     ++stats_.refused;
     return;
   }
-  buffer_ref flat;
+  std::shared_ptr<const std::vector<view>> pieces;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     auto i = offers_.find(req.transfer_id);
     if (req.magic == magic && req.version == version && i != offers_.end()
         && i->second.token == req.token)
-      flat = i->second.flat;
+      pieces = i->second.pieces;
     else
       ++stats_.refused;
   }
-  auto status = flat ? status_ok : status_refused;
-  if (write_all(fd, &status, sizeof status, deadline, stop_fd_) || !flat)
+  auto status = pieces ? status_ok : status_refused;
+  if (write_all(fd, &status, sizeof status, deadline, stop_fd_) || !pieces)
     return;
   // The whole message; the deadline grows with its size (at least 100 MB/s).
-  deadline = clock_type::now() + io_timeout_
-             + std::chrono::milliseconds(flat->size() / 100000);
-  auto err = write_all(fd, flat->data(), flat->size(), deadline, stop_fd_);
+  auto total = total_length(*pieces);
+  deadline =
+    clock_type::now() + io_timeout_ + std::chrono::milliseconds(total / 100000);
+  // Each slice is hashed just before it is written (the hash brings it
+  // into cache for the socket's copy), and the sum follows the bytes.
+  constexpr uint64_t slice = uint64_t{1} << 20;
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  caf::error err;
+  for (auto& p : *pieces) {
+    for (uint64_t at = 0; at < p.length && !err; at += slice) {
+      auto* data = p.bytes().data() + at;
+      auto n = std::min(slice, p.length - at);
+      XXH3_64bits_update(&state, data, n);
+      err = write_all(fd, data, n, deadline, stop_fd_);
+    }
+    if (err)
+      break;
+  }
+  if (!err) {
+    uint64_t sum = XXH3_64bits_digest(&state);
+    err = write_all(fd, &sum, sizeof sum, deadline, stop_fd_);
+  }
   std::lock_guard<std::mutex> guard{mtx_};
   if (err) {
     ++stats_.failed;
     return;
   }
   ++stats_.served;
-  stats_.bytes += flat->size();
+  stats_.bytes += total;
 }
 
 caf::expected<buffer_ref> bulk_fetch(const std::string& address,
@@ -350,11 +383,23 @@ caf::expected<buffer_ref> bulk_fetch(const std::string& address,
                         + std::to_string(header.getTransferId())
                         + " (unknown, withdrawn or another token)");
   buffer_builder b{total};
-  if (auto err = read_all(fd, b.data(), total, deadline))
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  if (auto err = move_all(
+        fd, b.data(), total, POLLIN, deadline, "read",
+        [](int f, std::byte* p, uint64_t k) { return ::recv(f, p, k, 0); }, -1,
+        [&state](const std::byte* p, uint64_t k) {
+          XXH3_64bits_update(&state, p, k);
+        }))
+    return err;
+  uint64_t trailer = 0;
+  if (auto err = read_all(fd, &trailer, sizeof trailer, deadline))
     return err;
   auto flat = std::move(b).freeze();
-  auto sum = XXH3_64bits(flat->data(), flat->size());
-  if (sum != header.getChecksum())
+  auto sum = XXH3_64bits_digest(&state);
+  // The lane's own sum always; the header's too when it names one.
+  if (sum != trailer
+      || (!header.getLaneChecksum() && sum != header.getChecksum()))
     return make_error(
       ec::corrupt_data,
       "bulk lane: transfer " + std::to_string(header.getTransferId())

@@ -5,11 +5,16 @@
 //
 // The control stays with the actors: a sender offers a flat message under a
 // transfer id (transfer_table) and, with a lane, also here, which yields a
-// random 64-bit token; the FetchEntryReply's header names the lane's port
-// and the token. The receiver connects, sends one request (magic, version,
-// transfer id, token), and reads a status word and then exactly the
-// header's total length into one aligned buffer, which it verifies against
-// the header's XXH3-64 before anything decodes it. A wrong token, an
+// random 64-bit token (the message's pieces: its large payloads are written
+// from the memory they lie in, never copied into one flat buffer first); the
+// FetchEntryReply's header names the lane's port and the token. The receiver
+// connects, sends one request (magic, version, transfer id, token), and reads a
+// status word and then exactly the header's total length into one aligned
+// buffer (hashing each read as it lands, while its bytes are still in cache),
+// then the XXH3-64 the sender computed slice by slice as it wrote them (off the
+// reply's path: the header of a lane transfer says `laneChecksum` and carries
+// none), and verifies the bytes against it, and against the header's own
+// checksum when there is one, before anything decodes them. A wrong token, an
 // unknown or withdrawn id, a short read, a checksum mismatch or a missed
 // deadline is an error and yields nothing; the sender's bytes stay owned
 // by its table (the lane holds a reference while it writes them).
@@ -70,9 +75,10 @@ public:
     return address_;
   }
 
-  /// Serves `flat` under `transfer_id` until withdrawn; returns the token
-  /// a receiver must present (replacing an earlier offer of the id).
-  uint64_t offer(uint64_t transfer_id, buffer_ref flat);
+  /// Serves the flat message `pieces` (written one after another) under
+  /// `transfer_id` until withdrawn; returns the token a receiver must
+  /// present (replacing an earlier offer of the id).
+  uint64_t offer(uint64_t transfer_id, std::vector<view> pieces);
 
   /// Serves `transfer_id` no more (a write running ends on its own).
   void withdraw(uint64_t transfer_id);
@@ -85,7 +91,7 @@ private:
   void serve(int fd);
 
   struct offered {
-    buffer_ref flat;
+    std::shared_ptr<const std::vector<view>> pieces;
     uint64_t token = 0;
   };
 

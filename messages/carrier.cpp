@@ -8,9 +8,11 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <span>
 
 namespace kvtier::msg {
 
@@ -228,6 +230,54 @@ caf::expected<buffer_ref> carrier::to_flat() const {
     if (auto err = detail::inline_payloads(dyn, frame_->sides))
       return err;
     return share_words(capnp::messageToFlatArray(out));
+  } catch (const kj::Exception& e) {
+    return from_exception(e);
+  }
+}
+
+caf::expected<std::vector<view>>
+carrier::to_pieces(uint64_t by_reference) const {
+  KVTIER_ASSERT(frame_ != nullptr);
+  if (frame_->sides.empty())
+    return std::vector<view>{view::of(frame_->words)};
+  uint64_t want = frame_->words->size() / 8 + 64;
+  for (auto& s : frame_->sides)
+    if (s.length < by_reference)
+      want += (s.length + 7) / 8 + 1;
+  want = std::min<uint64_t>(want, std::numeric_limits<uint32_t>::max());
+  try {
+    auto out = std::make_shared<capnp::MallocMessageBuilder>(
+      static_cast<unsigned>(want));
+    out->setRoot(frame_->reader->getRoot<Envelope>());
+    auto body = out->getRoot<Envelope>().getBody();
+    auto dyn = body.getAs<capnp::DynamicStruct>(frame_->schema);
+    if (auto err = detail::reference_payloads(
+          dyn, frame_->sides, out->getOrphanage(), by_reference))
+      return err;
+    auto segs = out->getSegmentsForOutput();
+    // The segment table: the count less one, each size in words, padded
+    // to a whole word.
+    std::vector<uint32_t> table(segs.size() + 1 + (segs.size() + 1) % 2, 0);
+    table[0] = static_cast<uint32_t>(segs.size() - 1);
+    for (size_t i = 0; i < segs.size(); ++i)
+      table[i + 1] = static_cast<uint32_t>(segs[i].size());
+    std::vector<view> pieces;
+    pieces.push_back(
+      view::of(buffer::copy_of(std::as_bytes(std::span{table}))));
+    for (auto seg : segs) {
+      auto* at = reinterpret_cast<const std::byte*>(seg.begin());
+      auto bytes = seg.size() * sizeof(capnp::word);
+      // A referenced side is sent from its own buffer; the builder's own
+      // segments from memory that keeps the builder alive.
+      auto side =
+        std::find_if(frame_->sides.begin(), frame_->sides.end(),
+                     [&](const view& v) { return v.bytes().data() == at; });
+      if (side != frame_->sides.end() && side->length == bytes)
+        pieces.push_back(*side);
+      else
+        pieces.push_back(view::of(buffer::adopt(at, bytes, [out] {})));
+    }
+    return pieces;
   } catch (const kj::Exception& e) {
     return from_exception(e);
   }

@@ -11,11 +11,13 @@
 //
 // Policy: side views are an in-process shortcut and never leave the
 // process. `to_flat()` turns every side reference into inline `Data` and
-// returns the flat bytes; `decode` reads untrusted flat bytes under explicit
-// `reader_limits`, checks the envelope (type, protocol), walks every field
-// a reader could touch, and reports failure as `ec::malformed_message`,
-// `ec::message_limit_exceeded` or `ec::incompatible_format`. Inline Data of
-// a decoded message stays in the flat buffer: payload views point into it.
+// returns the flat bytes (`to_pieces()` the same message with its large
+// payloads by reference, for a sender that writes pieces); `decode` reads
+// untrusted flat bytes under explicit `reader_limits`, checks the envelope
+// (type, protocol), walks every field a reader could touch, and reports failure
+// as `ec::malformed_message`, `ec::message_limit_exceeded` or
+// `ec::incompatible_format`. Inline Data of a decoded message stays in the flat
+// buffer: payload views point into it.
 #pragma once
 
 #include <optional>
@@ -86,6 +88,17 @@ public:
   /// Data; the words themselves when there are no side buffers. Fails with
   /// `message_limit_exceeded` for a payload too large for one Data.
   caf::expected<buffer_ref> to_flat() const;
+
+  /// The same message as `to_flat()` in pieces whose concatenation is one
+  /// flat message: its segment table, its own words, and each side payload
+  /// of at least `by_reference` bytes (word-aligned, whole words) as a
+  /// segment of its own that is the side's memory itself, not a copy;
+  /// smaller payloads are inline Data. For a sender that writes pieces one
+  /// after another (the bulk lane): the receiver decodes their bytes as it
+  /// decodes `to_flat()`'s. The pieces keep all they refer to alive. Fails
+  /// as `to_flat()` does.
+  caf::expected<std::vector<view>>
+  to_pieces(uint64_t by_reference = uint64_t{64} << 10) const;
 
 protected:
   explicit carrier(std::shared_ptr<const detail::frame> f)

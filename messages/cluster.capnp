@@ -41,6 +41,9 @@ struct TransferHeader {
   bulkHost @8 :Text;       # the numeric address the lane listens on (a
                            # receiver connects only to a loopback one
                            # until TLS, #13); empty: the peer's own host
+  laneChecksum @9 :Bool;   # true: `checksum` is unset and the lane sends the
+                           # XXH3-64 after the bytes (hashed as they are
+                           # written); the transfer is served on the lane only
 }
 
 struct FetchEntry {

@@ -1,5 +1,8 @@
 #include "messages/transfer.hpp"
 
+// The streaming state as a plain struct (the same package gives header
+// and library).
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 #include <cstring>
@@ -19,30 +22,41 @@ caf::error malformed(std::string what) {
 
 } // namespace
 
-caf::expected<outgoing_transfer>
-outgoing_transfer::make(uint64_t id, const carrier& c, uint32_t chunk_size) {
+caf::expected<outgoing_transfer> outgoing_transfer::make(uint64_t id,
+                                                         const carrier& c,
+                                                         uint32_t chunk_size,
+                                                         bool checksum) {
   if (chunk_size == 0)
     return make_error(ec::invalid_argument, "transfer chunk size of 0");
-  auto flat = c.to_flat();
-  if (!flat)
-    return std::move(flat.error());
+  auto pieces = c.to_pieces();
+  if (!pieces)
+    return std::move(pieces.error());
   outgoing_transfer t;
   t.id_ = id;
   t.root_type_ = c.root_type();
   t.chunk_size_ = chunk_size;
-  t.count_ = chunks_for((*flat)->size(), chunk_size);
-  t.checksum_ = XXH3_64bits((*flat)->data(), (*flat)->size());
-  t.flat_ = std::move(*flat);
+  t.total_ = kvtier::total_length(*pieces);
+  t.count_ = chunks_for(t.total_, chunk_size);
+  t.lane_only_ = !checksum;
+  if (checksum) {
+    XXH3_state_t state;
+    XXH3_64bits_reset(&state);
+    for (auto& p : *pieces)
+      XXH3_64bits_update(&state, p.bytes().data(), p.length);
+    t.checksum_ = XXH3_64bits_digest(&state);
+  }
+  t.pieces_ = std::move(*pieces);
   return t;
 }
 
 void outgoing_transfer::write_header(TransferHeader::Builder out) const {
   out.setTransferId(id_);
   out.setRootType(root_type_);
-  out.setTotalLength(flat_->size());
+  out.setTotalLength(total_);
   out.setChunkSize(chunk_size_);
   out.setChunkCount(count_);
   out.setChecksum(checksum_);
+  out.setLaneChecksum(lane_only_);
 }
 
 caf::expected<sealed<FetchChunkReply>>
@@ -51,14 +65,30 @@ outgoing_transfer::chunk(uint32_t index) const {
     return make_error(ec::invalid_argument, "chunk " + std::to_string(index)
                                               + " of a transfer of "
                                               + std::to_string(count_));
+  if (lane_only_)
+    return make_error(ec::invalid_argument,
+                      "transfer " + std::to_string(id_)
+                        + " is served on its bulk lane only (no chunks)");
   uint64_t offset = uint64_t{index} * chunk_size_;
-  auto n = std::min<uint64_t>(chunk_size_, flat_->size() - offset);
+  auto n = std::min<uint64_t>(chunk_size_, total_ - offset);
   draft<FetchChunkReply> d;
   d.root().setTransferId(id_);
   d.root().setIndex(index);
   d.root().setOffset(offset);
   auto data = d.root().initData(static_cast<unsigned>(n));
-  std::memcpy(data.begin(), flat_->data() + offset, n);
+  // The chunk's bytes from the pieces it spans.
+  uint64_t at = 0, done = 0;
+  for (auto& p : pieces_) {
+    if (done == n)
+      break;
+    if (offset + done < at + p.length) {
+      auto from = offset + done - at;
+      auto k = std::min<uint64_t>(p.length - from, n - done);
+      std::memcpy(data.begin() + done, p.bytes().data() + from, k);
+      done += k;
+    }
+    at += p.length;
+  }
   return std::move(d).seal();
 }
 
@@ -75,6 +105,10 @@ incoming_transfer::start(TransferHeader::Reader h,
                       "transfer of " + std::to_string(total)
                         + " bytes exceeds the reader's limit of "
                         + std::to_string(limits.traversal_words) + " words");
+  if (h.getLaneChecksum())
+    return malformed("transfer " + std::to_string(h.getTransferId())
+                     + " is served on its bulk lane only: no checksum to "
+                       "verify chunks against");
   if (h.getChunkCount() != chunks_for(total, size))
     return malformed("header says " + std::to_string(h.getChunkCount())
                      + " chunks, its sizes say "
@@ -87,7 +121,7 @@ incoming_transfer::start(TransferHeader::Reader h,
   t.missing_ = h.getChunkCount();
   t.limits_ = limits;
   t.have_.assign(t.missing_, false);
-  t.bytes_ = std::make_unique<buffer_builder>(total);
+  t.bytes_ = std::make_unique<buffer_builder>(total); // every chunk fills it
   return t;
 }
 

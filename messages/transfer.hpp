@@ -1,6 +1,7 @@
 // Chunked transfer of one sealed message between nodes (DESIGN.md
-// "Across nodes"): the sender flattens the message (side payloads become
-// inline Data), announces a `TransferHeader` (total length, chunk size and
+// "Across nodes"): the sender lays the message out flat (side payloads
+// become inline Data; large ones segments of their own, sent from where
+// they lie), announces a `TransferHeader` (total length, chunk size and
 // count, XXH3-64 checksum) and serves `FetchChunkReply` messages of a few
 // MiB each; the receiver collects the chunks into one aligned buffer,
 // verifies length and checksum, and only then decodes the message under
@@ -26,10 +27,16 @@ inline constexpr uint32_t default_chunk_size = uint32_t{4} << 20;
 /// The sending side: one flattened message, served chunk by chunk.
 class outgoing_transfer {
 public:
-  /// Flattens `c` for transfer `id`. Fails as `carrier::to_flat` does, or
-  /// with `invalid_argument` for a chunk size of 0.
+  /// Lays `c` out flat for transfer `id` (`carrier::to_pieces`: its large
+  /// payloads are sent from where they lie, not copied) and checksums it.
+  /// Fails as `carrier::to_pieces` does, or with `invalid_argument` for a
+  /// chunk size of 0.
+  /// Without `checksum` the header says `laneChecksum` (a bulk lane hashes
+  /// the bytes as it writes them, off the reply's path) and no chunk of the
+  /// transfer may be served.
   static caf::expected<outgoing_transfer>
-  make(uint64_t id, const carrier& c, uint32_t chunk_size = default_chunk_size);
+  make(uint64_t id, const carrier& c, uint32_t chunk_size = default_chunk_size,
+       bool checksum = true);
 
   /// Fills in the header the receiver needs before it pulls chunks.
   void write_header(TransferHeader::Builder out) const;
@@ -40,16 +47,22 @@ public:
 
   /// Bytes of the flat message.
   uint64_t total_length() const noexcept {
-    return flat_->size();
+    return total_;
   }
 
-  /// The flat message itself (for a bulk lane to send as it is).
-  const buffer_ref& flat() const noexcept {
-    return flat_;
+  /// The flat message as pieces to send one after another (a bulk lane).
+  const std::vector<view>& pieces() const noexcept {
+    return pieces_;
+  }
+
+  /// Whether it is served on a lane only (made without a checksum).
+  bool lane_only() const noexcept {
+    return lane_only_;
   }
 
   /// Chunk `index` as a side-free message (its bytes copied inline).
-  /// Fails with `invalid_argument` for an index past the last chunk.
+  /// Fails with `invalid_argument` for an index past the last chunk or a
+  /// transfer served on a lane only.
   caf::expected<sealed<FetchChunkReply>> chunk(uint32_t index) const;
 
 private:
@@ -60,7 +73,9 @@ private:
   uint32_t chunk_size_ = 0;
   uint32_t count_ = 0;
   uint64_t checksum_ = 0;
-  buffer_ref flat_;
+  uint64_t total_ = 0;
+  bool lane_only_ = false;
+  std::vector<view> pieces_;
 };
 
 /// The receiving side: collects chunks, verifies, then decodes.

@@ -12,10 +12,11 @@ transfer_table::transfer_table(transfer_limits limits, bulk_server* lane)
   , lane_(lane) {}
 
 caf::expected<sealed<FetchEntryReply>>
-transfer_table::offer(const carrier& c, uint64_t usable_tokens,
-                      uint64_t now_ms) {
+transfer_table::offer(const carrier& c, uint64_t usable_tokens, uint64_t now_ms,
+                      bool use_lane) {
   auto id = next_id_++;
-  auto out = outgoing_transfer::make(id, c, limits_.chunk_size);
+  bool lane = lane_ != nullptr && use_lane;
+  auto out = outgoing_transfer::make(id, c, limits_.chunk_size, !lane);
   if (!out)
     return std::move(out.error());
   auto bytes = out->total_length();
@@ -31,10 +32,10 @@ transfer_table::offer(const carrier& c, uint64_t usable_tokens,
   d.root().setUsableTokens(usable_tokens);
   auto header = d.root().initTransfer();
   out->write_header(header);
-  if (lane_) {
+  if (lane) {
     header.setBulkPort(lane_->port());
     header.setBulkHost(lane_->address());
-    header.setBulkToken(lane_->offer(id, out->flat()));
+    header.setBulkToken(lane_->offer(id, out->pieces()));
   }
   bytes_ += bytes;
   live_.emplace(id, live{std::move(*out), bytes, now_ms});
@@ -66,7 +67,7 @@ bool transfer_table::cancel(uint64_t id) {
   bytes_ -= i->second.bytes;
   live_.erase(i);
   if (lane_)
-    lane_->withdraw(id);
+    lane_->withdraw(id); // a no-op for a transfer offered without it
   ++stats_.cancelled;
   return true;
 }

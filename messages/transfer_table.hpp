@@ -1,7 +1,8 @@
 // Both ends of a peer fetch above the chunk codec (transfer.hpp): the
 // sender's table of offered transfers and the receiver's windowed pull.
 //
-// The sender flattens an entry once, offers it under a fresh id and serves
+// The sender lays an entry out once (outgoing_transfer: its large payloads
+// by reference), offers it under a fresh id and serves
 // its chunks while the receiver pulls them; the bytes of every transfer in
 // the table count against one byte cap (an offer over it is refused, never
 // queued), and a transfer nobody pulls for `idle_ms` expires, so a receiver
@@ -59,8 +60,14 @@ public:
   /// Flattens `c` and offers it: the reply names `usable_tokens` and the
   /// header a receiver starts from. `queue_full` when the table's bytes
   /// would exceed the cap; errors of `outgoing_transfer::make` otherwise.
-  caf::expected<sealed<FetchEntryReply>>
-  offer(const carrier& c, uint64_t usable_tokens, uint64_t now_ms);
+  /// With the table's lane (and `use_lane`), the header names the lane
+  /// and says `laneChecksum`: the lane hashes the bytes as it writes them,
+  /// and chunks of the transfer are refused. Otherwise the checksum is in
+  /// the header and the transfer is pulled in chunks.
+  caf::expected<sealed<FetchEntryReply>> offer(const carrier& c,
+                                               uint64_t usable_tokens,
+                                               uint64_t now_ms,
+                                               bool use_lane = true);
 
   /// Chunk `req.index` of transfer `req.transferId`; `invalid_argument`
   /// naming the id for a transfer the table does not hold (never offered,

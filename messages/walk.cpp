@@ -3,7 +3,9 @@
 #include "messages/carrier.hpp"
 #include "messages/common.capnp.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace kvtier::msg::detail {
@@ -87,6 +89,10 @@ struct checker {
 
 struct inliner {
   const std::vector<view>& sides;
+  /// Set: payloads of at least `by_reference` bytes, word-aligned and
+  /// whole words, are referenced as segments of their own.
+  std::optional<capnp::Orphanage> orphanage = std::nullopt;
+  uint64_t by_reference = 0;
 
   caf::error payload(Payload::Builder p) {
     if (!p.isSide())
@@ -102,6 +108,13 @@ struct inliner {
                           + " bytes exceeds the largest inline Data ("
                           + std::to_string(max_inline_payload)
                           + " bytes): send it as a chunked transfer");
+    auto* at = v.bytes().data();
+    if (orphanage && v.length >= by_reference && v.length % 8 == 0
+        && reinterpret_cast<uintptr_t>(at) % 8 == 0) {
+      p.adoptData(orphanage->referenceExternalData(
+        capnp::Data::Reader{reinterpret_cast<const kj::byte*>(at), v.length}));
+      return {};
+    }
     auto d = p.initData(static_cast<unsigned>(v.length));
     if (v.length > 0)
       std::memcpy(d.begin(), v.bytes().data(), v.length);
@@ -179,6 +192,14 @@ caf::error check_tree(capnp::DynamicStruct::Reader body,
 caf::error inline_payloads(capnp::DynamicStruct::Builder body,
                            const std::vector<view>& sides) {
   return inliner{sides}.structure(body);
+}
+
+caf::error reference_payloads(capnp::DynamicStruct::Builder body,
+                              const std::vector<view>& sides,
+                              capnp::Orphanage orphanage,
+                              uint64_t by_reference) {
+  return inliner{sides, orphanage, std::max<uint64_t>(by_reference, 8)}
+    .structure(body);
 }
 
 } // namespace kvtier::msg::detail

@@ -7,8 +7,9 @@
 // carrier's side views; run under a limited reader it turns any hostile
 // shape into an exception or an error before a handler sees the message.
 // `inline_payloads` replaces side references by inline Data in a copy that
-// is about to leave the process. Single-threaded; they may throw
-// kj::Exception, which the carrier catches.
+// is about to leave the process; `reference_payloads` does the same for
+// small payloads and makes large ones segments of their own, by reference.
+// Single-threaded; they may throw kj::Exception, which the carrier catches.
 #pragma once
 
 #include "messages/buffer.hpp"
@@ -37,5 +38,14 @@ caf::error check_tree(capnp::DynamicStruct::Reader body,
 /// `message_limit_exceeded` for a payload larger than one Data can hold.
 caf::error inline_payloads(capnp::DynamicStruct::Builder body,
                            const std::vector<view>& sides);
+
+/// Like `inline_payloads`, but a side payload of at least `by_reference`
+/// bytes that starts on a word and fills whole words is not copied: it
+/// becomes a segment of its own that refers to the side's memory
+/// (`Orphanage::referenceExternalData`), which must outlive the builder.
+caf::error reference_payloads(capnp::DynamicStruct::Builder body,
+                              const std::vector<view>& sides,
+                              capnp::Orphanage orphanage,
+                              uint64_t by_reference);
 
 } // namespace kvtier::msg::detail

@@ -60,19 +60,17 @@ sealed<msg::FetchEntryReply> none_reply() {
   return std::move(d).seal();
 }
 
-/// `r` altered by a test fault (serve_fault_atom): mode 0, its checksum
-/// flipped (the bytes no longer match what the header promises); mode 2,
-/// no lane named (the receiver pulls chunks).
-sealed<msg::FetchEntryReply> altered(const sealed<msg::FetchEntryReply>& r,
-                                     uint32_t mode) {
+/// `r` altered by a test fault (serve_fault_atom mode 0): its header
+/// promises a checksum the bytes do not have (flipped, or for a lane
+/// transfer one where the lane's own sum would have been).
+sealed<msg::FetchEntryReply> altered(const sealed<msg::FetchEntryReply>& r) {
   msg::draft<msg::FetchEntryReply> d;
   d.root().setUsableTokens(r.root().getUsableTokens());
   auto in = r.root().getTransfer();
   d.root().setTransfer(in);
-  if (mode == 0)
-    d.root().getTransfer().setChecksum(in.getChecksum() ^ 1);
-  else
-    d.root().getTransfer().setBulkPort(0);
+  auto out = d.root().getTransfer();
+  out.setChecksum(in.getLaneChecksum() ? 1 : in.getChecksum() ^ 1);
+  out.setLaneChecksum(false);
   return std::move(d).seal();
 }
 
@@ -90,7 +88,9 @@ void offer(serve_pointer self, fetch_promise rp,
            const sealed<msg::RestoreEntryReply>& r) {
   auto& st = self->state;
   auto usable = r.root().getEntry().getTokens().size();
-  auto reply = st.table->offer(r, usable, now_ms(self));
+  // Test fault mode 2: offered without the lane (the receiver pulls chunks).
+  bool lane = !(st.faults > 0 && st.fault_mode == 2);
+  auto reply = st.table->offer(r, usable, now_ms(self), lane);
   if (!reply) {
     ++st.counters.refused;
     rp.deliver(std::move(reply.error()));
@@ -99,7 +99,8 @@ void offer(serve_pointer self, fetch_promise rp,
   ++st.counters.served;
   st.counters.bytes += reply->root().getTransfer().getTotalLength();
   tick_later(self);
-  auto out = st.faults > 0 ? altered(*reply, st.fault_mode) : std::move(*reply);
+  auto out =
+    st.faults > 0 && st.fault_mode == 0 ? altered(*reply) : std::move(*reply);
   if (st.faults > 0)
     --st.faults;
   if (auto delay = std::exchange(st.delay_ms, 0); delay > 0) {

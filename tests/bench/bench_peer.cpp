@@ -6,9 +6,11 @@
 //              4 MiB writes and read by another thread: the floor.
 //   fetch      B's peer tier answers RestoreEntry for an entry node A holds
 //              in RAM: FetchEntry over the middleman, A's RAM export and
-//              transfer table (flatten + XXH3 once per request), the bytes
-//              over A's bulk lane on a thread of B's, verified, decoded and
-//              shape-checked (tiers::read_entry, the model geometry).
+//              transfer table (the message laid out once per request, its
+//              payloads sent from A's RAM as they lie), the bytes over A's
+//              bulk lane (XXH3 as A writes and as B reads) on a thread of
+//              B's, verified, decoded and shape-checked (tiers::read_entry,
+//              the model geometry).
 //   remote hit acquire on B served from Tier::PEER (the fetch, then the
 //              facade's install attempt and reply; B's RAM is too small to
 //              keep the entry, so every acquire fetches).
@@ -229,7 +231,7 @@ int main(int argc, char** argv) {
   std::printf("raw tcp sockets  %8.2f GB/s (into one reused 4 MiB buffer)\n",
               sockets_best);
   std::printf("peer fetch       %8.2f GB/s  %.2fx raw, %.2fx sockets "
-              "(FetchEntry, export, flatten, lane, verify, decode)\n",
+              "(FetchEntry, export, lane + XXH3, verify, decode)\n",
               fetch_best, fetch_best / raw_best, fetch_best / sockets_best);
   std::printf("remote hit       p50 %7.2f ms  p99 %7.2f ms (acquire on B, "
               "from the peer)\n",
@@ -246,6 +248,12 @@ int main(int argc, char** argv) {
                   rep->peer.failed_none + rep->peer.failed_unreachable
                   + rep->peer.failed_timeout + rep->peer.failed_corrupt
                   + rep->peer.failed_other));
+  auto pool = populated_pool_now();
+  std::printf("buffer pool      reused %llu kept %llu unmapped %llu (large "
+              "buffers taken back instead of fresh, zeroed pages)\n",
+              static_cast<unsigned long long>(pool.reused),
+              static_cast<unsigned long long>(pool.kept),
+              static_cast<unsigned long long>(pool.unmapped));
   c.reset();
   std::filesystem::remove_all(dir);
   return 0;

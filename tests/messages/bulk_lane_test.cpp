@@ -132,7 +132,36 @@ BOOST_AUTO_TEST_CASE(a_wrong_token_or_an_expired_transfer_is_refused) {
   BOOST_TEST(code_of(r.error()) == ec::invalid_argument);
 }
 
-BOOST_AUTO_TEST_CASE(a_checksum_mismatch_yields_no_bytes) {
+BOOST_AUTO_TEST_CASE(a_lane_transfer_carries_its_checksum_after_the_bytes) {
+  // The header of a lane transfer carries no checksum (the lane hashes as
+  // it writes) and its chunks are refused: one path, one sum.
+  auto l = lane();
+  msg::transfer_table table{{}, l.get()};
+  tiers::entry e;
+  auto offer = table.offer(restored(100, e), 100, 0);
+  BOOST_REQUIRE(offer);
+  auto h = offer->root().getTransfer();
+  BOOST_TEST(h.getLaneChecksum());
+  BOOST_TEST(h.getChecksum() == 0u);
+  msg::draft<msg::FetchChunk> pull;
+  pull.root().setTransferId(h.getTransferId());
+  pull.root().setIndex(0);
+  auto c = table.chunk(std::move(pull).seal().root(), 0);
+  BOOST_REQUIRE(!c);
+  BOOST_TEST(code_of(c.error()) == ec::invalid_argument);
+  BOOST_TEST(to_string(c.error()).find("bulk lane only") != std::string::npos);
+  auto in = msg::incoming_transfer::start(h);
+  BOOST_REQUIRE(!in);
+  BOOST_TEST(code_of(in.error()) == ec::malformed_message);
+  // Without the lane the same table offers chunks under a checksum.
+  auto chunked = table.offer(restored(100, e), 100, 0, false);
+  BOOST_REQUIRE(chunked);
+  BOOST_TEST(!chunked->root().getTransfer().getLaneChecksum());
+  BOOST_TEST(chunked->root().getTransfer().getBulkPort() == 0u);
+  BOOST_TEST(chunked->root().getTransfer().getChecksum() != 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_header_checksum_mismatch_yields_no_bytes) {
   auto l = lane();
   msg::transfer_table table{{}, l.get()};
   tiers::entry e;
@@ -141,8 +170,34 @@ BOOST_AUTO_TEST_CASE(a_checksum_mismatch_yields_no_bytes) {
   capnp::MallocMessageBuilder b;
   b.setRoot(offer->root().getTransfer());
   auto h = b.getRoot<msg::TransferHeader>();
-  h.setChecksum(h.getChecksum() + 1);
+  // A header that names a checksum is held to it, beside the lane's own.
+  h.setLaneChecksum(false);
+  h.setChecksum(12345);
   auto r = msg::bulk_fetch("127.0.0.1", h.asReader(), soon());
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(code_of(r.error()) == ec::corrupt_data);
+}
+
+BOOST_AUTO_TEST_CASE(bytes_that_disagree_with_the_lanes_checksum_yield_none) {
+  // A sender whose trailer does not match the bytes it wrote (damage on
+  // the way or at the source): corrupt_data, no bytes.
+  raw_listener srv;
+  std::thread peer([&] {
+    int c = ::accept(srv.fd, nullptr, nullptr);
+    char req[24];
+    [[maybe_unused]] auto n = ::recv(c, req, sizeof req, MSG_WAITALL);
+    uint64_t ok = 0, wrong = 7;
+    std::vector<char> body(8192, 'x');
+    [[maybe_unused]] auto w = ::send(c, &ok, sizeof ok, 0);
+    w = ::send(c, body.data(), body.size(), 0);
+    w = ::send(c, &wrong, sizeof wrong, 0);
+    ::recv(c, req, 1, 0); // until the receiver hangs up
+    ::close(c);
+  });
+  fake_header fh{srv.port, 8192};
+  fh.h.setLaneChecksum(true);
+  auto r = msg::bulk_fetch("127.0.0.1", fh.h.asReader(), soon());
+  peer.join();
   BOOST_REQUIRE(!r);
   BOOST_TEST(code_of(r.error()) == ec::corrupt_data);
 }

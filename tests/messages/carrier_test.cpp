@@ -120,6 +120,98 @@ BOOST_AUTO_TEST_CASE(payload_of_64_mib_survives_the_flat_round_trip) {
   BOOST_TEST(content_hash(got) == want);
 }
 
+/// The bytes of `pieces` one after another, as a receiver gets them.
+buffer_ref joined(const std::vector<view>& pieces) {
+  buffer_builder b(total_length(pieces));
+  uint64_t at = 0;
+  for (auto& p : pieces) {
+    std::memcpy(b.data() + at, p.bytes().data(), p.length);
+    at += p.length;
+  }
+  return std::move(b).freeze();
+}
+
+BOOST_AUTO_TEST_CASE(pieces_send_large_payloads_from_their_own_memory) {
+  // A 1 MiB layer and a 100-byte attachment: the layer is a piece that is
+  // the side's memory itself, the attachment is copied inline; joined, the
+  // pieces decode to the same message as to_flat's bytes.
+  auto big = view::of(pattern(64 * 16384, 8));
+  auto small = view::of(pattern(100, 9));
+  tiers::entry e;
+  e.ns = "pieces";
+  e.tokens.assign(16384, 3);
+  e.layers.push_back(tiers::layer_state::kv(64, e.tokens.size(), {big}));
+  e.attachments.push_back({"tail", {small}});
+  msg::draft<msg::RestoreEntryReply> d;
+  tiers::write_entry(d, d.root().initEntry(), e);
+  auto m = std::move(d).seal();
+  auto pieces = m.to_pieces();
+  BOOST_REQUIRE(pieces);
+  size_t referenced = 0;
+  for (auto& p : *pieces) {
+    referenced += p.bytes().data() == big.bytes().data() ? 1 : 0;
+    BOOST_TEST(p.bytes().data() != small.bytes().data());
+  }
+  BOOST_TEST(referenced == 1u);
+  auto flat = m.to_flat();
+  BOOST_REQUIRE(flat);
+  auto bytes = joined(*pieces);
+  BOOST_TEST(bytes->size() <= (*flat)->size() + 64);
+  for (auto& source : {bytes, *flat}) {
+    auto back = msg::sealed<msg::RestoreEntryReply>::from_flat(source);
+    BOOST_REQUIRE(back);
+    BOOST_TEST(!back->has_side_buffers());
+    auto got = tiers::read_entry(*back, back->root().getEntry());
+    BOOST_REQUIRE(got);
+    BOOST_TEST(got->tokens == e.tokens);
+    BOOST_TEST(content_hash(got->layers.at(0).segments) == content_hash({big}));
+    BOOST_REQUIRE(got->attachments.size() == 1u);
+    BOOST_TEST(content_hash(got->attachments[0].segments)
+               == content_hash({small}));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(pieces_copy_a_payload_that_is_not_whole_words) {
+  // 64 KiB + 3 bytes cannot be a segment of its own (segments are whole
+  // words): it is inlined, and the pieces still decode to it.
+  auto odd = view::of(pattern(65539, 10));
+  auto m = spill_of(odd, 65539);
+  auto pieces = m.to_pieces();
+  BOOST_REQUIRE(pieces);
+  for (auto& p : *pieces)
+    BOOST_TEST(p.bytes().data() != odd.bytes().data());
+  auto back = msg::sealed<msg::SpillEntry>::from_flat(joined(*pieces));
+  BOOST_REQUIRE(back);
+  auto p = back->payload(
+    back->root().getItem().getEntry().getLayers()[0].getSegments()[0]);
+  BOOST_REQUIRE(p);
+  BOOST_TEST(content_hash({*p}) == content_hash({odd}));
+}
+
+BOOST_AUTO_TEST_CASE(released_large_buffers_are_reused_but_never_as_zeroed) {
+  // A large buffer that goes is kept for the next one of its size; memory
+  // that must be zero (a Cap'n Proto builder's) never comes from the pool.
+  auto before = populated_pool_now();
+  std::byte* first = nullptr;
+  {
+    buffer_builder b(size_t{6} << 20);
+    first = b.data();
+    std::memset(b.data(), 0xab, b.size());
+    auto frozen = std::move(b).freeze();
+  }
+  auto kept = populated_pool_now();
+  BOOST_TEST(kept.kept == before.kept + 1);
+  size_t mapped = 0;
+  auto* zero = allocate_populated(size_t{6} << 20, mapped);
+  BOOST_REQUIRE(zero != nullptr);
+  BOOST_TEST(zero != first);
+  BOOST_TEST(std::to_integer<int>(zero[12345]) == 0);
+  release_populated(zero, mapped);
+  buffer_builder again(size_t{5} << 20);
+  BOOST_TEST(populated_pool_now().reused > kept.reused);
+  BOOST_TEST((again.data() == first || again.data() == zero));
+}
+
 BOOST_AUTO_TEST_CASE(unaligned_flat_bytes_are_read_from_an_aligned_copy) {
   auto flat = *peek("odd", {9}).to_flat();
   auto raw = std::make_shared<std::vector<std::byte>>(flat->size() + 1);
