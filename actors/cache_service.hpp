@@ -44,6 +44,12 @@
 // `idle_ms` > 0 and an SSD tier exists (on by default:
 // `service.idle-demotion-ms`), every `idle_period(idle_ms)` (never more
 // often than `min_idle_period`), until StopIdleDemotion.
+//
+// Admin stays local: FlushState, CloseService, CloseSession, DemoteIdle,
+// StopIdleDemotion, RelievePressure, ReclaimAtBoundary and SetSsdLimit
+// from a sender in another process fail `ec::not_permitted` (the facade is
+// never published; peers' admin requests come through the node actor,
+// which asks the facade itself when `cluster.remote-admin` allows them).
 #pragma once
 
 #include "actors/interfaces.hpp"

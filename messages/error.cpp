@@ -29,6 +29,7 @@ const char* to_string(ec code) {
     case ec::locked: return "locked";
     case ec::unsupported: return "unsupported";
     case ec::peer_unreachable: return "peer_unreachable";
+    case ec::not_permitted: return "not_permitted";
   }
   return "unknown";
 }

@@ -74,6 +74,9 @@ enum class ec : uint8_t {
   /// A peer node (or any further tier actor) is gone or not connected: the
   /// request went on without it, named in the context.
   peer_unreachable,
+  /// A remote sender asked for an operation only local callers may make
+  /// (admin operations unless `cluster.remote-admin`, test hooks).
+  not_permitted,
 };
 
 /// The enumerator's name, e.g. "corrupt_data".

@@ -71,4 +71,8 @@ struct ListMembersReply {
   refusedProtocol @4 :UInt64;  # hellos refused: another protocol version
   badMessages @5 :UInt64;      # malformed, oversized or unexpected input
   leaving @6 :Bool;            # shutting down
+  refusedOversized @7 :UInt64;   # peer messages over max-message-bytes (never decoded)
+  refusedUndecodable @8 :UInt64; # peer messages that failed to decode
+  refusedAdmin @9 :UInt64;       # admin requests from remote senders refused
+  refusedHandshake @10 :UInt64;  # our connection attempts closed in the (TLS) handshake
 }

@@ -14,10 +14,13 @@
 // inline), `sealed<Root>::from_flat(bytes, limits)` reads them back and
 // validates them. CAF serialization (the middleman) uses the same pair, and
 // refuses a carrier with side buffers: tensor state crosses nodes only as
-// chunked transfers (transfer.hpp), never as one giant CAF message.
+// chunked transfers (transfer.hpp), never as one giant CAF message. What
+// arrives from a peer is size-checked before it is decoded, and counted
+// when refused (wire_guard.hpp).
 #pragma once
 
 #include "messages/carrier.hpp"
+#include "messages/wire_guard.hpp"
 
 #include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
@@ -94,13 +97,34 @@ sealed<Root> draft<Root>::seal() && {
 /// transfer); loading validates under default `reader_limits`.
 caf::error save_flat(const carrier& x, std::string& bytes);
 
-/// Loading half of `save_flat`.
+/// Counts a refused incoming message in `g` (`oversized` or not) and
+/// logs the first refusal and then every power of two.
+void count_refusal(wire_guard& g, bool oversized, const caf::error& why);
+
+/// Loading half of `save_flat`: the bytes of a message from another
+/// process, refused unread over the receiving system's
+/// `wire_guard::max_bytes`, then decoded under default `reader_limits`;
+/// every refusal is counted (wire_guard.hpp).
 template <class Root>
-caf::error load_flat(sealed<Root>& x, const std::string& bytes) {
+caf::error load_flat(sealed<Root>& x, const std::string& bytes,
+                     caf::execution_unit* ctx = nullptr) {
+  auto& g = guard_of(ctx);
+  if (auto cap = g.max_bytes.load(std::memory_order_relaxed);
+      bytes.size() > cap) {
+    auto err =
+      make_error(ec::message_limit_exceeded, std::to_string(bytes.size())
+                                               + " bytes from a peer exceed "
+                                                 "cluster.max-message-bytes = "
+                                               + std::to_string(cap));
+    count_refusal(g, true, err);
+    return err;
+  }
   auto r = sealed<Root>::from_flat(buffer::copy_of(
     std::as_bytes(std::span<const char>{bytes.data(), bytes.size()})));
-  if (!r)
+  if (!r) {
+    count_refusal(g, false, r.error());
     return std::move(r.error());
+  }
   x = std::move(*r);
   return {};
 }
@@ -109,10 +133,18 @@ caf::error load_flat(sealed<Root>& x, const std::string& bytes) {
 template <class Inspector, class Root>
 typename Inspector::result_type inspect(Inspector& f, sealed<Root>& x) {
   std::string bytes;
-  auto save = caf::meta::save_callback(
-    [&]() -> caf::error { return save_flat(x, bytes); });
-  auto load = caf::meta::load_callback(
-    [&]() -> caf::error { return load_flat(x, bytes); });
+  auto save = caf::meta::save_callback([&]() -> caf::error {
+    auto err = save_flat(x, bytes);
+    if (!err)
+      mutate_wire(bytes);
+    return err;
+  });
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    caf::execution_unit* ctx = nullptr;
+    if constexpr (requires { f.context(); })
+      ctx = f.context();
+    return load_flat(x, bytes, ctx);
+  });
   return f(caf::meta::type_name("kvtier::msg::sealed"), save, bytes, load);
 }
 

@@ -2,6 +2,7 @@
 #include "runtime/options.hpp"
 
 #include "runtime/cluster/membership.hpp"
+#include "runtime/cluster/tls.hpp"
 #include "runtime/service/affine_sharing.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -232,22 +233,40 @@ caf::error service_options::validate() const {
 }
 
 caf::error service_options::validate_cluster() const {
-  if (!cluster::is_loopback(cluster_listen_address))
+  if (cluster_tls) {
+    for (auto [key, value] :
+         {std::pair{"cluster.tls-certificate", &cluster_tls_certificate},
+          std::pair{"cluster.tls-key", &cluster_tls_key},
+          std::pair{"cluster.tls-ca", &cluster_tls_ca}})
+      if (value->empty())
+        return make_error(ec::invalid_config,
+                          std::string{"cluster.tls = true needs "} + key
+                            + " (a PEM file; docs/cluster.md \"Security\")");
+  }
+  if (!cluster_tls && !cluster::is_loopback(cluster_listen_address))
     return make_error(ec::invalid_config,
                       "cluster.listen-address = \"" + cluster_listen_address
                         + "\" is not a loopback address (127.0.0.0/8, ::1, "
-                          "localhost); other addresses need TLS, which "
-                          "kvtier does not have yet");
+                          "localhost); set cluster.tls = true (with "
+                          "cluster.tls-certificate, cluster.tls-key and "
+                          "cluster.tls-ca) to listen on any other address");
   if (auto e = check("cluster.port", cluster_port, 0, 65535, "0 .. 65535"))
     return e;
   for (auto& p : cluster_peers) {
     auto hp = cluster::parse_address(p);
-    if (!hp || !cluster::is_loopback(hp->host))
+    if (!hp)
       return make_error(ec::invalid_config,
                         "cluster.peers: \"" + p
-                          + "\" is not a loopback HOST:PORT (e.g. "
-                            "\"127.0.0.1:7400\")");
+                          + "\" is not HOST:PORT (e.g. \"127.0.0.1:7400\")");
+    if (!cluster_tls && !cluster::is_loopback(hp->host))
+      return make_error(ec::invalid_config,
+                        "cluster.peers: \"" + p
+                          + "\" is not a loopback HOST:PORT; set cluster.tls "
+                            "= true to join nodes on other addresses");
   }
+  if (auto e = check("cluster.max-message-bytes", cluster_max_message_bytes,
+                     uint64_t{1} << 20, uint64_t{1} << 30, "1 MiB .. 1 GiB"))
+    return e;
   if (cluster_node_id.size() > cluster::max_node_id_bytes)
     return out_of_range("cluster.node-id",
                         std::to_string(cluster_node_id.size()) + " bytes",
@@ -427,6 +446,8 @@ void kvtier_config::load_middleman() {
   if (middleman_loaded_)
     return;
   actor_system_config::load<caf::io::middleman>();
+  if (options.cluster_tls)
+    cluster::configure_tls(*this, cluster::tls_files_of(options));
   middleman_loaded_ = true;
 }
 

@@ -84,7 +84,7 @@ struct service_options {
   /// `cluster.enabled`: publish a node actor and meet peers (`kvtier node`
   /// sets it); the service then loads CAF's middleman.
   bool cluster_enabled = false;
-  /// `cluster.listen-address`: loopback only (others need TLS, #13).
+  /// `cluster.listen-address`: loopback unless `cluster_tls`.
   std::string cluster_listen_address = "127.0.0.1";
   /// `cluster.port`: 0 picks a free one.
   uint64_t cluster_port = 0;
@@ -114,6 +114,23 @@ struct service_options {
   /// `cluster.feed-ring`: events the event feed keeps (a subscriber behind
   /// by more resyncs from a snapshot); the feed runs without a cluster too.
   uint64_t cluster_feed_ring = 4096;
+  /// `cluster.tls`: publish and connect through CAF's OpenSSL module; every
+  /// peer must present a certificate signed by `cluster_tls_ca` (both
+  /// directions). Required for a non-loopback listen address or peer.
+  bool cluster_tls = false;
+  /// `cluster.tls-certificate`, `cluster.tls-key`, `cluster.tls-ca`: PEM
+  /// files (required with `cluster_tls`; checked readable at start).
+  std::string cluster_tls_certificate;
+  std::string cluster_tls_key;
+  std::string cluster_tls_ca;
+  /// `cluster.tls-passphrase`: of an encrypted key (empty: none).
+  std::string cluster_tls_passphrase;
+  /// `cluster.max-message-bytes`: flat bytes of one message from a peer,
+  /// checked before it is decoded (over it: refused and counted).
+  uint64_t cluster_max_message_bytes = uint64_t{256} << 20;
+  /// `cluster.remote-admin`: peers and remote clients may call admin
+  /// operations through the node actor (flush, close, demote...).
+  bool cluster_remote_admin = false;
 
   /// Checks every value against its accepted range.
   caf::error validate() const;
@@ -179,7 +196,8 @@ public:
   caf::error load(int argc, char** argv);
 
   /// Loads CAF's middleman module (once; before the actor system starts),
-  /// for a service with `cluster.enabled`.
+  /// for a service with `cluster.enabled`; with `cluster.tls` also CAF's
+  /// OpenSSL module, configured with the node's certificate, key and CA.
   void load_middleman();
 
   service_options options;

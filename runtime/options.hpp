@@ -62,7 +62,7 @@
   X("cluster", "enabled", cluster_enabled,                                     \
     "publish a node actor and meet peers (kvtier node sets it)")               \
   X("cluster", "listen-address", cluster_listen_address,                       \
-    "address the node listens on (loopback only)")                             \
+    "address the node listens on (loopback unless cluster.tls)")                             \
   X("cluster", "port", cluster_port, "port the node listens on (0: any)")      \
   X("cluster", "peers", cluster_peers, "HOST:PORT of nodes to join")           \
   X("cluster", "node-id", cluster_node_id,                                     \
@@ -86,7 +86,20 @@
   X("cluster", "fetched-to-ssd", cluster_fetched_to_ssd,                       \
     "write each entry fetched from a peer to the local SSD at once")           \
   X("cluster", "feed-ring", cluster_feed_ring,                                 \
-    "events the event feed keeps for subscribers that come back")
+    "events the event feed keeps for subscribers that come back")             \
+  X("cluster", "tls", cluster_tls,                                             \
+    "TLS with mutual authentication between nodes (CAF's OpenSSL module)")    \
+  X("cluster", "tls-certificate", cluster_tls_certificate,                     \
+    "this node's certificate chain (PEM), signed by the cluster's CA")        \
+  X("cluster", "tls-key", cluster_tls_key, "this node's private key (PEM)")    \
+  X("cluster", "tls-ca", cluster_tls_ca,                                       \
+    "the cluster's CA certificate (PEM) every peer must be signed by")        \
+  X("cluster", "tls-passphrase", cluster_tls_passphrase,                       \
+    "passphrase of an encrypted tls-key (empty: none)")                       \
+  X("cluster", "max-message-bytes", cluster_max_message_bytes,                 \
+    "largest message a peer may send, checked before decoding")               \
+  X("cluster", "remote-admin", cluster_remote_admin,                           \
+    "let peers and remote clients call admin operations (flush, close...)")
 
 /// X(section, key, member, help) for every `replay_settings` field.
 #define KVTIER_REPLAY_OPTIONS(X)                                               \

@@ -37,7 +37,7 @@ set_tests_properties(runtime.service_crash_soak PROPERTIES LABELS soak)
 
 # Multi-process cluster tests start the built `kvtier` program
 # (tests/cluster/node_process.hpp); labelled `cluster`, in the default suite.
-foreach(name nodes embedded feed_follower peer_nodes)
+foreach(name nodes embedded feed_follower peer_nodes security)
   target_compile_definitions(test_cluster_${name}_test PRIVATE
     KVTIER_PROGRAM="$<TARGET_FILE:kvtier_program>")
   add_dependencies(test_cluster_${name}_test kvtier_program)
@@ -52,8 +52,16 @@ target_link_libraries(cluster_node_writer PRIVATE kvtier)
 set_target_properties(cluster_node_writer PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 # (and, for the peer tests, state to fetch and a feed gap on SIGUSR1).
-foreach(name nodes peer_nodes)
+foreach(name nodes peer_nodes security)
   target_compile_definitions(test_cluster_${name}_test PRIVATE
     KVTIER_NODE_WRITER="$<TARGET_FILE:cluster_node_writer>")
   add_dependencies(test_cluster_${name}_test cluster_node_writer)
 endforeach()
+
+# The mutation run of peer messages against a live node: 600 inputs per
+# message root (4200) in the default suite (cluster.security, registered by
+# the glob), 6000 per root (42000) under the `soak` label.
+add_test(NAME cluster.security_soak COMMAND test_cluster_security_test
+  --run_test=mutated_peer_messages_are_refused_and_counted -- 6000)
+set_tests_properties(cluster.security_soak PROPERTIES LABELS "soak;cluster"
+  TIMEOUT 600)

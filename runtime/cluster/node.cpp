@@ -5,7 +5,10 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/function_view.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/openssl/publish.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
@@ -57,6 +60,12 @@ struct node_state {
   std::map<std::string, caf::actor> handles;
   /// Where peers' requests for state and feed go (node::attach).
   node_delegates delegates;
+  node_policy policy;
+  /// Whose decode refusals ListMembers reports (null: the default guard).
+  std::shared_ptr<msg::wire_guard> guard;
+  uint64_t refused_admin = 0;
+  /// Connection attempts that closed in CAF's (TLS or BASP) handshake.
+  uint64_t refused_handshake = 0;
   uint64_t seq = 0;
   bool started = false;
   bool leaving = false;
@@ -121,8 +130,8 @@ bool learn(node_actor* self, capnp::List<msg::MemberAddress>::Reader members) {
     auto id = text_of(m.getNodeId(), max_node_id_bytes);
     auto address = text_of(m.getAddress(), max_address_bytes);
     auto hp = parse_address(address);
-    if (!hp || !is_loopback(hp->host) || id == v.self().node_id
-        || id.size() > max_node_id_bytes)
+    if (!hp || (!self->state.policy.any_address && !is_loopback(hp->host))
+        || id == v.self().node_id || id.size() > max_node_id_bytes)
       continue;
     if (auto known = v.find(id); known && known->state == peer_state::up)
       continue;
@@ -186,10 +195,25 @@ void peer_down(node_actor* self, const std::string& id, const char* why) {
 void attempt_failed(node_actor* self, const std::string& address,
                     const caf::error& err) {
   auto& v = self->state.view;
+  // A connection that closed in CAF's handshake: over TLS the certificate
+  // check failed on one side (or the peer speaks plaintext); without TLS
+  // the peer likely speaks TLS. Counted on every attempt.
+  bool handshake = err == caf::sec::disconnect_during_handshake;
+  if (handshake)
+    ++self->state.refused_handshake;
   // One line per streak of failures (its first), not one per attempt.
-  if (v.failures(address) == 0)
+  if (v.failures(address) == 0) {
+    std::string why;
+    if (handshake)
+      why = self->system().has_openssl_manager()
+              ? " (TLS handshake failed: its certificate is not signed by "
+                "cluster.tls-ca, ours is not signed by its CA, or it speaks "
+                "plaintext)"
+              : " (it closed the connection in the handshake: does it "
+                "speak TLS?)";
     log(self, "cannot reach " + address + ": " + self->system().render(err)
-                + " (retrying with backoff)");
+                + why + " (retrying with backoff)");
+  }
   v.attempt_done(address, false, clock::now());
 }
 
@@ -243,7 +267,9 @@ void connect(node_actor* self, const std::string& address) {
     self->state.view.attempt_done(address, false, clock::now(), true);
     return;
   }
-  auto mm = self->system().middleman().actor_handle();
+  auto& sys = self->system();
+  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
+                                      : sys.middleman().actor_handle();
   auto timeout = caf::duration{self->state.view.times().down_after};
   self->request(mm, timeout, caf::connect_atom_v, hp->host, hp->port)
     .then(
@@ -301,6 +327,33 @@ caf::result<caf::message> forward(node_actor* self, const caf::actor& to,
   return self->delegate(to, m);
 }
 
+/// An admin request: passed to the facade for a local sender, or a remote
+/// one with `cluster.remote-admin`; else refused and counted. The facade
+/// is asked by the node actor itself (so it sees a local sender) within
+/// the policy's admin deadline.
+template <class Root, class Reply>
+caf::result<sealed<Reply>> admin(node_actor* self, const sealed<Root>& m,
+                                 const char* what) {
+  auto& st = self->state;
+  if (!local_sender(self) && !st.policy.remote_admin) {
+    ++st.refused_admin;
+    log(self, std::string{"refused a remote admin request ("} + what
+                + ") from node " + to_string(self->current_sender()->node())
+                + ": cluster.remote-admin is false");
+    return make_error(ec::not_permitted,
+                      std::string{what}
+                        + " from a remote sender: this node does not allow "
+                          "remote admin (cluster.remote-admin = false)");
+  }
+  if (!st.delegates.admin)
+    return make_error(ec::not_found, "this node serves no admin requests");
+  auto rp = self->make_response_promise<sealed<Reply>>();
+  self->request(st.delegates.admin, caf::duration{st.policy.admin_deadline}, m)
+    .then([rp](const sealed<Reply>& r) mutable { rp.deliver(r); },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
 caf::behavior node_behavior(node_actor* self) {
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
@@ -317,6 +370,12 @@ caf::behavior node_behavior(node_actor* self) {
     [](caf::scheduled_actor* ptr,
        caf::message_view& x) -> caf::result<caf::message> {
       auto self = static_cast<node_actor*>(ptr);
+      // CAF delivers a message whose content failed to load as an empty
+      // one: the wire guard refused it (counted and logged there).
+      if (x.content().empty())
+        return make_error(ec::malformed_message,
+                          "the message was refused before decoding or did "
+                          "not decode (messages/wire_guard.hpp)");
       count_bad(self, "unexpected message " + to_string(x.content()));
       return caf::sec::unexpected_message;
     });
@@ -333,10 +392,41 @@ caf::behavior node_behavior(node_actor* self) {
         st.view.add_address(s, now);
       tick(self);
     },
-    [self](attach_atom, const caf::actor& feed, const caf::actor& serve) {
+    [self](attach_atom, const caf::actor& feed, const caf::actor& serve,
+           const caf::actor& facade) {
       if (!local_sender(self))
         return count_bad(self, "attach from a peer");
-      self->state.delegates = node_delegates{feed, serve};
+      self->state.delegates = node_delegates{feed, serve, facade};
+    },
+    [self](const sealed<msg::FlushState>& m) {
+      return admin<msg::FlushState, msg::FlushStateReply>(self, m, "flush");
+    },
+    [self](const sealed<msg::CloseService>& m) {
+      return admin<msg::CloseService, msg::CloseServiceReply>(self, m, "close");
+    },
+    [self](const sealed<msg::CloseSession>& m) {
+      return admin<msg::CloseSession, msg::CloseSessionReply>(self, m,
+                                                              "close session");
+    },
+    [self](const sealed<msg::DemoteIdle>& m) {
+      return admin<msg::DemoteIdle, msg::DemoteIdleReply>(self, m,
+                                                          "demote idle");
+    },
+    [self](const sealed<msg::StopIdleDemotion>& m) {
+      return admin<msg::StopIdleDemotion, msg::StopIdleDemotionReply>(
+        self, m, "stop idle demotion");
+    },
+    [self](const sealed<msg::RelievePressure>& m) {
+      return admin<msg::RelievePressure, msg::RelievePressureReply>(
+        self, m, "relieve pressure");
+    },
+    [self](const sealed<msg::ReclaimAtBoundary>& m) {
+      return admin<msg::ReclaimAtBoundary, msg::ReclaimAtBoundaryReply>(
+        self, m, "reclaim at boundary");
+    },
+    [self](const sealed<msg::SetSsdLimit>& m) {
+      return admin<msg::SetSsdLimit, msg::SetSsdLimitReply>(self, m,
+                                                            "set SSD limit");
     },
     [self](const sealed<msg::FetchEntry>& m) {
       return forward(self, self->state.delegates.serve, m, "state");
@@ -472,6 +562,11 @@ caf::behavior node_behavior(node_actor* self) {
       r.setRefusedProtocol(v.refused().protocol);
       r.setBadMessages(v.refused().malformed);
       r.setLeaving(st.leaving);
+      auto& g = st.guard ? *st.guard : msg::guard_of(nullptr);
+      r.setRefusedOversized(g.oversized.load());
+      r.setRefusedUndecodable(g.undecodable.load());
+      r.setRefusedAdmin(st.refused_admin);
+      r.setRefusedHandshake(st.refused_handshake);
       return std::move(d).seal();
     },
   };
@@ -496,6 +591,10 @@ members_view view_of(const sealed<msg::ListMembersReply>& reply) {
   out.refused.protocol = r.getRefusedProtocol();
   out.refused.malformed = r.getBadMessages();
   out.leaving = r.getLeaving();
+  out.refused_oversized = r.getRefusedOversized();
+  out.refused_undecodable = r.getRefusedUndecodable();
+  out.refused_admin = r.getRefusedAdmin();
+  out.refused_handshake = r.getRefusedHandshake();
   return out;
 }
 
@@ -538,16 +637,27 @@ timing timing_of(const runtime::service_options& o) {
   return t;
 }
 
+node_policy policy_of(const runtime::service_options& o) {
+  node_policy p;
+  p.any_address = o.cluster_tls;
+  p.remote_admin = o.cluster_remote_admin;
+  return p;
+}
+
 caf::actor spawn_node_actor(caf::actor_system& sys, identity self, timing t,
-                            std::shared_ptr<hook_slot> hooks) {
+                            std::shared_ptr<hook_slot> hooks,
+                            node_policy policy,
+                            std::shared_ptr<msg::wire_guard> guard) {
   return sys.spawn(
-    [](node_actor* a, identity id, timing tt,
-       std::shared_ptr<hook_slot> h) -> caf::behavior {
+    [](node_actor* a, identity id, timing tt, std::shared_ptr<hook_slot> h,
+       node_policy p, std::shared_ptr<msg::wire_guard> g) -> caf::behavior {
       a->state.view = membership{std::move(id), tt};
       a->state.hooks = std::move(h);
+      a->state.policy = p;
+      a->state.guard = std::move(g);
       return node_behavior(a);
     },
-    std::move(self), t, std::move(hooks));
+    std::move(self), t, std::move(hooks), policy, std::move(guard));
 }
 
 caf::expected<std::unique_ptr<node>>
@@ -559,30 +669,56 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
     return make_error(ec::invalid_config,
                       "cluster: the actor system has no middleman (load "
                       "caf::io::middleman before it starts)");
-  if (!is_loopback(o.cluster_listen_address))
+  if (!o.cluster_tls && !is_loopback(o.cluster_listen_address))
     return make_error(ec::invalid_config,
                       "cluster.listen-address = \"" + o.cluster_listen_address
-                        + "\" is not a loopback address (others need TLS)");
+                        + "\" is not a loopback address: set cluster.tls = "
+                          "true to listen on it");
   std::set<std::string> seeds;
   for (auto* list : {&o.cluster_peers, &extra_peers})
     for (auto& p : *list) {
       auto hp = parse_address(p);
-      if (!hp || !is_loopback(hp->host))
+      if (!hp || (!o.cluster_tls && !is_loopback(hp->host)))
         return make_error(ec::invalid_config,
                           "cluster peer \"" + p
-                            + "\" is not a loopback HOST:PORT");
+                            + (hp ? "\" is not a loopback address: set "
+                                    "cluster.tls = true to join it"
+                                  : "\" is not HOST:PORT"));
       seeds.insert(p);
     }
+  auto tls = tls_files_of(o);
+  if (o.cluster_tls) {
+    if (auto err = check_tls_files(tls))
+      return err;
+    if (!sys.has_openssl_manager() || !tls_configured(sys.config(), tls))
+      return make_error(ec::invalid_config,
+                        "cluster.tls: the actor system has no OpenSSL module "
+                        "configured with cluster.tls-certificate, "
+                        "cluster.tls-key and cluster.tls-ca (call "
+                        "cluster::configure_tls on its config before it "
+                        "starts)");
+  } else if (sys.has_openssl_manager()) {
+    return make_error(ec::invalid_config,
+                      "the actor system loads CAF's OpenSSL module but "
+                      "cluster.tls is false: set cluster.tls = true");
+  }
   std::unique_ptr<node> n{new node};
   n->sys_ = &sys;
   n->hooks_ = std::make_shared<hook_slot>();
   n->hooks_->listeners = std::move(listeners);
   n->down_after_ = millis{o.cluster_down_after_ms};
-  n->actor_ =
-    spawn_node_actor(sys, identity_of(o, fingerprint), timing_of(o), n->hooks_);
+  n->tls_ = o.cluster_tls;
+  n->guard_ =
+    std::make_unique<msg::guard_scope>(sys, o.cluster_max_message_bytes);
+  n->actor_ = spawn_node_actor(sys, identity_of(o, fingerprint), timing_of(o),
+                               n->hooks_, policy_of(o), n->guard_->shared());
   auto port =
-    sys.middleman().publish(n->actor_, static_cast<uint16_t>(o.cluster_port),
-                            o.cluster_listen_address.c_str(), true);
+    o.cluster_tls
+      ? caf::openssl::publish(n->actor_, static_cast<uint16_t>(o.cluster_port),
+                              o.cluster_listen_address.c_str(), true)
+      : sys.middleman().publish(n->actor_,
+                                static_cast<uint16_t>(o.cluster_port),
+                                o.cluster_listen_address.c_str(), true);
   if (!port) {
     caf::anon_send_exit(n->actor_, caf::exit_reason::user_shutdown);
     return make_error(ec::io_error, "cannot listen on "
@@ -600,13 +736,21 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
 node::~node() {
   if (!left_)
     leave(down_after_);
-  sys_->middleman().unpublish(actor_, port_);
+  if (tls_) {
+    // (caf/openssl/unpublish.hpp does not compile in 0.17.6: ask the
+    // OpenSSL manager's middleman actor directly.)
+    auto f = caf::make_function_view(sys_->openssl_manager().actor_handle());
+    static_cast<void>(f(caf::unpublish_atom_v,
+                        caf::actor_cast<caf::actor_addr>(actor_), port_));
+  } else {
+    sys_->middleman().unpublish(actor_, port_);
+  }
   caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
 }
 
 void node::attach(node_delegates d) {
   caf::anon_send(actor_, attach_atom::value, std::move(d.feed),
-                 std::move(d.serve));
+                 std::move(d.serve), std::move(d.admin));
 }
 
 void node::set_hooks(peer_hooks h) {
@@ -630,36 +774,48 @@ caf::expected<size_t> node::leave(millis timeout) {
   return out;
 }
 
-client_config::client_config() {
+client_config::client_config(const tls_files& tls) {
   msg::register_message_types(*this);
   register_error_category(*this);
   set("scheduler.max-threads", 1);
   load<caf::io::middleman>();
+  if (!tls.certificate.empty())
+    configure_tls(*this, tls);
 }
 
-caf::expected<members_view> query_members(caf::actor_system& sys,
-                                          const std::string& address,
-                                          millis timeout) {
+caf::expected<caf::actor> connect_node(caf::actor_system& sys,
+                                       const std::string& address,
+                                       millis timeout) {
   auto hp = parse_address(address);
   if (!hp)
     return make_error(ec::invalid_argument,
                       "\"" + address + "\" is not HOST:PORT");
   caf::scoped_actor self{sys};
-  auto mm = sys.middleman().actor_handle();
-  caf::expected<members_view> out = make_error(ec::timeout, "no answer");
-  caf::actor remote;
+  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
+                                      : sys.middleman().actor_handle();
+  caf::expected<caf::actor> out = make_error(ec::timeout, "no answer");
   self
     ->request(mm, caf::duration{timeout}, caf::connect_atom_v, hp->host,
               hp->port)
     .receive(
       [&](const caf::node_id&, caf::strong_actor_ptr serv,
           const std::set<std::string>&) {
-        remote = caf::actor_cast<caf::actor>(serv);
+        if (serv)
+          out = caf::actor_cast<caf::actor>(serv);
+        else
+          out = make_error(ec::not_found, "no actor published at " + address);
       },
       [&](caf::error& err) { out = std::move(err); });
+  return out;
+}
+
+caf::expected<members_view> query_members(caf::actor_system& sys,
+                                          const std::string& address,
+                                          millis timeout) {
+  auto remote = connect_node(sys, address, timeout);
   if (!remote)
-    return out;
-  return ask_members(sys, remote, timeout);
+    return std::move(remote.error());
+  return ask_members(sys, *remote, timeout);
 }
 
 } // namespace kvtier::cluster

@@ -14,17 +14,28 @@
 // tier's) sent to it with a deadline; it dies (down_msg) when the
 // connection goes.
 //
-// Policy: loopback addresses only (service_options::validate refuses the
-// rest until TLS, #13). Every wait is bounded: a connection attempt and a
-// hello by `cluster.down-after-ms`, `leave` by its argument. Input from a
-// peer is checked field by field; what is malformed, oversized, of another
-// protocol or unexpected is refused and counted, never trusted.
+// Policy: without `cluster.tls`, loopback addresses only (a listen address,
+// seed or learned member elsewhere is refused); with it the node publishes
+// and connects through CAF's OpenSSL module and any address is allowed
+// (runtime/cluster/tls.hpp: both sides present certificates of the
+// cluster's CA). Every wait is bounded: a connection attempt and a hello by
+// `cluster.down-after-ms`, `leave` by its argument. Input from a peer is
+// size-checked before it is decoded (messages/wire_guard.hpp) and checked
+// field by field; what is malformed, oversized, of another protocol or
+// unexpected is refused and counted, never trusted. Admin requests
+// (FlushState, CloseService, CloseSession, DemoteIdle, StopIdleDemotion,
+// RelievePressure, ReclaimAtBoundary, SetSsdLimit) sent to the node actor
+// are passed to the facade for local senders, and for remote ones only with
+// `cluster.remote-admin`; otherwise refused (`ec::not_permitted`) and
+// counted.
 //
 // Owner: one `service` (runtime/service.hpp) or a test; `node`'s methods
 // are called from one thread at a time (the hooks may be set from any).
 #pragma once
 
+#include "messages/wire_guard.hpp"
 #include "runtime/cluster/membership.hpp"
+#include "runtime/cluster/tls.hpp"
 #include "runtime/config.hpp"
 
 #include <caf/actor.hpp>
@@ -70,6 +81,18 @@ struct node_delegates {
   /// What serves this node's state to peers: FetchEntry, FetchChunk,
   /// CancelTransfer.
   caf::actor serve;
+  /// The service facade: admin requests (see the policy above).
+  caf::actor admin;
+};
+
+/// What a node actor lets in beyond the membership protocol.
+struct node_policy {
+  /// Peers and learned members may be on any address (cluster.tls).
+  bool any_address = false;
+  /// Remote senders may make admin requests (cluster.remote-admin).
+  bool remote_admin = false;
+  /// The longest an admin request passed to the facade may take.
+  millis admin_deadline{60000};
 };
 
 /// One member as `members()` reports it.
@@ -84,6 +107,17 @@ struct members_view {
   identity self;
   std::vector<member_view> members;
   refusal_counts refused;
+  /// Peer messages refused before decoding (over cluster.max-message-bytes)
+  /// and ones that failed to decode (messages/wire_guard.hpp).
+  uint64_t refused_oversized = 0;
+  uint64_t refused_undecodable = 0;
+  /// Admin requests from remote senders refused (cluster.remote-admin off).
+  uint64_t refused_admin = 0;
+  /// This node's connection attempts that closed in the handshake: over
+  /// TLS a certificate check failed (either side's) or the peer speaks
+  /// plaintext. (A refusal of an incoming connection happens inside CAF's
+  /// OpenSSL module and is not seen here.)
+  uint64_t refused_handshake = 0;
   bool leaving = false;
 
   /// Node ids in `state`, sorted.
@@ -96,18 +130,27 @@ identity identity_of(const runtime::service_options& o,
                      const std::string& fingerprint);
 timing timing_of(const runtime::service_options& o);
 
+/// `o`'s node policy.
+node_policy policy_of(const runtime::service_options& o);
+
 /// Spawns the node actor (not yet published). Exposed for tests that drive
-/// it without `node`.
+/// it without `node`. `guard`: whose refusal counters it reports (null: the
+/// process-wide default guard's).
 caf::actor spawn_node_actor(caf::actor_system& sys, identity self, timing t,
-                            std::shared_ptr<hook_slot> hooks);
+                            std::shared_ptr<hook_slot> hooks,
+                            node_policy policy = {},
+                            std::shared_ptr<msg::wire_guard> guard = nullptr);
 
 class node {
 public:
   /// Publishes a node actor on `o.cluster_listen_address`:`o.cluster_port`
-  /// in `sys` (which needs the middleman) and starts meeting
-  /// `o.cluster_peers` and `extra_peers`; `listeners` hear of every peer
-  /// up and down from the first on (see hook_slot). `ec::invalid_config`
-  /// for a bad address, `ec::io_error` when the port cannot be bound.
+  /// in `sys` (which needs the middleman, and with `o.cluster_tls` CAF's
+  /// OpenSSL module configured with `o`'s files: `configure_tls`) and
+  /// starts meeting `o.cluster_peers` and `extra_peers`; `listeners` hear
+  /// of every peer up and down from the first on (see hook_slot).
+  /// `ec::invalid_config` for a bad address, a non-loopback one without
+  /// TLS, or TLS files that do not load (naming the option and file);
+  /// `ec::io_error` when the port cannot be bound.
   static caf::expected<std::unique_ptr<node>>
   start(caf::actor_system& sys, const runtime::service_options& o,
         const std::string& fingerprint,
@@ -158,20 +201,29 @@ private:
   uint16_t port_ = 0;
   std::string address_;
   std::string node_id_;
+  std::unique_ptr<msg::guard_scope> guard_;
+  bool tls_ = false;
   millis down_after_{2000};
   bool left_ = false;
 };
 
 /// The configuration of an actor system that only talks to nodes (`kvtier
 /// members`, tests): the middleman, kvtier's message types and errors, one
-/// scheduler thread.
+/// scheduler thread; with `tls` set (a certificate given) CAF's OpenSSL
+/// module too, and connections go through it.
 struct client_config : caf::actor_system_config {
-  client_config();
+  explicit client_config(const tls_files& tls = {});
 };
+
+/// Connects to the node actor at `address` (HOST:PORT) through the OpenSSL
+/// module when `sys` has one, else the middleman, within `timeout`.
+caf::expected<caf::actor> connect_node(caf::actor_system& sys,
+                                       const std::string& address,
+                                       millis timeout);
 
 /// Asks the node at `address` (HOST:PORT) for its membership view, from
 /// `sys` (which needs the middleman), within `timeout` (tests, `kvtier
-/// members`).
+/// members`); over TLS when `sys` has the OpenSSL module.
 caf::expected<members_view> query_members(caf::actor_system& sys,
                                           const std::string& address,
                                           millis timeout);

@@ -86,12 +86,13 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
   return exit_code;
 }
 
-int members_command(kvtier_config&, const std::vector<std::string>& args) {
+int members_command(kvtier_config& cfg, const std::vector<std::string>& args) {
   if (args.size() != 1) {
     std::fprintf(stderr, "usage: kvtier members HOST:PORT\n");
     return 2;
   }
-  cluster::client_config ccfg;
+  // Over TLS, with this configuration's certificate, when cluster.tls is on.
+  cluster::client_config ccfg{cluster::tls_files_of(cfg.options)};
   caf::actor_system sys{ccfg};
   auto v = cluster::query_members(sys, args[0], cluster::millis{5000});
   if (!v) {
@@ -105,11 +106,16 @@ int members_command(kvtier_config&, const std::vector<std::string>& args) {
     std::printf("member %s %s %s\n", m.node_id.c_str(), m.address.c_str(),
                 cluster::to_string(m.state));
   std::printf("refused model-identity=%llu node-id=%llu protocol=%llu "
-              "bad-messages=%llu\n",
+              "bad-messages=%llu oversized=%llu undecodable=%llu "
+              "remote-admin=%llu handshake=%llu\n",
               static_cast<unsigned long long>(v->refused.model_identity),
               static_cast<unsigned long long>(v->refused.node_id),
               static_cast<unsigned long long>(v->refused.protocol),
-              static_cast<unsigned long long>(v->refused.malformed));
+              static_cast<unsigned long long>(v->refused.malformed),
+              static_cast<unsigned long long>(v->refused_oversized),
+              static_cast<unsigned long long>(v->refused_undecodable),
+              static_cast<unsigned long long>(v->refused_admin),
+              static_cast<unsigned long long>(v->refused_handshake));
   return 0;
 }
 

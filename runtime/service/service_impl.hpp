@@ -126,7 +126,8 @@ struct service::impl {
       return;
     }
     node = std::move(*n);
-    node->attach({handles.cluster.feed, handles.cluster.serve});
+    node->attach({handles.cluster.feed, handles.cluster.serve,
+                  caf::actor_cast<caf::actor>(handles.facade)});
     // Batches and snapshots name the node as its peers know it.
     caf::anon_send(handles.feed, actors::feed_name_atom::value,
                    node->node_id());

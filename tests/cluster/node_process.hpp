@@ -66,6 +66,8 @@ struct node_settings {
   /// The program (empty: KVTIER_PROGRAM) and arguments after the joins.
   std::string program;
   std::vector<std::string> extra_args;
+  /// More `key=value` lines of the [cluster] section (e.g. tls=true).
+  std::vector<std::string> cluster_lines;
 };
 
 class node_process {
@@ -147,16 +149,20 @@ public:
     return s.str();
   }
 
-private:
-  void write_config(const std::filesystem::path& file) const {
+  /// Writes the configuration `settings_` describes to `file` (also for a
+  /// test that runs the program itself, e.g. one that must refuse to start).
+  static void write_config(const node_settings& settings_,
+                           const std::filesystem::path& file) {
     std::ofstream out(file);
     out << "[cluster]\nnode-id=\"" << settings_.node_id << "\"\n"
         << "port=" << settings_.port << "\n"
         << "heartbeat-ms=" << settings_.heartbeat_ms << "\n"
         << "down-after-ms=" << settings_.down_after_ms << "\n"
         << "reconnect-backoff-ms=" << settings_.backoff_ms << "\n"
-        << "reconnect-backoff-max-ms=" << settings_.backoff_max_ms << "\n"
-        << "[model]\npreset=\"" << settings_.model
+        << "reconnect-backoff-max-ms=" << settings_.backoff_max_ms << "\n";
+    for (auto& line : settings_.cluster_lines)
+      out << line << "\n";
+    out << "[model]\npreset=\"" << settings_.model
         << "\"\nscale=1.0\nidentity=\"" << settings_.identity << "\"\n"
         << "[ram-tier]\ncap-bytes=" << settings_.ram_cap_bytes << "\n"
         << "[ssd-tier]\ndir=\"" << settings_.ssd_dir << "\"\n"
@@ -164,9 +170,10 @@ private:
         << "[service]\nidle-demotion-ms=0\nstorage-deadline-ms=3000\n";
   }
 
+private:
   void start() {
     auto conf = dir_ / (stem_ + ".conf");
-    write_config(conf);
+    write_config(settings_, conf);
     int fds[2];
     BOOST_REQUIRE(::pipe(fds) == 0);
     std::vector<std::string> args{settings_.program.empty() ? KVTIER_PROGRAM
