@@ -37,6 +37,7 @@ struct counters {
            failed_other = 0, written_to_ssd = 0, ssd_write_failed = 0;
   /// Snapshots applied, and of them those after a gap or a restart.
   uint64_t feed_snapshots = 0, feed_gap_resyncs = 0, feed_restart_resyncs = 0;
+  uint64_t refused_remote = 0;
 };
 
 /// One waiter of a fetch: a restore or a prefetch.
@@ -637,7 +638,25 @@ sealed<msg::ReadReportReply> report(self_ptr self,
   p.setFeedSnapshots(c.feed_snapshots);
   p.setFeedGapResyncs(c.feed_gap_resyncs);
   p.setFeedRestartResyncs(c.feed_restart_resyncs);
+  p.setRefusedRemote(c.refused_remote);
   return std::move(d).seal();
+}
+
+/// Whether the current message came from another process: the peer tier
+/// serves its own node only (peers learn its handle as the sender of its
+/// requests, and must not steer its directory, its peers or its fetches).
+/// Counted; requests get `not_permitted`.
+bool from_elsewhere(self_ptr self) {
+  auto& s = self->current_sender();
+  if (!s || s->node() == self->node())
+    return false;
+  ++self->state.count.refused_remote;
+  return true;
+}
+
+caf::error not_local() {
+  return make_error(ec::not_permitted,
+                    "peer tier: requests from another process are refused");
 }
 
 peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
@@ -656,25 +675,39 @@ peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
       }
   });
   return {
-    [self](const sealed<msg::FindPrefix>& m) {
+    [self](const sealed<msg::FindPrefix>& m)
+      -> caf::result<sealed<msg::FindPrefixReply>> {
+      if (from_elsewhere(self))
+        return not_local();
       return decoding<sealed<msg::FindPrefixReply>>(
         [&] { return find_prefix(self, m.root()); });
     },
-    [self](const sealed<msg::RestoreEntry>& m) {
+    [self](const sealed<msg::RestoreEntry>& m)
+      -> caf::result<sealed<msg::RestoreEntryReply>> {
+      if (from_elsewhere(self))
+        return not_local();
       return decoding<sealed<msg::RestoreEntryReply>>(
         [&] { return restore(self, m.root()); });
     },
-    [self](const sealed<msg::PrefetchPrefix>& m) {
+    [self](const sealed<msg::PrefetchPrefix>& m)
+      -> caf::result<sealed<msg::PrefetchPrefixReply>> {
+      if (from_elsewhere(self))
+        return not_local();
       return decoding<sealed<msg::PrefetchPrefixReply>>(
         [&] { return prefetch(self, m.root()); });
     },
-    [self](const sealed<msg::ReleasePrefetch>& m) {
+    [self](const sealed<msg::ReleasePrefetch>& m)
+      -> caf::result<sealed<msg::ReleasePrefetchReply>> {
+      if (from_elsewhere(self))
+        return not_local();
       msg::draft<msg::ReleasePrefetchReply> d;
       d.root().setReleased(self->state.leases.erase(m.root().getLeaseId()) > 0);
       return std::move(d).seal();
     },
     [self](const sealed<msg::ReadReport>&)
       -> caf::result<sealed<msg::ReadReportReply>> {
+      if (from_elsewhere(self))
+        return not_local();
       if (!self->state.serve)
         return report(self, nullptr);
       auto rp = self->make_response_promise<sealed<msg::ReadReportReply>>();
@@ -691,6 +724,8 @@ peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
       return rp;
     },
     [self](lane_done_atom, uint64_t id, uint64_t attempt) {
+      if (from_elsewhere(self))
+        return;
       auto i = self->state.fetches.find(id);
       if (i == self->state.fetches.end() || i->second.attempt != attempt
           || !i->second.slot)
@@ -703,6 +738,8 @@ peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
         sealed<msg::RestoreEntryReply>::from_flat(std::move(*slot->result)));
     },
     [self](fetch_deadline_atom, uint64_t id) {
+      if (from_elsewhere(self))
+        return;
       auto i = self->state.fetches.find(id);
       if (i == self->state.fetches.end())
         return;
@@ -711,14 +748,20 @@ peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
              make_error(ec::timeout, "the peer fetch took longer than "
                                      "cluster.fetch-deadline-ms"));
     },
-    [self](const directory_batch& b) { apply(self, b); },
+    [self](const directory_batch& b) {
+      if (!from_elsewhere(self))
+        apply(self, b);
+    },
     [self](peer_up_atom, const std::string& node, const caf::actor& h) {
-      if (!h || node.empty())
+      if (from_elsewhere(self) || !h || node.empty())
         return;
       self->monitor(h);
       self->state.peers[node] = h;
     },
-    [self](peer_down_atom, const std::string& node) { peer_gone(self, node); },
+    [self](peer_down_atom, const std::string& node) {
+      if (!from_elsewhere(self))
+        peer_gone(self, node);
+    },
   };
 }
 

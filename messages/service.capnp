@@ -422,6 +422,8 @@ struct PeerCounters {
   feedSnapshots @22 :UInt64; # peer snapshots applied to the directory
   feedGapResyncs @23 :UInt64; # ... of them after a gap in a peer's feed
   feedRestartResyncs @24 :UInt64; # ... after a peer restarted
+  refusedRemote @25 :UInt64; # messages to the peer tier from another
+                           # process (it serves its own node only)
 }
 
 struct ListSavedPrefixes {

@@ -275,6 +275,8 @@ struct service_report {
     /// Snapshots of peers' feeds applied to the directory: every first
     /// sync (a join, a rejoin), and those after a gap or a peer's restart.
     uint64_t feed_snapshots = 0, feed_gap_resyncs = 0, feed_restart_resyncs = 0;
+    /// Messages to the peer tier from another process, refused.
+    uint64_t refused_remote = 0;
   } peer;
   /// Storage operations per tier: RAM (always zero) and SSD.
   io_counters ram_io;

@@ -114,6 +114,7 @@ void peer_part(msg::PeerCounters::Reader in, service_report::peer_part& o) {
   o.feed_snapshots = in.getFeedSnapshots();
   o.feed_gap_resyncs = in.getFeedGapResyncs();
   o.feed_restart_resyncs = in.getFeedRestartResyncs();
+  o.refused_remote = in.getRefusedRemote();
 }
 
 } // namespace

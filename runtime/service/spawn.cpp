@@ -127,7 +127,7 @@ static caf::error spawn_cluster_parts(caf::actor_system& sys,
   cluster::serve_config sc;
   sc.limits.max_bytes = opts.cluster_serve_max_bytes;
   sc.limits.idle_ms = opts.cluster_serve_idle_ms;
-  sc.lane_address = opts.cluster_listen_address;
+  sc.lane_address = cluster::lane_address_for(opts.cluster_listen_address);
   sc.tier_deadline_ms = std::max<uint64_t>(fetch_deadline_ms(opts) / 2, 1);
   sc.max_prompt_tokens = opts.position_limit;
   auto serve = cluster::spawn_serve(sys, sc, h.tiers.ram, h.tiers.ssd);

@@ -12,9 +12,11 @@
 #include "runtime/cluster/node.hpp"
 #include "runtime/cluster/serve.hpp"
 #include "tests/cluster/test_cluster.hpp"
+#include "tests/messages/fixtures.hpp"
 #include "tests/runtime/service_fixture.hpp"
 #include "tiers/entry_message.hpp"
 
+#include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
@@ -189,6 +191,45 @@ BOOST_AUTO_TEST_CASE(prefix_published_on_a_is_served_on_b_byte_exact) {
   auto again = get_b("n", prompt, 8);
   BOOST_CHECK(again.source == runtime::state_source::ram);
   BOOST_CHECK_EQUAL(again.usable_tokens, 512u);
+}
+
+BOOST_AUTO_TEST_CASE(the_peer_tier_serves_its_own_node_only) {
+  // A peer learns the peer tier's handle as the sender of its requests; it
+  // must not steer it: a remote FindPrefix is refused, a remote peer_down
+  // changes nothing, and both are counted.
+  start_b();
+  auto port = b.svc->system().middleman().publish(
+    caf::actor_cast<caf::actor>(b.svc->peer_tier()), 0, "127.0.0.1");
+  BOOST_REQUIRE_MESSAGE(port, (port ? "" : to_string(port.error())));
+  auto remote = a.svc->system().middleman().remote_actor("127.0.0.1", *port);
+  BOOST_REQUIRE_MESSAGE(remote, (remote ? "" : to_string(remote.error())));
+  caf::scoped_actor self{a.svc->system()};
+  msg::draft<msg::FindPrefix> d;
+  d.root().setNs("warm");
+  tiers::write_tokens(d.root().initPrompt(17), cat(seq(16), {9}));
+  caf::error refused;
+  self->request(*remote, std::chrono::seconds(5), std::move(d).seal())
+    .receive([](const msg::sealed<msg::FindPrefixReply>&) {},
+             [&](const caf::error& e) { refused = e; });
+  BOOST_CHECK_MESSAGE(test::code_of(refused) == ec::not_permitted,
+                      to_string(refused));
+  self->send(*remote, actors::peer_down_atom::value, std::string{"a"});
+  BOOST_REQUIRE(
+    eventually([&] { return b.report().peer.refused_remote == 2; }));
+  auto r = b.report();
+  BOOST_CHECK_EQUAL(r.peer.peers_up, 1u);
+  BOOST_CHECK_GE(r.peer.entries, 1u);
+  BOOST_CHECK(found_on_b("warm", seq(16)));
+}
+
+BOOST_AUTO_TEST_CASE(the_bulk_lane_listens_on_loopback_only) {
+  // The lane is plain TCP: off loopback, transfers go as chunks through
+  // the (TLS) middleman.
+  BOOST_CHECK_EQUAL(cluster::lane_address_for("127.0.0.1"), "127.0.0.1");
+  BOOST_CHECK_EQUAL(cluster::lane_address_for("::1"), "::1");
+  BOOST_CHECK_EQUAL(cluster::lane_address_for("localhost"), "127.0.0.1");
+  BOOST_CHECK_EQUAL(cluster::lane_address_for("0.0.0.0"), "");
+  BOOST_CHECK_EQUAL(cluster::lane_address_for("10.1.2.3"), "");
 }
 
 BOOST_AUTO_TEST_CASE(without_a_lane_the_entry_is_pulled_in_chunks) {
