@@ -65,3 +65,12 @@ add_test(NAME cluster.security_soak COMMAND test_cluster_security_test
   --run_test=mutated_peer_messages_are_refused_and_counted -- 6000)
 set_tests_properties(cluster.security_soak PROPERTIES LABELS "soak;cluster"
   TIMEOUT 600)
+
+# `kvtier config` prints every option but never a secret: a passphrase set
+# on the command line is said to be set, not shown.
+add_test(NAME program.config_hides_the_tls_passphrase
+  COMMAND kvtier_program config --cluster.tls-passphrase=hunter2)
+set_tests_properties(program.config_hides_the_tls_passphrase PROPERTIES
+  PASS_REGULAR_EXPRESSION "tls-passphrase=\"\\(set, not shown\\)\""
+  FAIL_REGULAR_EXPRESSION "hunter2"
+  TIMEOUT 30)

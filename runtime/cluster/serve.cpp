@@ -251,6 +251,9 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
       return std::move(d).seal();
     },
     [self](serve_tick_atom) {
+      // Its own timer only: a peer must not release delayed answers.
+      if (auto& s = self->current_sender(); s && s->node() != self->node())
+        return;
       for (auto& [rp, out] : std::exchange(self->state.delayed, {}))
         rp.deliver(std::move(out));
       self->state.ticking = false;

@@ -56,7 +56,11 @@ int print_config(kvtier_config& cfg) {
     auto& v = values[i];
     if (v.section != section)
       std::printf("[%s]\n", (section = v.section).c_str());
-    std::printf("%s=%s\n", v.key.c_str(), v.text.c_str());
+    // A secret is said to be set, never shown.
+    bool secret = v.section == "cluster" && v.key == "tls-passphrase";
+    std::printf("%s=%s\n", v.key.c_str(),
+                secret && v.text != "\"\"" ? "\"(set, not shown)\""
+                                           : v.text.c_str());
     bool last = i + 1 == values.size() || values[i + 1].section != section;
     if (last && section == "model")
       if (auto m = kvtier::runtime::running_model(o))
