@@ -1,6 +1,7 @@
 #include "actors/cache_service.hpp"
 
 #include "actors/cache_service_ops.hpp"
+#include "actors/codec.hpp"
 
 #include <caf/logger.hpp>
 #include <caf/sec.hpp>
@@ -76,15 +77,10 @@ caf::result<sealed<Reply>> guarded(cache_service_pointer self, const Handle& to,
   return self->delegate(to, m);
 }
 
-/// Whether the current message came from another process. The facade is
-/// never published: admin requests from peers reach it through the node
-/// actor (cluster.remote-admin, runtime/cluster/node.hpp), which asks it
-/// itself; a remote sender here holds a handle that leaked.
-bool remote_sender(cache_service_pointer self) {
-  auto& s = self->current_sender();
-  return s && s->node() != self->node();
-}
-
+// Admin requests from another process are refused here: the facade is
+// never published, admin requests from peers reach it through the node
+// actor (cluster.remote-admin, runtime/cluster/node.hpp), which asks it
+// itself; a remote sender here holds a handle that leaked.
 caf::error remote_refused(const char* what) {
   return make_error(ec::not_permitted,
                     std::string{what}
@@ -192,7 +188,7 @@ cache_service(cache_service_pointer self, service_actors tiers,
     },
     [self, &t](const sealed<msg::CloseSession>& m)
       -> caf::result<sealed<msg::CloseSessionReply>> {
-      if (remote_sender(self))
+      if (from_other_process(self))
         return remote_refused("close session");
       if (!t.sessions)
         return msg::draft<msg::CloseSessionReply>{}.seal();
@@ -206,38 +202,38 @@ cache_service(cache_service_pointer self, service_actors tiers,
     },
     [self](const sealed<msg::FlushState>&)
       -> caf::result<sealed<msg::FlushStateReply>> {
-      if (remote_sender(self))
+      if (from_other_process(self))
         return remote_refused("flush");
       return ops::flush(self);
     },
     [self](const sealed<msg::CloseService>&)
       -> caf::result<sealed<msg::CloseServiceReply>> {
-      if (remote_sender(self))
+      if (from_other_process(self))
         return remote_refused("close");
       return ops::close(self);
     },
     [self, &t](const sealed<msg::DemoteIdle>& m)
       -> caf::result<sealed<msg::DemoteIdleReply>> {
-      if (remote_sender(self))
+      if (from_other_process(self))
         return remote_refused("demote idle");
       // The RAM actor answers by the storage deadline and counts it.
       return guarded<msg::DemoteIdleReply>(self, t.ram, m);
     },
     [self](const sealed<msg::StopIdleDemotion>&)
       -> caf::result<sealed<msg::StopIdleDemotionReply>> {
-      if (remote_sender(self))
+      if (from_other_process(self))
         return remote_refused("stop idle demotion");
       return stop_idle(self);
     },
     [self, &t](const sealed<msg::RelievePressure>& m)
       -> caf::result<sealed<msg::RelievePressureReply>> {
-      if (remote_sender(self))
+      if (from_other_process(self))
         return remote_refused("relieve pressure");
       return guarded<msg::RelievePressureReply>(self, t.ram, m);
     },
     [self, &t](const sealed<msg::ReclaimAtBoundary>& m)
       -> caf::result<sealed<msg::ReclaimAtBoundaryReply>> {
-      if (remote_sender(self))
+      if (from_other_process(self))
         return remote_refused("reclaim at boundary");
       return guarded<msg::ReclaimAtBoundaryReply>(self, t.ram, m);
     },
@@ -246,7 +242,7 @@ cache_service(cache_service_pointer self, service_actors tiers,
     [self](const sealed<msg::ListSavedPrefixes>&) { return ops::saved(self); },
     [self, &t](const sealed<msg::SetSsdLimit>& m)
       -> caf::result<sealed<msg::SetSsdLimitReply>> {
-      if (remote_sender(self))
+      if (from_other_process(self))
         return remote_refused("set SSD limit");
       if (!t.ssd)
         return make_error(ec::unsupported, "this service has no SSD tier "

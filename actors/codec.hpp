@@ -50,6 +50,16 @@ uint64_t millis(TimePoint t) {
     duration_cast<milliseconds>(t.time_since_epoch()).count());
 }
 
+/// Whether the message `self` handles now came from another process. An
+/// anonymous sender (a timer, a thread of this process) counts as local.
+/// Handlers that serve this node only (admin, test hooks, tier control)
+/// refuse or ignore such messages.
+template <class Self>
+bool from_other_process(Self* self) {
+  auto& s = self->current_sender();
+  return s && s->node() != self->node();
+}
+
 /// Runs `f` (returning a `caf::result<T>` or `T`), turning a decode
 /// failure into an `ec::malformed_message` error.
 template <class T, class F>

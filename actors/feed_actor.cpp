@@ -1,5 +1,7 @@
 #include "actors/feed_actor.hpp"
 
+#include "actors/codec.hpp"
+
 #include "messages/error.hpp"
 
 #include <caf/event_based_actor.hpp>
@@ -83,11 +85,6 @@ using key = feed_state::key;
 bool leaves(msg::FeedKind k) {
   return k == msg::FeedKind::EVICT || k == msg::FeedKind::DEMOTE
          || k == msg::FeedKind::SUPERSEDED || k == msg::FeedKind::REMOVED;
-}
-
-bool local_sender(feed_pointer self) {
-  auto& s = self->current_sender();
-  return !s || s->node() == self->node();
 }
 
 void write_event(msg::FeedEvent::Builder b, const feed_event& e) {
@@ -336,7 +333,7 @@ feed_actor::behavior_type feed(feed_pointer self, feed_config cfg) {
   });
   return {
     [self](feed_change& c) {
-      if (!local_sender(self)) {
+      if (from_other_process(self)) {
         ++self->state.refused;
         return;
       }
@@ -348,7 +345,7 @@ feed_actor::behavior_type feed(feed_pointer self, feed_config cfg) {
     },
     [self](feed_local_atom, const caf::actor& h, bool from_now) -> uint64_t {
       auto& st = self->state;
-      if (!local_sender(self) || !h) {
+      if (from_other_process(self) || !h) {
         ++st.refused;
         return st.seq;
       }
@@ -377,7 +374,7 @@ feed_actor::behavior_type feed(feed_pointer self, feed_config cfg) {
         }
     },
     [self](feed_name_atom, const std::string& node) {
-      if (!local_sender(self)) {
+      if (from_other_process(self)) {
         ++self->state.refused;
         return;
       }
@@ -385,7 +382,7 @@ feed_actor::behavior_type feed(feed_pointer self, feed_config cfg) {
     },
     [self](feed_skip_atom, uint64_t n) -> uint64_t {
       auto& st = self->state;
-      if (!local_sender(self)) {
+      if (from_other_process(self)) {
         ++st.refused;
         return st.seq;
       }

@@ -647,8 +647,7 @@ sealed<msg::ReadReportReply> report(self_ptr self,
 /// requests, and must not steer its directory, its peers or its fetches).
 /// Counted; requests get `not_permitted`.
 bool from_elsewhere(self_ptr self) {
-  auto& s = self->current_sender();
-  if (!s || s->node() == self->node())
+  if (!from_other_process(self))
     return false;
   ++self->state.count.refused_remote;
   return true;

@@ -1,5 +1,6 @@
 #include "runtime/cluster/node.hpp"
 
+#include "actors/codec.hpp"
 #include "actors/interfaces.hpp"
 #include "messages/type_ids.hpp"
 
@@ -78,12 +79,6 @@ using node_actor = caf::stateful_actor<node_state>;
 void log(node_actor* self, const std::string& text) {
   std::fprintf(stderr, "kvtier node %s: %s\n",
                self->state.view.self().node_id.c_str(), text.c_str());
-}
-
-/// Whether the current message came from this process.
-bool local_sender(node_actor* self) {
-  auto& s = self->current_sender();
-  return !s || s->node() == self->node();
 }
 
 void count_bad(node_actor* self, const std::string& what) {
@@ -335,7 +330,7 @@ template <class Root, class Reply>
 caf::result<sealed<Reply>> admin(node_actor* self, const sealed<Root>& m,
                                  const char* what) {
   auto& st = self->state;
-  if (!local_sender(self) && !st.policy.remote_admin) {
+  if (actors::from_other_process(self) && !st.policy.remote_admin) {
     ++st.refused_admin;
     log(self, std::string{"refused a remote admin request ("} + what
                 + ") from node " + to_string(self->current_sender()->node())
@@ -382,7 +377,7 @@ caf::behavior node_behavior(node_actor* self) {
   return {
     [self](start_atom, const std::string& node_id, const std::string& address,
            const std::set<std::string>& seeds) {
-      if (!local_sender(self) || self->state.started)
+      if (actors::from_other_process(self) || self->state.started)
         return count_bad(self, "start from a peer");
       auto& st = self->state;
       st.started = true;
@@ -394,7 +389,7 @@ caf::behavior node_behavior(node_actor* self) {
     },
     [self](attach_atom, const caf::actor& feed, const caf::actor& serve,
            const caf::actor& facade) {
-      if (!local_sender(self))
+      if (actors::from_other_process(self))
         return count_bad(self, "attach from a peer");
       self->state.delegates = node_delegates{feed, serve, facade};
     },
@@ -441,12 +436,12 @@ caf::behavior node_behavior(node_actor* self) {
       return forward(self, self->state.delegates.feed, m, "feed");
     },
     [self](tick_atom) {
-      if (!local_sender(self))
+      if (actors::from_other_process(self))
         return count_bad(self, "tick from a peer");
       tick(self);
     },
     [self](leave_atom, uint64_t timeout_ms) -> caf::result<uint64_t> {
-      if (!local_sender(self)) {
+      if (actors::from_other_process(self)) {
         count_bad(self, "leave order from a peer");
         return caf::sec::unexpected_message;
       }

@@ -252,7 +252,7 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
     },
     [self](serve_tick_atom) {
       // Its own timer only: a peer must not release delayed answers.
-      if (auto& s = self->current_sender(); s && s->node() != self->node())
+      if (actors::from_other_process(self))
         return;
       for (auto& [rp, out] : std::exchange(self->state.delayed, {}))
         rp.deliver(std::move(out));
@@ -261,8 +261,7 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
       tick_later(self);
     },
     [self](serve_fault_atom, uint32_t mode, uint32_t n) {
-      auto& s = self->current_sender();
-      if (s && s->node() != self->node())
+      if (actors::from_other_process(self))
         return;
       if (mode == 1) {
         self->state.delay_ms = n;
