@@ -118,12 +118,15 @@ caf::error write_all(int fd, const void* data, uint64_t n,
     stop_fd);
 }
 
-caf::error read_all(int fd, void* data, uint64_t n,
-                    clock_type::time_point deadline, int stop_fd = -1) {
+/// Reads exactly `n` bytes by `deadline`; `moved` sees each run as it lands.
+template <class Moved = void (*)(const std::byte*, uint64_t)>
+caf::error read_all(
+  int fd, void* data, uint64_t n, clock_type::time_point deadline,
+  int stop_fd = -1, Moved moved = [](const std::byte*, uint64_t) {}) {
   return move_all(
     fd, static_cast<std::byte*>(data), n, POLLIN, deadline, "read",
-    [](int f, std::byte* p, uint64_t k) { return ::recv(f, p, k, 0); },
-    stop_fd);
+    [](int f, std::byte* p, uint64_t k) { return ::recv(f, p, k, 0); }, stop_fd,
+    moved);
 }
 
 /// A socket address for numeric `address` and `port`.
@@ -385,12 +388,10 @@ caf::expected<buffer_ref> bulk_fetch(const std::string& address,
   buffer_builder b{total};
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  if (auto err = move_all(
-        fd, b.data(), total, POLLIN, deadline, "read",
-        [](int f, std::byte* p, uint64_t k) { return ::recv(f, p, k, 0); }, -1,
-        [&state](const std::byte* p, uint64_t k) {
-          XXH3_64bits_update(&state, p, k);
-        }))
+  if (auto err = read_all(fd, b.data(), total, deadline, -1,
+                          [&state](const std::byte* p, uint64_t k) {
+                            XXH3_64bits_update(&state, p, k);
+                          }))
     return err;
   uint64_t trailer = 0;
   if (auto err = read_all(fd, &trailer, sizeof trailer, deadline))

@@ -121,6 +121,26 @@ caf::error check_flat(const buffer& flat, capnp::StructSchema root,
                             {});
 }
 
+/// Words a copy of `f`'s message needs with every side payload shorter
+/// than `inline_below` bytes inline (the rest referenced, not counted),
+/// bounded to what one segment may hold.
+uint64_t words_needed(const frame& f, uint64_t inline_below) {
+  uint64_t want = f.words->size() / 8 + 64;
+  for (auto& s : f.sides)
+    if (s.length < inline_below)
+      want += (s.length + 7) / 8 + 1;
+  return std::min<uint64_t>(want, std::numeric_limits<uint32_t>::max());
+}
+
+/// Copies `f`'s envelope into `out`; its body, for the payloads to be
+/// rewritten.
+capnp::DynamicStruct::Builder copy_body(capnp::MessageBuilder& out,
+                                        const frame& f) {
+  out.setRoot(f.reader->getRoot<Envelope>());
+  return out.getRoot<Envelope>().getBody().getAs<capnp::DynamicStruct>(
+    f.schema);
+}
+
 } // namespace
 
 uint64_t carrier::root_type() const noexcept {
@@ -182,9 +202,7 @@ carrier::to_flat_in_place(uint64_t want) const {
   try {
     out = std::make_shared<capnp::MallocMessageBuilder>(
       kj::arrayPtr(words + 1, static_cast<size_t>(want)));
-    out->setRoot(frame_->reader->getRoot<Envelope>());
-    auto body = out->getRoot<Envelope>().getBody();
-    auto dyn = body.getAs<capnp::DynamicStruct>(frame_->schema);
+    auto dyn = copy_body(*out, *frame_);
     if (auto err = detail::inline_payloads(dyn, frame_->sides)) {
       out.reset();
       release_populated(mem, mapped);
@@ -215,18 +233,13 @@ caf::expected<buffer_ref> carrier::to_flat() const {
   KVTIER_ASSERT(frame_ != nullptr);
   if (frame_->sides.empty())
     return frame_->words;
-  uint64_t want = frame_->words->size() / 8 + 64;
-  for (auto& s : frame_->sides)
-    want += (s.length + 7) / 8 + 1;
-  want = std::min<uint64_t>(want, std::numeric_limits<uint32_t>::max());
+  auto want = words_needed(*frame_, std::numeric_limits<uint64_t>::max());
   if (want * sizeof(capnp::word) >= populated_threshold)
     if (auto flat = to_flat_in_place(want))
       return std::move(*flat);
   try {
     capnp::MallocMessageBuilder out{static_cast<unsigned>(want)};
-    out.setRoot(frame_->reader->getRoot<Envelope>());
-    auto body = out.getRoot<Envelope>().getBody();
-    auto dyn = body.getAs<capnp::DynamicStruct>(frame_->schema);
+    auto dyn = copy_body(out, *frame_);
     if (auto err = detail::inline_payloads(dyn, frame_->sides))
       return err;
     return share_words(capnp::messageToFlatArray(out));
@@ -240,17 +253,11 @@ carrier::to_pieces(uint64_t by_reference) const {
   KVTIER_ASSERT(frame_ != nullptr);
   if (frame_->sides.empty())
     return std::vector<view>{view::of(frame_->words)};
-  uint64_t want = frame_->words->size() / 8 + 64;
-  for (auto& s : frame_->sides)
-    if (s.length < by_reference)
-      want += (s.length + 7) / 8 + 1;
-  want = std::min<uint64_t>(want, std::numeric_limits<uint32_t>::max());
+  auto want = words_needed(*frame_, by_reference);
   try {
     auto out = std::make_shared<capnp::MallocMessageBuilder>(
       static_cast<unsigned>(want));
-    out->setRoot(frame_->reader->getRoot<Envelope>());
-    auto body = out->getRoot<Envelope>().getBody();
-    auto dyn = body.getAs<capnp::DynamicStruct>(frame_->schema);
+    auto dyn = copy_body(*out, *frame_);
     if (auto err = detail::reference_payloads(
           dyn, frame_->sides, out->getOrphanage(), by_reference))
       return err;
