@@ -79,6 +79,15 @@ struct member {
   }
 };
 
+/// A FindPrefix of `prompt` in `ns`.
+msg::sealed<msg::FindPrefix> find_request(const std::string& ns,
+                                          const token_seq& prompt) {
+  msg::draft<msg::FindPrefix> d;
+  d.root().setNs(ns);
+  tiers::write_tokens(d.root().initPrompt(prompt.size()), prompt);
+  return std::move(d).seal();
+}
+
 /// A's and B's services, B joined to A and its peer tier seeing A up.
 struct fixture {
   member a{"a"};
@@ -130,13 +139,10 @@ struct fixture {
   bool found_on_b(const std::string& ns, token_seq tokens) {
     auto n = tokens.size();
     tokens.push_back(777777);
-    msg::draft<msg::FindPrefix> d;
-    d.root().setNs(ns);
-    tiers::write_tokens(d.root().initPrompt(tokens.size()), tokens);
     caf::scoped_actor self{b.svc->system()};
     auto peer = caf::actor_cast<actors::peer_tier_actor>(b.svc->peer_tier());
     uint64_t usable = 0;
-    self->request(peer, std::chrono::seconds(5), std::move(d).seal())
+    self->request(peer, std::chrono::seconds(5), find_request(ns, tokens))
       .receive(
         [&](const msg::sealed<msg::FindPrefixReply>& r) {
           usable = r.root().getUsableTokens();
@@ -204,11 +210,10 @@ BOOST_AUTO_TEST_CASE(the_peer_tier_serves_its_own_node_only) {
   auto remote = a.svc->system().middleman().remote_actor("127.0.0.1", *port);
   BOOST_REQUIRE_MESSAGE(remote, (remote ? "" : to_string(remote.error())));
   caf::scoped_actor self{a.svc->system()};
-  msg::draft<msg::FindPrefix> d;
-  d.root().setNs("warm");
-  tiers::write_tokens(d.root().initPrompt(17), cat(seq(16), {9}));
   caf::error refused;
-  self->request(*remote, std::chrono::seconds(5), std::move(d).seal())
+  self
+    ->request(*remote, std::chrono::seconds(5),
+              find_request("warm", cat(seq(16), {9})))
     .receive([](const msg::sealed<msg::FindPrefixReply>&) {},
              [&](const caf::error& e) { refused = e; });
   BOOST_CHECK_MESSAGE(test::code_of(refused) == ec::not_permitted,
@@ -374,6 +379,7 @@ BOOST_AUTO_TEST_CASE(holder_gone_mid_fetch_completes_from_local_state) {
   auto f = b.svc->acquire_async({7, prompt, 16, std::nullopt}, "n");
   BOOST_REQUIRE(eventually([&] { return b.report().peer.fetches == 1; }));
   a.svc.reset(); // A leaves mid-fetch
+  BOOST_REQUIRE(f.wait_for(10s) == std::future_status::ready);
   auto r = f.get();
   BOOST_REQUIRE_MESSAGE(r, why(r));
   BOOST_CHECK(r->source == runtime::state_source::ram);
