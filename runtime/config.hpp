@@ -173,7 +173,7 @@ caf::expected<tiers::model_geometry> running_geometry(const service_options& o);
 /// directory, keep the service's; idle demotion is set for the replay.
 struct replay_settings {
   std::string trace =
-    "../shared/traces/mooncake-fast25/conversation_trace.jsonl";
+    "tests/traces/mooncake-fast25/conversation_trace.jsonl.gz";
   uint64_t max_requests = 0;
   bool verify = true;
   bool settle = true;
