@@ -15,7 +15,11 @@
 
 #include "messages/type_ids.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -91,7 +95,21 @@ std::string context_of(const caf::error& err) {
 }
 
 /// Section names in `ini` that CAF would ignore or kvtier does not know.
-caf::error check_sections(const std::string& ini) {
+/// Where line `n` of the configuration text came from: `FILE:LINE` for the
+/// file, the argument itself for the command line (`cli`: line number to
+/// argument, for the lines `with_command_line` appended).
+struct origin {
+  std::string source;
+  std::map<int, std::string> cli;
+
+  std::string at(int n) const {
+    if (auto i = cli.find(n); i != cli.end())
+      return i->second;
+    return source + ":" + std::to_string(n);
+  }
+};
+
+caf::error check_sections(const std::string& ini, const origin& where) {
   std::istringstream in(ini);
   std::string line, section;
   int n = 0;
@@ -104,7 +122,7 @@ caf::error check_sections(const std::string& ini) {
       section = line.substr(first + 1, line.find(']') - first - 1);
       if (section.find('.') != std::string::npos)
         return make_error(ec::invalid_config,
-                          "line " + std::to_string(n) + ": section [" + section
+                          where.at(n) + ": section [" + section
                             + "] has a dot; use one level, e.g. ["
                             + section.substr(section.rfind('.') + 1) + "]");
       continue;
@@ -115,11 +133,10 @@ caf::error check_sections(const std::string& ini) {
     auto key = line.substr(first, line.find('=') - first);
     key.erase(key.find_last_not_of(" \t") + 1);
     if (moved_keys().count(section + "." + key) > 0)
-      return moved("line " + std::to_string(n) + ": ", section + "." + key);
+      return moved(where.at(n) + ": ", section + "." + key);
     if (keys->second.count(key) == 0)
-      return make_error(ec::invalid_config, "line " + std::to_string(n)
-                                              + ": unknown key " + section + "."
-                                              + key);
+      return make_error(ec::invalid_config,
+                        where.at(n) + ": unknown key " + section + "." + key);
   }
   return {};
 }
@@ -129,8 +146,59 @@ caf::error check_sections(const std::string& ini) {
 /// type (`scale=1` for a real number, `peers="HOST:PORT"` for a list): an
 /// integer for a real number is written as the real it means (1 -> 1.0),
 /// any other mismatch is refused naming the key and the type it takes.
+/// `text` as a plain byte count when it is a size with a unit (`8GiB`,
+/// `512MB`, `64 KiB`, `10B`): decimal (KB, MB, GB, TB) and binary (KiB,
+/// MiB, GiB, TiB) units, a whole or decimal number before them; nullopt
+/// when it has no unit (then it is read as it is).
+std::optional<std::string> size_with_unit(const std::string& text) {
+  size_t i = 0;
+  while (
+    i < text.size()
+    && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
+  if (i == 0 || i == text.size())
+    return std::nullopt;
+  auto unit = text.substr(text.find_first_not_of(' ', i));
+  static const std::map<std::string, double> units{
+    {"B", 1},           {"KB", 1e3},           {"MB", 1e6},
+    {"GB", 1e9},        {"TB", 1e12},          {"KiB", 1024.0},
+    {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  auto u = units.find(unit);
+  if (u == units.end())
+    return std::nullopt;
+  double v = 0;
+  try {
+    v = std::stod(text.substr(0, i)) * u->second;
+  } catch (...) {
+    return std::nullopt;
+  }
+  if (!(v >= 0 && v < 1.8e19) || v != std::floor(v))
+    return std::nullopt;
+  return std::to_string(static_cast<uint64_t>(v));
+}
+
+/// What a value of `opt`'s type looks like, in words.
+std::string expected_of(const caf::config_option& opt, const std::string& key) {
+  std::string type{opt.type_name().begin(), opt.type_name().end()};
+  if (type == "uint64" || type == "ulong" || type.find("uint") == 0)
+    return key.find("bytes") != std::string::npos
+             ? "a non-negative size (e.g. 4096, 512MB, 8GiB)"
+             : "a non-negative integer";
+  if (type == "boolean" || type == "bool")
+    return "true or false";
+  if (type == "real64" || type == "double" || type == "real")
+    return "a number";
+  if (type == "string")
+    return "a string in quotes";
+  if (type.find("list") != std::string::npos
+      || type.find("vector") != std::string::npos)
+    return "a list in [...]";
+  return "a value of type " + type;
+}
+
 caf::expected<std::string> typed_ini(const std::string& ini,
-                                     const caf::config_option_set& opts) {
+                                     const caf::config_option_set& opts,
+                                     const origin& where) {
   std::istringstream in(ini);
   std::string line, section, out;
   int n = 0;
@@ -158,22 +226,26 @@ caf::expected<std::string> typed_ini(const std::string& ini,
     text.erase(0, text.find_first_not_of(" \t"));
     text.erase(text.find_last_not_of(" \t\r") + 1);
     auto* opt = opts.qualified_name_lookup(section, key);
+    if (opt != nullptr && key.find("bytes") != std::string::npos)
+      if (auto plain = size_with_unit(text)) {
+        out += line.substr(0, eq + 1) + *plain + "\n";
+        continue;
+      }
     auto value = caf::config_value::parse(text);
-    if (opt == nullptr || !value || !opt->check(*value)) {
+    if (opt == nullptr || (value && !opt->check(*value))) {
       keep();
       continue;
     }
-    if (caf::holds_alternative<caf::config_value::integer>(*value)
+    if (value && caf::holds_alternative<caf::config_value::integer>(*value)
         && opt->check(caf::config_value{1.5}) == caf::none) {
       out += line.substr(0, eq + 1) + text + ".0\n";
       continue;
     }
     return make_error(
       ec::invalid_config,
-      "line " + std::to_string(n) + ": " + section + "." + key + " = " + text
-        + " is not of its type ("
-        + std::string{opt->type_name().begin(), opt->type_name().end()}
-        + "; strings in quotes, lists in [...])");
+      where.at(n) + ": " + section + "." + key + ": expected "
+        + expected_of(*opt, key) + ", not "
+        + (text.empty() ? std::string{"nothing"} : "'" + text + "'"));
   }
   return out;
 }
@@ -419,16 +491,68 @@ kvtier_config::kvtier_config() {
 }
 
 caf::error kvtier_config::load(int argc, char** argv,
-                               const std::string& ini_text) {
-  if (auto err = check_sections(ini_text))
-    return err;
+                               const std::string& ini_text,
+                               const std::string& source) {
   if (auto err = check_moved_options(argc, argv))
     return err;
-  auto typed = typed_ini(ini_text, custom_options_);
+  // kvtier's options on the command line become lines after the file's
+  // (so they win), each remembered as its argument for the errors; the
+  // rest (CAF's own options) goes to CAF as it came.
+  origin where{source, {}};
+  auto text = ini_text;
+  if (!text.empty() && text.back() != '\n')
+    text += '\n';
+  int lines = static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    std::string a{argv[i]};
+    auto eq = a.find('=');
+    auto name = a.substr(0, eq);
+    auto dot = name.find('.');
+    if (i == 0 || a.rfind("--", 0) != 0 || dot == std::string::npos
+        || known_keys().count(name.substr(2, dot - 2)) == 0) {
+      rest.push_back(argv[i]);
+      continue;
+    }
+    auto section = name.substr(2, dot - 2);
+    auto key = name.substr(dot + 1);
+    auto* opt = custom_options_.qualified_name_lookup(section, key);
+    if (opt == nullptr)
+      return make_error(ec::invalid_config,
+                        name
+                          + ": unknown option (`kvtier config` prints "
+                            "every one)");
+    std::string type{opt->type_name().begin(), opt->type_name().end()};
+    bool boolean = opt->check(caf::config_value{true}) == caf::none;
+    std::string value;
+    if (eq == std::string::npos) {
+      if (!boolean)
+        return make_error(ec::invalid_config, a + ": expected "
+                                                + expected_of(*opt, key)
+                                                + " after '='");
+      value = "true";
+    } else {
+      value = a.substr(eq + 1);
+    }
+    if (opt->check(caf::config_value{std::string{}}) == caf::none
+        && value.rfind('"', 0) != 0) {
+      std::string quoted = "\"";
+      for (char c : value)
+        quoted +=
+          (c == '"' || c == '\\') ? std::string{'\\', c} : std::string{c};
+      value = quoted + "\"";
+    }
+    text += "[" + section + "]\n" + key + "=" + value + "\n";
+    lines += 2;
+    where.cli[lines] = a;
+  }
+  if (auto err = check_sections(text, where))
+    return err;
+  auto typed = typed_ini(text, custom_options_, where);
   if (!typed)
     return std::move(typed.error());
   std::istringstream ini(*typed);
-  if (auto err = parse(argc, argv, ini))
+  if (auto err = parse(static_cast<int>(rest.size()), rest.data(), ini))
     return make_error(ec::invalid_config,
                       "cannot parse the configuration: " + to_string(err));
   if (auto err = options.validate())
@@ -475,14 +599,14 @@ caf::error kvtier_config::load(int argc, char** argv) {
   }
   if (path.empty())
     return load(static_cast<int>(rest.size()), rest.data(),
-                embedded_default_config());
+                embedded_default_config(), "the embedded default");
   std::ifstream in(path);
   if (!in)
     return make_error(ec::invalid_config,
                       "cannot read configuration file " + path);
   std::stringstream text;
   text << in.rdbuf();
-  return load(static_cast<int>(rest.size()), rest.data(), text.str());
+  return load(static_cast<int>(rest.size()), rest.data(), text.str(), path);
 }
 
 } // namespace kvtier::runtime

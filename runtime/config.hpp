@@ -209,7 +209,13 @@ public:
   kvtier_config();
 
   /// Parses `ini_text` then the command line (which wins), then validates.
-  caf::error load(int argc, char** argv, const std::string& ini_text);
+  /// A kvtier option on the command line is `--section.key=value` (a bare
+  /// `--section.key` sets a boolean); its value is written as in the file
+  /// (strings need no quotes). Sizes (`*-bytes*` keys) take units: `8GiB`,
+  /// `512MB`, `64KiB`, `4096`. Errors name where: `FILE:LINE: KEY: ...` for
+  /// the file (`source`), `--KEY=VALUE: ...` for the command line.
+  caf::error load(int argc, char** argv, const std::string& ini_text,
+                  const std::string& source = "the embedded default");
 
   /// `load` with the embedded default, or the file named by
   /// `--config-file=FILE` on the command line.

@@ -113,8 +113,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   using namespace kvtier::runtime;
-  if (cmd == "config")
+  if (cmd == "config") {
+    if (!own.empty()) {
+      std::fprintf(stderr, "kvtier: config: unexpected argument '%s'\n",
+                   own.front().c_str());
+      return 2;
+    }
     return print_config(cfg);
+  }
   if (cmd == "replay")
     return replay_command(cfg, own);
   if (cmd == "demo")

@@ -115,12 +115,14 @@ BOOST_AUTO_TEST_CASE(dotted_sections_and_unknown_keys_are_refused) {
   BOOST_TEST(contains(t, "section [kvtier.ram-tier] has a dot"), t);
   BOOST_TEST(contains(t, "[ram-tier]"), t);
   t = error_text("[ram-tier]\ncapacity=4194304\n");
-  BOOST_TEST(contains(t, "line 2: unknown key ram-tier.capacity"), t);
+  BOOST_TEST(contains(t, ":2: unknown key ram-tier.capacity"), t);
 }
 
 BOOST_AUTO_TEST_CASE(malformed_values_and_options_are_refused) {
   auto t = error_text("", {"--ram-tier.cap-bytes=lots"});
-  BOOST_TEST(contains(t, "cannot parse"), t);
+  BOOST_TEST(contains(t, "--ram-tier.cap-bytes=lots: ram-tier.cap-bytes: "
+                         "expected a non-negative size"),
+             t);
   t = error_text("", {"--no-such-option=1"});
   BOOST_TEST(contains(t, "no-such-option"), t);
 }
@@ -231,4 +233,71 @@ BOOST_AUTO_TEST_CASE(a_value_of_another_type_is_refused_naming_the_key) {
   BOOST_REQUIRE(err);
   BOOST_TEST(describe(err).find("ram-tier.cap-bytes") != std::string::npos,
              describe(err));
+}
+
+BOOST_AUTO_TEST_CASE(errors_name_the_file_line_and_key_and_what_was_expected) {
+  kvtier_config cfg;
+  std::vector<char*> argv{const_cast<char*>("kvtier")};
+  auto err = cfg.load(1, argv.data(), "[ram-tier]\n\ncap-bytes=-5\n",
+                      "/etc/kvtier.conf");
+  BOOST_REQUIRE(err);
+  auto t = describe(err);
+  BOOST_TEST(contains(t, "/etc/kvtier.conf:3: ram-tier.cap-bytes: expected a "
+                         "non-negative size (e.g. 4096, 512MB, 8GiB), not "
+                         "'-5'"),
+             t);
+  t = error_text("[ram-tier]\ncap-bytes=\n");
+  BOOST_TEST(contains(t, ":2: ram-tier.cap-bytes: expected"), t);
+  BOOST_TEST(contains(t, "not nothing"), t);
+  t = error_text("[ram-tier]\nobjects=\"no\"\n");
+  BOOST_TEST(contains(t, "ram-tier.objects: expected true or false"), t);
+  t = error_text("[model]\nscale=\"small\"\n");
+  BOOST_TEST(contains(t, "model.scale: expected a number"), t);
+  // One prefix, not two.
+  BOOST_TEST(t.find("kvtier: kvtier:") == std::string::npos, t);
+}
+
+BOOST_AUTO_TEST_CASE(sizes_take_units) {
+  kvtier_config cfg;
+  BOOST_REQUIRE(!load(cfg,
+                      "[ram-tier]\ncap-bytes=8GiB\n[ssd-tier]\n"
+                      "cap-bytes=512MB\nwrite-behind-cap-bytes=64 MiB\n",
+                      {"--admission.kv-budget-bytes=1.5GiB"}));
+  BOOST_TEST(cfg.options.ram_cap_bytes == 8ull << 30);
+  BOOST_TEST(cfg.options.ssd_cap_bytes == 512000000u);
+  BOOST_TEST(cfg.options.write_behind_cap_bytes == 64ull << 20);
+  BOOST_TEST(cfg.options.kv_budget_bytes == 3ull << 29);
+  // A unit it does not know, or a fraction of a byte, is refused.
+  auto t = error_text("[ram-tier]\ncap-bytes=8GB2\n");
+  BOOST_TEST(contains(t, "ram-tier.cap-bytes: expected a non-negative size"),
+             t);
+  t = error_text("[ram-tier]\ncap-bytes=1.5B\n");
+  BOOST_TEST(contains(t, "not '1.5B'"), t);
+}
+
+BOOST_AUTO_TEST_CASE(booleans_take_true_and_false_on_the_command_line) {
+  kvtier_config off;
+  BOOST_REQUIRE(!load(off, runtime::embedded_default_config(),
+                      {"--ram-tier.objects=false"}));
+  BOOST_TEST(!off.options.objects);
+  kvtier_config on;
+  BOOST_REQUIRE(
+    !load(on, "[ram-tier]\nobjects=false\n", {"--ram-tier.objects"}));
+  BOOST_TEST(on.options.objects);
+  auto t = error_text("", {"--ram-tier.objects=maybe"});
+  BOOST_TEST(contains(t, "--ram-tier.objects=maybe: ram-tier.objects: "
+                         "expected true or false"),
+             t);
+  t = error_text("", {"--ram-tier.cap-bytes"});
+  BOOST_TEST(contains(t, "--ram-tier.cap-bytes: expected a non-negative size"),
+             t);
+}
+
+BOOST_AUTO_TEST_CASE(
+  command_line_strings_need_no_quotes_and_unknown_keys_fail) {
+  kvtier_config cfg;
+  BOOST_REQUIRE(!load(cfg, "", {"--model.identity=my model \"v2\""}));
+  BOOST_TEST(cfg.options.model_identity == "my model \"v2\"");
+  auto t = error_text("", {"--ram-tier.capacity=1"});
+  BOOST_TEST(contains(t, "--ram-tier.capacity: unknown option"), t);
 }
