@@ -22,6 +22,8 @@
 
 namespace kvtier {
 
+struct block_hash_cache; // messages/block_hash.hpp
+
 /// Immutable bytes. Created by `buffer_builder` or `buffer::adopt`.
 class buffer {
 public:
@@ -57,6 +59,11 @@ public:
     return id_;
   }
 
+  /// The hashes of this buffer's blocks known so far (block_hash.hpp;
+  /// true as long as the buffer lives: its bytes never change). Made on
+  /// first use; thread-safe.
+  block_hash_cache& block_hashes() const;
+
   /// Buffers alive in this process right now, and their bytes.
   static uint64_t live_count() noexcept;
   static uint64_t live_bytes() noexcept;
@@ -69,6 +76,7 @@ private:
   size_t size_;
   uint64_t id_;
   std::function<void()> release_;
+  mutable std::atomic<block_hash_cache*> hashes_{nullptr};
 };
 
 using buffer_ref = std::shared_ptr<const buffer>;

@@ -115,6 +115,9 @@ private:
   uint64_t token_state_ = 0;
 };
 
+/// Pieces a lane transfer may name at most (its header's piece table).
+inline constexpr uint32_t max_lane_pieces = uint32_t{1} << 16;
+
 /// Fetches transfer `header` from the lane at `address`:`port` (the header
 /// names port and token), by `deadline`: the verified flat bytes, or
 /// `peer_unreachable`-style errors as `io_error` (connect, read, short

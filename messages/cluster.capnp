@@ -44,6 +44,10 @@ struct TransferHeader {
   laneChecksum @9 :Bool;   # true: `checksum` is unset and the lane sends the
                            # XXH3-64 after the bytes (hashed as they are
                            # written); the transfer is served on the lane only
+  lanePieces @10 :List(UInt64); # a lane transfer: the lengths of the pieces
+                           # the lane writes one after another (they sum to
+                           # totalLength); its checksum is over their blocks
+                           # (docs/messages.md "The bulk lane's checksum")
 }
 
 struct FetchEntry {
