@@ -12,6 +12,10 @@
 
 namespace kvtier {
 
+namespace detail {
+uint64_t xxh3_avx2(const void* data, size_t n) noexcept; // _avx2.cpp
+} // namespace detail
+
 namespace {
 
 std::atomic<uint64_t> computed_{0};
@@ -21,10 +25,28 @@ XXH3_state_t* state_of(void* p) {
   return static_cast<XXH3_state_t*>(p);
 }
 
+uint64_t xxh3_library(const void* data, size_t n) noexcept {
+  return XXH3_64bits(data, n);
+}
+
+using hash_fn = uint64_t (*)(const void*, size_t) noexcept;
+
+/// The library's XXH3 is built for SSE2; the same function built for AVX2
+/// (block_hash_avx2.cpp) where the CPU has it. Both give the same hashes.
+hash_fn pick() noexcept {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx2"))
+    return detail::xxh3_avx2;
+#endif
+  return xxh3_library;
+}
+
+const hash_fn xxh3 = pick();
+
 } // namespace
 
 uint64_t block_hash(std::span<const std::byte> bytes) noexcept {
-  return XXH3_64bits(bytes.data(), bytes.size());
+  return xxh3(bytes.data(), bytes.size());
 }
 
 block_hash_stats block_hashes_now() noexcept {
