@@ -6,7 +6,10 @@
 // alone; `freeze()` turns it into a shared, immutable `buffer_ref`. A `view`
 // holds a `buffer_ref`, so any view keeps its bytes alive after whoever made
 // the buffer (a donor entry, a message, a file read) is gone. Buffers are
-// thread-safe to share (the count is atomic; the bytes never change).
+// thread-safe to share (the count is atomic; the bytes never change). The one
+// thing that changes is a cache of values derived from the bytes: the hashes
+// of its blocks a bulk lane computed (block_hash.hpp), true for as long as
+// the buffer lives because the bytes never change.
 //
 // Every buffer counts itself in process-wide live counters, so tests can show
 // that no path leaks one.

@@ -225,6 +225,12 @@ BOOST_AUTO_TEST_CASE(a_lane_transfer_carries_its_checksum_after_the_bytes) {
   auto h = offer->root().getTransfer();
   BOOST_TEST(h.getLaneChecksum());
   BOOST_TEST(h.getChecksum() == 0u);
+  // It names the pieces the lane writes: they add up to the length.
+  uint64_t sum = 0;
+  for (auto n : h.getLanePieces())
+    sum += n;
+  BOOST_TEST(h.getLanePieces().size() >= 2u);
+  BOOST_TEST(sum == h.getTotalLength());
   msg::draft<msg::FetchChunk> pull;
   pull.root().setTransferId(h.getTransferId());
   pull.root().setIndex(0);
@@ -554,4 +560,32 @@ BOOST_AUTO_TEST_CASE(a_request_of_the_earlier_lane_version_is_refused) {
   BOOST_TEST(status == 1u); // refused
   BOOST_TEST(l->stats().refused == 1u);
   BOOST_TEST(l->stats().served == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(lanes_walking_one_buffer_at_once_agree) {
+  // Two senders of the same payload at once: each gets every hash right,
+  // and the cache ends up knowing each whole block once, in order.
+  auto buf = test::pattern(40 * 65536 + 800, 11);
+  view v = view::of(buf);
+  auto want = copies({v});
+  std::vector<uint64_t> ref;
+  for (size_t at = 0; at < want[0].size(); at += 65536)
+    ref.push_back(XXH3_64bits(want[0].data() + at,
+                              std::min<size_t>(65536, want[0].size() - at)));
+  std::vector<uint64_t> a, b;
+  std::thread t1([&] {
+    for (uint64_t k = 0; k < 41; k += 3)
+      for (auto h : hashes_of(v, k, 3))
+        a.push_back(h);
+  });
+  std::thread t2([&] { b = hashes_of(v); });
+  t1.join();
+  t2.join();
+  BOOST_TEST(a == ref);
+  BOOST_TEST(b == ref);
+  auto& cache = buf->block_hashes();
+  std::lock_guard<std::mutex> guard{cache.mtx};
+  BOOST_REQUIRE(cache.runs.count(0) == 1u);
+  std::vector<uint64_t> whole(ref.begin(), ref.begin() + 40);
+  BOOST_TEST(cache.runs[0] == whole);
 }
