@@ -54,8 +54,7 @@ block_hash_stats block_hashes_now() noexcept {
           reused_.load(std::memory_order_relaxed)};
 }
 
-std::vector<uint64_t> hashes_of(const view& v, uint64_t first,
-                                uint64_t count) {
+std::vector<uint64_t> hashes_of(const view& v, uint64_t first, uint64_t count) {
   std::vector<uint64_t> out;
   auto blocks = blocks_of(v.length);
   if (!v.buf || first >= blocks)
@@ -69,10 +68,8 @@ std::vector<uint64_t> hashes_of(const view& v, uint64_t first,
     std::lock_guard<std::mutex> guard{cache->mtx};
     auto run = cache->runs.find(v.offset);
     // Whole blocks only: the run may be longer than `v` (`v` a prefix).
-    auto cached = std::min<uint64_t>(std::min(end, whole),
-                                     run == cache->runs.end()
-                                       ? 0
-                                       : run->second.size());
+    auto cached = std::min<uint64_t>(
+      std::min(end, whole), run == cache->runs.end() ? 0 : run->second.size());
     for (auto b = first; b < cached; ++b)
       out.push_back(run->second[b]);
   }
@@ -178,8 +175,9 @@ void landing_checksum::landed(uint64_t n) noexcept {
 
 std::vector<uint64_t> landing_checksum::whole_blocks(size_t i) const {
   auto from = first_hash_[i];
-  auto n = std::min<uint64_t>(lengths_[i] / lane_block,
-                              hashes_.size() > from ? hashes_.size() - from : 0);
+  auto n =
+    std::min<uint64_t>(lengths_[i] / lane_block,
+                       hashes_.size() > from ? hashes_.size() - from : 0);
   return {hashes_.begin() + from, hashes_.begin() + from + n};
 }
 

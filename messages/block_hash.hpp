@@ -119,12 +119,12 @@ private:
   const std::byte* base_;
   std::vector<uint64_t> lengths_;
   std::vector<uint64_t> starts_;
-  std::vector<uint64_t> hashes_; // every block's, in order
+  std::vector<uint64_t> hashes_;   // every block's, in order
   std::vector<size_t> first_hash_; // piece -> index of its first block hash
   lane_checksum sum_;
   uint64_t landed_ = 0;
-  size_t piece_ = 0;       // the piece the next block is in
-  uint64_t in_piece_ = 0;  // where that block starts in its piece
+  size_t piece_ = 0;      // the piece the next block is in
+  uint64_t in_piece_ = 0; // where that block starts in its piece
 };
 
 } // namespace kvtier

@@ -221,8 +221,7 @@ int main(int argc, char** argv) {
       continue;
     }
     raw_best = std::max(raw_best, gbs(flat, raw_tcp(flat)));
-    auto sockets =
-      gbs(flat, raw_tcp(flat, bench::raw_receive::reused_buffer));
+    auto sockets = gbs(flat, raw_tcp(flat, bench::raw_receive::reused_buffer));
     auto whole = gbs(flat, raw_tcp(flat, bench::raw_receive::whole_memory));
     sockets_best = std::max(sockets_best, sockets);
     whole_best = std::max(whole_best, whole);

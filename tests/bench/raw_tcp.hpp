@@ -55,10 +55,10 @@ inline std::optional<double> raw_tcp(uint64_t bytes, raw_receive mode,
     uint64_t left = bytes;
     while (left > 0) {
       auto at = mode == raw_receive::whole_memory ? bytes - left : 0;
-      auto n = ::send(s, src.data() + at,
-                      std::min<uint64_t>(left, std::min<uint64_t>(
-                                                 src.size() - at, 4 << 20)),
-                      0);
+      auto n = ::send(
+        s, src.data() + at,
+        std::min<uint64_t>(left, std::min<uint64_t>(src.size() - at, 4 << 20)),
+        0);
       if (n <= 0)
         break; // the receiver sees a short read
       left -= static_cast<uint64_t>(n);

@@ -145,8 +145,8 @@ struct header_copy {
   msg::TransferHeader::Builder h;
   explicit header_copy(msg::TransferHeader::Reader in)
     : h(copied(b, in)) {}
-  static msg::TransferHeader::Builder
-  copied(capnp::MallocMessageBuilder& into, msg::TransferHeader::Reader in) {
+  static msg::TransferHeader::Builder copied(capnp::MallocMessageBuilder& into,
+                                             msg::TransferHeader::Reader in) {
     into.setRoot(in);
     return into.getRoot<msg::TransferHeader>();
   }
@@ -338,10 +338,12 @@ BOOST_AUTO_TEST_CASE(the_lane_checksum_is_over_block_hashes_and_piece_lengths) {
   // Pieces of every shape: shorter than a block, exactly one, one and a
   // word, several and a tail, empty, and a view into a buffer's middle.
   auto big = test::pattern(300000, 9);
-  std::vector<view> pieces{
-    view::of(test::pattern(40, 1)), view::of(test::pattern(65536, 2)),
-    view::of(test::pattern(65544, 3)), view{big, 8, 262152},
-    view{big, 0, 0}, view::of(test::pattern(200000, 4))};
+  std::vector<view> pieces{view::of(test::pattern(40, 1)),
+                           view::of(test::pattern(65536, 2)),
+                           view::of(test::pattern(65544, 3)),
+                           view{big, 8, 262152},
+                           view{big, 0, 0},
+                           view::of(test::pattern(200000, 4))};
   auto want = reference_sum(copies(pieces));
   BOOST_TEST(lane_checksum_of(pieces) == want);
   // The hashes a sender takes per piece agree with the definition.
@@ -390,8 +392,7 @@ BOOST_AUTO_TEST_CASE(a_second_fetch_sends_from_the_cached_block_hashes) {
   // segment table, the envelope) are hashed again.
   BOOST_TEST(computed() - c1 == c1 - c0 - whole);
   BOOST_TEST((*second)->bytes().size() == (*first)->bytes().size());
-  BOOST_TEST(std::memcmp((*second)->data(), (*first)->data(),
-                         (*first)->size())
+  BOOST_TEST(std::memcmp((*second)->data(), (*first)->data(), (*first)->size())
              == 0);
 }
 
