@@ -37,9 +37,9 @@ demo: build
 ## 71 merged WEKA agent sessions, each with its JSON report and chart.
 replay-full: build
 	$(BUILD)/bin/kvtier replay \
-	  ../shared/traces/mooncake-fast25/synthetic_trace.jsonl \
+	  tests/traces/mooncake-fast25/synthetic_trace.jsonl.gz \
 	  --json demo-data/synthetic.json --plot demo-data/synthetic.svg
-	$(BUILD)/bin/kvtier replay ../shared/traces/kv-cache-tester-weka \
+	$(BUILD)/bin/kvtier replay tests/traces/kv-cache-tester-weka \
 	  --json demo-data/weka.json --plot demo-data/weka.svg
 
 ## Every benchmark program, each printing its table.

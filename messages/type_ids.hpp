@@ -72,7 +72,10 @@ class actor_system_config;
   X(ClusterHeartbeat)                                                          \
   X(ClusterLeave) X(ClusterLeaveReply)                                         \
   X(ListMembers) X(ListMembersReply)                                           \
-  X(FeedBatch) X(SubscribeFeed) X(SubscribeFeedReply)
+  X(FeedBatch) X(SubscribeFeed) X(SubscribeFeedReply)                         \
+  X(RouteRequest) X(RouteRequestReply)                                         \
+  X(PeerHoldings) X(PeerHoldingsReply)                                         \
+  X(NodeLoad)
 // clang-format on
 
 #define KVTIER_ADD_MESSAGE_TYPE_ID(Root)                                       \
