@@ -1,6 +1,7 @@
 #include "messages/buffer.hpp"
 
 #include "messages/assert.hpp"
+#include "messages/block_hash.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -37,8 +38,20 @@ buffer::buffer(std::byte* data, size_t size, std::function<void()> release)
 buffer::~buffer() {
   live_count_.fetch_sub(1, std::memory_order_relaxed);
   live_bytes_.fetch_sub(size_, std::memory_order_relaxed);
+  delete hashes_.load(std::memory_order_acquire);
   if (release_)
     release_();
+}
+
+block_hash_cache& buffer::block_hashes() const {
+  auto* c = hashes_.load(std::memory_order_acquire);
+  if (c)
+    return *c;
+  auto* made = new block_hash_cache;
+  if (hashes_.compare_exchange_strong(c, made, std::memory_order_acq_rel))
+    return *made;
+  delete made; // another thread made it first: `c` is theirs
+  return *c;
 }
 
 buffer_ref buffer::adopt(const std::byte* data, size_t size,

@@ -6,7 +6,10 @@
 // alone; `freeze()` turns it into a shared, immutable `buffer_ref`. A `view`
 // holds a `buffer_ref`, so any view keeps its bytes alive after whoever made
 // the buffer (a donor entry, a message, a file read) is gone. Buffers are
-// thread-safe to share (the count is atomic; the bytes never change).
+// thread-safe to share (the count is atomic; the bytes never change). The one
+// thing that changes is a cache of values derived from the bytes: the hashes
+// of its blocks a bulk lane computed (block_hash.hpp), true for as long as
+// the buffer lives because the bytes never change.
 //
 // Every buffer counts itself in process-wide live counters, so tests can show
 // that no path leaks one.
@@ -21,6 +24,8 @@
 #include <vector>
 
 namespace kvtier {
+
+struct block_hash_cache; // messages/block_hash.hpp
 
 /// Immutable bytes. Created by `buffer_builder` or `buffer::adopt`.
 class buffer {
@@ -57,6 +62,11 @@ public:
     return id_;
   }
 
+  /// The hashes of this buffer's blocks known so far (block_hash.hpp;
+  /// true as long as the buffer lives: its bytes never change). Made on
+  /// first use; thread-safe.
+  block_hash_cache& block_hashes() const;
+
   /// Buffers alive in this process right now, and their bytes.
   static uint64_t live_count() noexcept;
   static uint64_t live_bytes() noexcept;
@@ -69,6 +79,7 @@ private:
   size_t size_;
   uint64_t id_;
   std::function<void()> release_;
+  mutable std::atomic<block_hash_cache*> hashes_{nullptr};
 };
 
 using buffer_ref = std::shared_ptr<const buffer>;

@@ -1,5 +1,7 @@
 #include "messages/bulk_lane.hpp"
 
+#include "messages/block_hash.hpp"
+
 // The streaming state as a plain struct (the same package gives header
 // and library).
 #define XXH_STATIC_LINKING_ONLY
@@ -24,7 +26,9 @@ namespace kvtier::msg {
 namespace {
 
 constexpr uint32_t magic = 0x4c42564b; // "KVBL"
-constexpr uint32_t version = 1;
+// 2: the checksum is over blocks (block_hash.hpp) and the header names the
+// pieces; a version-1 peer is refused, never misread.
+constexpr uint32_t version = 2;
 constexpr uint64_t status_ok = 0;
 constexpr uint64_t status_refused = 1;
 
@@ -297,25 +301,29 @@ void bulk_server::serve(int fd) {
   auto total = total_length(*pieces);
   deadline =
     clock_type::now() + io_timeout_ + std::chrono::milliseconds(total / 100000);
-  // Each slice is hashed just before it is written (the hash brings it
-  // into cache for the socket's copy), and the sum follows the bytes.
-  constexpr uint64_t slice = uint64_t{1} << 20;
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
+  // Each slice's blocks are hashed just before it is written (the hash
+  // brings it into cache for the socket's copy) unless the buffer knows
+  // their hashes already; the sum follows the bytes.
+  constexpr uint64_t slice_blocks = (uint64_t{1} << 20) / lane_block;
+  std::vector<uint64_t> lengths;
+  for (auto& p : *pieces)
+    lengths.push_back(p.length);
+  lane_checksum sum{lengths};
   caf::error err;
   for (auto& p : *pieces) {
-    for (uint64_t at = 0; at < p.length && !err; at += slice) {
-      auto* data = p.bytes().data() + at;
-      auto n = std::min(slice, p.length - at);
-      XXH3_64bits_update(&state, data, n);
-      err = write_all(fd, data, n, deadline, stop_fd_);
+    for (uint64_t b = 0; b < blocks_of(p.length) && !err; b += slice_blocks) {
+      for (auto h : hashes_of(p, b, slice_blocks))
+        sum.add(h);
+      auto at = b * lane_block;
+      auto n = std::min(slice_blocks * lane_block, p.length - at);
+      err = write_all(fd, p.bytes().data() + at, n, deadline, stop_fd_);
     }
     if (err)
       break;
   }
   if (!err) {
-    uint64_t sum = XXH3_64bits_digest(&state);
-    err = write_all(fd, &sum, sizeof sum, deadline, stop_fd_);
+    uint64_t digest = sum.digest();
+    err = write_all(fd, &digest, sizeof digest, deadline, stop_fd_);
   }
   std::lock_guard<std::mutex> guard{mtx_};
   if (err) {
@@ -343,6 +351,26 @@ caf::expected<buffer_ref> bulk_fetch(const std::string& address,
                       "bulk lane: a transfer of " + std::to_string(total)
                         + " bytes exceeds the limit of "
                         + std::to_string(max_bytes));
+  // The piece table: the checksum's block boundaries (a wrong one fails
+  // the checksum; one that disagrees with the length fails here).
+  auto pieces = header.getLanePieces();
+  uint64_t sum = 0;
+  bool fits = pieces.size() > 0 && pieces.size() <= max_lane_pieces;
+  for (auto n : pieces) {
+    if (n > total - sum) {
+      fits = false;
+      break;
+    }
+    sum += n;
+  }
+  if (!fits || sum != total)
+    return make_error(ec::corrupt_data,
+                      "bulk lane: transfer "
+                        + std::to_string(header.getTransferId()) + " names "
+                        + std::to_string(pieces.size()) + " pieces of "
+                        + std::to_string(sum) + " bytes for a length of "
+                        + std::to_string(total) + " (1 .. "
+                        + std::to_string(max_lane_pieces) + " pieces)");
   sockaddr_storage sa;
   socklen_t len = 0;
   if (!make_address(address, header.getBulkPort(), sa, len))
@@ -386,25 +414,36 @@ caf::expected<buffer_ref> bulk_fetch(const std::string& address,
                         + std::to_string(header.getTransferId())
                         + " (unknown, withdrawn or another token)");
   buffer_builder b{total};
+  // Each block is hashed as soon as its bytes landed (still in cache);
+  // the whole flat message too when the header names a checksum of it.
+  std::vector<uint64_t> lengths;
+  for (auto n : pieces)
+    lengths.push_back(n);
+  landing_checksum landing{b.data(), lengths};
+  bool flat_sum = !header.getLaneChecksum();
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
   if (auto err = read_all(fd, b.data(), total, deadline, -1,
-                          [&state](const std::byte* p, uint64_t k) {
-                            XXH3_64bits_update(&state, p, k);
+                          [&](const std::byte* p, uint64_t k) {
+                            landing.landed(k);
+                            if (flat_sum)
+                              XXH3_64bits_update(&state, p, k);
                           }))
     return err;
   uint64_t trailer = 0;
   if (auto err = read_all(fd, &trailer, sizeof trailer, deadline))
     return err;
   auto flat = std::move(b).freeze();
-  auto sum = XXH3_64bits_digest(&state);
-  // The lane's own sum always; the header's too when it names one.
-  if (sum != trailer
-      || (!header.getLaneChecksum() && sum != header.getChecksum()))
+  if (landing.digest() != trailer
+      || (flat_sum && XXH3_64bits_digest(&state) != header.getChecksum()))
     return make_error(
       ec::corrupt_data,
       "bulk lane: transfer " + std::to_string(header.getTransferId())
         + ": checksum mismatch over " + std::to_string(total) + " bytes");
+  // Verified: the blocks' hashes stay with the bytes, so that serving a
+  // payload of them on again sends it without hashing.
+  for (size_t i = 0; i < lengths.size(); ++i)
+    remember_hashes(*flat, landing.piece_start(i), landing.whole_blocks(i));
   return flat;
 }
 

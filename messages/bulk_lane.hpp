@@ -10,14 +10,18 @@
 // FetchEntryReply's header names the lane's port and the token. The receiver
 // connects, sends one request (magic, version, transfer id, token), and reads a
 // status word and then exactly the header's total length into one aligned
-// buffer (hashing each read as it lands, while its bytes are still in cache),
-// then the XXH3-64 the sender computed slice by slice as it wrote them (off the
-// reply's path: the header of a lane transfer says `laneChecksum` and carries
-// none), and verifies the bytes against it, and against the header's own
-// checksum when there is one, before anything decodes them. A wrong token, an
-// unknown or withdrawn id, a short read, a checksum mismatch or a missed
-// deadline is an error and yields nothing; the sender's bytes stay owned
-// by its table (the lane holds a reference while it writes them).
+// buffer (hashing each 64 KiB block of each piece as it lands, while its bytes
+// are still in cache), then the checksum over those blocks' hashes
+// (block_hash.hpp: the header of a lane transfer says `laneChecksum`, carries
+// no flat checksum and lists the pieces' lengths), which the sender computed
+// as it wrote them from the hashes its buffers keep (a block it never sent is
+// hashed just before it is written), and verifies the bytes against it, and
+// against the header's own flat checksum when there is one, before anything
+// decodes them. A wrong token, an unknown or withdrawn id, a request of
+// another version, a short read, a checksum mismatch, a piece table that
+// disagrees with the length or a missed deadline is an error and yields
+// nothing; the sender's bytes stay owned by its table (the lane holds a
+// reference while it writes them).
 //
 // Threads: `bulk_server` runs one accept thread and one thread per
 // connection it is writing to (a peer fetch is a few large transfers, not
@@ -115,11 +119,15 @@ private:
   uint64_t token_state_ = 0;
 };
 
+/// Pieces a lane transfer may name at most (its header's piece table).
+inline constexpr uint32_t max_lane_pieces = uint32_t{1} << 16;
+
 /// Fetches transfer `header` from the lane at `address`:`port` (the header
 /// names port and token), by `deadline`: the verified flat bytes, or
 /// `peer_unreachable`-style errors as `io_error` (connect, read, short
 /// read), `timeout` (the deadline passed), `invalid_argument` (the sender
-/// refused the request), `corrupt_data` (checksum mismatch),
+/// refused the request), `corrupt_data` (checksum mismatch, or a piece
+/// table that does not add up to the length),
 /// `message_limit_exceeded` (over `max_bytes`).
 caf::expected<buffer_ref>
 bulk_fetch(const std::string& address, TransferHeader::Reader header,

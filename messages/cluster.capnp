@@ -41,9 +41,14 @@ struct TransferHeader {
   bulkHost @8 :Text;       # the numeric address the lane listens on (a
                            # receiver connects only to a loopback one
                            # until TLS, #13); empty: the peer's own host
-  laneChecksum @9 :Bool;   # true: `checksum` is unset and the lane sends the
-                           # XXH3-64 after the bytes (hashed as they are
-                           # written); the transfer is served on the lane only
+  laneChecksum @9 :Bool;   # true: `checksum` is unset and the lane sends its
+                           # checksum over the pieces' blocks after the bytes
+                           # (lanePieces); the transfer is served on the lane
+                           # only
+  lanePieces @10 :List(UInt64); # a lane transfer: the lengths of the pieces
+                           # the lane writes one after another (they sum to
+                           # totalLength); its checksum is over their blocks
+                           # (docs/messages.md "The bulk lane's checksum")
 }
 
 struct FetchEntry {

@@ -57,6 +57,11 @@ void outgoing_transfer::write_header(TransferHeader::Builder out) const {
   out.setChunkCount(count_);
   out.setChecksum(checksum_);
   out.setLaneChecksum(lane_only_);
+  if (lane_only_) {
+    auto lengths = out.initLanePieces(static_cast<unsigned>(pieces_.size()));
+    for (unsigned i = 0; i < pieces_.size(); ++i)
+      lengths.set(i, pieces_[i].length);
+  }
 }
 
 caf::expected<sealed<FetchChunkReply>>

@@ -31,9 +31,10 @@ public:
   /// payloads are sent from where they lie, not copied) and checksums it.
   /// Fails as `carrier::to_pieces` does, or with `invalid_argument` for a
   /// chunk size of 0.
-  /// Without `checksum` the header says `laneChecksum` (a bulk lane hashes
-  /// the bytes as it writes them, off the reply's path) and no chunk of the
-  /// transfer may be served.
+  /// Without `checksum` the header says `laneChecksum` and lists the pieces'
+  /// lengths (a bulk lane sums the pieces' block hashes as it writes them,
+  /// off the reply's path: block_hash.hpp) and no chunk of the transfer may
+  /// be served.
   static caf::expected<outgoing_transfer>
   make(uint64_t id, const carrier& c, uint32_t chunk_size = default_chunk_size,
        bool checksum = true);

@@ -26,6 +26,10 @@ enum class raw_receive {
   fresh_buffer,
   /// Into one reused 4 MiB buffer: sockets alone.
   reused_buffer,
+  /// From and into memory of the whole length, both touched before the
+  /// clock starts: the same bytes moved memory to memory, neither end's
+  /// buffer in cache (what a fetch moves), no page fault.
+  whole_memory,
 };
 
 /// Seconds to move `bytes` through a loopback TCP connection, or nullopt
@@ -44,12 +48,17 @@ inline std::optional<double> raw_tcp(uint64_t bytes, raw_receive mode,
   }
   socklen_t len = sizeof a;
   ::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len);
-  std::vector<char> src(4 << 20, 'x');
+  std::vector<char> src(mode == raw_receive::whole_memory ? bytes : 4 << 20,
+                        'x');
   std::thread sender([&] {
     int s = ::accept(ls, nullptr, nullptr);
     uint64_t left = bytes;
     while (left > 0) {
-      auto n = ::send(s, src.data(), std::min<uint64_t>(left, src.size()), 0);
+      auto at = mode == raw_receive::whole_memory ? bytes - left : 0;
+      auto n = ::send(
+        s, src.data() + at,
+        std::min<uint64_t>(left, std::min<uint64_t>(src.size() - at, 4 << 20)),
+        0);
       if (n <= 0)
         break; // the receiver sees a short read
       left -= static_cast<uint64_t>(n);
@@ -57,6 +66,9 @@ inline std::optional<double> raw_tcp(uint64_t bytes, raw_receive mode,
     ::close(s);
   });
   int c = ::socket(AF_INET, SOCK_STREAM, 0);
+  std::vector<char> whole;
+  if (mode == raw_receive::whole_memory)
+    whole.assign(bytes, 'y');
   auto t0 = clk::now();
   std::optional<double> out;
   if (::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
@@ -66,12 +78,14 @@ inline std::optional<double> raw_tcp(uint64_t bytes, raw_receive mode,
     std::vector<char> reused;
     if (mode == raw_receive::fresh_buffer)
       fresh.reset(new char[bytes]);
-    else
+    else if (mode == raw_receive::reused_buffer)
       reused.resize(4 << 20);
     uint64_t got = 0;
     while (got < bytes) {
       auto n = mode == raw_receive::fresh_buffer
                  ? ::recv(c, fresh.get() + got, bytes - got, 0)
+               : mode == raw_receive::whole_memory
+                 ? ::recv(c, whole.data() + got, bytes - got, 0)
                  : ::recv(c, reused.data(), reused.size(), 0);
       if (n <= 0)
         break;
