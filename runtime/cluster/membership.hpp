@@ -34,9 +34,11 @@ using clock = std::chrono::steady_clock;
 using time_point = clock::time_point;
 using millis = std::chrono::milliseconds;
 
-/// Version of the membership protocol (messages/membership.capnp); a peer
-/// with another one is refused.
-inline constexpr uint32_t protocol_version = 1;
+/// Version of the cluster protocol (messages/membership.capnp, cluster.capnp
+/// and the bulk lane); a peer with another one is refused at hello. 2: the
+/// bulk lane's checksum is over blocks (messages/block_hash.hpp) and
+/// heartbeats carry the node's load (routing).
+inline constexpr uint32_t protocol_version = 2;
 
 /// Largest node id, fingerprint and address a peer may send (bytes), and
 /// the most member addresses one message may carry.
