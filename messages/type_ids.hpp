@@ -14,6 +14,7 @@
 #include "messages/cluster.capnp.h"
 #include "messages/feed.capnp.h"
 #include "messages/membership.capnp.h"
+#include "messages/replay.capnp.h"
 #include "messages/sealed.hpp"
 #include "messages/service.capnp.h"
 #include "messages/tiers.capnp.h"
@@ -72,7 +73,8 @@ class actor_system_config;
   X(ClusterHeartbeat)                                                          \
   X(ClusterLeave) X(ClusterLeaveReply)                                         \
   X(ListMembers) X(ListMembersReply)                                           \
-  X(FeedBatch) X(SubscribeFeed) X(SubscribeFeedReply)
+  X(FeedBatch) X(SubscribeFeed) X(SubscribeFeedReply)                         \
+  X(ReplayStep) X(ReplayStepReply) X(ReplayFinish) X(ReplayFinishReply)
 // clang-format on
 
 #define KVTIER_ADD_MESSAGE_TYPE_ID(Root)                                       \

@@ -179,8 +179,15 @@ public:
     return actor_;
   }
 
-  /// Where peers' requests go from now on (replaces earlier ones).
+  /// Where peers' requests go from now on (replaces earlier ones; the
+  /// agent stays).
   void attach(node_delegates d);
+
+  /// Where ReplayStep and ReplayFinish go from now on: the replay agent of
+  /// `kvtier node --replay-agent` (runtime/tools/replay_agent.hpp), asked
+  /// by any sender (the multi-node replay's driver is another process);
+  /// without one (null) they fail `not_found`.
+  void attach_agent(caf::actor agent);
 
   /// Replaces the hooks (empty functions: none).
   void set_hooks(peer_hooks h);
