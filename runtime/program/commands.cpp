@@ -132,10 +132,10 @@ int emit(const replay_report& r, const flags& f) {
   return r.wrong_states == 0 ? 0 : 1;
 }
 
-/// `kvtier replay --nodes N` (runtime/tools/multi_replay.hpp).
-int run_multi_replay(kvtier_config& cfg, const flags& f, const trace& t,
-                     const std::string& path) {
-  multi_replay_options mo;
+/// `--nodes N` and its companions into `mo`; false (after saying why) for
+/// bad ones.
+bool multi_flags(kvtier_config& cfg, const flags& f,
+                 multi_replay_options& mo) {
   auto number = [&](const std::string& key, uint64_t& out) {
     auto v = f.get(key);
     char* end = nullptr;
@@ -151,16 +151,16 @@ int run_multi_replay(kvtier_config& cfg, const flags& f, const trace& t,
   };
   uint64_t nodes = 0;
   if (!number("nodes", nodes))
-    return 2;
+    return false;
   if (nodes == 0 || nodes > 64) {
     std::fprintf(stderr, "kvtier: --nodes %llu: the node count must be 1 .. "
                          "64\n",
                  static_cast<unsigned long long>(nodes));
-    return 2;
+    return false;
   }
   mo.nodes = static_cast<uint32_t>(nodes);
   if (f.has("seed") && !number("seed", mo.seed))
-    return 2;
+    return false;
   if (f.has("work-dir")) {
     mo.work_dir = f.get("work-dir");
     mo.keep_dir = true;
@@ -176,7 +176,7 @@ int run_multi_replay(kvtier_config& cfg, const flags& f, const trace& t,
     std::fprintf(stderr, "kvtier: --nodes takes [replay] verify and settle "
                          "from the configuration; --simulate, --no-verify "
                          "and --no-settle do not apply\n");
-    return 2;
+    return false;
   }
   mo.scheduler_policy = to_string(
     caf::get_or(cfg, "scheduler.policy", caf::atom("affine")));
@@ -187,6 +187,12 @@ int run_multi_replay(kvtier_config& cfg, const flags& f, const trace& t,
                    static_cast<unsigned long long>(total));
       std::fflush(stderr);
     };
+  return true;
+}
+
+/// `kvtier replay --nodes N` (runtime/tools/multi_replay.hpp).
+int run_multi_replay(kvtier_config& cfg, const multi_replay_options& mo,
+                     const flags& f, const trace& t, const std::string& path) {
   auto rs = cfg.replay;
   rs.trace = path;
   auto r = multi_replay(t, cfg.options, rs, mo);
@@ -214,6 +220,9 @@ int run_multi_replay(kvtier_config& cfg, const flags& f, const trace& t,
 int run_replay(kvtier_config& cfg, const flags& f) {
   auto& rs = cfg.replay;
   auto path = f.positional.empty() ? rs.trace : f.positional[0];
+  multi_replay_options mo;
+  if (f.has("nodes") && !multi_flags(cfg, f, mo))
+    return 2;
   trace_options to;
   to.max_requests = rs.max_requests;
   auto t = load_trace(path, to);
@@ -222,7 +231,7 @@ int run_replay(kvtier_config& cfg, const flags& f) {
     return 2;
   }
   if (f.has("nodes"))
-    return run_multi_replay(cfg, f, *t, path);
+    return run_multi_replay(cfg, mo, f, *t, path);
   cfg.options = rs.apply(cfg.options);
   auto& o = cfg.options;
   auto g = running_geometry(o);
