@@ -27,7 +27,9 @@
 // RelievePressure, ReclaimAtBoundary, SetSsdLimit) sent to the node actor
 // are passed to the facade for local senders, and for remote ones only with
 // `cluster.remote-admin`; otherwise refused (`ec::not_permitted`) and
-// counted.
+// counted. ReplayStep and ReplayFinish (messages/replay.capnp, a tool's)
+// go to the replay agent when one is attached (`kvtier node
+// --replay-agent`), from any sender; otherwise `ec::not_found`.
 //
 // Owner: one `service` (runtime/service.hpp) or a test; `node`'s methods
 // are called from one thread at a time (the hooks may be set from any).

@@ -134,16 +134,15 @@ int emit(const replay_report& r, const flags& f) {
 
 /// `--nodes N` and its companions into `mo`; false (after saying why) for
 /// bad ones.
-bool multi_flags(kvtier_config& cfg, const flags& f,
-                 multi_replay_options& mo) {
+bool multi_flags(kvtier_config& cfg, const flags& f, multi_replay_options& mo) {
   auto number = [&](const std::string& key, uint64_t& out) {
     auto v = f.get(key);
     char* end = nullptr;
     errno = 0;
     auto n = std::strtoull(v.c_str(), &end, 10);
     if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-') {
-      std::fprintf(stderr, "kvtier: --%s \"%s\" is not a number\n",
-                   key.c_str(), v.c_str());
+      std::fprintf(stderr, "kvtier: --%s \"%s\" is not a number\n", key.c_str(),
+                   v.c_str());
       return false;
     }
     out = n;
@@ -153,8 +152,9 @@ bool multi_flags(kvtier_config& cfg, const flags& f,
   if (!number("nodes", nodes))
     return false;
   if (nodes == 0 || nodes > 64) {
-    std::fprintf(stderr, "kvtier: --nodes %llu: the node count must be 1 .. "
-                         "64\n",
+    std::fprintf(stderr,
+                 "kvtier: --nodes %llu: the node count must be 1 .. "
+                 "64\n",
                  static_cast<unsigned long long>(nodes));
     return false;
   }
@@ -178,8 +178,8 @@ bool multi_flags(kvtier_config& cfg, const flags& f,
                          "and --no-settle do not apply\n");
     return false;
   }
-  mo.scheduler_policy = to_string(
-    caf::get_or(cfg, "scheduler.policy", caf::atom("affine")));
+  mo.scheduler_policy =
+    to_string(caf::get_or(cfg, "scheduler.policy", caf::atom("affine")));
   if (!f.has("quiet"))
     mo.progress = [](const std::string& s, uint64_t done, uint64_t total) {
       std::fprintf(stderr, "\r[replay --nodes] %s: %llu/%llu requests   ",
@@ -300,8 +300,9 @@ int run_replay(kvtier_config& cfg, const flags& f) {
 } // namespace
 
 int replay_command(kvtier_config& cfg, const std::vector<std::string>& args) {
-  auto f = parse(args, {"json", "plot", "nodes", "seed", "work-dir", "scenarios"},
-                 {"simulate", "no-verify", "no-settle", "quiet", "close"});
+  auto f =
+    parse(args, {"json", "plot", "nodes", "seed", "work-dir", "scenarios"},
+          {"simulate", "no-verify", "no-settle", "quiet", "close"});
   if (!f || f->positional.size() > 1)
     return 2;
   return run_replay(cfg, *f);

@@ -12,9 +12,9 @@
 #include <caf/scoped_actor.hpp>
 
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
-#include <cstdio>
 #include <pthread.h>
 
 namespace kvtier::runtime {

@@ -116,11 +116,11 @@ caf::error wait_full(caf::actor_system& sys, const cluster_run& run) {
       if (v && v->in_state(cluster::peer_state::up).size() == want)
         break;
       if (clock_type::now() > until)
-        return make_error(ec::timeout,
-                          "node " + c->node_id() + " did not see all "
-                            + std::to_string(want)
-                            + " peers up within 20 s (its log: "
-                            + c->log_path().string() + ")");
+        return make_error(ec::timeout, "node " + c->node_id()
+                                         + " did not see all "
+                                         + std::to_string(want)
+                                         + " peers up within 20 s (its log: "
+                                         + c->log_path().string() + ")");
       std::this_thread::sleep_for(ms{50});
     }
   }
@@ -139,8 +139,7 @@ caf::expected<sealed<Reply>> ask(caf::actor_system& sys, const caf::actor& to,
 }
 
 caf::error with_node(caf::error err, const node_child& c) {
-  return make_error(ec::io_error, "node " + c.node_id() + ": "
-                                    + describe(err)
+  return make_error(ec::io_error, "node " + c.node_id() + ": " + describe(err)
                                     + " (its log: " + c.log_path().string()
                                     + ")");
 }
@@ -239,17 +238,16 @@ run_scenario(caf::actor_system& sys, const trace& t, const service_options& o,
   }
   for (size_t k = 0; k < run.actors.size(); ++k) {
     msg::draft<msg::ReplayFinish> d;
-    auto r = ask<msg::ReplayFinishReply>(sys, run.actors[k],
-                                         std::move(d).seal(),
-                                         mo.finish_deadline);
+    auto r = ask<msg::ReplayFinishReply>(
+      sys, run.actors[k], std::move(d).seal(), mo.finish_deadline);
     if (!r)
       return with_node(r.error(), *run.children[k]);
     auto j = nlohmann::json::parse(std::string{r->root().getReport().cStr()},
                                    nullptr, false);
     if (j.is_discarded())
-      return with_node(make_error(ec::malformed_message,
-                                  "its finish report is not JSON"),
-                       *run.children[k]);
+      return with_node(
+        make_error(ec::malformed_message, "its finish report is not JSON"),
+        *run.children[k]);
     auto& n = out.per_node[k];
     if (j.contains("peer")) {
       n.remote_fetches = u64(j["peer"], "fetched");
@@ -346,8 +344,8 @@ multi_replay(const trace& t, const service_options& o,
   fs::path dir = mo.work_dir;
   bool remove_dir = false;
   if (dir.empty()) {
-    auto tmpl = (fs::temp_directory_path() / "kvtier-replay-nodes-XXXXXX")
-                  .string();
+    auto tmpl =
+      (fs::temp_directory_path() / "kvtier-replay-nodes-XXXXXX").string();
     if (!::mkdtemp(tmpl.data()))
       return make_error(ec::io_error, "cannot create a temporary directory");
     dir = tmpl;
@@ -381,8 +379,8 @@ multi_replay(const trace& t, const service_options& o,
     }
     auto s = run_scenario(sys, t, o, rs, mo, shape, dir, program);
     if (!s)
-      return make_error(ec::io_error, "scenario " + shape.name + ": "
-                                        + describe(s.error()));
+      return make_error(ec::io_error,
+                        "scenario " + shape.name + ": " + describe(s.error()));
     out.scenarios.push_back(std::move(*s));
   }
   return out;
@@ -419,8 +417,8 @@ nlohmann::json figures_json(const node_figures& n) {
 
 std::string render_table(const multi_replay_result& r) {
   std::ostringstream o;
-  o << "replay of " << r.trace << " on " << r.nodes << " nodes, "
-    << r.requests << " requests, model " << r.model << "\n\n";
+  o << "replay of " << r.trace << " on " << r.nodes << " nodes, " << r.requests
+    << " requests, model " << r.model << "\n\n";
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "  %-12s %5s %9s %8s %8s %8s %8s %9s %8s %7s %8s\n", "scenario",
@@ -489,18 +487,20 @@ nlohmann::json to_json(const multi_replay_result& r) {
     j["per_node"] = std::move(nodes);
     scenarios.push_back(std::move(j));
   }
-  return {{"trace", r.trace},   {"model", r.model},
-          {"nodes", r.nodes},   {"requests", r.requests},
-          {"seed", r.seed},     {"wrong_states", r.wrong_states()},
+  return {{"trace", r.trace},      {"model", r.model},
+          {"nodes", r.nodes},      {"requests", r.requests},
+          {"seed", r.seed},        {"wrong_states", r.wrong_states()},
           {"scenarios", scenarios}};
 }
 
 std::string render_svg(const multi_replay_result& r) {
-  constexpr double width = 860, height = 460, left = 60, right = 170,
-                   top = 50, bottom = 60, mid_gap = 40;
+  constexpr double width = 860, height = 460, left = 60, right = 170, top = 50,
+                   bottom = 60, mid_gap = 40;
   // Left panel: hit/RAM/SSD/peer per scenario; right: per-node shares.
   const double panel = (width - left - right - mid_gap) / 2;
-  auto y = [&](double v) { return height - bottom - (height - top - bottom) * v; };
+  auto y = [&](double v) {
+    return height - bottom - (height - top - bottom) * v;
+  };
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width
     << "' height='" << height << "' font-family='sans-serif' font-size='12'>\n"
@@ -563,8 +563,7 @@ std::string render_svg(const multi_replay_result& r) {
     double w = group * 0.8 / double(std::max<size_t>(s.per_node.size(), 1));
     for (size_t k = 0; k < s.per_node.size(); ++k)
       bar(x0 + w * double(k), w * 0.9,
-          all ? double(s.per_node[k].requests) / double(all) : 0.0,
-          "#9467bd");
+          all ? double(s.per_node[k].requests) / double(all) : 0.0, "#9467bd");
     text(x0 + group * 0.4, height - bottom + 16, s.name, "middle");
   }
   text(px + panel / 2, height - 18, "each node's share of the requests",

@@ -120,9 +120,10 @@ struct multi_replay_result {
 /// `ec::invalid_argument` for 0 nodes (or over 64) or an unknown scenario
 /// name; a node that fails to start, a step or finish that fails: that
 /// error.
-caf::expected<multi_replay_result>
-multi_replay(const trace& t, const service_options& o,
-             const replay_settings& rs, const multi_replay_options& mo);
+caf::expected<multi_replay_result> multi_replay(const trace& t,
+                                                const service_options& o,
+                                                const replay_settings& rs,
+                                                const multi_replay_options& mo);
 
 /// The readable comparison table.
 std::string render_table(const multi_replay_result& r);

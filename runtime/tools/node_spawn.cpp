@@ -63,18 +63,18 @@ node_child::start(const std::string& program,
   if (line.rfind(prefix, 0) != 0)
     return make_error(line.empty() ? ec::timeout : ec::io_error,
                       "node process " + std::to_string(c->pid_)
-                        + (line.empty() ? " printed no listening line within "
-                                            + std::to_string(bound.count())
-                                            + " ms"
-                                        : " printed '" + line + "'")
+                        + (line.empty()
+                             ? " printed no listening line within "
+                                 + std::to_string(bound.count()) + " ms"
+                             : " printed '" + line + "'")
                         + " (its log: " + log_file + ")");
   auto rest = line.substr(prefix.size());
   auto space = rest.find(' ');
   c->address_ = rest.substr(0, space);
   auto colon = c->address_.rfind(':');
   if (colon == std::string::npos)
-    return make_error(ec::io_error, "node process printed '" + line
-                                           + "' (no port)");
+    return make_error(ec::io_error,
+                      "node process printed '" + line + "' (no port)");
   c->port_ = static_cast<uint16_t>(std::stoul(c->address_.substr(colon + 1)));
   auto id = rest.find("node-id=");
   if (id != std::string::npos)

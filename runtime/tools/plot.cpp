@@ -53,10 +53,9 @@ std::string polyline(const chart& c, const std::vector<replay_sample>& s,
 }
 
 double total(const replay_sample& s) {
-  return s.input_tokens
-           ? double(s.ram_tokens + s.ssd_tokens + s.peer_tokens)
-               / double(s.input_tokens)
-           : 0;
+  return s.input_tokens ? double(s.ram_tokens + s.ssd_tokens + s.peer_tokens)
+                            / double(s.input_tokens)
+                        : 0;
 }
 double ram(const replay_sample& s) {
   return s.input_tokens ? double(s.ram_tokens) / double(s.input_tokens) : 0;

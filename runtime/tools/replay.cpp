@@ -107,7 +107,8 @@ caf::error replay_session::driver::finish_oldest() {
   return r ? caf::error{} : r.error();
 }
 
-caf::error replay_session::driver::admit(const state_request& req, bool& refused) {
+caf::error replay_session::driver::admit(const state_request& req,
+                                         bool& refused) {
   for (;;) {
     auto d = timed("admit", [&] { return svc_.admit(req); });
     if (!d) {
@@ -129,9 +130,10 @@ caf::error replay_session::driver::admit(const state_request& req, bool& refused
   }
 }
 
-tiers::entry replay_session::driver::state_for(const acquired_state& acq, const std::string& ns,
-                               const tiers::token_seq& prompt, bool& reused,
-                               replay_step& st) {
+tiers::entry replay_session::driver::state_for(const acquired_state& acq,
+                                               const std::string& ns,
+                                               const tiers::token_seq& prompt,
+                                               bool& reused, replay_step& st) {
   if (acq.usable_tokens > 0 && acq.source != state_source::none) {
     bool good = true;
     if (o_.verify) {
@@ -153,7 +155,8 @@ tiers::entry replay_session::driver::state_for(const acquired_state& acq, const 
   return oracle_.prefill(ns, prompt);
 }
 
-caf::error replay_session::driver::decode(const state_request& req, const tiers::entry& state) {
+caf::error replay_session::driver::decode(const state_request& req,
+                                          const tiers::entry& state) {
   auto every = svc_.checkpoint_every_tokens();
   auto out = oracle_.generate(state.ns, state.tokens, req.max_new_tokens);
   out_.output_tokens += out.size();
@@ -242,8 +245,8 @@ caf::error replay_session::driver::one(size_t i, replay_step& st) {
     from_peer = *fetched_after > *fetched_before;
   }
   if (used > 0) {
-    auto& tier = from_peer ? st.peer_tokens
-                           : (cold ? st.ssd_tokens : st.ram_tokens);
+    auto& tier =
+      from_peer ? st.peer_tokens : (cold ? st.ssd_tokens : st.ram_tokens);
     tier = used;
   }
   out_.ram_tokens += st.ram_tokens;

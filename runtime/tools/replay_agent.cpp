@@ -57,8 +57,7 @@ caf::behavior agent_behavior(agent_actor* self,
       -> caf::result<sealed<msg::ReplayStepReply>> {
       auto& p = *self->state.parts;
       if (p.finished)
-        return make_error(ec::invalid_argument,
-                          "replay step after the finish");
+        return make_error(ec::invalid_argument, "replay step after the finish");
       auto st = p.session->step(m.root().getIndex());
       if (!st)
         return std::move(st.error());

@@ -85,8 +85,8 @@ const placement_result& placement(const std::string& name) {
 int run_program(const std::string& args, std::string& err) {
   auto file = std::filesystem::temp_directory_path()
               / ("kvtier-replay-nodes-err-" + std::to_string(::getpid()));
-  auto cmd = std::string{KVTIER_PROGRAM} + " " + args + " >/dev/null 2>"
-             + file.string();
+  auto cmd =
+    std::string{KVTIER_PROGRAM} + " " + args + " >/dev/null 2>" + file.string();
   int status = std::system(cmd.c_str());
   std::ifstream in(file);
   err.assign(std::istreambuf_iterator<char>(in), {});
@@ -103,9 +103,9 @@ BOOST_AUTO_TEST_CASE(every_placement_is_in_the_json_verified_and_never_wrong) {
   std::vector<std::string> names;
   for (auto& s : j["scenarios"])
     names.push_back(s["name"].get<std::string>());
-  BOOST_TEST((names
-              == std::vector<std::string>{"routed", "single", "random",
-                                          "round-robin"}));
+  BOOST_TEST(
+    (names
+     == std::vector<std::string>{"routed", "single", "random", "round-robin"}));
   for (auto& s : result().scenarios) {
     if (!s.ran)
       continue;
@@ -114,8 +114,7 @@ BOOST_AUTO_TEST_CASE(every_placement_is_in_the_json_verified_and_never_wrong) {
     BOOST_TEST(t.wrong_states == 0u);
     BOOST_TEST(t.verified_states > 0u);
     BOOST_TEST(t.input_tokens
-               == t.ram_tokens + t.ssd_tokens + t.peer_tokens
-                    + t.fresh_tokens);
+               == t.ram_tokens + t.ssd_tokens + t.peer_tokens + t.fresh_tokens);
     for (auto& n : s.per_node) {
       // The agent's own report agrees with what the driver counted, and
       // it verified every state it served.
