@@ -37,16 +37,18 @@ demo: build
 ## 71 merged WEKA agent sessions, each with its JSON report and chart.
 replay-full: build
 	$(BUILD)/bin/kvtier replay \
-	  ../shared/traces/mooncake-fast25/synthetic_trace.jsonl \
+	  tests/traces/mooncake-fast25/synthetic_trace.jsonl.gz \
 	  --json demo-data/synthetic.json --plot demo-data/synthetic.svg
-	$(BUILD)/bin/kvtier replay ../shared/traces/kv-cache-tester-weka \
+	$(BUILD)/bin/kvtier replay tests/traces/kv-cache-tester-weka \
 	  --json demo-data/weka.json --plot demo-data/weka.svg
 
 ## The multi-node comparison (docs/replay.md "Several nodes"): the
 ## conversation trace through 3 node processes under the routed, single,
 ## random and round-robin placements, every state verified.
+## RAM 768 MiB in all (256 MiB a node), below the trace's working set, so
+## SSD serves a share; SSD 1 GiB in all.
 replay-nodes: build
-	$(BUILD)/bin/kvtier replay --nodes 3 \
+	$(BUILD)/bin/kvtier replay --nodes 3 --replay.ram-cap-bytes=805306368 \
 	  --json demo-data/replay-nodes.json --plot demo-data/replay-nodes.svg
 
 ## Every benchmark program, each printing its table.

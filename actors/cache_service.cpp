@@ -142,9 +142,12 @@ std::chrono::milliseconds idle_period(uint64_t idle_ms) {
 cache_service_actor::behavior_type
 cache_service(cache_service_pointer self, service_actors tiers,
               tiers::model_geometry geometry, bool checkpoints_possible,
-              uint64_t idle_ms, bool objects, uint64_t deadline_ms) {
+              uint64_t idle_ms, bool objects, uint64_t deadline_ms,
+              tiers::route_costs route) {
   auto& st = self->state;
   st.objects = objects;
+  st.route = route;
+  st.routed = tiers::route_load{route.load_window};
   st.deadline_ms = deadline_ms;
   st.tiers = std::move(tiers);
   st.geometry = std::move(geometry);
@@ -236,6 +239,13 @@ cache_service(cache_service_pointer self, service_actors tiers,
       if (from_other_process(self))
         return remote_refused("reclaim at boundary");
       return guarded<msg::ReclaimAtBoundaryReply>(self, t.ram, m);
+    },
+    [self](const sealed<msg::RouteRequest>& m) { return ops::route(self, m); },
+    [self](node_name_atom, const std::string& id, const std::string& address) {
+      if (from_other_process(self))
+        return;
+      self->state.node_id = id;
+      self->state.address = address;
     },
     [self](const sealed<msg::ReadStats>& m) { return read_stats(self, m); },
     [self](const sealed<msg::ReadReport>&) { return ops::report(self); },

@@ -54,6 +54,7 @@
 
 #include "actors/interfaces.hpp"
 #include "tiers/geometry.hpp"
+#include "tiers/routing.hpp"
 
 #include <caf/typed_response_promise.hpp>
 
@@ -86,6 +87,9 @@ struct service_actors {
   checkpoints_actor checkpoints;
   sessions_actor sessions;
   std::vector<cold_tier_ref> cold;
+  /// The peer tier (also in `cold`), null without a cluster: routing asks
+  /// it what each peer holds.
+  peer_tier_actor peer;
 };
 
 /// A prefetch lease the facade handed out: the cold tier whose read it
@@ -134,6 +138,13 @@ struct cache_service_state {
   uint64_t next_lease = 1;
   std::optional<close_record> closed;
   std::vector<close_promise> close_waiters;
+  /// Routing (tiers/routing.hpp): the cost model, this router's recent
+  /// decisions, and this node as its peers know it (node_name_atom; empty
+  /// without a cluster).
+  tiers::route_costs route;
+  tiers::route_load routed;
+  std::string node_id;
+  std::string address;
 };
 
 using cache_service_pointer =
@@ -150,11 +161,13 @@ std::chrono::milliseconds idle_period(uint64_t idle_ms);
 
 /// The behaviour. `idle_ms` > 0 starts the idle-demotion timer (when
 /// there is an SSD tier); `objects` false: object calls are refused
-/// (`ec::unsupported`); `deadline_ms` is the storage deadline.
+/// (`ec::unsupported`); `deadline_ms` is the storage deadline; `route` the
+/// routing cost model (route.* options).
 cache_service_actor::behavior_type
 cache_service(cache_service_pointer self, service_actors tiers,
               tiers::model_geometry geometry, bool checkpoints_possible,
-              uint64_t idle_ms, bool objects, uint64_t deadline_ms);
+              uint64_t idle_ms, bool objects, uint64_t deadline_ms,
+              tiers::route_costs route);
 
 /// How long one request of the facade to a tier may take.
 inline std::chrono::milliseconds tier_timeout(cache_service_pointer self) {

@@ -48,6 +48,12 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self);
 /// Saved prefixes on SSD, checkpoint files left out.
 caf::result<sealed<msg::ListSavedPrefixesReply>> saved(self_ptr self);
 
+/// The node that should serve a prompt: this node's RAM and SSD prefixes,
+/// every up peer's (the peer tier's directory) and loads, weighed by the
+/// cost model (tiers/routing.hpp). Reads only; any sender.
+caf::result<sealed<msg::RouteRequestReply>>
+route(self_ptr self, const sealed<msg::RouteRequest>& m);
+
 /// The error of a call after close.
 caf::error closed_error();
 

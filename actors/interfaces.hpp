@@ -291,6 +291,15 @@ using peer_up_atom = caf::atom_constant<caf::atom("kvtpeerup")>;
 /// A peer node went down (silent, disconnected, left).
 using peer_down_atom = caf::atom_constant<caf::atom("kvtpeerdn")>;
 
+/// A peer's heartbeat: its node id, HOST:PORT and load (msg::NodeLoad);
+/// told to every cluster listener of a node (the peer tier keeps it for
+/// routing).
+using peer_load_atom = caf::atom_constant<caf::atom("kvtpeerld")>;
+
+/// Once the node is published: this node's id and HOST:PORT as its peers
+/// know it (the facade names itself so in its route answers).
+using node_name_atom = caf::atom_constant<caf::atom("kvtnodenm")>;
+
 /// Owns the SSD tier (tiers/ssd/ssd_tier.hpp) and its I/O engine; tells
 /// the RAM actor of every entry file it stops holding (SsdEvictEvent), and
 /// the checkpoints actor of every checkpoint file. A cold tier (the four
@@ -357,7 +366,12 @@ using peer_tier_actor = cold_tier_actor::extend<
   // A peer is up behind this node actor: its entries may be fetched.
   caf::reacts_to<peer_up_atom, std::string, caf::actor>,
   // A peer is down: everything it held leaves the directory.
-  caf::reacts_to<peer_down_atom, std::string>>;
+  caf::reacts_to<peer_down_atom, std::string>,
+  // A peer's heartbeat: its address and load, for routing.
+  caf::reacts_to<peer_load_atom, std::string, std::string,
+                 sealed<msg::NodeLoad>>,
+  // Every up peer's longest usable prefixes of a prompt, and its load.
+  KVTIER_CALL(PeerHoldings)>;
 
 /// Owns admission (tiers/admission.hpp): the KV budget, position limit.
 using admission_actor = caf::typed_actor<
@@ -433,6 +447,10 @@ using cache_service_actor = caf::typed_actor<
   KVTIER_CALL(PutObject),
   // Reads an exact tensor object.
   KVTIER_CALL(GetObject),
+  // The node that should serve a prompt (tiers/routing.hpp); reads only.
+  KVTIER_CALL(RouteRequest),
+  // Once published: this node's id and address (for route answers).
+  caf::reacts_to<node_name_atom, std::string, std::string>,
   // The idle-demotion timer fired.
   caf::reacts_to<idle_tick_atom>>;
 

@@ -86,6 +86,10 @@ struct peer_tier_state {
   caf::actor serve;
   tiers::peer_directory directory;
   std::map<std::string, caf::actor> peers;
+  /// Each up peer's address and load, from its last heartbeat (routing).
+  std::map<std::string,
+           std::pair<std::string, std::optional<sealed<msg::NodeLoad>>>>
+    loads;
   std::map<uint64_t, fetch> fetches;
   std::map<fetch_key, uint64_t> by_key;
   uint64_t next_fetch = 1;
@@ -483,6 +487,36 @@ caf::error check_prompt(self_ptr self, capnp::Text::Reader ns, size_t n) {
   return {};
 }
 
+/// Every up peer with its longest usable prefixes of the prompt and its
+/// last reported load (a peer the directory knows nothing of: 0 tokens).
+sealed<msg::PeerHoldingsReply> holdings(self_ptr self,
+                                        msg::PeerHoldings::Reader in) {
+  auto& st = self->state;
+  msg::draft<msg::PeerHoldingsReply> d;
+  if (check_prompt(self, in.getNs(), in.getPrompt().size()))
+    return std::move(d).seal();
+  tiers::tokens_of prompt{in.getPrompt()};
+  std::map<std::string, tiers::peer_directory::node_prefixes> held;
+  for (auto& p : st.directory.per_node(in.getNs().cStr(), prompt.span()))
+    held.emplace(p.node, p);
+  auto out = d.root().initPeers(static_cast<unsigned>(st.peers.size()));
+  unsigned k = 0;
+  for (auto& [node, _] : st.peers) {
+    auto o = out[k++];
+    o.setNodeId(node);
+    if (auto h = held.find(node); h != held.end()) {
+      o.setRamTokens(h->second.ram_tokens);
+      o.setSsdTokens(h->second.ssd_tokens);
+    }
+    if (auto l = st.loads.find(node); l != st.loads.end()) {
+      o.setAddress(l->second.first);
+      if (l->second.second)
+        o.setLoad(l->second.second->root());
+    }
+  }
+  return std::move(d).seal();
+}
+
 sealed<msg::FindPrefixReply> find_prefix(self_ptr self,
                                          msg::FindPrefix::Reader in) {
   msg::draft<msg::FindPrefixReply> d;
@@ -571,6 +605,7 @@ prefetch(self_ptr self, msg::PrefetchPrefix::Reader in) {
 void peer_gone(self_ptr self, const std::string& node) {
   auto& st = self->state;
   st.peers.erase(node);
+  st.loads.erase(node);
   st.directory.drop(node);
   std::vector<uint64_t> hit;
   for (auto& [id, f] : st.fetches)
@@ -760,6 +795,19 @@ peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
     [self](peer_down_atom, const std::string& node) {
       if (!from_elsewhere(self))
         peer_gone(self, node);
+    },
+    [self](peer_load_atom, const std::string& node, const std::string& address,
+           const sealed<msg::NodeLoad>& load) {
+      if (from_elsewhere(self) || self->state.peers.count(node) == 0)
+        return;
+      self->state.loads[node] = {address, load};
+    },
+    [self](const sealed<msg::PeerHoldings>& m)
+      -> caf::result<sealed<msg::PeerHoldingsReply>> {
+      if (from_elsewhere(self))
+        return not_local();
+      return decoding<sealed<msg::PeerHoldingsReply>>(
+        [&] { return holdings(self, m.root()); });
     },
   };
 }

@@ -42,6 +42,7 @@ struct ClusterHeartbeat {
   nodeId @0 :Text;
   seq @1 :UInt64;
   members @2 :List(MemberAddress);
+  load @3 :NodeLoad;       # unset: the sender's admission did not answer
 }
 
 struct ClusterLeave {
@@ -75,4 +76,13 @@ struct ListMembersReply {
   refusedUndecodable @8 :UInt64; # peer messages that failed to decode
   refusedAdmin @9 :UInt64;       # admin requests from remote senders refused
   refusedHandshake @10 :UInt64;  # our connection attempts closed in the (TLS) handshake
+}
+
+struct NodeLoad {
+  # How busy a node is, as its heartbeats say (the router weighs it,
+  # tiers/routing.hpp): its admission's figures when the beat left.
+  heldBytes @0 :UInt64;    # KV bytes admitted requests hold
+  budgetBytes @1 :UInt64;  # admission.kv-budget-bytes
+  holders @2 :UInt64;      # requests holding bytes
+  waiting @3 :UInt64;      # admits queued
 }

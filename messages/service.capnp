@@ -473,3 +473,27 @@ struct SetSsdLimitReply {
   evicted @1 :UInt64;      # files removed to get under it
   fileBytes @2 :UInt64;    # bytes of entry files held afterwards
 }
+
+struct RouteRequest {
+  # Engine front end -> any node (embedded or over CAF): which node should
+  # serve this prompt (docs/cluster.md "Routing"). Reads only.
+  ns @0 :Text;
+  prompt @1 :List(UInt32);
+  maxNewTokens @2 :UInt32; # for the headroom check (0: the prompt alone)
+}
+
+struct RouteOption {
+  nodeId @0 :Text;
+  address @1 :Text;        # HOST:PORT its node actor listens on
+  source @2 :Common.Tier;  # where its reused prefix would come from
+  fromSsd @3 :Bool;        # that copy is on SSD (its own, or a peer's)
+  usableTokens @4 :UInt64; # prefix tokens it would reuse
+  cost @5 :Float64;        # expected cost, prefill-token equivalents
+  recentTokens @6 :Float64;# this router's recent load figure for it
+  full @7 :Bool;           # it lacks admission headroom
+}
+
+struct RouteRequestReply {
+  best @0 :UInt32;         # index into options
+  options @1 :List(RouteOption); # the asking node first, then its up peers
+}

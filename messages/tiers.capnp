@@ -12,6 +12,7 @@ $Cxx.namespace("kvtier::msg");
 
 using Common = import "common.capnp";
 using Service = import "service.capnp";
+using Membership = import "membership.capnp";
 using Entry = Common.Entry;
 using EntryKey = Common.EntryKey;
 using Error = Common.Error;
@@ -228,4 +229,23 @@ struct UnprotectEntry {
 
 struct UnprotectEntryReply {
   unprotected @0 :Bool;    # false: the entry, or this pin on it, had left
+}
+
+struct PeerHoldings {
+  # Service -> peer tier, for a RouteRequest: what every up peer holds of
+  # this prompt and how loaded it said it is.
+  ns @0 :Text;
+  prompt @1 :List(UInt32);
+}
+
+struct PeerHolding {
+  nodeId @0 :Text;
+  address @1 :Text;
+  ramTokens @2 :UInt64;    # longest usable prefix in its RAM (directory)
+  ssdTokens @3 :UInt64;    # on its SSD
+  load @4 :Membership.NodeLoad; # its last heartbeat's (unset: none yet)
+}
+
+struct PeerHoldingsReply {
+  peers @0 :List(PeerHolding);
 }

@@ -74,6 +74,9 @@ class actor_system_config;
   X(ClusterLeave) X(ClusterLeaveReply)                                         \
   X(ListMembers) X(ListMembersReply)                                           \
   X(FeedBatch) X(SubscribeFeed) X(SubscribeFeedReply)                         \
+  X(RouteRequest) X(RouteRequestReply)                                         \
+  X(PeerHoldings) X(PeerHoldingsReply)                                         \
+  X(NodeLoad)                                                                  \
   X(ReplayStep) X(ReplayStepReply) X(ReplayFinish) X(ReplayFinishReply)
 // clang-format on
 

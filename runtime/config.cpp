@@ -229,7 +229,19 @@ caf::error service_options::validate() const {
   if (auto e = check("service.checkpoint-every-tokens", checkpoint_every_tokens,
                      0, uint64_t{1} << 20, "0 .. 1048576"))
     return e;
-  return validate_cluster();
+  if (auto e = validate_cluster())
+    return e;
+  for (auto [key, v] : {std::pair{"route.prefill-cost", route_prefill_cost},
+                        {"route.ram-cost", route_ram_cost},
+                        {"route.ssd-cost", route_ssd_cost},
+                        {"route.peer-cost", route_peer_cost},
+                        {"route.peer-ssd-cost", route_peer_ssd_cost},
+                        {"route.load-weight", route_load_weight},
+                        {"route.full-penalty", route_full_penalty}})
+    if (!(v >= 0 && v <= 1e6))
+      return out_of_range(key, std::to_string(v), "0 .. 1000000");
+  return check("route.load-window", route_load_window, 1, 1000000,
+               "1 .. 1000000");
 }
 
 caf::error service_options::validate_cluster() const {

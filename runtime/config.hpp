@@ -131,6 +131,26 @@ struct service_options {
   /// `cluster.remote-admin`: peers and remote clients may call admin
   /// operations through the node actor (flush, close, demote...).
   bool cluster_remote_admin = false;
+  // [route] (docs/cluster.md "Routing"; tiers/routing.hpp): the cost of
+  // serving a request on a node, in prefill-token equivalents.
+  /// `route.prefill-cost`: per prompt token the node must compute.
+  double route_prefill_cost = 1.0;
+  /// `route.ram-cost`, `route.ssd-cost`: per token reused from the node's
+  /// own RAM or SSD.
+  double route_ram_cost = 0.0;
+  double route_ssd_cost = 0.1;
+  /// `route.peer-cost`, `route.peer-ssd-cost`: per token fetched from a
+  /// peer's RAM or a peer's SSD.
+  double route_peer_cost = 0.2;
+  double route_peer_ssd_cost = 0.3;
+  /// `route.load-weight`: per token of the router's recent load figure for
+  /// the node (prompt tokens it sent there lately).
+  double route_load_weight = 0.1;
+  /// `route.load-window`: decisions the recent load figure averages over.
+  uint64_t route_load_window = 64;
+  /// `route.full-penalty`: per prompt token, added for a node without
+  /// admission headroom (queued admits or too little free budget).
+  double route_full_penalty = 1.0;
 
   /// Checks every value against its accepted range.
   caf::error validate() const;
@@ -153,7 +173,7 @@ caf::expected<tiers::model_geometry> running_geometry(const service_options& o);
 /// directory, keep the service's; idle demotion is set for the replay.
 struct replay_settings {
   std::string trace =
-    "../shared/traces/mooncake-fast25/conversation_trace.jsonl";
+    "tests/traces/mooncake-fast25/conversation_trace.jsonl.gz";
   uint64_t max_requests = 0;
   bool verify = true;
   bool settle = true;

@@ -99,7 +99,23 @@
   X("cluster", "max-message-bytes", cluster_max_message_bytes,                 \
     "largest message a peer may send, checked before decoding")               \
   X("cluster", "remote-admin", cluster_remote_admin,                           \
-    "let peers and remote clients call admin operations (flush, close...)")
+    "let peers and remote clients call admin operations (flush, close...)")   \
+  X("route", "prefill-cost", route_prefill_cost,                               \
+    "cost per prompt token a node computes")                                   \
+  X("route", "ram-cost", route_ram_cost,                                       \
+    "cost per token reused from the node's RAM")                               \
+  X("route", "ssd-cost", route_ssd_cost,                                       \
+    "cost per token reused from the node's SSD")                               \
+  X("route", "peer-cost", route_peer_cost,                                     \
+    "cost per token fetched from a peer's RAM")                                \
+  X("route", "peer-ssd-cost", route_peer_ssd_cost,                             \
+    "cost per token fetched from a peer's SSD")                                \
+  X("route", "load-weight", route_load_weight,                                 \
+    "cost per token of recent load the router sent the node")                  \
+  X("route", "load-window", route_load_window,                                 \
+    "decisions the recent load averages over")                                 \
+  X("route", "full-penalty", route_full_penalty,                               \
+    "cost per prompt token on a node without admission headroom")
 
 /// X(section, key, member, help) for every `replay_settings` field.
 #define KVTIER_REPLAY_OPTIONS(X)                                               \

@@ -152,6 +152,17 @@ public:
   future<uint64_t> peek_prefix_len_async(const tiers::token_seq& prompt,
                                          const std::string& ns);
 
+  /// The node of the cluster that should serve `prompt` (this one without
+  /// a cluster): the lowest expected cost given what each node holds in
+  /// each tier and its load (docs/cluster.md "Routing"). Reads only; each
+  /// answer counts toward the chosen node's recent load.
+  result<route_decision> route(const tiers::token_seq& prompt,
+                               const std::string& ns,
+                               uint32_t max_new_tokens = 0);
+  future<route_decision> route_async(const tiers::token_seq& prompt,
+                                     const std::string& ns,
+                                     uint32_t max_new_tokens = 0);
+
   /// Offers `state` (covering `state.tokens` in `state.ns`) for reuse. On
   /// success `state` is emptied (the cache owns it); on failure untouched.
   result<publish_result> publish(const state_request& r, tiers::entry&& state);

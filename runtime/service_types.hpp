@@ -58,6 +58,34 @@ struct acquired_state {
   uint64_t stale_checkpoint_tokens = 0;
 };
 
+/// One node as `route` weighed it (docs/cluster.md "Routing").
+struct route_option {
+  std::string node_id;
+  /// HOST:PORT of its node actor (empty: not known yet, or no cluster).
+  std::string address;
+  /// Where its reused prefix would come from: ram or ssd (its own), peer
+  /// (a fetch), none.
+  state_source source = state_source::none;
+  /// That copy is on SSD (its own, or the peer's).
+  bool from_ssd = false;
+  uint64_t usable_tokens = 0;
+  /// Expected cost, prefill-token equivalents (route.* options).
+  double cost = 0;
+  /// The router's recent load figure for it (tokens it sent there lately).
+  double recent_tokens = 0;
+  /// It lacked admission headroom.
+  bool full = false;
+};
+
+/// `route`'s answer: the cheapest node and every node's figures.
+struct route_decision {
+  /// The chosen node (a copy of options[best]).
+  route_option chosen;
+  size_t best = 0;
+  /// The asking node first, then its up peers.
+  std::vector<route_option> options;
+};
+
 /// Why a publish kept or dropped its state.
 enum class put_outcome : uint8_t {
   kept,

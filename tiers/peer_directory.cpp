@@ -47,6 +47,7 @@ bool peer_directory::put(const std::string& node, std::string_view ns,
   auto floor = floor_of(holders, key.size());
   index_.insert(ns, key, std::move(holders), floor);
   namespaces_.emplace(ns);
+  by_node_[node].of(tier).insert(ns, key, 0, trimmable ? 0 : key.size());
   return true;
 }
 
@@ -65,6 +66,11 @@ bool peer_directory::remove(const std::string& node, std::string_view ns,
   holders.erase(i);
   if (auto n = per_node_.find(node); n != per_node_.end() && --n->second == 0)
     per_node_.erase(n);
+  if (auto b = by_node_.find(node); b != by_node_.end()) {
+    b->second.of(tier).erase(ns, key);
+    if (b->second.ram.size() == 0 && b->second.ssd.size() == 0)
+      by_node_.erase(b);
+  }
   if (holders.empty()) {
     index_.erase(ref);
     return true;
@@ -99,6 +105,8 @@ size_t peer_directory::drop(const std::string& node) {
     }
   }
   per_node_.erase(n);
+  if (auto b = by_node_.find(node); b != by_node_.end())
+    by_node_.erase(b);
   return gone;
 }
 
@@ -110,6 +118,22 @@ peer_directory::longest_usable(std::string_view ns,
     return std::nullopt;
   return candidate{m->length, m->needs_trim, index_.length(m->ref),
                    index_.handle(m->ref)};
+}
+
+std::vector<peer_directory::node_prefixes>
+peer_directory::per_node(std::string_view ns,
+                         std::span<const token> prompt) const {
+  std::vector<node_prefixes> out;
+  out.reserve(by_node_.size());
+  for (auto& [node, ix] : by_node_) {
+    node_prefixes p{node, 0, 0};
+    if (auto m = ix.ram.longest_usable(ns, prompt))
+      p.ram_tokens = m->length;
+    if (auto m = ix.ssd.longest_usable(ns, prompt))
+      p.ssd_tokens = m->length;
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 size_t peer_directory::holdings(const std::string& node) const {

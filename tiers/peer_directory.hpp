@@ -16,6 +16,11 @@
 // O(len(P)), independent of the number of entries and nodes. `drop` walks
 // the namespaces' entries once (rare: a peer going down or resyncing).
 //
+// For routing (tiers/routing.hpp) each node's holdings are also indexed
+// per tier on their own, so `per_node` answers every node's longest usable
+// prefix in RAM and on SSD in O(nodes x len(P)); these indexes share no
+// edges with the combined one (the directory's tokens are held twice).
+//
 // Owned by exactly one actor (the peer tier); not thread-safe; no I/O.
 #pragma once
 
@@ -81,6 +86,18 @@ public:
   std::optional<candidate> longest_usable(std::string_view ns,
                                           std::span<const token> prompt) const;
 
+  /// One node's longest usable prefixes of a prompt (per_node).
+  struct node_prefixes {
+    std::string node;
+    uint64_t ram_tokens = 0;
+    uint64_t ssd_tokens = 0;
+  };
+
+  /// Every node holding anything, by name, with its longest usable prefix
+  /// of `prompt` in `ns` per tier (0: none).
+  std::vector<node_prefixes> per_node(std::string_view ns,
+                                      std::span<const token> prompt) const;
+
   /// Distinct (ns, key) entries held by any node.
   size_t entries() const noexcept {
     return index_.size();
@@ -95,7 +112,17 @@ public:
   }
 
 private:
+  /// One node's holdings, one index per tier (the value is unused).
+  struct node_index {
+    prefix_index<char> ram;
+    prefix_index<char> ssd;
+    prefix_index<char>& of(peer_tier t) {
+      return t == peer_tier::ram ? ram : ssd;
+    }
+  };
+
   prefix_index<std::vector<peer_holding>> index_;
+  std::map<std::string, node_index, std::less<>> by_node_;
   std::set<std::string, std::less<>> namespaces_;
   std::map<std::string, size_t, std::less<>> per_node_;
 };

@@ -286,6 +286,10 @@ caf::behavior follower(follower_actor* self, caf::actor target,
       self->state.handles.erase(node);
       self->state.seq.forget(node);
     },
+    // Every cluster listener hears the peers' loads; routing is the peer
+    // tier's business, not the follower's.
+    [](actors::peer_load_atom, const std::string&, const std::string&,
+       const msg::sealed<msg::NodeLoad>&) {},
     [self](const msg::sealed<msg::FeedBatch>& m) {
       auto& st = self->state;
       try {

@@ -1,4 +1,5 @@
 #include "runtime/cluster/node.hpp"
+#include "runtime/service/service_codec.hpp"
 
 #include "actors/codec.hpp"
 #include "actors/interfaces.hpp"
@@ -70,6 +71,8 @@ struct node_state {
   /// Connection attempts that closed in CAF's (TLS or BASP) handshake.
   uint64_t refused_handshake = 0;
   uint64_t seq = 0;
+  /// This node's admission figures, refreshed every heartbeat (routing).
+  std::optional<sealed<msg::NodeLoad>> load;
   bool started = false;
   bool leaving = false;
 
@@ -151,6 +154,42 @@ void fire_up(node_actor* self, const std::string& id, const caf::actor& h) {
     self->send(l, actors::peer_up_atom::value, id, h);
   if (now.hooks.up)
     now.hooks.up(id, h);
+}
+
+/// A peer's heartbeat carried its load: the listeners (the peer tier) keep
+/// it for routing.
+void fire_load(node_actor* self, const std::string& id,
+               const std::string& address, msg::NodeLoad::Reader load) {
+  msg::draft<msg::NodeLoad> d;
+  d.root().setHeldBytes(load.getHeldBytes());
+  d.root().setBudgetBytes(load.getBudgetBytes());
+  d.root().setHolders(load.getHolders());
+  d.root().setWaiting(load.getWaiting());
+  auto m = std::move(d).seal();
+  for (auto& l : current_hooks(self).listeners)
+    self->send(l, actors::peer_load_atom::value, id, address, m);
+}
+
+/// Asks the admission actor for this node's load; the next heartbeat
+/// carries the answer (an old one, or none, when it is slow).
+void refresh_load(node_actor* self) {
+  auto& st = self->state;
+  if (!st.delegates.load)
+    return;
+  self
+    ->request(st.delegates.load, caf::duration{st.view.times().heartbeat},
+              msg::draft<msg::ReadReport>{}.seal())
+    .then(
+      [self](const sealed<msg::ReadReportReply>& r) {
+        auto a = r.root().getAdmission();
+        msg::draft<msg::NodeLoad> d;
+        d.root().setHeldBytes(a.getHeldBytes());
+        d.root().setBudgetBytes(a.getBudgetBytes());
+        d.root().setHolders(a.getHolders());
+        d.root().setWaiting(a.getWaiting());
+        self->state.load = std::move(d).seal();
+      },
+      [](const caf::error&) {});
 }
 
 void fire_down(node_actor* self, const std::string& id) {
@@ -292,7 +331,10 @@ void tick(node_actor* self) {
   d.root().setNodeId(v.self().node_id);
   d.root().setSeq(++st.seq);
   write_up_members([&](size_t n) { return d.root().initMembers(n); }, v, {});
+  if (st.load)
+    d.root().setLoad(st.load->root());
   auto hb = std::move(d).seal();
+  refresh_load(self);
   for (auto* m : v.up_members())
     if (auto i = st.handles.find(m->node_id); i != st.handles.end())
       self->send(i->second, hb);
@@ -390,10 +432,14 @@ caf::behavior node_behavior(node_actor* self) {
       tick(self);
     },
     [self](attach_atom, const caf::actor& feed, const caf::actor& serve,
-           const caf::actor& facade) {
+           const caf::actor& facade, const caf::actor& load) {
       if (actors::from_other_process(self))
         return count_bad(self, "attach from a peer");
-      self->state.delegates = node_delegates{feed, serve, facade};
+      self->state.delegates = node_delegates{feed, serve, facade, load};
+    },
+    [self](const sealed<msg::RouteRequest>& m) {
+      // Reads only: any sender may ask (docs/cluster.md "Routing").
+      return forward(self, self->state.delegates.admin, m, "routing");
     },
     [self](attach_atom, const caf::actor& agent) {
       if (actors::from_other_process(self))
@@ -529,9 +575,13 @@ caf::behavior node_behavior(node_actor* self) {
         if (!learn(self, m.root().getMembers()))
           return count_bad(self, "heartbeat lists too many members");
         auto now = clock::now();
-        if (!v.heard(id, now))
+        if (!v.heard(id, now)) {
           if (auto known = v.find(id))
             v.retry_now(known->address, now); // it is back: say hello
+        } else if (m.root().hasLoad()) {
+          if (auto known = v.find(id))
+            fire_load(self, id, known->address, m.root().getLoad());
+        }
       } catch (const kj::Exception& e) {
         count_bad(self, std::string{"heartbeat: "} + e.getDescription().cStr());
       }
@@ -758,7 +808,7 @@ node::~node() {
 
 void node::attach(node_delegates d) {
   caf::anon_send(actor_, attach_atom::value, std::move(d.feed),
-                 std::move(d.serve), std::move(d.admin));
+                 std::move(d.serve), std::move(d.admin), std::move(d.load));
 }
 
 void node::attach_agent(caf::actor agent) {
@@ -828,6 +878,31 @@ caf::expected<members_view> query_members(caf::actor_system& sys,
   if (!remote)
     return std::move(remote.error());
   return ask_members(sys, *remote, timeout);
+}
+
+caf::expected<runtime::route_decision>
+query_route(caf::actor_system& sys, const caf::actor& node,
+            const tiers::token_seq& prompt, const std::string& ns,
+            millis timeout, uint32_t max_new_tokens) {
+  if (!node)
+    return make_error(ec::invalid_argument, "query_route: no node actor");
+  caf::scoped_actor self{sys};
+  caf::expected<runtime::route_decision> out =
+    make_error(ec::timeout, "the node did not answer the route request "
+                            "within "
+                              + std::to_string(timeout.count()) + " ms");
+  self
+    ->request(node, caf::duration{timeout},
+              runtime::codec::route(prompt, ns, max_new_tokens))
+    .receive(
+      [&](const sealed<msg::RouteRequestReply>& r) {
+        out = runtime::codec::routed(r);
+      },
+      [&](caf::error& err) {
+        if (err != caf::sec::request_timeout)
+          out = std::move(err);
+      });
+  return out;
 }
 
 } // namespace kvtier::cluster

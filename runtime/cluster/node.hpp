@@ -39,6 +39,7 @@
 #include "runtime/cluster/membership.hpp"
 #include "runtime/cluster/tls.hpp"
 #include "runtime/config.hpp"
+#include "runtime/service_types.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -83,8 +84,12 @@ struct node_delegates {
   /// What serves this node's state to peers: FetchEntry, FetchChunk,
   /// CancelTransfer.
   caf::actor serve;
-  /// The service facade: admin requests (see the policy above).
+  /// The service facade: admin requests (see the policy above) and route
+  /// requests (any sender: they read only).
   caf::actor admin;
+  /// The admission actor: asked for this node's load every heartbeat,
+  /// which carries it to the peers (routing; null: no load is sent).
+  caf::actor load;
 };
 
 /// What a node actor lets in beyond the membership protocol.
@@ -236,5 +241,13 @@ caf::expected<caf::actor> connect_node(caf::actor_system& sys,
 caf::expected<members_view> query_members(caf::actor_system& sys,
                                           const std::string& address,
                                           millis timeout);
+
+/// Asks the node actor `node` (connect_node) which node should serve
+/// `prompt` in `ns` (docs/cluster.md "Routing"), within `timeout`: the
+/// remote client's `service::route`.
+caf::expected<runtime::route_decision>
+query_route(caf::actor_system& sys, const caf::actor& node,
+            const tiers::token_seq& prompt, const std::string& ns,
+            millis timeout, uint32_t max_new_tokens = 0);
 
 } // namespace kvtier::cluster

@@ -258,6 +258,18 @@ auto service::peek_prefix_len_async(const tiers::token_seq& prompt,
   return impl_->call_async<uint64_t>(peek_message(prompt, ns), peeked);
 }
 
+auto service::route(const tiers::token_seq& prompt, const std::string& ns,
+                    uint32_t max_new_tokens) -> result<route_decision> {
+  return impl_->call<route_decision>(codec::route(prompt, ns, max_new_tokens),
+                                     codec::routed);
+}
+
+auto service::route_async(const tiers::token_seq& prompt, const std::string& ns,
+                          uint32_t max_new_tokens) -> future<route_decision> {
+  return impl_->call_async<route_decision>(
+    codec::route(prompt, ns, max_new_tokens), codec::routed);
+}
+
 // --- publishing ----------------------------------------------------------
 
 auto service::publish(const state_request& r, tiers::entry&& state)

@@ -187,4 +187,49 @@ ssd_limit(const sealed<msg::SetSsdLimitReply>& r) {
                           r.root().getFileBytes()};
 }
 
+sealed<msg::RouteRequest> route(const tiers::token_seq& prompt,
+                                const std::string& ns,
+                                uint32_t max_new_tokens) {
+  msg::draft<msg::RouteRequest> d;
+  d.root().setNs(ns);
+  tiers::write_tokens(d.root().initPrompt(prompt.size()), prompt);
+  d.root().setMaxNewTokens(max_new_tokens);
+  return std::move(d).seal();
+}
+
+caf::expected<route_decision> routed(const sealed<msg::RouteRequestReply>& r) {
+  try {
+    route_decision out;
+    auto in = r.root();
+    for (auto o : in.getOptions()) {
+      route_option x;
+      x.node_id = o.getNodeId().cStr();
+      x.address = o.getAddress().cStr();
+      switch (o.getSource()) {
+        case msg::Tier::RAM: x.source = state_source::ram; break;
+        case msg::Tier::SSD: x.source = state_source::ssd; break;
+        case msg::Tier::PEER: x.source = state_source::peer; break;
+        default: x.source = state_source::none;
+      }
+      x.from_ssd = o.getFromSsd();
+      x.usable_tokens = o.getUsableTokens();
+      x.cost = o.getCost();
+      x.recent_tokens = o.getRecentTokens();
+      x.full = o.getFull();
+      out.options.push_back(std::move(x));
+    }
+    if (in.getBest() >= out.options.size())
+      return make_error(ec::malformed_message,
+                        "route reply: best option "
+                          + std::to_string(in.getBest()) + " of "
+                          + std::to_string(out.options.size()));
+    out.best = in.getBest();
+    out.chosen = out.options[out.best];
+    return out;
+  } catch (const kj::Exception& e) {
+    return make_error(ec::malformed_message,
+                      std::string{"route reply: "} + e.getDescription().cStr());
+  }
+}
+
 } // namespace kvtier::runtime::codec

@@ -1,6 +1,7 @@
-// Internal to runtime/service/service.cpp: builds the facade's request messages
-// from the embedded API's values and converts its replies back. Plain
-// functions, any thread.
+// Internal to runtime/service/service.cpp (and the route client of
+// runtime/cluster/node.cpp): builds the facade's request messages from the
+// embedded API's values and converts its replies back. Plain functions,
+// any thread.
 #pragma once
 
 #include "messages/type_ids.hpp"
@@ -43,6 +44,7 @@ KVTIER_REPLY_OF(ListSavedPrefixes)
 KVTIER_REPLY_OF(PutObject)
 KVTIER_REPLY_OF(GetObject)
 KVTIER_REPLY_OF(SetSsdLimit)
+KVTIER_REPLY_OF(RouteRequest)
 #undef KVTIER_REPLY_OF
 
 /// Writes `r` (with `ns`) as a request identity.
@@ -82,5 +84,11 @@ caf::expected<service_report> report(const sealed<msg::ReadReportReply>&);
 caf::expected<std::vector<saved_prefix>>
 prefixes(const sealed<msg::ListSavedPrefixesReply>&);
 caf::expected<ssd_limit_result> ssd_limit(const sealed<msg::SetSsdLimitReply>&);
+
+sealed<msg::RouteRequest> route(const tiers::token_seq& prompt,
+                                const std::string& ns, uint32_t max_new_tokens);
+/// A route reply, checked (best names an option; a remote node's answer
+/// is input like any other).
+caf::expected<route_decision> routed(const sealed<msg::RouteRequestReply>&);
 
 } // namespace kvtier::runtime::codec

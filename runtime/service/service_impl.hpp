@@ -127,7 +127,11 @@ struct service::impl {
     }
     node = std::move(*n);
     node->attach({handles.cluster.feed, handles.cluster.serve,
-                  caf::actor_cast<caf::actor>(handles.facade)});
+                  caf::actor_cast<caf::actor>(handles.facade),
+                  caf::actor_cast<caf::actor>(handles.tiers.admission)});
+    // Route answers name this node as its peers know it.
+    caf::anon_send(handles.facade, actors::node_name_atom::value,
+                   node->node_id(), node->address());
     // Batches and snapshots name the node as its peers know it.
     caf::anon_send(handles.feed, actors::feed_name_atom::value,
                    node->node_id());

@@ -144,8 +144,22 @@ static caf::error spawn_cluster_parts(caf::actor_system& sys,
   h.tiers.cold.push_back(
     {caf::actor_cast<actors::cold_tier_actor>(peer), msg::Tier::PEER, "peer"});
   h.cluster.peer = peer;
+  h.tiers.peer = peer;
   h.cluster.listeners.push_back(caf::actor_cast<caf::actor>(peer));
   return {};
+}
+
+tiers::route_costs route_costs_of(const service_options& o) {
+  tiers::route_costs c;
+  c.prefill = o.route_prefill_cost;
+  c.ram = o.route_ram_cost;
+  c.ssd = o.route_ssd_cost;
+  c.peer = o.route_peer_cost;
+  c.peer_ssd = o.route_peer_ssd_cost;
+  c.load_weight = o.route_load_weight;
+  c.load_window = o.route_load_window;
+  c.full_penalty = o.route_full_penalty;
+  return c;
 }
 
 actors::feed_actor spawn_feed(caf::actor_system& sys,
@@ -226,9 +240,9 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
     if (c)
       return c;
   }
-  h.facade =
-    sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
-              opts.idle_demotion_ms, opts.objects, opts.storage_deadline_ms);
+  h.facade = sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
+                       opts.idle_demotion_ms, opts.objects,
+                       opts.storage_deadline_ms, route_costs_of(opts));
   if (opts.cluster_enabled) {
     h.cluster.feed = caf::actor_cast<caf::actor>(h.feed);
     // The follower turns each peer's feed into directory batches for the

@@ -103,6 +103,9 @@ struct service_handles {
   cluster_handles cluster;
 };
 
+/// The routing cost model of `o`'s route.* options.
+tiers::route_costs route_costs_of(const service_options& o);
+
 /// Spawns the whole actor map for `opts` (no SSD actor when
 /// `opts.ssd_dir` is empty). The event feed always, attached to the RAM and
 /// SSD actors before they serve, with the put observer (`observer`, may be

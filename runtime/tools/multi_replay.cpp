@@ -5,6 +5,7 @@
 #include "runtime/cluster/node.hpp"
 #include "runtime/options.hpp"
 #include "runtime/tools/node_spawn.hpp"
+#include "runtime/tools/simulate.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
@@ -14,6 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -201,6 +203,9 @@ run_scenario(caf::actor_system& sys, const trace& t, const service_options& o,
     out.per_node.push_back({});
     out.per_node.back().node_id = c->node_id();
   }
+  std::map<std::string, size_t> index_of;
+  for (size_t k = 0; k < run.children.size(); ++k)
+    index_of[run.children[k]->node_id()] = k;
   std::mt19937_64 rng{mo.seed};
   auto start = clock_type::now();
   auto last_progress = start;
@@ -211,6 +216,23 @@ run_scenario(caf::actor_system& sys, const trace& t, const service_options& o,
       k = static_cast<size_t>(rng() % shape.nodes);
     else if (shape.name == "round-robin")
       k = i % shape.nodes;
+    else if (shape.name == "routed") {
+      // Node 0's router names the node (its recent-load figures count
+      // every decision, since it is the only router asked).
+      auto& req = t.requests[i];
+      auto d = cluster::query_route(
+        sys, run.actors[0], prompt_tokens(req, t.block_size),
+        request_ns(t, req), mo.step_deadline,
+        static_cast<uint32_t>(req.output_tokens));
+      if (!d)
+        return with_node(d.error(), *run.children[0]);
+      auto at = index_of.find(d->chosen.node_id);
+      if (at == index_of.end())
+        return make_error(ec::io_error, "the router named node \""
+                                          + d->chosen.node_id
+                                          + "\", not one of this run's");
+      k = at->second;
+    }
     msg::draft<msg::ReplayStep> d;
     d.root().setIndex(i);
     auto r = ask<msg::ReplayStepReply>(sys, run.actors[k], std::move(d).seal(),
@@ -369,14 +391,6 @@ multi_replay(const trace& t, const service_options& o,
   cluster::client_config ccfg;
   caf::actor_system sys{ccfg};
   for (auto& shape : shapes) {
-    if (shape.name == "routed") {
-      placement_result s;
-      s.name = shape.name;
-      s.nodes = shape.nodes;
-      s.why = "routing (cluster::query_route) is not in this build";
-      out.scenarios.push_back(std::move(s));
-      continue;
-    }
     auto s = run_scenario(sys, t, o, rs, mo, shape, dir, program);
     if (!s)
       return make_error(ec::io_error,

@@ -3,6 +3,7 @@
 #include "runtime/tools/mix.hpp"
 
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include <algorithm>
 #include <charconv>
@@ -36,6 +37,19 @@ uint64_t str_hash(std::string_view s) {
 /// A block id made unique across scopes (file, model).
 uint64_t block_key(uint64_t scope, uint64_t id) {
   return fmix64(scope ^ fmix64(id + golden));
+}
+
+bool gzipped(const std::string& path) {
+  return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+}
+
+/// A trace file's name without a `.gz`: a compressed copy scopes its keys
+/// and reports as the original, so both replay the same tokens.
+std::string file_name(const std::string& path) {
+  auto n = fs::path(path).filename().string();
+  if (gzipped(n))
+    n.resize(n.size() - 3);
+  return n;
 }
 
 caf::error bad(const std::string& file, size_t line, const std::string& what) {
@@ -102,7 +116,7 @@ caf::error load_mooncake(const std::string& path, std::istream& in,
                          trace& out) {
   out.format = trace_format::mooncake;
   out.block_size = 512;
-  auto scope = str_hash(fs::path(path).filename().string());
+  auto scope = str_hash(file_name(path));
   std::string line;
   size_t n = 0;
   while (std::getline(in, line)) {
@@ -184,7 +198,7 @@ caf::error load_weka(const std::string& path, std::istream& in, double start,
                  "block size " + std::to_string(bs) + " differs from "
                    + std::to_string(out.block_size));
     out.block_size = bs;
-    auto id = j.value("id", fs::path(path).stem().string());
+    auto id = j.value("id", fs::path(file_name(path)).stem().string());
     add_weka_requests(field(j, "requests"), "requests", start, str_hash(id), id,
                       out);
   } catch (const bad_value& e) {
@@ -244,7 +258,7 @@ double csv_time(const std::string& text) {
 caf::error load_azure(const std::string& path, std::istream& in, trace& out) {
   out.format = trace_format::azure;
   out.block_size = 512;
-  auto scope = str_hash(fs::path(path).filename().string());
+  auto scope = str_hash(file_name(path));
   std::string line;
   std::getline(in, line); // header
   size_t n = 1;
@@ -281,10 +295,53 @@ caf::error load_azure(const std::string& path, std::istream& in, trace& out) {
   return {};
 }
 
-caf::error load_file(const std::string& path, double start, trace& out) {
-  std::ifstream in(path);
-  if (!in)
+/// The most a compressed trace may inflate to (a corrupt or hostile file
+/// is refused past it, not read on until memory runs out).
+constexpr uint64_t max_inflated_bytes = uint64_t{1} << 30;
+
+/// The whole of a gzip file, inflated.
+caf::expected<std::string> inflate_file(const std::string& path) {
+  auto* f = gzopen(path.c_str(), "rb");
+  if (!f)
     return bad(path, 0, "cannot open");
+  std::string out;
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    auto n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()));
+    if (n < 0) {
+      int code = 0;
+      std::string why = gzerror(f, &code);
+      gzclose(f);
+      return bad(path, 0, "not a readable gzip file: " + why);
+    }
+    if (n == 0)
+      break;
+    out.append(buf.data(), static_cast<size_t>(n));
+    if (out.size() > max_inflated_bytes) {
+      gzclose(f);
+      return bad(path, 0, "inflates to more than 1 GiB");
+    }
+  }
+  if (gzclose(f) != Z_OK)
+    return bad(path, 0, "not a readable gzip file (truncated?)");
+  return out;
+}
+
+caf::error load_file(const std::string& path, double start, trace& out) {
+  std::ifstream plain;
+  std::istringstream inflated;
+  if (gzipped(path)) {
+    auto text = inflate_file(path);
+    if (!text)
+      return std::move(text.error());
+    inflated.str(std::move(*text));
+  } else {
+    plain.open(path);
+    if (!plain)
+      return bad(path, 0, "cannot open");
+  }
+  std::istream& in = gzipped(path) ? static_cast<std::istream&>(inflated)
+                                   : static_cast<std::istream&>(plain);
   std::string first;
   std::getline(in, first);
   in.clear();
@@ -303,18 +360,19 @@ caf::error load_file(const std::string& path, double start, trace& out) {
 caf::expected<trace> load_all(const std::string& path,
                               const trace_options& opts) {
   trace out;
-  out.name = fs::path(path).filename().string();
+  out.name = file_name(path);
   std::error_code err;
   if (fs::is_directory(path, err)) {
     std::vector<std::string> files;
     for (auto& e : fs::directory_iterator(path, err))
-      if (e.path().extension() == ".json")
+      if (auto f = e.path().filename().string();
+          f.ends_with(".json") || f.ends_with(".json.gz"))
         files.push_back(e.path().string());
     if (err)
       return bad(path, 0, "cannot list: " + err.message());
     std::sort(files.begin(), files.end());
     if (files.empty())
-      return bad(path, 0, "directory holds no .json trace");
+      return bad(path, 0, "directory holds no .json or .json.gz trace");
     for (size_t i = 0; i < files.size(); ++i)
       if (auto e = load_file(files[i], opts.conv_stagger_s * i, out))
         return e;

@@ -1,5 +1,6 @@
 // Request traces with prefix structure, for replay and the hit-ratio
-// reference (docs/traces.md). Reads the formats in ../shared/traces:
+// reference (docs/traces.md). Reads the formats of the traces in
+// tests/traces/ (each file plain or gzip-compressed, `.gz`):
 //   mooncake  JSONL {timestamp ms, input_length, output_length, hash_ids}:
 //             512-token prefix-chained blocks, the last one partial.
 //   weka      one JSON conversation per file {block_size 64, requests[{t,
@@ -76,7 +77,7 @@ caf::expected<trace> load_trace(const std::string& path,
 tiers::token_seq prompt_tokens(const trace_request& r, uint32_t block_size,
                                uint32_t vocab = 32000);
 
-/// Block-level hit statistics, as defined in ../shared/traces/README.md.
+/// Block-level hit statistics, as defined in tests/traces/README.md.
 struct block_hits {
   uint64_t requests = 0;
   uint64_t referenced_blocks = 0;

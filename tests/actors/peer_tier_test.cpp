@@ -21,6 +21,7 @@
 #include <caf/send.hpp>
 
 #include <chrono>
+#include <map>
 #include <thread>
 
 using namespace kvtier;
@@ -393,6 +394,106 @@ BOOST_AUTO_TEST_CASE(holder_gone_mid_fetch_completes_from_local_state) {
   // Nothing partial in RAM: the longest B holds is still its own 100.
   auto again = get_b("n", prompt, 9);
   BOOST_CHECK_EQUAL(again.usable_tokens, 100u);
+}
+
+BOOST_AUTO_TEST_CASE(route_sends_a_prompt_to_the_node_holding_its_prefix) {
+  // The polls below route again and again: no load figure may build up.
+  b.opts.route_load_weight = 0;
+  start_b();
+  auto key = seq(512);
+  a.put("n", key); // B's directory learns of it from A's feed
+  BOOST_REQUIRE(eventually([&] { return found_on_b("n", key); }));
+  auto prompt = cat(key, seq(8, 5000));
+  // A's address and load come with its heartbeats.
+  caf::expected<runtime::route_decision> r = caf::error{};
+  BOOST_REQUIRE(eventually([&] {
+    r = b.svc->route(prompt, "n");
+    return r && r->options.size() == 2 && !r->options[1].address.empty();
+  }));
+  BOOST_CHECK_EQUAL(r->chosen.node_id, "a");
+  BOOST_CHECK(r->chosen.source == runtime::state_source::ram);
+  BOOST_CHECK_EQUAL(r->chosen.usable_tokens, 512u);
+  BOOST_CHECK_EQUAL(r->options[1].address, a.svc->cluster()->address());
+  // The asking node first: it would fetch A's copy, which costs more.
+  BOOST_CHECK_EQUAL(r->options[0].node_id, "b");
+  BOOST_CHECK(r->options[0].source == runtime::state_source::peer);
+  BOOST_CHECK_EQUAL(r->options[0].usable_tokens, 512u);
+  BOOST_CHECK_GT(r->options[0].cost, r->options[1].cost);
+  // A itself says the same from its own RAM.
+  auto ra = a.svc->route(prompt, "n");
+  BOOST_REQUIRE_MESSAGE(ra, why(ra));
+  BOOST_CHECK_EQUAL(ra->chosen.node_id, "a");
+  BOOST_CHECK_EQUAL(ra->options[0].node_id, "a");
+  // Routing moved nothing.
+  BOOST_CHECK_EQUAL(b.report().peer.fetches, 0u);
+  BOOST_CHECK_EQUAL(a.report().peer.served, 0u);
+}
+
+BOOST_AUTO_TEST_CASE(route_spreads_prompts_nobody_holds_by_recent_load) {
+  start_b();
+  std::map<std::string, int> chosen;
+  for (tiers::token i = 0; i < 6; ++i) {
+    auto r = b.svc->route(seq(100, 10000 + i * 1000), "fresh");
+    BOOST_REQUIRE_MESSAGE(r, why(r));
+    ++chosen[r->chosen.node_id];
+  }
+  BOOST_CHECK_EQUAL(chosen["a"], 3);
+  BOOST_CHECK_EQUAL(chosen["b"], 3);
+}
+
+BOOST_AUTO_TEST_CASE(route_avoids_a_node_without_admission_headroom) {
+  // The polls below route again and again: no load figure may build up.
+  b.opts.route_load_weight = 0;
+  start_b();
+  auto key = seq(512);
+  a.put("n", key);
+  BOOST_REQUIRE(eventually([&] { return found_on_b("n", key); }));
+  // A admits a request that leaves less than one more request's bytes.
+  auto g = runtime::running_geometry(a.opts);
+  BOOST_REQUIRE(g);
+  uint64_t n = 1;
+  while (g->projected_bytes(n + 1, 16) <= a.opts.kv_budget_bytes)
+    ++n;
+  runtime::state_request big{42, seq(n, 20000), 16, std::nullopt};
+  auto adm = a.svc->admit(big);
+  BOOST_REQUIRE_MESSAGE(adm, why(adm));
+  BOOST_REQUIRE(adm->admitted);
+  auto prompt = cat(key, seq(8, 5000));
+  caf::expected<runtime::route_decision> r = caf::error{};
+  BOOST_REQUIRE(eventually([&] {
+    r = b.svc->route(prompt, "n");
+    return r && r->options.size() == 2 && r->options[1].full;
+  }));
+  // A holds the prefix but cannot start the request: B fetches it.
+  BOOST_CHECK_EQUAL(r->chosen.node_id, "b");
+  BOOST_CHECK(r->chosen.source == runtime::state_source::peer);
+  BOOST_REQUIRE(a.svc->release(big, true));
+  BOOST_REQUIRE(eventually([&] {
+    r = b.svc->route(prompt, "n");
+    return r && !r->options[1].full;
+  }));
+  BOOST_CHECK_EQUAL(r->chosen.node_id, "a");
+}
+
+BOOST_AUTO_TEST_CASE(a_remote_client_asks_a_node_actor_for_a_route) {
+  start_b();
+  auto key = seq(512);
+  a.put("n", key);
+  BOOST_REQUIRE(eventually([&] { return found_on_b("n", key); }));
+  cluster::client_config cfg;
+  caf::actor_system sys{cfg};
+  auto node = cluster::connect_node(sys, b.svc->cluster()->address(), 5000ms);
+  BOOST_REQUIRE_MESSAGE(node, why(node));
+  auto r =
+    cluster::query_route(sys, *node, cat(key, seq(8, 5000)), "n", 5000ms);
+  BOOST_REQUIRE_MESSAGE(r, why(r));
+  BOOST_CHECK_EQUAL(r->chosen.node_id, "a");
+  BOOST_CHECK_EQUAL(r->chosen.usable_tokens, 512u);
+  // Bad input is an error naming it, and the node still answers.
+  auto bad = cluster::query_route(sys, *node, {}, "n", 5000ms);
+  BOOST_REQUIRE(!bad);
+  BOOST_CHECK(bad.error() == ec::invalid_argument);
+  BOOST_CHECK(cluster::query_route(sys, *node, key, "n", 5000ms));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -301,9 +301,9 @@ BOOST_AUTO_TEST_CASE(without_objects_the_ram_actor_and_the_facade_refuse_them) {
               actors::ram_tier_config{uint64_t{1} << 20, false}, ssd, nullptr);
   actors::service_actors tiers;
   tiers.ram = no_objects;
-  auto facade = sys.spawn(actors::cache_service, tiers,
-                          *tiers::model_geometry::preset("tiny-dense"), false,
-                          uint64_t{0}, false, uint64_t{10000});
+  auto facade = sys.spawn(
+    actors::cache_service, tiers, *tiers::model_geometry::preset("tiny-dense"),
+    false, uint64_t{0}, false, uint64_t{10000}, tiers::route_costs{});
   drain();
   auto refused = [&](auto to) {
     self->send(to, put_message("a", object(1)));

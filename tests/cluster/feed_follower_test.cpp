@@ -231,7 +231,7 @@ struct two_nodes {
     BOOST_REQUIRE_MESSAGE(static_cast<bool>(n),
                           (n ? std::string{} : describe(n.error())));
     a = std::move(*n);
-    a->attach({caf::actor_cast<caf::actor>(feed), {}, {}});
+    a->attach({caf::actor_cast<caf::actor>(feed), {}, {}, {}});
   }
 
   void start_b() {

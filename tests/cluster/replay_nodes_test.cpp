@@ -30,8 +30,8 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string conversation = std::string{KVTIER_SOURCE_DIR}
-                                 + "/../shared/traces/mooncake-fast25/"
-                                   "conversation_trace.jsonl";
+                                 + "/tests/traces/mooncake-fast25/"
+                                   "conversation_trace.jsonl.gz";
 constexpr size_t slice = 150;
 
 replay_settings settings() {

@@ -14,8 +14,7 @@ using namespace kvtier::runtime;
 
 namespace {
 
-const std::string traces =
-  std::string{KVTIER_SOURCE_DIR} + "/../shared/traces/";
+const std::string traces = std::string{KVTIER_SOURCE_DIR} + "/tests/traces/";
 
 struct slice_case {
   const char* path;
@@ -79,13 +78,13 @@ void replay_matches_reference(const slice_case& c) {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(mooncake_conversation_slice_agrees_with_the_reference) {
-  slice_case c{"mooncake-fast25/conversation_trace.jsonl", 300, 8u << 20,
+  slice_case c{"mooncake-fast25/conversation_trace.jsonl.gz", 300, 8u << 20,
                32u << 20};
   replay_matches_reference(c);
 }
 
 BOOST_AUTO_TEST_CASE(mooncake_synthetic_slice_agrees_with_the_reference) {
-  slice_case c{"mooncake-fast25/synthetic_trace.jsonl", 200, 8u << 20,
+  slice_case c{"mooncake-fast25/synthetic_trace.jsonl.gz", 200, 8u << 20,
                24u << 20};
   replay_matches_reference(c);
 }
@@ -93,12 +92,13 @@ BOOST_AUTO_TEST_CASE(mooncake_synthetic_slice_agrees_with_the_reference) {
 BOOST_AUTO_TEST_CASE(weka_agent_sessions_slice_agrees_with_the_reference) {
   // One conversation (14 requests, 0.65 M tokens): ids are per file, so a
   // merged slice of first requests would share nothing.
-  slice_case c{"kv-cache-tester-weka/trace_0012.json", 0, 1u << 20, 4u << 20};
+  slice_case c{"kv-cache-tester-weka/trace_0012.json.gz", 0, 1u << 20,
+               4u << 20};
   replay_matches_reference(c);
 }
 
 BOOST_AUTO_TEST_CASE(azure_code_slice_agrees_with_the_reference) {
-  slice_case c{"azure-llm-inference-2023/AzureLLMInferenceTrace_code.csv", 300,
-               2u << 20, 8u << 20};
+  slice_case c{"azure-llm-inference-2023/AzureLLMInferenceTrace_code.csv.gz",
+               300, 2u << 20, 8u << 20};
   replay_matches_reference(c);
 }

@@ -52,6 +52,25 @@ BOOST_AUTO_TEST_CASE(peek_answers_from_ram_and_takes_nothing) {
   BOOST_CHECK_EQUAL(rep.ram.prefix_scans, 1u);
 }
 
+BOOST_AUTO_TEST_CASE(route_without_a_cluster_names_this_service_and_its_tier) {
+  start();
+  put("ns", seq(100));
+  auto r = svc->route(cat(seq(100), seq(20, 1000)), "ns");
+  BOOST_REQUIRE_MESSAGE(r, why(r));
+  BOOST_REQUIRE_EQUAL(r->options.size(), 1u);
+  BOOST_CHECK_EQUAL(r->best, 0u);
+  BOOST_CHECK(r->chosen.source == state_source::ram);
+  BOOST_CHECK_EQUAL(r->chosen.usable_tokens, 100u);
+  BOOST_CHECK_EQUAL(r->chosen.cost, 20.0); // 20 tokens to prefill
+  BOOST_CHECK(r->chosen.node_id.empty());
+  // Routing takes nothing: no hit, no miss.
+  auto rep = report();
+  BOOST_CHECK_EQUAL(rep.ram.hits + rep.ram.misses, 0u);
+  auto empty = svc->route({}, "ns");
+  BOOST_REQUIRE(!empty);
+  BOOST_CHECK(empty.error() == ec::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(publish_takes_ownership_only_when_it_succeeds) {
   start();
   auto e = oracle->prefill("ns", seq(10));

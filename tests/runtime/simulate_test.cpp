@@ -13,8 +13,7 @@ using namespace kvtier::runtime;
 
 namespace {
 
-const std::string traces =
-  std::string{KVTIER_SOURCE_DIR} + "/../shared/traces/";
+const std::string traces = std::string{KVTIER_SOURCE_DIR} + "/tests/traces/";
 
 trace slice(const std::string& path, size_t n) {
   trace_options o;
@@ -59,8 +58,8 @@ BOOST_AUTO_TEST_CASE(entry_file_bytes_match_the_entry_format) {
 }
 
 BOOST_AUTO_TEST_CASE(room_for_everything_is_the_infinite_cache) {
-  for (auto path : {"mooncake-fast25/conversation_trace.jsonl",
-                    "mooncake-fast25/synthetic_trace.jsonl"}) {
+  for (auto path : {"mooncake-fast25/conversation_trace.jsonl.gz",
+                    "mooncake-fast25/synthetic_trace.jsonl.gz"}) {
     auto t = slice(path, 400);
     auto r = simulate(t, options(1ull << 40, 1ull << 40));
     BOOST_REQUIRE(r);
@@ -71,7 +70,7 @@ BOOST_AUTO_TEST_CASE(room_for_everything_is_the_infinite_cache) {
 }
 
 BOOST_AUTO_TEST_CASE(small_caps_spill_restore_and_stay_below_infinite) {
-  auto t = slice("mooncake-fast25/conversation_trace.jsonl", 600);
+  auto t = slice("mooncake-fast25/conversation_trace.jsonl.gz", 600);
   auto r = simulate(t, options(8ull << 20, 32ull << 20));
   BOOST_REQUIRE(r);
   BOOST_TEST(r->spills > 0u);
@@ -86,7 +85,7 @@ BOOST_AUTO_TEST_CASE(small_caps_spill_restore_and_stay_below_infinite) {
 }
 
 BOOST_AUTO_TEST_CASE(without_ssd_nothing_spills_or_restores) {
-  auto t = slice("mooncake-fast25/conversation_trace.jsonl", 300);
+  auto t = slice("mooncake-fast25/conversation_trace.jsonl.gz", 300);
   auto r = simulate(t, options(8ull << 20, 0));
   BOOST_REQUIRE(r);
   BOOST_TEST(r->spills == 0u);
@@ -96,7 +95,7 @@ BOOST_AUTO_TEST_CASE(without_ssd_nothing_spills_or_restores) {
 }
 
 BOOST_AUTO_TEST_CASE(refused_requests_count_their_tokens_and_nothing_else) {
-  auto t = slice("mooncake-fast25/conversation_trace.jsonl", 200);
+  auto t = slice("mooncake-fast25/conversation_trace.jsonl.gz", 200);
   auto o = options(1ull << 40, 0);
   o.position_limit = 8192; // most of the trace's prompts are longer
   auto r = simulate(t, o);
@@ -110,7 +109,7 @@ BOOST_AUTO_TEST_CASE(refused_requests_count_their_tokens_and_nothing_else) {
 }
 
 BOOST_AUTO_TEST_CASE(geometries_with_rings_or_recurrent_layers_are_refused) {
-  auto t = slice("mooncake-fast25/conversation_trace.jsonl", 10);
+  auto t = slice("mooncake-fast25/conversation_trace.jsonl.gz", 10);
   auto o = options(1ull << 30, 0);
   o.geometry = *tiers::model_geometry::preset("gemma-3-12b", 1.0 / 4096);
   auto r = simulate(t, o);

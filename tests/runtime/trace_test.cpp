@@ -1,4 +1,4 @@
-// The trace readers must reproduce the figures ../shared/traces/README.md
+// The trace readers must reproduce the figures tests/traces/README.md
 // publishes for each trace (computed there by an independent replay).
 #define BOOST_TEST_MODULE runtime_trace
 #include <boost/test/unit_test.hpp>
@@ -6,15 +6,18 @@
 #include "runtime/tools/trace.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <unistd.h>
+#include <zlib.h>
 
 using namespace kvtier;
 using namespace kvtier::runtime;
 
 namespace {
 
-const std::string traces =
-  std::string{KVTIER_SOURCE_DIR} + "/../shared/traces/";
+const std::string traces = std::string{KVTIER_SOURCE_DIR} + "/tests/traces/";
 
 double round3(double x) {
   return std::round(x * 1000.0) / 1000.0;
@@ -36,7 +39,7 @@ uint64_t sum_input(const trace& t) {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(mooncake_conversation_matches_published_figures) {
-  auto t = load_trace(traces + "mooncake-fast25/conversation_trace.jsonl");
+  auto t = load_trace(traces + "mooncake-fast25/conversation_trace.jsonl.gz");
   BOOST_REQUIRE_MESSAGE(t, why(t));
   BOOST_TEST(to_string(t->format) == std::string{"mooncake"});
   BOOST_TEST(t->requests.size() == 12031u);
@@ -50,7 +53,7 @@ BOOST_AUTO_TEST_CASE(mooncake_conversation_matches_published_figures) {
 }
 
 BOOST_AUTO_TEST_CASE(mooncake_synthetic_matches_published_figures) {
-  auto t = load_trace(traces + "mooncake-fast25/synthetic_trace.jsonl");
+  auto t = load_trace(traces + "mooncake-fast25/synthetic_trace.jsonl.gz");
   BOOST_REQUIRE_MESSAGE(t, why(t));
   BOOST_TEST(t->requests.size() == 3993u);
   auto inf = infinite_cache_hits(*t);
@@ -76,7 +79,7 @@ BOOST_AUTO_TEST_CASE(weka_directory_merges_conversations) {
 BOOST_AUTO_TEST_CASE(azure_gives_lengths_and_no_shared_blocks) {
   auto t = load_trace(traces
                       + "azure-llm-inference-2023/"
-                        "AzureLLMInferenceTrace_code.csv");
+                        "AzureLLMInferenceTrace_code.csv.gz");
   BOOST_REQUIRE_MESSAGE(t, why(t));
   BOOST_TEST(t->requests.size() == 8819u);
   BOOST_TEST(sum_input(*t) == 18059974u);
@@ -86,7 +89,7 @@ BOOST_AUTO_TEST_CASE(azure_gives_lengths_and_no_shared_blocks) {
 
 BOOST_AUTO_TEST_CASE(shared_blocks_expand_to_shared_prefixes) {
   auto t =
-    load_trace(traces + "mooncake-fast25/conversation_trace.jsonl", {10, 0});
+    load_trace(traces + "mooncake-fast25/conversation_trace.jsonl.gz", {10, 0});
   BOOST_REQUIRE(t);
   BOOST_TEST(t->requests.size() == 10u);
   auto& a = t->requests[0]; // blocks 0, 1, ...
@@ -185,4 +188,43 @@ BOOST_AUTO_TEST_CASE(bad_weka_records_are_errors_naming_file_and_record) {
                 "requests[1].requests[1]: missing in");
   check_refused("weka_zero_block_size.json", "weka_zero_block_size.json",
                 "block_size 0 is not a whole number 1 .. 16777216");
+}
+
+BOOST_AUTO_TEST_CASE(
+  a_gzip_trace_reads_as_its_bytes_and_a_broken_one_is_refused) {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path()
+             / ("kvtier-trace-gz-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ifstream in(fixtures + "mooncake_small.jsonl", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  auto gz = (dir / "mooncake_small.jsonl.gz").string();
+  auto* f = gzopen(gz.c_str(), "wb9");
+  BOOST_REQUIRE(f);
+  BOOST_REQUIRE(gzwrite(f, text.data(), static_cast<unsigned>(text.size()))
+                == static_cast<int>(text.size()));
+  BOOST_REQUIRE(gzclose(f) == Z_OK);
+  auto plain = load_trace(fixtures + "mooncake_small.jsonl");
+  auto packed = load_trace(gz);
+  BOOST_REQUIRE_MESSAGE(packed, why(packed));
+  BOOST_TEST(packed->name
+             == "mooncake_small.jsonl"); // reported as the original
+  BOOST_REQUIRE(packed->requests.size() == plain->requests.size());
+  for (size_t i = 0; i < plain->requests.size(); ++i) {
+    BOOST_TEST(packed->requests[i].blocks == plain->requests[i].blocks);
+    BOOST_TEST(packed->requests[i].input_tokens
+               == plain->requests[i].input_tokens);
+  }
+  // A truncated gzip file is refused, naming the file and why.
+  std::ifstream whole(gz, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(whole)), {});
+  auto cut = (dir / "cut.jsonl.gz").string();
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  auto t = load_trace(cut);
+  BOOST_REQUIRE(!t);
+  auto said = describe(t.error());
+  BOOST_TEST(said.find(cut) != std::string::npos, said);
+  BOOST_TEST(said.find("gzip") != std::string::npos, said);
+  BOOST_TEST(!load_trace((dir / "missing.jsonl.gz").string()));
+  fs::remove_all(dir);
 }

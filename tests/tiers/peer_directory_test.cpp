@@ -184,3 +184,33 @@ BOOST_AUTO_TEST_CASE(random_events_agree_with_a_brute_force_model) {
   }
   BOOST_TEST(lookups > 2000u);
 }
+
+BOOST_AUTO_TEST_CASE(per_node_names_every_nodes_longest_prefix_per_tier) {
+  peer_directory d;
+  d.put("a", "ns", seq({1, 2, 3, 4}), peer_tier::ram, 400, true);
+  d.put("a", "ns", seq({1, 2, 3, 4, 5, 6}), peer_tier::ssd, 600, false);
+  d.put("b", "ns", seq({1, 2}), peer_tier::ram, 200, true);
+  d.put("c", "ns", seq({9, 9}), peer_tier::ram, 200, true);
+  auto p = d.per_node("ns", seq({1, 2, 3, 4, 5, 6, 7}));
+  BOOST_REQUIRE(p.size() == 3u);
+  BOOST_TEST(p[0].node == "a");
+  BOOST_TEST(p[0].ram_tokens == 4u);
+  BOOST_TEST(p[0].ssd_tokens == 6u);
+  BOOST_TEST(p[1].node == "b");
+  BOOST_TEST(p[1].ram_tokens == 2u);
+  BOOST_TEST(p[2].ram_tokens == 0u);
+  // The untrimmable SSD copy serves no shorter prompt; the RAM one trims.
+  p = d.per_node("ns", seq({1, 2, 3, 4, 5, 8}));
+  BOOST_TEST(p[0].ram_tokens == 4u);
+  BOOST_TEST(p[0].ssd_tokens == 0u);
+  // Removing and dropping leave no trace.
+  BOOST_TEST(d.remove("a", "ns", seq({1, 2, 3, 4}), peer_tier::ram));
+  p = d.per_node("ns", seq({1, 2, 3, 4, 5, 6, 7}));
+  BOOST_TEST(p[0].ram_tokens == 0u);
+  BOOST_TEST(p[0].ssd_tokens == 6u);
+  d.drop("a");
+  p = d.per_node("ns", seq({1, 2, 3, 4, 5, 6, 7}));
+  BOOST_REQUIRE(p.size() == 2u);
+  BOOST_TEST(p[0].node == "b");
+  BOOST_TEST(d.per_node("other", seq({1, 2, 3})).size() == 2u);
+}
