@@ -220,10 +220,10 @@ run_scenario(caf::actor_system& sys, const trace& t, const service_options& o,
       // Node 0's router names the node (its recent-load figures count
       // every decision, since it is the only router asked).
       auto& req = t.requests[i];
-      auto d = cluster::query_route(
-        sys, run.actors[0], prompt_tokens(req, t.block_size),
-        request_ns(t, req), mo.step_deadline,
-        static_cast<uint32_t>(req.output_tokens));
+      auto d = cluster::query_route(sys, run.actors[0],
+                                    prompt_tokens(req, t.block_size),
+                                    request_ns(t, req), mo.step_deadline,
+                                    static_cast<uint32_t>(req.output_tokens));
       if (!d)
         return with_node(d.error(), *run.children[0]);
       auto at = index_of.find(d->chosen.node_id);
