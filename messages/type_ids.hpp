@@ -14,6 +14,7 @@
 #include "messages/cluster.capnp.h"
 #include "messages/feed.capnp.h"
 #include "messages/membership.capnp.h"
+#include "messages/replay.capnp.h"
 #include "messages/sealed.hpp"
 #include "messages/service.capnp.h"
 #include "messages/tiers.capnp.h"
@@ -75,7 +76,8 @@ class actor_system_config;
   X(FeedBatch) X(SubscribeFeed) X(SubscribeFeedReply)                         \
   X(RouteRequest) X(RouteRequestReply)                                         \
   X(PeerHoldings) X(PeerHoldingsReply)                                         \
-  X(NodeLoad)
+  X(NodeLoad)                                                                  \
+  X(ReplayStep) X(ReplayStepReply) X(ReplayFinish) X(ReplayFinishReply)
 // clang-format on
 
 #define KVTIER_ADD_MESSAGE_TYPE_ID(Root)                                       \

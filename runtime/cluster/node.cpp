@@ -62,6 +62,8 @@ struct node_state {
   std::map<std::string, caf::actor> handles;
   /// Where peers' requests for state and feed go (node::attach).
   node_delegates delegates;
+  /// The replay agent (node::attach_agent).
+  caf::actor agent;
   node_policy policy;
   /// Whose decode refusals ListMembers reports (null: the default guard).
   std::shared_ptr<msg::wire_guard> guard;
@@ -439,6 +441,17 @@ caf::behavior node_behavior(node_actor* self) {
       // Reads only: any sender may ask (docs/cluster.md "Routing").
       return forward(self, self->state.delegates.admin, m, "routing");
     },
+    [self](attach_atom, const caf::actor& agent) {
+      if (actors::from_other_process(self))
+        return count_bad(self, "attach from a peer");
+      self->state.agent = agent;
+    },
+    [self](const sealed<msg::ReplayStep>& m) {
+      return forward(self, self->state.agent, m, "replay steps");
+    },
+    [self](const sealed<msg::ReplayFinish>& m) {
+      return forward(self, self->state.agent, m, "replay steps");
+    },
     [self](const sealed<msg::FlushState>& m) {
       return admin<msg::FlushState, msg::FlushStateReply>(self, m, "flush");
     },
@@ -796,6 +809,10 @@ node::~node() {
 void node::attach(node_delegates d) {
   caf::anon_send(actor_, attach_atom::value, std::move(d.feed),
                  std::move(d.serve), std::move(d.admin), std::move(d.load));
+}
+
+void node::attach_agent(caf::actor agent) {
+  caf::anon_send(actor_, attach_atom::value, std::move(agent));
 }
 
 void node::set_hooks(peer_hooks h) {

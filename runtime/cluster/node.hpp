@@ -27,7 +27,9 @@
 // RelievePressure, ReclaimAtBoundary, SetSsdLimit) sent to the node actor
 // are passed to the facade for local senders, and for remote ones only with
 // `cluster.remote-admin`; otherwise refused (`ec::not_permitted`) and
-// counted.
+// counted. ReplayStep and ReplayFinish (messages/replay.capnp, a tool's)
+// go to the replay agent when one is attached (`kvtier node
+// --replay-agent`), from any sender; otherwise `ec::not_found`.
 //
 // Owner: one `service` (runtime/service.hpp) or a test; `node`'s methods
 // are called from one thread at a time (the hooks may be set from any).
@@ -184,8 +186,15 @@ public:
     return actor_;
   }
 
-  /// Where peers' requests go from now on (replaces earlier ones).
+  /// Where peers' requests go from now on (replaces earlier ones; the
+  /// agent stays).
   void attach(node_delegates d);
+
+  /// Where ReplayStep and ReplayFinish go from now on: the replay agent of
+  /// `kvtier node --replay-agent` (runtime/tools/replay_agent.hpp), asked
+  /// by any sender (the multi-node replay's driver is another process);
+  /// without one (null) they fail `not_found`.
+  void attach_agent(caf::actor agent);
 
   /// Replaces the hooks (empty functions: none).
   void set_hooks(peer_hooks h);

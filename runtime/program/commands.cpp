@@ -1,12 +1,14 @@
 #include "runtime/program/commands.hpp"
 
 #include "runtime/tools/inspect.hpp"
+#include "runtime/tools/multi_replay.hpp"
 #include "runtime/tools/replay.hpp"
 #include "runtime/tools/scenario.hpp"
 #include "runtime/tools/simulate.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include <fstream>
 #include <future>
 #include <optional>
+#include <sstream>
 
 namespace kvtier::runtime {
 
@@ -129,9 +132,97 @@ int emit(const replay_report& r, const flags& f) {
   return r.wrong_states == 0 ? 0 : 1;
 }
 
+/// `--nodes N` and its companions into `mo`; false (after saying why) for
+/// bad ones.
+bool multi_flags(kvtier_config& cfg, const flags& f, multi_replay_options& mo) {
+  auto number = [&](const std::string& key, uint64_t& out) {
+    auto v = f.get(key);
+    char* end = nullptr;
+    errno = 0;
+    auto n = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-') {
+      std::fprintf(stderr, "kvtier: --%s \"%s\" is not a number\n", key.c_str(),
+                   v.c_str());
+      return false;
+    }
+    out = n;
+    return true;
+  };
+  uint64_t nodes = 0;
+  if (!number("nodes", nodes))
+    return false;
+  if (nodes == 0 || nodes > 64) {
+    std::fprintf(stderr,
+                 "kvtier: --nodes %llu: the node count must be 1 .. "
+                 "64\n",
+                 static_cast<unsigned long long>(nodes));
+    return false;
+  }
+  mo.nodes = static_cast<uint32_t>(nodes);
+  if (f.has("seed") && !number("seed", mo.seed))
+    return false;
+  if (f.has("work-dir")) {
+    mo.work_dir = f.get("work-dir");
+    mo.keep_dir = true;
+  }
+  if (f.has("scenarios")) {
+    mo.scenarios.clear();
+    std::stringstream in(f.get("scenarios"));
+    for (std::string s; std::getline(in, s, ',');)
+      if (!s.empty())
+        mo.scenarios.push_back(s);
+  }
+  if (f.has("no-verify") || f.has("no-settle") || f.has("simulate")) {
+    std::fprintf(stderr, "kvtier: --nodes takes [replay] verify and settle "
+                         "from the configuration; --simulate, --no-verify "
+                         "and --no-settle do not apply\n");
+    return false;
+  }
+  mo.scheduler_policy =
+    to_string(caf::get_or(cfg, "scheduler.policy", caf::atom("affine")));
+  if (!f.has("quiet"))
+    mo.progress = [](const std::string& s, uint64_t done, uint64_t total) {
+      std::fprintf(stderr, "\r[replay --nodes] %s: %llu/%llu requests   ",
+                   s.c_str(), static_cast<unsigned long long>(done),
+                   static_cast<unsigned long long>(total));
+      std::fflush(stderr);
+    };
+  return true;
+}
+
+/// `kvtier replay --nodes N` (runtime/tools/multi_replay.hpp).
+int run_multi_replay(kvtier_config& cfg, const multi_replay_options& mo,
+                     const flags& f, const trace& t, const std::string& path) {
+  auto rs = cfg.replay;
+  rs.trace = path;
+  auto r = multi_replay(t, cfg.options, rs, mo);
+  if (mo.progress)
+    std::fputs("\n", stderr);
+  if (!r) {
+    std::fprintf(stderr, "kvtier: replay --nodes failed: %s\n",
+                 describe(r.error()).c_str());
+    return 1;
+  }
+  std::fputs(render_table(*r).c_str(), stdout);
+  if (f.has("json")) {
+    if (!write_file(f.get("json"), to_json(*r).dump(2) + "\n"))
+      return 2;
+    std::printf("wrote %s\n", f.get("json").c_str());
+  }
+  if (f.has("plot")) {
+    if (!write_file(f.get("plot"), render_svg(*r)))
+      return 2;
+    std::printf("wrote %s\n", f.get("plot").c_str());
+  }
+  return r->wrong_states() == 0 ? 0 : 1;
+}
+
 int run_replay(kvtier_config& cfg, const flags& f) {
   auto& rs = cfg.replay;
   auto path = f.positional.empty() ? rs.trace : f.positional[0];
+  multi_replay_options mo;
+  if (f.has("nodes") && !multi_flags(cfg, f, mo))
+    return 2;
   trace_options to;
   to.max_requests = rs.max_requests;
   auto t = load_trace(path, to);
@@ -139,6 +230,8 @@ int run_replay(kvtier_config& cfg, const flags& f) {
     std::fprintf(stderr, "kvtier: %s\n", describe(t.error()).c_str());
     return 2;
   }
+  if (f.has("nodes"))
+    return run_multi_replay(cfg, mo, f, *t, path);
   cfg.options = rs.apply(cfg.options);
   auto& o = cfg.options;
   auto g = running_geometry(o);
@@ -207,8 +300,9 @@ int run_replay(kvtier_config& cfg, const flags& f) {
 } // namespace
 
 int replay_command(kvtier_config& cfg, const std::vector<std::string>& args) {
-  auto f = parse(args, {"json", "plot"},
-                 {"simulate", "no-verify", "no-settle", "quiet", "close"});
+  auto f =
+    parse(args, {"json", "plot", "nodes", "seed", "work-dir", "scenarios"},
+          {"simulate", "no-verify", "no-settle", "quiet", "close"});
   if (!f || f->positional.size() > 1)
     return 2;
   return run_replay(cfg, *f);

@@ -19,7 +19,9 @@ namespace kvtier::runtime {
 class service;
 
 /// `kvtier replay [TRACE] [--simulate] [--json FILE] [--plot FILE.svg]
-/// [--no-verify] [--quiet]`.
+/// [--no-verify] [--quiet]`; with `--nodes N [--seed S] [--scenarios
+/// LIST] [--work-dir DIR]` the multi-node comparison
+/// (runtime/tools/multi_replay.hpp).
 int replay_command(kvtier_config& cfg, const std::vector<std::string>& args);
 
 /// `kvtier demo`: the replay of [replay] trace, writing
@@ -29,10 +31,13 @@ int demo_command(kvtier_config& cfg, const std::vector<std::string>& args);
 /// `kvtier inspect DIR [--verify]`.
 int inspect_command(kvtier_config& cfg, const std::vector<std::string>& args);
 
-/// `kvtier node [--join HOST:PORT]...`: boots the service with
-/// `cluster.enabled`, prints "kvtier node listening HOST:PORT
+/// `kvtier node [--join HOST:PORT]... [--replay-agent]`: boots the service
+/// with `cluster.enabled`, prints "kvtier node listening HOST:PORT
 /// node-id=NAME" and runs until SIGTERM or SIGINT; then closes (flush),
 /// tells its peers it leaves and exits 0 (docs/cluster.md).
+/// `--replay-agent` applies the [replay] section to the service and runs a
+/// replay agent (runtime/tools/replay_agent.hpp) for `replay --nodes`;
+/// refused (2) when the [replay] trace does not load.
 int node_command(kvtier_config& cfg, const std::vector<std::string>& args);
 
 /// `node_command` that runs `ready` on the started service before the

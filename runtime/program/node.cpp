@@ -3,13 +3,18 @@
 #include "runtime/cluster/node.hpp"
 #include "runtime/program/commands.hpp"
 #include "runtime/service.hpp"
+#include "runtime/tools/replay_agent.hpp"
 
 #include "messages/type_ids.hpp"
 
 #include <caf/io/middleman.hpp>
 
+#include <caf/scoped_actor.hpp>
+
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <pthread.h>
 
 namespace kvtier::runtime {
@@ -21,8 +26,11 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args) {
 int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
                  const std::function<bool(service&)>& ready) {
   auto& o = cfg.options;
+  bool agent = false;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--join" && i + 1 < args.size()) {
+    if (args[i] == "--replay-agent") {
+      agent = true;
+    } else if (args[i] == "--join" && i + 1 < args.size()) {
       o.cluster_peers.push_back(args[++i]);
     } else if (args[i].rfind("--join=", 0) == 0) {
       o.cluster_peers.push_back(args[i].substr(7));
@@ -33,10 +41,37 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
     }
   }
   o.cluster_enabled = true;
+  // --replay-agent: the [replay] section applies (its caps, SSD directory,
+  // scale), and the trace must load before anything starts.
+  std::optional<trace> agent_trace;
+  if (agent) {
+    trace_options to;
+    to.max_requests = cfg.replay.max_requests;
+    auto t = load_trace(cfg.replay.trace, to);
+    if (!t) {
+      std::fprintf(stderr, "kvtier node: --replay-agent: %s\n",
+                   describe(t.error()).c_str());
+      return 2;
+    }
+    agent_trace = std::move(*t);
+    o = cfg.replay.apply(o);
+  }
   if (auto err = o.validate()) {
     std::fprintf(stderr, "kvtier node: %s\n", describe(err).c_str());
     return 2;
   }
+  auto geometry = running_geometry(o);
+  if (!geometry) {
+    std::fprintf(stderr, "kvtier node: %s\n",
+                 describe(geometry.error()).c_str());
+    return 2;
+  }
+  if (agent && cfg.replay.clean_ssd && !o.ssd_dir.empty())
+    if (auto model = running_model(o)) {
+      std::error_code ec;
+      std::filesystem::remove_all(
+        std::filesystem::path(o.ssd_dir) / model->fingerprint(), ec);
+    }
   // SIGTERM and SIGINT are taken by this thread alone (sigwait below):
   // blocked before any actor thread starts, so every thread inherits it.
   sigset_t stop;
@@ -55,6 +90,17 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
     if (ready && !ready(svc))
       return 2;
     auto* n = svc.cluster();
+    caf::actor replay_agent;
+    if (agent_trace) {
+      replay_options ro;
+      ro.verify = cfg.replay.verify;
+      ro.settle = cfg.replay.settle;
+      ro.batch = static_cast<uint32_t>(cfg.replay.batch);
+      ro.prefill_tokens_per_s = cfg.replay.prefill_tokens_per_s;
+      replay_agent =
+        spawn_replay_agent(svc, std::move(*agent_trace), *geometry, ro);
+      n->attach_agent(replay_agent);
+    }
     std::printf("kvtier node listening %s node-id=%s\n", n->address().c_str(),
                 n->node_id().c_str());
     std::fflush(stdout);
@@ -62,6 +108,14 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
     sigwait(&stop, &sig);
     std::fprintf(stderr, "kvtier node %s: %s: closing\n", n->node_id().c_str(),
                  sig == SIGINT ? "SIGINT" : "SIGTERM");
+    if (replay_agent) {
+      // The agent calls the service: it goes first (a step in flight ends
+      // with the service's answer, bounded by the storage deadline).
+      n->attach_agent(caf::actor{});
+      caf::scoped_actor waiter{svc.system()};
+      waiter->send_exit(replay_agent, caf::exit_reason::user_shutdown);
+      waiter->wait_for(replay_agent);
+    }
     // Stop taking requests and flush (bounded by the storage deadline).
     auto flushed = svc.close();
     if (!flushed) {

@@ -53,15 +53,18 @@ std::string polyline(const chart& c, const std::vector<replay_sample>& s,
 }
 
 double total(const replay_sample& s) {
-  return s.input_tokens
-           ? double(s.ram_tokens + s.ssd_tokens) / double(s.input_tokens)
-           : 0;
+  return s.input_tokens ? double(s.ram_tokens + s.ssd_tokens + s.peer_tokens)
+                            / double(s.input_tokens)
+                        : 0;
 }
 double ram(const replay_sample& s) {
   return s.input_tokens ? double(s.ram_tokens) / double(s.input_tokens) : 0;
 }
 double ssd(const replay_sample& s) {
   return s.input_tokens ? double(s.ssd_tokens) / double(s.input_tokens) : 0;
+}
+double peer(const replay_sample& s) {
+  return s.input_tokens ? double(s.peer_tokens) / double(s.input_tokens) : 0;
 }
 
 void text(std::ostringstream& o, double x, double y, const std::string& t,
@@ -91,6 +94,8 @@ void reference(std::ostringstream& o, const chart& c,
 void legend(std::ostringstream& o, const replay_report& r) {
   std::vector<std::pair<std::string, const char*>> rows{
     {"total", "#1f77b4"}, {"from RAM", "#2ca02c"}, {"from SSD", "#ff7f0e"}};
+  if (r.peer_tokens > 0)
+    rows.emplace_back("from peers", "#d62728");
   char buf[64];
   if (r.simulated_lru_hit_ratio) {
     std::snprintf(buf, sizeof buf, "LRU ref %.3f", *r.simulated_lru_hit_ratio);
@@ -136,6 +141,8 @@ std::string render_svg(const replay_report& r) {
   o << polyline(c, r.series, total, "#1f77b4")
     << polyline(c, r.series, ram, "#2ca02c")
     << polyline(c, r.series, ssd, "#ff7f0e");
+  if (r.peer_tokens > 0)
+    o << polyline(c, r.series, peer, "#d62728");
   reference(o, c, r.simulated_lru_hit_ratio, "#9467bd");
   reference(o, c, r.infinite_hit_ratio, "#7f7f7f");
   legend(o, r);

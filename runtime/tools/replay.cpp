@@ -18,17 +18,35 @@ double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
+} // namespace
+
 /// The engine loop's state across requests.
-class driver {
+class replay_session::driver {
 public:
   driver(const trace& t, service& svc, const tiers::model_geometry& g,
          const replay_options& o)
     : t_(t)
     , svc_(svc)
     , oracle_(g)
-    , o_(o) {}
+    , o_(o) {
+    out_.trace = t_.name;
+    out_.model = oracle_.geometry().name;
+    out_.verified = o_.verify;
+    out_.prefill_tokens_per_s = o_.prefill_tokens_per_s;
+    out_.ram_cap_bytes = svc_.options().ram_cap_bytes;
+    out_.ssd_cap_bytes =
+      svc_.options().ssd_dir.empty() ? 0 : svc_.options().ssd_cap_bytes;
+    for (size_t i = 0; i < t_.requests.size(); ++i)
+      if (!t_.requests[i].session.empty())
+        last_of_session_[t_.requests[i].session] = i;
+    start_ = clock_type::now();
+  }
 
-  caf::expected<replay_report> run();
+  caf::expected<replay_step> step(size_t i);
+  caf::expected<replay_report> finish();
+  const replay_report& so_far() const {
+    return out_;
+  }
 
 private:
   /// Times one service call under `name`.
@@ -40,14 +58,17 @@ private:
     return out;
   }
 
-  caf::error one(size_t i);
+  caf::error one(size_t i, replay_step& st);
   caf::error admit(const state_request& req, bool& refused);
   caf::error finish_oldest();
   caf::error settle();
+  /// Completed peer fetches so far (0 without a cluster).
+  caf::expected<uint64_t> peer_fetches();
   /// The prompt's state: the served prefix extended when it verified
   /// (`reused`), else a fresh prefill.
   tiers::entry state_for(const acquired_state& acq, const std::string& ns,
-                         const tiers::token_seq& prompt, bool& reused);
+                         const tiers::token_seq& prompt, bool& reused,
+                         replay_step& st);
   caf::error decode(const state_request& req, const tiers::entry& state);
 
   const trace& t_;
@@ -57,9 +78,10 @@ private:
   replay_report out_;
   std::deque<state_request> running_;
   std::unordered_map<std::string, size_t> last_of_session_;
+  clock_type::time_point start_;
 };
 
-caf::error driver::settle() {
+caf::error replay_session::driver::settle() {
   // Spills are written behind the call that caused them; wait until the
   // SSD tier has none pending and RAM holds no evicted entry waiting for
   // its write (it leaves once the write is durable), so every run sees
@@ -78,14 +100,15 @@ caf::error driver::settle() {
   }
 }
 
-caf::error driver::finish_oldest() {
+caf::error replay_session::driver::finish_oldest() {
   auto req = std::move(running_.front());
   running_.pop_front();
   auto r = timed("release", [&] { return svc_.release(req, true); });
   return r ? caf::error{} : r.error();
 }
 
-caf::error driver::admit(const state_request& req, bool& refused) {
+caf::error replay_session::driver::admit(const state_request& req,
+                                         bool& refused) {
   for (;;) {
     auto d = timed("admit", [&] { return svc_.admit(req); });
     if (!d) {
@@ -107,15 +130,19 @@ caf::error driver::admit(const state_request& req, bool& refused) {
   }
 }
 
-tiers::entry driver::state_for(const acquired_state& acq, const std::string& ns,
-                               const tiers::token_seq& prompt, bool& reused) {
+tiers::entry replay_session::driver::state_for(const acquired_state& acq,
+                                               const std::string& ns,
+                                               const tiers::token_seq& prompt,
+                                               bool& reused, replay_step& st) {
   if (acq.usable_tokens > 0 && acq.source != state_source::none) {
     bool good = true;
     if (o_.verify) {
       ++out_.verified_states;
+      ++st.verified;
       if (oracle_.verify_served(acq.state, ns, prompt,
                                 acq.source == state_source::checkpoint)) {
         ++out_.wrong_states;
+        ++st.wrong;
         good = false;
       }
     }
@@ -128,7 +155,8 @@ tiers::entry driver::state_for(const acquired_state& acq, const std::string& ns,
   return oracle_.prefill(ns, prompt);
 }
 
-caf::error driver::decode(const state_request& req, const tiers::entry& state) {
+caf::error replay_session::driver::decode(const state_request& req,
+                                          const tiers::entry& state) {
   auto every = svc_.checkpoint_every_tokens();
   auto out = oracle_.generate(state.ns, state.tokens, req.max_new_tokens);
   out_.output_tokens += out.size();
@@ -152,7 +180,16 @@ caf::error driver::decode(const state_request& req, const tiers::entry& state) {
   return {};
 }
 
-caf::error driver::one(size_t i) {
+caf::expected<uint64_t> replay_session::driver::peer_fetches() {
+  if (!svc_.cluster())
+    return uint64_t{0};
+  auto rep = svc_.report();
+  if (!rep)
+    return rep.error();
+  return rep->peer.fetched;
+}
+
+caf::error replay_session::driver::one(size_t i, replay_step& st) {
   auto& r = t_.requests[i];
   auto ns = request_ns(t_, r);
   state_request req;
@@ -164,6 +201,10 @@ caf::error driver::one(size_t i) {
   auto n = req.prompt.size();
   ++out_.requests;
   out_.input_tokens += n;
+  st.input_tokens = n;
+  auto fetched_before = peer_fetches();
+  if (!fetched_before)
+    return fetched_before.error();
   auto before =
     timed("peek", [&] { return svc_.peek_prefix_len(req.prompt, ns); });
   if (!before)
@@ -181,18 +222,37 @@ caf::error driver::one(size_t i) {
   if (refused || n == 0) {
     ++out_.refused;
     out_.fresh_tokens += n;
+    st.refused = true;
+    st.fresh_tokens = n;
     return {};
   }
   auto acq = timed("acquire", [&] { return svc_.acquire(req, ns); });
   if (!acq)
     return acq.error();
+  st.source = acq->source;
   bool reused = false;
-  auto state = state_for(*acq, ns, req.prompt, reused);
+  auto state = state_for(*acq, ns, req.prompt, reused, st);
   auto used = reused ? acq->usable_tokens : 0;
-  // A RAM hit beyond what RAM held before the prefetch came from SSD.
+  // A RAM hit beyond what RAM held before the prefetch came from SSD, or
+  // from a peer when a peer fetch completed meanwhile.
   bool cold = acq->source == state_source::ssd
               || (acq->source == state_source::ram && used > *before);
-  (cold ? out_.ssd_tokens : out_.ram_tokens) += used;
+  bool from_peer = acq->source == state_source::peer;
+  if (cold && svc_.cluster()) {
+    auto fetched_after = peer_fetches();
+    if (!fetched_after)
+      return fetched_after.error();
+    from_peer = *fetched_after > *fetched_before;
+  }
+  if (used > 0) {
+    auto& tier =
+      from_peer ? st.peer_tokens : (cold ? st.ssd_tokens : st.ram_tokens);
+    tier = used;
+  }
+  out_.ram_tokens += st.ram_tokens;
+  out_.ssd_tokens += st.ssd_tokens;
+  out_.peer_tokens += st.peer_tokens;
+  st.fresh_tokens = n - used;
   out_.fresh_tokens += n - used;
   state.session = req.session;
   auto pub =
@@ -218,54 +278,27 @@ caf::error driver::one(size_t i) {
   return {};
 }
 
-} // namespace
-
-caf::expected<replay_report> replay(const trace& t, service& svc,
-                                    const tiers::model_geometry& geometry,
-                                    const replay_options& opts) {
-  driver d(t, svc, geometry, opts);
-  return d.run();
+caf::expected<replay_step> replay_session::driver::step(size_t i) {
+  if (i >= t_.requests.size())
+    return make_error(ec::invalid_argument,
+                      "request " + std::to_string(i) + " is past the trace ("
+                        + std::to_string(t_.requests.size()) + " requests)");
+  replay_step st;
+  if (auto err = one(i, st))
+    return err;
+  out_.series.push_back({out_.requests, out_.input_tokens, out_.ram_tokens,
+                         out_.ssd_tokens, out_.peer_tokens});
+  return st;
 }
 
-namespace {
-
-caf::expected<replay_report> driver::run() {
-  out_.trace = t_.name;
-  out_.model = oracle_.geometry().name;
-  out_.verified = o_.verify;
-  out_.prefill_tokens_per_s = o_.prefill_tokens_per_s;
-  out_.ram_cap_bytes = svc_.options().ram_cap_bytes;
-  out_.ssd_cap_bytes =
-    svc_.options().ssd_dir.empty() ? 0 : svc_.options().ssd_cap_bytes;
-  for (size_t i = 0; i < t_.requests.size(); ++i)
-    if (!t_.requests[i].session.empty())
-      last_of_session_[t_.requests[i].session] = i;
-  auto start = clock_type::now();
-  auto last_progress = start;
-  for (size_t i = 0; i < t_.requests.size(); ++i) {
-    if (o_.speed > 0) {
-      auto due =
-        start
-        + std::chrono::duration_cast<clock_type::duration>(
-          std::chrono::duration<double>(t_.requests[i].arrival_s / o_.speed));
-      std::this_thread::sleep_until(due);
-    }
-    if (auto err = one(i))
-      return err;
-    out_.series.push_back(
-      {out_.requests, out_.input_tokens, out_.ram_tokens, out_.ssd_tokens});
-    if (o_.progress && seconds_since(last_progress) >= 1.0) {
-      last_progress = clock_type::now();
-      o_.progress(out_, t_.requests.size(), seconds_since(start));
-    }
-  }
+caf::expected<replay_report> replay_session::driver::finish() {
   while (!running_.empty())
     if (auto err = finish_oldest())
       return err;
   if (o_.settle)
     if (auto err = settle())
       return err;
-  out_.wall_s = seconds_since(start);
+  out_.wall_s = seconds_since(start_);
   auto rep = svc_.report();
   if (!rep)
     return rep.error();
@@ -282,6 +315,48 @@ caf::expected<replay_report> driver::run() {
   return std::move(out_);
 }
 
-} // namespace
+replay_session::replay_session(const trace& t, service& svc,
+                               const tiers::model_geometry& geometry,
+                               const replay_options& opts)
+  : d_(std::make_unique<driver>(t, svc, geometry, opts)) {}
+
+replay_session::~replay_session() = default;
+
+caf::expected<replay_step> replay_session::step(size_t i) {
+  return d_->step(i);
+}
+
+caf::expected<replay_report> replay_session::finish() {
+  return d_->finish();
+}
+
+const replay_report& replay_session::so_far() const {
+  return d_->so_far();
+}
+
+caf::expected<replay_report> replay(const trace& t, service& svc,
+                                    const tiers::model_geometry& geometry,
+                                    const replay_options& opts) {
+  replay_session session(t, svc, geometry, opts);
+  auto start = clock_type::now();
+  auto last_progress = start;
+  for (size_t i = 0; i < t.requests.size(); ++i) {
+    if (opts.speed > 0) {
+      auto due =
+        start
+        + std::chrono::duration_cast<clock_type::duration>(
+          std::chrono::duration<double>(t.requests[i].arrival_s / opts.speed));
+      std::this_thread::sleep_until(due);
+    }
+    auto st = session.step(i);
+    if (!st)
+      return st.error();
+    if (opts.progress && seconds_since(last_progress) >= 1.0) {
+      last_progress = clock_type::now();
+      opts.progress(session.so_far(), t.requests.size(), seconds_since(start));
+    }
+  }
+  return session.finish();
+}
 
 } // namespace kvtier::runtime

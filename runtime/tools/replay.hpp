@@ -20,6 +20,14 @@
 // writes on every run; that is what lets the `--simulate` reference agree
 // exactly (docs/replay.md). Single-threaded driver; the service's actors
 // run beside it.
+//
+// A `replay_session` is the same engine loop one request at a time, by
+// trace index: `kvtier node --replay-agent` runs one per node and the
+// multi-node driver (runtime/tools/multi_replay.hpp) chooses which node
+// serves each request. A hit is counted by where its tokens came from:
+// RAM held them before the prefetch (RAM), a peer fetch during the
+// prefetch or the acquire brought them (peers: the service's peer-tier
+// fetch count moved), else the SSD tier restored them (SSD).
 #pragma once
 
 #include "runtime/service.hpp"
@@ -28,6 +36,7 @@
 #include "tiers/geometry.hpp"
 
 #include <functional>
+#include <memory>
 
 namespace kvtier::runtime {
 
@@ -45,6 +54,50 @@ struct replay_options {
   /// Called about once a second with the report so far.
   std::function<void(const replay_report&, uint64_t total, double elapsed_s)>
     progress;
+};
+
+/// What one request of a session was served.
+struct replay_step {
+  uint64_t input_tokens = 0;
+  uint64_t ram_tokens = 0;
+  uint64_t ssd_tokens = 0;
+  uint64_t peer_tokens = 0;
+  uint64_t fresh_tokens = 0;
+  /// The oracle checked the served state (0 or 1) and rejected it.
+  uint32_t verified = 0;
+  uint32_t wrong = 0;
+  /// Never admissible: served nothing.
+  bool refused = false;
+  state_source source = state_source::none;
+};
+
+/// The replay's engine loop, one trace request at a time. `t`, `svc` and
+/// `opts` must outlive it; one thread calls it.
+class replay_session {
+public:
+  replay_session(const trace& t, service& svc,
+                 const tiers::model_geometry& geometry,
+                 const replay_options& opts);
+  ~replay_session();
+
+  replay_session(const replay_session&) = delete;
+  replay_session& operator=(const replay_session&) = delete;
+
+  /// Runs request `i` of the trace (any order; a session's last request
+  /// by index closes it). `ec::invalid_argument` for an index past the
+  /// trace; other errors are the service's.
+  caf::expected<replay_step> step(size_t i);
+
+  /// Completes the running requests, settles and returns the report (with
+  /// the service's counters). Call once, after the last step.
+  caf::expected<replay_report> finish();
+
+  /// The report so far (counters of the steps run).
+  const replay_report& so_far() const;
+
+private:
+  class driver;
+  std::unique_ptr<driver> d_;
 };
 
 /// Replays `t` through `svc`, whose model geometry is `geometry`. Service

@@ -20,13 +20,15 @@ double call_timings::quantile(double q) const {
 }
 
 double replay_report::token_hit_ratio() const {
-  return input_tokens ? double(ram_tokens + ssd_tokens) / double(input_tokens)
+  return input_tokens ? double(ram_tokens + ssd_tokens + peer_tokens)
+                          / double(input_tokens)
                       : 0.0;
 }
 
 double replay_report::prefill_saved_s() const {
   return prefill_tokens_per_s > 0
-           ? double(ram_tokens + ssd_tokens) / prefill_tokens_per_s
+           ? double(ram_tokens + ssd_tokens + peer_tokens)
+               / prefill_tokens_per_s
            : 0.0;
 }
 
@@ -77,6 +79,9 @@ std::string render_table(const replay_report& r) {
       share(r.ram_tokens, r.input_tokens));
   row(o, "served from SSD", num(r.ssd_tokens),
       share(r.ssd_tokens, r.input_tokens));
+  if (r.peer_tokens > 0)
+    row(o, "served from peers", num(r.peer_tokens),
+        share(r.peer_tokens, r.input_tokens));
   row(o, "computed fresh", num(r.fresh_tokens),
       share(r.fresh_tokens, r.input_tokens));
   row(o, "token hit ratio", fmt("%.4f", r.token_hit_ratio()));
@@ -139,6 +144,7 @@ nlohmann::json to_json(const replay_report& r) {
           {"output_tokens", r.output_tokens},
           {"ram_tokens", r.ram_tokens},
           {"ssd_tokens", r.ssd_tokens},
+          {"peer_tokens", r.peer_tokens},
           {"fresh_tokens", r.fresh_tokens},
           {"token_hit_ratio", r.token_hit_ratio()},
           {"simulated_lru_hit_ratio", opt(r.simulated_lru_hit_ratio)},

@@ -36,6 +36,7 @@ struct replay_sample {
   uint64_t input_tokens = 0;
   uint64_t ram_tokens = 0;
   uint64_t ssd_tokens = 0;
+  uint64_t peer_tokens = 0;
 };
 
 struct replay_report {
@@ -55,6 +56,9 @@ struct replay_report {
   uint64_t output_tokens = 0;
   uint64_t ram_tokens = 0;
   uint64_t ssd_tokens = 0;
+  /// Prompt tokens served from another node's state (a peer fetch by the
+  /// acquire or by the prefetch before it; 0 without a cluster).
+  uint64_t peer_tokens = 0;
   /// Prompt tokens the engine had to prefill.
   uint64_t fresh_tokens = 0;
   uint64_t verified_states = 0;

@@ -1,11 +1,12 @@
 // A `kvtier node` process for multi-process tests: writes a generated
 // configuration (port 0 unless given, fast heartbeats) into a working
 // directory, starts the program (KVTIER_PROGRAM, the built binary) with
-// `--config FILE` and `--join` arguments, reads its listening line
-// ("kvtier node listening HOST:PORT node-id=NAME") within a bound, and
-// stops it with SIGTERM (SIGKILL after a bound). The destructor kills a
-// process still running (also a stopped one), and each child has
-// PR_SET_PDEATHSIG, so a failing or crashing test leaves no process behind.
+// `--config FILE` and `--join` arguments through the spawner the
+// multi-node replay uses (runtime/tools/node_spawn.hpp: the listening line
+// "kvtier node listening HOST:PORT node-id=NAME" read within a bound,
+// SIGTERM then SIGKILL after a bound). The destructor kills a process
+// still running (also a stopped one), and each child has PR_SET_PDEATHSIG,
+// so a failing or crashing test leaves no process behind.
 // The node's stderr goes to `<dir>/<id>-<n>.log`, printed by `log()` for a
 // failure's diagnosis.
 //
@@ -18,6 +19,7 @@
 #include "messages/error.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/cluster/node.hpp"
+#include "runtime/tools/node_spawn.hpp"
 #include "tests/cluster/test_cluster.hpp"
 
 #include <caf/actor_system.hpp>
@@ -80,16 +82,6 @@ public:
     start();
   }
 
-  ~node_process() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::kill(pid_, SIGCONT);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0)
-      ::close(out_);
-  }
-
   node_process(const node_process&) = delete;
   node_process& operator=(const node_process&) = delete;
 
@@ -103,39 +95,37 @@ public:
     return settings_.node_id;
   }
   bool running() const {
-    return pid_ > 0;
+    return child_ && child_->running();
   }
 
   /// SIGTERM, then the exit status within `bound` (else SIGKILL and -1).
   int stop(ms bound = 8000ms) {
-    BOOST_REQUIRE(pid_ > 0);
-    ::kill(pid_, SIGTERM);
-    return reap(bound);
+    BOOST_REQUIRE(running());
+    return child_->stop(bound);
   }
 
   /// SIGKILL and reap.
   void kill9() {
-    BOOST_REQUIRE(pid_ > 0);
-    ::kill(pid_, SIGKILL);
-    reap(5000ms);
+    BOOST_REQUIRE(running());
+    child_->kill9();
   }
 
   /// Sends `sig` (e.g. SIGUSR1 to a node_writer).
   void signal(int sig) {
-    ::kill(pid_, sig);
+    child_->signal(sig);
   }
 
   void pause() {
-    ::kill(pid_, SIGSTOP);
+    child_->signal(SIGSTOP);
   }
   void resume() {
-    ::kill(pid_, SIGCONT);
+    child_->signal(SIGCONT);
   }
 
   /// Starts the program again with the same settings, on the same port
   /// (unless it was given one already).
   void restart() {
-    BOOST_REQUIRE(pid_ <= 0);
+    BOOST_REQUIRE(!running());
     if (settings_.port == 0)
       settings_.port = port_;
     start();
@@ -174,97 +164,32 @@ private:
   void start() {
     auto conf = dir_ / (stem_ + ".conf");
     write_config(settings_, conf);
-    int fds[2];
-    BOOST_REQUIRE(::pipe(fds) == 0);
-    std::vector<std::string> args{settings_.program.empty() ? KVTIER_PROGRAM
-                                                            : settings_.program,
-                                  "node", "--config", conf.string()};
+    std::vector<std::string> args{"node", "--config", conf.string()};
     for (auto& j : settings_.joins) {
       args.push_back("--join");
       args.push_back(j);
     }
     args.insert(args.end(), settings_.extra_args.begin(),
                 settings_.extra_args.end());
-    auto log_file = (dir_ / (stem_ + ".log")).string();
-    // Built before fork: the child of a threaded process only execs.
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    auto parent = ::getpid();
-    pid_ = ::fork();
-    BOOST_REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      // Dies with the test process, even one that crashed without running
-      // destructors.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent)
-        ::_exit(127);
-      ::dup2(fds[1], STDOUT_FILENO);
-      auto fd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-      if (fd >= 0)
-        ::dup2(fd, STDERR_FILENO);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    if (out_ >= 0)
-      ::close(out_);
-    out_ = fds[0];
-    auto line = read_line(10000ms);
-    BOOST_REQUIRE_MESSAGE(line.rfind("kvtier node listening ", 0) == 0,
-                          "node " << settings_.node_id << " printed '" << line
-                                  << "'; its log:\n"
+    child_.reset(); // a previous run's process is reaped already
+    auto c = runtime::node_child::start(
+      settings_.program.empty() ? KVTIER_PROGRAM : settings_.program, args,
+      dir_ / (stem_ + ".log"), 10000ms);
+    BOOST_REQUIRE_MESSAGE(static_cast<bool>(c),
+                          "node " << settings_.node_id << ": "
+                                  << (c ? std::string{} : describe(c.error()))
+                                  << "; its log:\n"
                                   << log());
-    auto colon = line.find(':', 22);
-    auto space = line.find(' ', colon);
-    port_ = static_cast<uint16_t>(
-      std::stoi(line.substr(colon + 1, space - colon - 1)));
+    child_ = std::move(*c);
+    port_ = child_->port();
     BOOST_TEST_MESSAGE("node " << settings_.node_id << " listens on "
                                << address());
-  }
-
-  std::string read_line(ms bound) {
-    std::string line;
-    auto deadline = std::chrono::steady_clock::now() + bound;
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0)
-        continue;
-      char c;
-      if (::read(out_, &c, 1) != 1)
-        break;
-      if (c == '\n')
-        return line;
-      line += c;
-    }
-    return line;
-  }
-
-  int reap(ms bound) {
-    auto deadline = std::chrono::steady_clock::now() + bound;
-    int status = 0;
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    return -1;
   }
 
   node_settings settings_;
   std::filesystem::path dir_;
   std::string stem_;
-  pid_t pid_ = -1;
-  int out_ = -1;
+  std::unique_ptr<runtime::node_child> child_;
   uint16_t port_ = 0;
 };
 
