@@ -522,7 +522,6 @@ caf::error kvtier_config::load(int argc, char** argv,
                         name
                           + ": unknown option (`kvtier config` prints "
                             "every one)");
-    std::string type{opt->type_name().begin(), opt->type_name().end()};
     bool boolean = opt->check(caf::config_value{true}) == caf::none;
     std::string value;
     if (eq == std::string::npos) {

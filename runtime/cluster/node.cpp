@@ -156,16 +156,23 @@ void fire_up(node_actor* self, const std::string& id, const caf::actor& h) {
     now.hooks.up(id, h);
 }
 
+/// A NodeLoad of the four figures `r` has (admission's counters, or a
+/// peer's heartbeat load).
+template <class Reader>
+sealed<msg::NodeLoad> load_of(Reader r) {
+  msg::draft<msg::NodeLoad> d;
+  d.root().setHeldBytes(r.getHeldBytes());
+  d.root().setBudgetBytes(r.getBudgetBytes());
+  d.root().setHolders(r.getHolders());
+  d.root().setWaiting(r.getWaiting());
+  return std::move(d).seal();
+}
+
 /// A peer's heartbeat carried its load: the listeners (the peer tier) keep
 /// it for routing.
 void fire_load(node_actor* self, const std::string& id,
                const std::string& address, msg::NodeLoad::Reader load) {
-  msg::draft<msg::NodeLoad> d;
-  d.root().setHeldBytes(load.getHeldBytes());
-  d.root().setBudgetBytes(load.getBudgetBytes());
-  d.root().setHolders(load.getHolders());
-  d.root().setWaiting(load.getWaiting());
-  auto m = std::move(d).seal();
+  auto m = load_of(load);
   for (auto& l : current_hooks(self).listeners)
     self->send(l, actors::peer_load_atom::value, id, address, m);
 }
@@ -181,13 +188,7 @@ void refresh_load(node_actor* self) {
               msg::draft<msg::ReadReport>{}.seal())
     .then(
       [self](const sealed<msg::ReadReportReply>& r) {
-        auto a = r.root().getAdmission();
-        msg::draft<msg::NodeLoad> d;
-        d.root().setHeldBytes(a.getHeldBytes());
-        d.root().setBudgetBytes(a.getBudgetBytes());
-        d.root().setHolders(a.getHolders());
-        d.root().setWaiting(a.getWaiting());
-        self->state.load = std::move(d).seal();
+        self->state.load = load_of(r.root().getAdmission());
       },
       [](const caf::error&) {});
 }

@@ -72,16 +72,25 @@ sealed<msg::PrefetchPrefix> prefetch(const tiers::token_seq& prompt,
   return std::move(d).seal();
 }
 
+namespace {
+
+/// Where a reply says state comes from, as the API names it.
+state_source source_of(msg::Tier t) {
+  switch (t) {
+    case msg::Tier::RAM: return state_source::ram;
+    case msg::Tier::SSD: return state_source::ssd;
+    case msg::Tier::CHECKPOINT: return state_source::checkpoint;
+    case msg::Tier::PEER: return state_source::peer;
+    default: return state_source::none;
+  }
+}
+
+} // namespace
+
 caf::expected<acquired_state>
 acquired(const sealed<msg::AcquireStateReply>& r) {
   acquired_state out;
-  switch (r.root().getSource()) {
-    case msg::Tier::RAM: out.source = state_source::ram; break;
-    case msg::Tier::SSD: out.source = state_source::ssd; break;
-    case msg::Tier::CHECKPOINT: out.source = state_source::checkpoint; break;
-    case msg::Tier::PEER: out.source = state_source::peer; break;
-    default: out.source = state_source::none;
-  }
+  out.source = source_of(r.root().getSource());
   out.usable_tokens = r.root().getUsableTokens();
   out.stale_checkpoint_tokens = r.root().getStaleCheckpointTokens();
   if (out.source == state_source::none)
@@ -205,12 +214,9 @@ caf::expected<route_decision> routed(const sealed<msg::RouteRequestReply>& r) {
       route_option x;
       x.node_id = o.getNodeId().cStr();
       x.address = o.getAddress().cStr();
-      switch (o.getSource()) {
-        case msg::Tier::RAM: x.source = state_source::ram; break;
-        case msg::Tier::SSD: x.source = state_source::ssd; break;
-        case msg::Tier::PEER: x.source = state_source::peer; break;
-        default: x.source = state_source::none;
-      }
+      x.source = source_of(o.getSource());
+      if (x.source == state_source::checkpoint) // no node serves from one
+        x.source = state_source::none;
       x.from_ssd = o.getFromSsd();
       x.usable_tokens = o.getUsableTokens();
       x.cost = o.getCost();
