@@ -146,6 +146,12 @@ cache_service(cache_service_pointer self, service_actors tiers,
               tiers::route_costs route,
               std::shared_ptr<tiers::latency_book> latency) {
   auto& st = self->state;
+  // A node actor forwards peers' route requests to it, so peers learn its
+  // handle.
+  guard_signals(self, [](const std::string& what) {
+    CAF_LOG_WARNING("cache service ignored" << what);
+    static_cast<void>(what);
+  });
   st.latency =
     latency ? std::move(latency) : std::make_shared<tiers::latency_book>();
   st.objects = objects;

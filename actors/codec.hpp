@@ -15,7 +15,10 @@
 
 #include <kj/exception.h>
 
+#include <caf/error.hpp>
+#include <caf/node_id.hpp>
 #include <caf/result.hpp>
+#include <caf/system_messages.hpp>
 
 #include <optional>
 #include <string>
@@ -50,14 +53,50 @@ uint64_t millis(TimePoint t) {
     duration_cast<milliseconds>(t.time_since_epoch()).count());
 }
 
-/// Whether the message `self` handles now came from another process. An
-/// anonymous sender (a timer, a thread of this process) counts as local.
-/// Handlers that serve this node only (admin, test hooks, tier control)
-/// refuse or ignore such messages.
+/// Whether the message `self` handles now may have come from another
+/// process: its sender is another node's actor, or it has none (a peer's
+/// anonymous message arrives without a sender, so an anonymous one is not
+/// trusted). Handlers that serve this node only (admin, test hooks, tier
+/// control) refuse or ignore such messages; this process's threads and
+/// callers send them with a sender (`caf::send_as`, a scoped actor).
 template <class Self>
 bool from_other_process(Self* self) {
   auto& s = self->current_sender();
-  return s && s->node() != self->node();
+  return !s || s->node() != self->node();
+}
+
+/// CAF's defaults end an actor that receives an exit message (any reason
+/// but normal) or a bare error message: a peer that learnt an actor's
+/// handle (every actor that talks to peers, and every actor a node actor
+/// forwards to) could stop it with one message. `self` keeps CAF's
+/// behaviour for exit messages from actors of this process and ignores the
+/// rest, and ignores every bare error message (kvtier never sends one);
+/// `refused(what)` is called for each ignored one. This process stops such
+/// an actor with `send_exit` from an actor of its own (a scoped actor),
+/// never anonymously.
+template <class Self, class Refused>
+void guard_signals(Self* self, Refused refused) {
+  self->set_exit_handler([self, refused](caf::exit_msg& em) {
+    if (!em.source || em.source.node() != self->node()) {
+      refused(em.source
+                ? "an exit message from node " + to_string(em.source.node())
+                : std::string{"an anonymous exit message"});
+      return;
+    }
+    if (em.reason)
+      self->quit(std::move(em.reason));
+  });
+  self->set_error_handler([refused](caf::error& err) {
+    refused("a bare error message (" + to_string(err) + ")");
+  });
+}
+
+/// `guard_signals` for the tier actors, which keep no counter of such
+/// messages: a peer learns their handles from the facade's delegated
+/// answers.
+template <class Self>
+void guard_signals(Self* self) {
+  guard_signals(self, [](const std::string&) {});
 }
 
 /// Runs `f` (returning a `caf::result<T>` or `T`), turning a decode

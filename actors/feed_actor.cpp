@@ -313,6 +313,8 @@ uint64_t random_incarnation() {
 
 feed_actor::behavior_type feed(feed_pointer self, feed_config cfg) {
   auto& st = self->state;
+  // Peers learn its handle (it pushes batches to their followers).
+  guard_signals(self, [self](const std::string&) { ++self->state.refused; });
   st.cfg = std::move(cfg);
   if (st.cfg.incarnation == 0)
     st.cfg.incarnation = random_incarnation();

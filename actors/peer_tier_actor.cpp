@@ -376,7 +376,8 @@ void pull_transfer(self_ptr self, uint64_t id,
                 attempt = f.attempt] {
     auto bytes = msg::bulk_fetch(host, r.root().getTransfer(), deadline, total);
     slot->result = std::move(bytes);
-    caf::anon_send(me, lane_done_atom::value, id, attempt);
+    // As the peer tier itself: an anonymous message is not trusted.
+    caf::send_as(me, me, lane_done_atom::value, id, attempt);
   });
 }
 
@@ -698,6 +699,9 @@ peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
                                          ssd_tier_actor ssd, caf::actor serve) {
   auto& st = self->state;
   st.cfg = cfg;
+  // Peers learn its handle (it sends them fetches).
+  guard_signals(
+    self, [self](const std::string&) { ++self->state.count.refused_remote; });
   st.geometry = std::move(geometry);
   st.ssd = std::move(ssd);
   st.serve = std::move(serve);

@@ -1,5 +1,7 @@
 #include "runtime/cluster/feed_follower.hpp"
 
+#include "actors/codec.hpp"
+
 #include "messages/error.hpp"
 
 #include <caf/event_based_actor.hpp>
@@ -277,6 +279,9 @@ caf::behavior follower(follower_actor* self, caf::actor target,
                        caf::duration deadline) {
   self->state.target = std::move(target);
   self->state.deadline = deadline;
+  // Peers learn its handle (it subscribes to their feeds).
+  actors::guard_signals(
+    self, [self](const std::string& what) { refuse(self, what); });
   return {
     [self](actors::peer_up_atom, const std::string& node, const caf::actor& h) {
       self->state.handles[node] = h;

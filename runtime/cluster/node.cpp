@@ -395,6 +395,9 @@ caf::result<sealed<Reply>> admin(node_actor* self, const sealed<Root>& m,
 }
 
 caf::behavior node_behavior(node_actor* self) {
+  // Published: any client may send it anything.
+  actors::guard_signals(
+    self, [self](const std::string& what) { count_bad(self, what); });
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     for (auto& [id, h] : st.handles)
@@ -778,8 +781,11 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
       : sys.middleman().publish(n->actor_,
                                 static_cast<uint16_t>(o.cluster_port),
                                 o.cluster_listen_address.c_str(), true);
+  // The node actor takes control messages from actors of this process only
+  // (an anonymous message may be a peer's).
+  caf::scoped_actor local{sys};
   if (!port) {
-    caf::anon_send_exit(n->actor_, caf::exit_reason::user_shutdown);
+    local->send_exit(n->actor_, caf::exit_reason::user_shutdown);
     return make_error(ec::io_error, "cannot listen on "
                                       + o.cluster_listen_address + ":"
                                       + std::to_string(o.cluster_port) + ": "
@@ -788,7 +794,7 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
   n->port_ = *port;
   n->address_ = o.cluster_listen_address + ":" + std::to_string(*port);
   n->node_id_ = o.cluster_node_id.empty() ? n->address_ : o.cluster_node_id;
-  caf::anon_send(n->actor_, start_atom::value, n->node_id_, n->address_, seeds);
+  local->send(n->actor_, start_atom::value, n->node_id_, n->address_, seeds);
   return n;
 }
 
@@ -804,16 +810,19 @@ node::~node() {
   } else {
     sys_->middleman().unpublish(actor_, port_);
   }
-  caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+  caf::scoped_actor local{*sys_};
+  local->send_exit(actor_, caf::exit_reason::user_shutdown);
 }
 
 void node::attach(node_delegates d) {
-  caf::anon_send(actor_, attach_atom::value, std::move(d.feed),
-                 std::move(d.serve), std::move(d.admin), std::move(d.load));
+  caf::scoped_actor local{*sys_};
+  local->send(actor_, attach_atom::value, std::move(d.feed), std::move(d.serve),
+              std::move(d.admin), std::move(d.load));
 }
 
 void node::attach_agent(caf::actor agent) {
-  caf::anon_send(actor_, attach_atom::value, std::move(agent));
+  caf::scoped_actor local{*sys_};
+  local->send(actor_, attach_atom::value, std::move(agent));
 }
 
 void node::set_hooks(peer_hooks h) {

@@ -210,6 +210,9 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
                                  actors::ssd_tier_actor ssd,
                                  std::shared_ptr<msg::bulk_server> lane) {
   auto& st = self->state;
+  // Peers learn its handle (it answers their fetches).
+  actors::guard_signals(
+    self, [self](const std::string&) { ++self->state.counters.refused; });
   st.cfg = std::move(cfg);
   st.ram = std::move(ram);
   st.ssd = std::move(ssd);

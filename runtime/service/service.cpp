@@ -54,27 +54,30 @@ service::~service() {
   // Closed to requests and flushed: now tell the peers (bounded).
   impl_->node.reset();
   auto& h = impl_->handles;
-  caf::anon_send_exit(h.facade, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(h.tiers.ram, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(h.tiers.admission, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(h.tiers.checkpoints, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(h.tiers.sessions, caf::exit_reason::user_shutdown);
+  // Stopped by an actor of this process: the actors peers can reach
+  // ignore anonymous exit messages (actors/codec.hpp guard_signals).
+  caf::scoped_actor stopper{*impl_->sys};
+  stopper->send_exit(h.facade, caf::exit_reason::user_shutdown);
+  stopper->send_exit(h.tiers.ram, caf::exit_reason::user_shutdown);
+  stopper->send_exit(h.tiers.admission, caf::exit_reason::user_shutdown);
+  stopper->send_exit(h.tiers.checkpoints, caf::exit_reason::user_shutdown);
+  stopper->send_exit(h.tiers.sessions, caf::exit_reason::user_shutdown);
   // The peer tier and the serving side (cluster.enabled): the serve
   // actor's lane threads end with it; a fetch running fails as closed.
   if (h.cluster.peer)
-    caf::anon_send_exit(h.cluster.peer, caf::exit_reason::user_shutdown);
+    stopper->send_exit(h.cluster.peer, caf::exit_reason::user_shutdown);
   if (h.cluster.serve)
-    caf::anon_send_exit(h.cluster.serve, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(h.feed, caf::exit_reason::user_shutdown);
+    stopper->send_exit(h.cluster.serve, caf::exit_reason::user_shutdown);
+  stopper->send_exit(h.feed, caf::exit_reason::user_shutdown);
   if (h.put_observer)
-    caf::anon_send_exit(h.put_observer, caf::exit_reason::user_shutdown);
+    stopper->send_exit(h.put_observer, caf::exit_reason::user_shutdown);
   for (auto& l : h.cluster.listeners)
-    caf::anon_send_exit(l, caf::exit_reason::user_shutdown);
+    stopper->send_exit(l, caf::exit_reason::user_shutdown);
   {
     // Subscriptions the engine has not ended yet: their calls stop here.
     std::lock_guard<std::mutex> guard{impl_->pool_mtx};
     for (auto& l : impl_->listeners)
-      caf::anon_send_exit(l, caf::exit_reason::user_shutdown);
+      stopper->send_exit(l, caf::exit_reason::user_shutdown);
     impl_->listeners.clear();
   }
   if (h.tiers.ssd) {
@@ -83,7 +86,7 @@ service::~service() {
     // returns (a restart in a caller's actor system finds it unlocked).
     caf::scoped_actor self{*impl_->sys};
     self->monitor(h.tiers.ssd);
-    caf::anon_send_exit(h.tiers.ssd, caf::exit_reason::user_shutdown);
+    self->send_exit(h.tiers.ssd, caf::exit_reason::user_shutdown);
     self->receive([](const caf::down_msg&) {},
                   caf::after(std::chrono::seconds(30)) >> [] {});
   }
@@ -92,7 +95,7 @@ service::~service() {
   // with a request timeout set (CAF 0.17 does not cancel one on its
   // answer), so a dropped caller would hold the actor system's shutdown
   // for a whole call deadline. A call still waiting settles as closed.
-  caf::anon_send_exit(impl_->async_caller, caf::exit_reason::user_shutdown);
+  stopper->send_exit(impl_->async_caller, caf::exit_reason::user_shutdown);
   impl_->async_caller = nullptr;
   impl_->pool.clear(); // before the actor system goes
 }

@@ -146,11 +146,13 @@ struct service::impl {
                   caf::actor_cast<caf::actor>(handles.facade),
                   caf::actor_cast<caf::actor>(handles.tiers.admission)});
     // Route answers name this node as its peers know it.
-    caf::anon_send(handles.facade, actors::node_name_atom::value,
-                   node->node_id(), node->address());
+    // From an actor of this process: the facade and the feed take these
+    // from local senders only (an anonymous message is not trusted).
+    caf::scoped_actor local{*sys};
+    local->send(handles.facade, actors::node_name_atom::value, node->node_id(),
+                node->address());
     // Batches and snapshots name the node as its peers know it.
-    caf::anon_send(handles.feed, actors::feed_name_atom::value,
-                   node->node_id());
+    local->send(handles.feed, actors::feed_name_atom::value, node->node_id());
   }
 
   /// How long a call waits for the facade: the storage deadline (by which

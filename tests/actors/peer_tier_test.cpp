@@ -127,7 +127,8 @@ struct fixture {
     it.bytes = tokens.size() * 256;
     it.trimmable = trimmable;
     batch.items.push_back(it);
-    caf::anon_send(b.svc->peer_tier(), std::move(batch));
+    // As an actor of this process: the peer tier ignores anonymous batches.
+    caf::send_as(b.svc->peer_tier(), b.svc->peer_tier(), std::move(batch));
     // Applied (or told already by the feed follower, of A's own put).
     if (wait)
       BOOST_REQUIRE(eventually([&] { return found_on_b(ns, tokens); }));
@@ -165,8 +166,8 @@ struct fixture {
   }
 
   void fault_a(uint32_t mode, uint32_t n) {
-    caf::anon_send(a.svc->state_server(), cluster::serve_fault_atom::value,
-                   mode, n);
+    caf::send_as(a.svc->state_server(), a.svc->state_server(),
+                 cluster::serve_fault_atom::value, mode, n);
   }
 };
 

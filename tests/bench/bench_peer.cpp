@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
   actors::directory_batch batch;
   batch.node = "a";
   batch.items.push_back({"n", key, 0, mib << 20, true, true});
-  caf::anon_send(b->peer_tier(), batch);
+  caf::send_as(b->peer_tier(), b->peer_tier(), batch);
 
   caf::scoped_actor self{b->system()};
   auto peer = caf::actor_cast<actors::peer_tier_actor>(b->peer_tier());

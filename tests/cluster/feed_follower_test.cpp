@@ -217,11 +217,14 @@ struct two_nodes {
   ~two_nodes() {
     b.reset();
     a.reset();
+    // From an actor of this process: the follower and the feed ignore
+    // anonymous exit messages (each system is a node of its own).
+    caf::scoped_actor stopper_a{sys_a}, stopper_b{sys_b};
     for (auto* h : {&follower, &pr})
       if (*h)
-        caf::anon_send_exit(*h, caf::exit_reason::user_shutdown);
+        stopper_b->send_exit(*h, caf::exit_reason::user_shutdown);
     if (feed)
-      caf::anon_send_exit(feed, caf::exit_reason::user_shutdown);
+      stopper_a->send_exit(feed, caf::exit_reason::user_shutdown);
   }
 
   void start_a() {
@@ -245,7 +248,9 @@ struct two_nodes {
   }
 
   void tell(msg::FeedKind k, std::vector<uint32_t> key, uint64_t bytes = 64) {
-    caf::anon_send(feed, change(k, std::move(key), bytes));
+    // As an actor of this process (the feed itself): anonymous changes
+    // are not trusted.
+    caf::send_as(feed, feed, change(k, std::move(key), bytes));
   }
 
   /// Applies the batches that arrived since the last call.
@@ -326,7 +331,11 @@ BOOST_AUTO_TEST_CASE(a_peers_events_and_snapshot_reach_the_directory) {
   BOOST_TEST(c->length == 4u);
   BOOST_TEST(c->holders.at(0).node == "A");
   // A forced gap: the follower resyncs from a snapshot.
-  caf::anon_send(t.feed, actors::feed_skip_atom::value, uint64_t{3});
+  {
+    // From an actor of this process: the feed ignores anonymous test hooks.
+    caf::scoped_actor local{t.sys_a};
+    local->send(t.feed, actors::feed_skip_atom::value, uint64_t{3});
+  }
   t.tell(msg::FeedKind::PUT, {8});
   BOOST_TEST(wait_for(
     [&] {

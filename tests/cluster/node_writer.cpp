@@ -17,13 +17,21 @@
 
 #include <caf/send.hpp>
 
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <future>
+#include <memory>
 #include <numeric>
 #include <pthread.h>
 #include <string>
 #include <thread>
 #include <vector>
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<std::promise<void>>)
 
 using namespace kvtier;
 
@@ -78,18 +86,36 @@ int main(int argc, char** argv) {
     for (uint64_t i = 0; i < entries; ++i)
       if (!publish(svc, i))
         return false;
+    // The feed takes its test hook from an actor of this process only (an
+    // anonymous message may be a peer's): a relay asks it, and says when
+    // the skip is done.
+    using done_ptr = std::shared_ptr<std::promise<void>>;
+    auto feed = caf::actor_cast<caf::actor>(svc.event_feed());
+    // Hidden: the thread holds it for good, and the actor system's shutdown
+    // must not wait for it.
+    auto relay =
+      svc.system().spawn<caf::hidden>([feed](caf::event_based_actor* self) {
+        return caf::behavior{[self, feed](actors::feed_skip_atom a, uint64_t n,
+                                          const done_ptr& done) {
+          self->request(feed, std::chrono::seconds{5}, a, n)
+            .then([done](uint64_t) { done->set_value(); },
+                  [done](caf::error&) { done->set_value(); });
+        }};
+      });
     // Lives until the process ends (it only waits for signals).
-    std::thread{[&svc, publish, usr1, next = entries]() mutable {
+    std::thread{[&svc, publish, usr1, relay, next = entries]() mutable {
       for (;;) {
         int sig = 0;
         if (sigwait(&usr1, &sig) != 0)
           return;
-        // A plain send, no scoped actor: one made on this thread kept the
-        // actor system's shutdown waiting (CAF 0.17). The skip is in the
-        // feed's mailbox before the publish below starts, so the put's
-        // event comes after the gap.
-        caf::anon_send(caf::actor_cast<caf::actor>(svc.event_feed()),
-                       actors::feed_skip_atom::value, uint64_t{1});
+        // A plain send to the relay, no scoped actor: one made on this
+        // thread kept the actor system's shutdown waiting (CAF 0.17). The
+        // skip is done before the publish below starts, so the put's event
+        // comes after the gap.
+        auto done = std::make_shared<std::promise<void>>();
+        auto skipped = done->get_future();
+        caf::anon_send(relay, actors::feed_skip_atom::value, uint64_t{1}, done);
+        skipped.wait_for(std::chrono::seconds{5});
         if (publish(svc, next))
           std::fprintf(stderr, "node_writer: late entry %llu\n",
                        static_cast<unsigned long long>(next));

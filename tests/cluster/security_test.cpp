@@ -591,3 +591,42 @@ BOOST_FIXTURE_TEST_CASE(mutated_peer_messages_are_refused_and_counted,
   auto code = a->stop();
   BOOST_TEST(code == 0, "exit " << code << ": " << a->log());
 }
+
+BOOST_FIXTURE_TEST_CASE(a_remote_exit_or_error_message_does_not_stop_the_node,
+                        fixture) {
+  // CAF's defaults end an actor that receives an exit message (any reason
+  // but normal) or a bare error message: a peer must not be able to stop
+  // a node (or the actors it talks to) by sending one. (Not `kill`: CAF
+  // 0.17 ends the actor on it before any handler runs; docs/cluster.md
+  // "Security".)
+  auto a = writer("a", 1, {});
+  {
+    client_config cfg;
+    caf::actor_system sys{cfg};
+    auto h = cluster::connect_node(sys, a->address(), 2000ms);
+    BOOST_REQUIRE_MESSAGE(h, (h ? std::string{} : describe(h.error())));
+    caf::scoped_actor self{sys};
+    self->send(*h, caf::make_error(caf::sec::runtime_error, "hostile"));
+    self->send(*h, caf::make_error(ec::io_error, "hostile"));
+    self->send_exit(*h, caf::exit_reason::user_shutdown);
+    self->send_exit(*h, caf::exit_reason::remote_link_unreachable);
+    self->send_exit(*h, caf::make_error(ec::closed, "hostile"));
+  }
+  // Each is refused: the node still answers and serves.
+  std::optional<cluster::members_view> v;
+  BOOST_TEST(wait_for(
+    [&] {
+      v = view(*a);
+      return v && v->refused.malformed >= 5u;
+    },
+    5000ms));
+  BOOST_REQUIRE_MESSAGE(v, "the node no longer answers; log:\n" << a->log());
+  opts.cluster_peers = {a->address()};
+  start();
+  BOOST_TEST(wait_for([&] { return known() == 1; }, 5000ms));
+  auto r = get("ns", cat(entry_tokens(0), {9}), 1);
+  BOOST_CHECK(r.source == state_source::peer);
+  svc.reset();
+  auto code = a->stop();
+  BOOST_TEST(code == 0, "exit " << code << ": " << a->log());
+}
