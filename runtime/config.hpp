@@ -179,7 +179,8 @@ caf::expected<tiers::model_geometry> running_geometry(const service_options& o);
 struct replay_settings {
   std::string trace =
     "tests/traces/mooncake-fast25/conversation_trace.jsonl.gz";
-  uint64_t max_requests = 0;
+  /// The first half hour of the conversation trace (`make demo`).
+  uint64_t max_requests = 6000;
   bool verify = true;
   bool settle = true;
   double speed = 0;
