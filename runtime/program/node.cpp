@@ -101,15 +101,21 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
         spawn_replay_agent(svc, std::move(*agent_trace), *geometry, ro);
       n->attach_agent(replay_agent);
     }
-    // The listening line is the command's result (a starter reads it on
-    // stdout); the log says the same for an operator.
-    std::printf("kvtier node listening %s node-id=%s\n", n->address().c_str(),
+    // The listening line is the command's result (a starter,
+    // runtime/tools/node_spawn.hpp, reads it on stdout); the endpoint's
+    // address before the node id, which ends the line. The log says the
+    // same for an operator.
+    auto http = svc.http_address();
+    std::printf("kvtier node listening %s%s node-id=%s
+", n->address().c_str(),
+                http.empty() ? "" : (" http=" + http).c_str(),
                 n->node_id().c_str());
     std::fflush(stdout);
     auto id = "kvtier node " + n->node_id() + ": ";
     log::info(id + "listening on " + n->address() + ", node-id " + n->node_id()
               + ", " + std::to_string(o.cluster_peers.size())
-              + " peer(s) to join" + (agent_trace ? ", replay agent" : ""));
+              + " peer(s) to join" + (http.empty() ? "" : ", http " + http)
+              + (agent_trace ? ", replay agent" : ""));
     int sig = 0;
     sigwait(&stop, &sig);
     log::info(id + (sig == SIGINT ? "SIGINT" : "SIGTERM") + ": closing");
