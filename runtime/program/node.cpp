@@ -106,8 +106,7 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
     // address before the node id, which ends the line. The log says the
     // same for an operator.
     auto http = svc.http_address();
-    std::printf("kvtier node listening %s%s node-id=%s
-", n->address().c_str(),
+    std::printf("kvtier node listening %s%s node-id=%s\n", n->address().c_str(),
                 http.empty() ? "" : (" http=" + http).c_str(),
                 n->node_id().c_str());
     std::fflush(stdout);
