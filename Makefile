@@ -27,19 +27,23 @@ build: deps configure
 test: build
 	$(CTEST) -LE soak
 
-## The main job on the embedded default configuration: the conversation
-## trace replayed with every state verified (docs/replay.md), writing
-## demo-data/replay.json and demo-data/replay.svg.
+## The main job on the embedded default configuration: the first half hour
+## of the conversation trace replayed with every state verified, RAM 256 MiB
+## and SSD 1 GiB, both below its working set, so RAM evicts and the SSD
+## serves a share (docs/replay.md); writes demo-data/replay.json and
+## demo-data/replay.svg.
 demo: build
 	$(BUILD)/bin/kvtier demo
 
 ## Long replays kept out of `make demo`: the synthetic Mooncake trace and the
 ## 71 merged WEKA agent sessions, each with its JSON report and chart.
+## Every request of each (the [replay] default replays the first 6000).
 replay-full: build
-	$(BUILD)/bin/kvtier replay \
+	$(BUILD)/bin/kvtier replay --replay.max-requests=0 \
 	  tests/traces/mooncake-fast25/synthetic_trace.jsonl.gz \
 	  --json demo-data/synthetic.json --plot demo-data/synthetic.svg
-	$(BUILD)/bin/kvtier replay tests/traces/kv-cache-tester-weka \
+	$(BUILD)/bin/kvtier replay --replay.max-requests=0 \
+	  tests/traces/kv-cache-tester-weka \
 	  --json demo-data/weka.json --plot demo-data/weka.svg
 
 ## The multi-node comparison (docs/replay.md "Several nodes"): the
@@ -48,7 +52,8 @@ replay-full: build
 ## RAM 768 MiB in all (256 MiB a node), below the trace's working set, so
 ## SSD serves a share; SSD 1 GiB in all.
 replay-nodes: build
-	$(BUILD)/bin/kvtier replay --nodes 3 --replay.ram-cap-bytes=805306368 \
+	$(BUILD)/bin/kvtier replay --nodes 3 --replay.max-requests=0 \
+	  --replay.ram-cap-bytes=805306368 \
 	  --json demo-data/replay-nodes.json --plot demo-data/replay-nodes.svg
 
 ## Every benchmark program, each printing its table.

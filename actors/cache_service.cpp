@@ -3,6 +3,8 @@
 #include "actors/cache_service_ops.hpp"
 #include "actors/codec.hpp"
 
+#include "messages/log.hpp"
+
 #include <caf/logger.hpp>
 #include <caf/sec.hpp>
 
@@ -119,6 +121,13 @@ void monitor_cold_tiers(cache_service_pointer self) {
     if (gone == cold.end())
       return;
     CAF_LOG_WARNING("cold tier" << gone->name << "went down:" << dm.reason);
+    // A shutdown's exit is expected (debug); anything else is an event.
+    bool shutdown = dm.reason == caf::exit_reason::user_shutdown
+                    || dm.reason == caf::exit_reason::normal;
+    log::write(shutdown ? log::level::debug : log::level::warn,
+               "kvtier: cold tier " + gone->name + " went down ("
+                 + self->system().render(dm.reason)
+                 + "); lookups go on without it");
     ++self->state.dead_tiers;
     cold.erase(gone);
   });

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+// Deliberately plain stderr, not the log: the process aborts next, and an
+// assertion must print even before (or without) the log facade.
 #define KVTIER_ASSERT(expr)                                                    \
   do {                                                                         \
     if (!(expr)) {                                                             \

@@ -65,6 +65,14 @@ std::string describe(const caf::error& err) {
   return out;
 }
 
+std::string reason(const caf::error& err) {
+  auto text = describe(err);
+  constexpr std::string_view prefix = "kvtier: ";
+  if (text.rfind(prefix, 0) == 0)
+    text.erase(0, prefix.size());
+  return text;
+}
+
 caf::error make_error(ec code, std::string context) {
   return caf::make_error(code, std::move(context));
 }

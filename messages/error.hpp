@@ -89,6 +89,11 @@ std::ostream& operator<<(std::ostream& os, ec code);
 /// for errors of other categories) without needing an actor system.
 std::string describe(const caf::error& err);
 
+/// `describe(err)` without its leading "kvtier: ", for a message or a log
+/// line that names kvtier already ("kvtier node n1: close: timeout: ...",
+/// never "kvtier node n1: close: kvtier: timeout: ...").
+std::string reason(const caf::error& err);
+
 /// Builds a kvtier error with a human-readable context string.
 caf::error make_error(ec code, std::string context);
 

@@ -1,4 +1,5 @@
 #include "messages/wire_guard.hpp"
+#include "messages/log.hpp"
 #include "messages/sealed.hpp"
 
 #include <cstdio>
@@ -89,10 +90,9 @@ void count_refusal(wire_guard& g, bool oversized, const caf::error& why) {
              .fetch_add(1, std::memory_order_relaxed)
            + 1;
   if ((n & (n - 1)) == 0)
-    std::fprintf(stderr,
-                 "kvtier: refused a message from a peer (%s #%llu): %s\n",
-                 oversized ? "oversized" : "undecodable",
-                 static_cast<unsigned long long>(n), describe(why).c_str());
+    log::warn(std::string{"kvtier: refused a message from a peer ("}
+              + (oversized ? "oversized" : "undecodable") + " #"
+              + std::to_string(n) + "): " + reason(why));
 }
 
 } // namespace kvtier::msg

@@ -13,6 +13,7 @@
 
 #include <caf/settings.hpp>
 
+#include "messages/log.hpp"
 #include "messages/type_ids.hpp"
 
 #include <algorithm>
@@ -196,6 +197,22 @@ std::string expected_of(const caf::config_option& opt, const std::string& key) {
   return "a value of type " + type;
 }
 
+/// String options that take one of a few words: "section.key" -> whether
+/// `word` is one, and the words in a message's terms.
+struct choice {
+  bool (*accepts)(const std::string& word);
+  const char* words;
+};
+
+const std::map<std::string, choice>& choices() {
+  static const std::map<std::string, choice> m{
+    {"log.level",
+     {[](const std::string& w) { return log::parse_level(w).has_value(); },
+      "one of trace, debug, info, warn, error, off"}},
+  };
+  return m;
+}
+
 caf::expected<std::string> typed_ini(const std::string& ini,
                                      const caf::config_option_set& opts,
                                      const origin& where) {
@@ -232,6 +249,14 @@ caf::expected<std::string> typed_ini(const std::string& ini,
         continue;
       }
     auto value = caf::config_value::parse(text);
+    if (auto c = choices().find(section + "." + key);
+        c != choices().end() && value
+        && caf::holds_alternative<std::string>(*value)
+        && !c->second.accepts(caf::get<std::string>(*value)))
+      return make_error(ec::invalid_config,
+                        where.at(n) + ": " + section + "." + key + ": expected "
+                          + c->second.words + ", not '"
+                          + caf::get<std::string>(*value) + "'");
     if (opt == nullptr || (value && !opt->check(*value))) {
       keep();
       continue;
@@ -301,6 +326,10 @@ caf::error service_options::validate() const {
   if (auto e = check("service.checkpoint-every-tokens", checkpoint_every_tokens,
                      0, uint64_t{1} << 20, "0 .. 1048576"))
     return e;
+  if (!log::parse_level(log_level))
+    return make_error(ec::invalid_config, "log.level = \"" + log_level
+                                            + "\" is not one of "
+                                            + log::level_names());
   if (auto e = validate_cluster())
     return e;
   if (auto e = validate_http())
@@ -587,6 +616,7 @@ caf::error kvtier_config::load(int argc, char** argv,
     return err;
   if (auto err = replay.validate())
     return err;
+  log::set_level(*log::parse_level(options.log_level));
   return load_scheduler();
 }
 

@@ -80,6 +80,11 @@ struct service_options {
   /// `service.storage-deadline-ms`: the longest any call waits on storage
   /// (docs/api.md "Deadlines").
   uint64_t storage_deadline_ms = 10000;
+  // [log] (docs/logging.md; messages/log.hpp)
+  /// `log.level`: trace, debug, info, warn, error or off; the process-wide
+  /// level of kvtier's log, set when a configuration loads and when a
+  /// service starts.
+  std::string log_level = "info";
   // [cluster] (docs/cluster.md; runtime/cluster/node.hpp)
   /// `cluster.enabled`: publish a node actor and meet peers (`kvtier node`
   /// sets it); the service then loads CAF's middleman.
@@ -193,7 +198,8 @@ caf::expected<tiers::model_geometry> running_geometry(const service_options& o);
 struct replay_settings {
   std::string trace =
     "tests/traces/mooncake-fast25/conversation_trace.jsonl.gz";
-  uint64_t max_requests = 0;
+  /// The first half hour of the conversation trace (`make demo`).
+  uint64_t max_requests = 6000;
   bool verify = true;
   bool settle = true;
   double speed = 0;
@@ -201,7 +207,9 @@ struct replay_settings {
   double prefill_tokens_per_s = 10000;
   /// 1/4096 of the preset's sizes: 32 bytes per token for llama-3.1-8b.
   double model_scale = 1.0 / 4096;
-  uint64_t ram_cap_bytes = 2560ull << 20;
+  /// 256 MiB: below the conversation trace's working set, so the demo's
+  /// SSD serves a share (docs/replay.md).
+  uint64_t ram_cap_bytes = 256ull << 20;
   uint64_t ssd_cap_bytes = 1ull << 30;
   /// The replay's SSD directory (empty: keep ssd-tier.dir).
   std::string ssd_dir = "demo-data/ssd";

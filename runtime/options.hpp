@@ -59,6 +59,8 @@
   X("service", "checkpoint-every-tokens", checkpoint_every_tokens, "0: none")  \
   X("service", "storage-deadline-ms", storage_deadline_ms,                     \
     "longest a call waits on storage")                                         \
+  X("log", "level", log_level,                                                 \
+    "trace, debug, info, warn, error or off (stderr)")                         \
   X("cluster", "enabled", cluster_enabled,                                     \
     "publish a node actor and meet peers (kvtier node sets it)")               \
   X("cluster", "listen-address", cluster_listen_address,                       \

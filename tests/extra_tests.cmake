@@ -75,3 +75,11 @@ set_tests_properties(program.config_hides_the_tls_passphrase PROPERTIES
   PASS_REGULAR_EXPRESSION "tls-passphrase=\"\\(set, not shown\\)\""
   FAIL_REGULAR_EXPRESSION "hunter2"
   TIMEOUT 30)
+
+# The program as a user meets it: stray arguments and unknown options of
+# every command refused, messages with one `kvtier` prefix
+# (tests/program/commands_test.cpp runs the built binary).
+target_compile_definitions(test_program_commands_test PRIVATE
+  KVTIER_PROGRAM="$<TARGET_FILE:kvtier_program>")
+add_dependencies(test_program_commands_test kvtier_program)
+set_tests_properties(program.commands PROPERTIES TIMEOUT 120)

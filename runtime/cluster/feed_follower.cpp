@@ -3,6 +3,7 @@
 #include "actors/codec.hpp"
 
 #include "messages/error.hpp"
+#include "messages/log.hpp"
 
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
@@ -202,7 +203,7 @@ using follower_actor = caf::stateful_actor<follower_state>;
 
 void refuse(follower_actor* self, const std::string& what) {
   ++self->state.seq.counts().refused;
-  std::fprintf(stderr, "kvtier feed follower: refused %s\n", what.c_str());
+  log::warn("kvtier feed follower: refused " + what);
 }
 
 void subscribe(follower_actor* self, const std::string& node);

@@ -3,6 +3,7 @@
 
 #include "actors/codec.hpp"
 #include "actors/interfaces.hpp"
+#include "messages/log.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -81,9 +82,13 @@ struct node_state {
 
 using node_actor = caf::stateful_actor<node_state>;
 
-void log(node_actor* self, const std::string& text) {
-  std::fprintf(stderr, "kvtier node %s: %s\n",
-               self->state.view.self().node_id.c_str(), text.c_str());
+/// One line of the log (messages/log.hpp) naming this node: peers coming
+/// and going at info, refusals and unreachable peers at warn.
+void log(node_actor* self, const std::string& text,
+         log::level l = log::level::warn) {
+  if (log::enabled(l))
+    log::write(l,
+               "kvtier node " + self->state.view.self().node_id + ": " + text);
 }
 
 void count_bad(node_actor* self, const std::string& what) {
@@ -213,7 +218,8 @@ void peer_up(node_actor* self, const identity& them, const caf::actor& h) {
     self->monitor(h);
   }
   if (changed) {
-    log(self, "peer " + them.node_id + " at " + them.address + " is up");
+    log(self, "peer " + them.node_id + " at " + them.address + " is up",
+        log::level::info);
     fire_up(self, them.node_id, h);
   }
 }
@@ -225,7 +231,10 @@ void peer_down(node_actor* self, const std::string& id, const char* why) {
     self->demonitor(i->second);
     st.handles.erase(i);
   }
-  log(self, "peer " + id + " is down (" + why + ")");
+  // A peer that said it leaves is news; one gone silent is a warning.
+  bool leaving = std::string_view{why}.find("leaves") != std::string_view::npos;
+  log(self, "peer " + id + " is down (" + why + ")",
+      leaving ? log::level::info : log::level::warn);
   fire_down(self, id);
 }
 
@@ -248,8 +257,8 @@ void attempt_failed(node_actor* self, const std::string& address,
                 "plaintext)"
               : " (it closed the connection in the handshake: does it "
                 "speak TLS?)";
-    log(self, "cannot reach " + address + ": " + self->system().render(err)
-                + why + " (retrying with backoff)");
+    log(self, "cannot reach " + address + ": " + reason(err) + why
+                + " (retrying with backoff)");
   }
   v.attempt_done(address, false, clock::now());
 }
@@ -518,7 +527,8 @@ caf::behavior node_behavior(node_actor* self) {
       if (handles.empty())
         return uint64_t{0};
       log(self,
-          "leaving: telling " + std::to_string(handles.size()) + " peer(s)");
+          "leaving: telling " + std::to_string(handles.size()) + " peer(s)",
+          log::level::info);
       auto rp = self->make_response_promise<uint64_t>();
       auto pending = std::make_shared<size_t>(handles.size());
       auto acked = std::make_shared<uint64_t>(0);

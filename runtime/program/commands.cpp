@@ -2,6 +2,7 @@
 
 #include "runtime/tools/inspect.hpp"
 #include "runtime/tools/multi_replay.hpp"
+#include "runtime/tools/progress.hpp"
 #include "runtime/tools/replay.hpp"
 #include "runtime/tools/scenario.hpp"
 #include "runtime/tools/simulate.hpp"
@@ -17,8 +18,18 @@
 #include <future>
 #include <optional>
 #include <sstream>
+#include <unistd.h>
 
 namespace kvtier::runtime {
+
+void complain(const std::string& cmd, const std::string& text) {
+  // Deliberately plain stderr: a usage or start-up error is the command's
+  // answer to its user, not a log line.
+  if (cmd.empty())
+    std::fprintf(stderr, "kvtier: %s\n", text.c_str());
+  else
+    std::fprintf(stderr, "kvtier %s: %s\n", cmd.c_str(), text.c_str());
+}
 
 namespace {
 
@@ -36,13 +47,22 @@ struct flags {
   }
 };
 
-std::optional<flags> parse(const std::vector<std::string>& args,
+/// The command's flags, or nullopt after saying what is wrong ("kvtier
+/// CMD: unknown option --x", "kvtier CMD: --json needs a value", "kvtier
+/// CMD: unexpected argument 'x'" past `max_positional`).
+std::optional<flags> parse(const std::string& cmd,
+                           const std::vector<std::string>& args,
                            const std::vector<std::string>& valued,
-                           const std::vector<std::string>& bare) {
+                           const std::vector<std::string>& bare,
+                           size_t max_positional) {
   flags out;
   for (size_t i = 0; i < args.size(); ++i) {
     auto& a = args[i];
     if (a.rfind("--", 0) != 0) {
+      if (out.positional.size() == max_positional) {
+        complain(cmd, "unexpected argument '" + a + "'");
+        return std::nullopt;
+      }
       out.positional.push_back(a);
       continue;
     }
@@ -50,7 +70,11 @@ std::optional<flags> parse(const std::vector<std::string>& args,
     auto name = a.substr(2, eq == std::string::npos ? eq : eq - 2);
     bool takes = std::find(valued.begin(), valued.end(), name) != valued.end();
     if (!takes && std::find(bare.begin(), bare.end(), name) == bare.end()) {
-      std::fprintf(stderr, "kvtier: unknown option --%s\n", name.c_str());
+      complain(cmd, "unknown option --" + name);
+      return std::nullopt;
+    }
+    if (!takes && eq != std::string::npos) {
+      complain(cmd, "--" + name + " takes no value");
       return std::nullopt;
     }
     if (!takes)
@@ -60,11 +84,19 @@ std::optional<flags> parse(const std::vector<std::string>& args,
     else if (i + 1 < args.size())
       out.named[name] = args[++i];
     else {
-      std::fprintf(stderr, "kvtier: --%s needs a value\n", name.c_str());
+      complain(cmd, "--" + name + " needs a value");
       return std::nullopt;
     }
   }
   return out;
+}
+
+/// Whether progress goes to a terminal (one line rewritten) or not (a
+/// plain line now and then: runtime/tools/progress.hpp). The progress
+/// line is deliberately plain stderr, not the log: it is the command's
+/// own display, rewritten in place on a terminal.
+bool stderr_is_terminal() {
+  return isatty(STDERR_FILENO) == 1;
 }
 
 bool write_file(const std::string& path, const std::string& text) {
@@ -75,7 +107,7 @@ bool write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
   if (!out) {
-    std::fprintf(stderr, "kvtier: cannot write %s\n", path.c_str());
+    complain("", "cannot write " + path);
     return false;
   }
   return true;
@@ -141,8 +173,7 @@ bool multi_flags(kvtier_config& cfg, const flags& f, multi_replay_options& mo) {
     errno = 0;
     auto n = std::strtoull(v.c_str(), &end, 10);
     if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-') {
-      std::fprintf(stderr, "kvtier: --%s \"%s\" is not a number\n", key.c_str(),
-                   v.c_str());
+      complain("replay", "--" + key + " \"" + v + "\" is not a number");
       return false;
     }
     out = n;
@@ -152,10 +183,8 @@ bool multi_flags(kvtier_config& cfg, const flags& f, multi_replay_options& mo) {
   if (!number("nodes", nodes))
     return false;
   if (nodes == 0 || nodes > 64) {
-    std::fprintf(stderr,
-                 "kvtier: --nodes %llu: the node count must be 1 .. "
-                 "64\n",
-                 static_cast<unsigned long long>(nodes));
+    complain("replay", "--nodes " + std::to_string(nodes)
+                         + ": the node count must be 1 .. 64");
     return false;
   }
   mo.nodes = static_cast<uint32_t>(nodes);
@@ -172,35 +201,52 @@ bool multi_flags(kvtier_config& cfg, const flags& f, multi_replay_options& mo) {
       if (!s.empty())
         mo.scenarios.push_back(s);
   }
-  if (f.has("no-verify") || f.has("no-settle") || f.has("simulate")) {
-    std::fprintf(stderr, "kvtier: --nodes takes [replay] verify and settle "
-                         "from the configuration; --simulate, --no-verify "
-                         "and --no-settle do not apply\n");
+  if (f.has("no-verify") || f.has("no-settle") || f.has("simulate")
+      || f.has("close")) {
+    complain("replay", "--nodes takes [replay] verify and settle from the "
+                       "configuration; --simulate, --no-verify, --no-settle "
+                       "and --close do not apply");
     return false;
   }
   mo.scheduler_policy =
     to_string(caf::get_or(cfg, "scheduler.policy", caf::atom("affine")));
-  if (!f.has("quiet"))
-    mo.progress = [](const std::string& s, uint64_t done, uint64_t total) {
-      std::fprintf(stderr, "\r[replay --nodes] %s: %llu/%llu requests   ",
-                   s.c_str(), static_cast<unsigned long long>(done),
-                   static_cast<unsigned long long>(total));
-      std::fflush(stderr);
-    };
   return true;
 }
 
 /// `kvtier replay --nodes N` (runtime/tools/multi_replay.hpp).
-int run_multi_replay(kvtier_config& cfg, const multi_replay_options& mo,
+int run_multi_replay(kvtier_config& cfg, multi_replay_options mo,
                      const flags& f, const trace& t, const std::string& path) {
   auto rs = cfg.replay;
   rs.trace = path;
+  // One meter, restarted per scenario: its rate and ETA are the
+  // scenario's own.
+  struct meter_state {
+    progress_meter meter{stderr_is_terminal()};
+    std::string scenario;
+    std::chrono::steady_clock::time_point start;
+  };
+  auto m = std::make_shared<meter_state>();
+  if (!f.has("quiet")) {
+    mo.progress = [m](const std::string& s, uint64_t done, uint64_t total) {
+      auto now = std::chrono::steady_clock::now();
+      if (s != m->scenario) {
+        std::fputs(m->meter.finish().c_str(), stderr);
+        m->meter.restart();
+        m->scenario = s;
+        m->start = now;
+      }
+      double elapsed = std::chrono::duration<double>(now - m->start).count();
+      std::fputs(
+        m->meter.update("[replay --nodes] " + s + ":", done, total, elapsed)
+          .c_str(),
+        stderr);
+      std::fflush(stderr);
+    };
+  }
   auto r = multi_replay(t, cfg.options, rs, mo);
-  if (mo.progress)
-    std::fputs("\n", stderr);
+  std::fputs(m->meter.finish().c_str(), stderr);
   if (!r) {
-    std::fprintf(stderr, "kvtier: replay --nodes failed: %s\n",
-                 describe(r.error()).c_str());
+    complain("replay", "--nodes failed: " + reason(r.error()));
     return 1;
   }
   std::fputs(render_table(*r).c_str(), stdout);
@@ -217,7 +263,7 @@ int run_multi_replay(kvtier_config& cfg, const multi_replay_options& mo,
   return r->wrong_states() == 0 ? 0 : 1;
 }
 
-int run_replay(kvtier_config& cfg, const flags& f) {
+int run_replay(const std::string& cmd, kvtier_config& cfg, const flags& f) {
   auto& rs = cfg.replay;
   auto path = f.positional.empty() ? rs.trace : f.positional[0];
   multi_replay_options mo;
@@ -227,7 +273,7 @@ int run_replay(kvtier_config& cfg, const flags& f) {
   to.max_requests = rs.max_requests;
   auto t = load_trace(path, to);
   if (!t) {
-    std::fprintf(stderr, "kvtier: %s\n", describe(t.error()).c_str());
+    complain(cmd, reason(t.error()));
     return 2;
   }
   if (f.has("nodes"))
@@ -236,14 +282,14 @@ int run_replay(kvtier_config& cfg, const flags& f) {
   auto& o = cfg.options;
   auto g = running_geometry(o);
   if (!g) {
-    std::fprintf(stderr, "kvtier: %s\n", describe(g.error()).c_str());
+    complain(cmd, reason(g.error()));
     return 2;
   }
   if (f.has("simulate")) {
     auto t0 = std::chrono::steady_clock::now();
     auto sim = simulate(*t, reference_options(o, *g));
     if (!sim) {
-      std::fprintf(stderr, "kvtier: %s\n", describe(sim.error()).c_str());
+      complain(cmd, reason(sim.error()));
       return 2;
     }
     auto r = from_simulation(*t, *sim, o, rs.prefill_tokens_per_s);
@@ -259,8 +305,14 @@ int run_replay(kvtier_config& cfg, const flags& f) {
     clean_ssd(o);
   service svc(cfg);
   if (auto err = svc.start_error()) {
-    std::fprintf(stderr, "kvtier: %s\n", describe(err).c_str());
+    complain(cmd, "cannot start the service: " + reason(err));
     return 2;
+  }
+  // A warm start (clean-ssd off, an earlier run's files) is said so.
+  uint64_t files_at_start = 0, bytes_at_start = 0;
+  if (auto rep = svc.report()) {
+    files_at_start = rep->ssd.files;
+    bytes_at_start = rep->ssd.file_bytes;
   }
   replay_options ro;
   ro.verify = rs.verify && !f.has("no-verify");
@@ -268,19 +320,23 @@ int run_replay(kvtier_config& cfg, const flags& f) {
   ro.speed = rs.speed;
   ro.batch = static_cast<uint32_t>(rs.batch);
   ro.prefill_tokens_per_s = rs.prefill_tokens_per_s;
+  auto meter = std::make_shared<progress_meter>(stderr_is_terminal());
   if (!f.has("quiet"))
-    ro.progress = [](const replay_report& r, uint64_t total, double s) {
-      std::fprintf(stderr, "\r%s", progress_line(r, total, s).c_str());
+    ro.progress = [meter](const replay_report& r, uint64_t total, double s) {
+      char ratio[40];
+      std::snprintf(ratio, sizeof ratio, "hit ratio %.4f", r.token_hit_ratio());
+      std::fputs(meter->update("[replay]", r.requests, total, s, ratio).c_str(),
+                 stderr);
       std::fflush(stderr);
     };
   auto rep = replay(*t, svc, *g, ro);
-  if (ro.progress)
-    std::fputs("\n", stderr);
+  std::fputs(meter->finish().c_str(), stderr);
   if (!rep) {
-    std::fprintf(stderr, "kvtier: replay failed: %s\n",
-                 describe(rep.error()).c_str());
+    complain(cmd, "replay failed: " + reason(rep.error()));
     return 1;
   }
+  rep->ssd_files_at_start = files_at_start;
+  rep->ssd_bytes_at_start = bytes_at_start;
   if (auto sim = reference.get()) {
     rep->simulated_lru_hit_ratio = sim->token_hit_ratio();
     rep->infinite_hit_ratio = sim->infinite_hit_ratio();
@@ -300,36 +356,39 @@ int run_replay(kvtier_config& cfg, const flags& f) {
 } // namespace
 
 int replay_command(kvtier_config& cfg, const std::vector<std::string>& args) {
-  auto f =
-    parse(args, {"json", "plot", "nodes", "seed", "work-dir", "scenarios"},
-          {"simulate", "no-verify", "no-settle", "quiet", "close"});
-  if (!f || f->positional.size() > 1)
+  auto f = parse("replay", args,
+                 {"json", "plot", "nodes", "seed", "work-dir", "scenarios"},
+                 {"simulate", "no-verify", "no-settle", "quiet", "close"}, 1);
+  if (!f)
     return 2;
-  return run_replay(cfg, *f);
+  return run_replay("replay", cfg, *f);
 }
 
 int demo_command(kvtier_config& cfg, const std::vector<std::string>& args) {
-  auto f =
-    parse(args, {"json", "plot"}, {"no-verify", "no-settle", "quiet", "close"});
-  if (!f || !f->positional.empty())
+  auto f = parse("demo", args, {"json", "plot"},
+                 {"no-verify", "no-settle", "quiet", "close"}, 0);
+  if (!f)
     return 2;
   if (!f->has("json"))
     f->named["json"] = "demo-data/replay.json";
   if (!f->has("plot"))
     f->named["plot"] = "demo-data/replay.svg";
-  return run_replay(cfg, *f);
+  return run_replay("demo", cfg, *f);
 }
 
 int inspect_command(kvtier_config&, const std::vector<std::string>& args) {
-  auto f = parse(args, {}, {"verify"});
-  if (!f || f->positional.size() != 1) {
-    std::fprintf(stderr, "usage: kvtier inspect DIR [--verify]\n");
+  auto f = parse("inspect", args, {}, {"verify"}, 1);
+  if (!f)
+    return 2;
+  if (f->positional.size() != 1) {
+    complain("inspect",
+             "which directory? usage: kvtier inspect DIR [--verify]");
     return 2;
   }
   tiers::ssd::posix_file_system fs;
   auto r = inspect(fs, f->positional[0], f->has("verify"));
   if (!r) {
-    std::fprintf(stderr, "kvtier: %s\n", describe(r.error()).c_str());
+    complain("inspect", reason(r.error()));
     return 2;
   }
   std::fputs(render_inspect(*r).c_str(), stdout);
@@ -341,16 +400,18 @@ int inspect_command(kvtier_config&, const std::vector<std::string>& args) {
 namespace kvtier::runtime {
 
 int scenario_command(kvtier_config& cfg, const std::vector<std::string>& args) {
-  auto f = parse(args, {}, {});
-  if (!f || f->positional.empty()) {
-    std::fprintf(stderr, "usage: kvtier scenario FILE...\n");
+  auto f = parse("scenario", args, {}, {}, SIZE_MAX);
+  if (!f)
+    return 2;
+  if (f->positional.empty()) {
+    complain("scenario", "which file? usage: kvtier scenario FILE...");
     return 2;
   }
   int rc = 0;
   for (auto& path : f->positional) {
     auto s = load_scenario(path);
     if (!s) {
-      std::fprintf(stderr, "kvtier: %s\n", describe(s.error()).c_str());
+      complain("scenario", reason(s.error()));
       rc = 2;
       continue;
     }

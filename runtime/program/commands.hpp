@@ -18,6 +18,11 @@ namespace kvtier::runtime {
 
 class service;
 
+/// Says what is wrong with a command, on stderr with one prefix: "kvtier
+/// CMD: TEXT" ("kvtier: TEXT" for an empty CMD); TEXT names no "kvtier:"
+/// itself (an error's text goes through `reason`, messages/error.hpp).
+void complain(const std::string& cmd, const std::string& text);
+
 /// `kvtier replay [TRACE] [--simulate] [--json FILE] [--plot FILE.svg]
 /// [--no-verify] [--quiet]`; with `--nodes N [--seed S] [--scenarios
 /// LIST] [--work-dir DIR]` the multi-node comparison

@@ -83,11 +83,19 @@ int print_config(kvtier_config& cfg) {
 
 int main(int argc, char** argv) {
   std::string cmd = argc > 1 ? argv[1] : "help";
-  if (cmd == "version" || cmd == "--version") {
+  bool version = cmd == "version" || cmd == "--version";
+  bool help = cmd == "help" || cmd == "--help" || cmd == "-h";
+  if ((version || help) && argc > 2) {
+    kvtier::runtime::complain(version ? "version" : "help",
+                              std::string{"unexpected argument '"} + argv[2]
+                                + "'");
+    return 2;
+  }
+  if (version) {
     std::printf("kvtier %s\n", KVTIER_VERSION);
     return 0;
   }
-  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+  if (help) {
     usage();
     return 0;
   }
@@ -115,14 +123,14 @@ int main(int argc, char** argv) {
   }
   kvtier_config cfg;
   if (auto err = cfg.load(static_cast<int>(args.size()), args.data())) {
+    // describe() says "kvtier: invalid_config: ...": the one prefix.
     std::fprintf(stderr, "%s\n", kvtier::describe(err).c_str());
     return 2;
   }
   using namespace kvtier::runtime;
   if (cmd == "config") {
     if (!own.empty()) {
-      std::fprintf(stderr, "kvtier: config: unexpected argument '%s'\n",
-                   own.front().c_str());
+      complain("config", "unexpected argument '" + own.front() + "'");
       return 2;
     }
     return print_config(cfg);
@@ -139,7 +147,9 @@ int main(int argc, char** argv) {
     return node_command(cfg, own);
   if (cmd == "members")
     return members_command(cfg, own);
-  std::fprintf(stderr, "kvtier: unknown command '%s'\n\n", cmd.c_str());
-  usage();
+  // Deliberately plain stderr: the usage is the answer to a wrong command.
+  std::fprintf(stderr,
+               "kvtier: unknown command '%s' (kvtier help lists them)\n",
+               cmd.c_str());
   return 2;
 }

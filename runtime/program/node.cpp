@@ -5,6 +5,7 @@
 #include "runtime/service.hpp"
 #include "runtime/tools/replay_agent.hpp"
 
+#include "messages/log.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -34,9 +35,11 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
       o.cluster_peers.push_back(args[++i]);
     } else if (args[i].rfind("--join=", 0) == 0) {
       o.cluster_peers.push_back(args[i].substr(7));
+    } else if (args[i] == "--join") {
+      complain("node", "--join needs HOST:PORT");
+      return 2;
     } else {
-      std::fprintf(stderr, "kvtier node: unknown argument '%s'\n",
-                   args[i].c_str());
+      complain("node", "unexpected argument '" + args[i] + "'");
       return 2;
     }
   }
@@ -49,21 +52,19 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
     to.max_requests = cfg.replay.max_requests;
     auto t = load_trace(cfg.replay.trace, to);
     if (!t) {
-      std::fprintf(stderr, "kvtier node: --replay-agent: %s\n",
-                   describe(t.error()).c_str());
+      complain("node", "--replay-agent: " + reason(t.error()));
       return 2;
     }
     agent_trace = std::move(*t);
     o = cfg.replay.apply(o);
   }
   if (auto err = o.validate()) {
-    std::fprintf(stderr, "kvtier node: %s\n", describe(err).c_str());
+    complain("node", reason(err));
     return 2;
   }
   auto geometry = running_geometry(o);
   if (!geometry) {
-    std::fprintf(stderr, "kvtier node: %s\n",
-                 describe(geometry.error()).c_str());
+    complain("node", reason(geometry.error()));
     return 2;
   }
   if (agent && cfg.replay.clean_ssd && !o.ssd_dir.empty())
@@ -83,8 +84,7 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
   {
     service svc{cfg};
     if (auto err = svc.start_error()) {
-      std::fprintf(stderr, "kvtier node: cannot start: %s\n",
-                   describe(err).c_str());
+      complain("node", "cannot start: " + reason(err));
       return 2;
     }
     if (ready && !ready(svc))
@@ -101,17 +101,23 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
         spawn_replay_agent(svc, std::move(*agent_trace), *geometry, ro);
       n->attach_agent(replay_agent);
     }
-    // The listening line (runtime/tools/node_spawn.hpp reads it); the
-    // endpoint's address before the node id, which ends the line.
+    // The listening line is the command's result (a starter,
+    // runtime/tools/node_spawn.hpp, reads it on stdout); the endpoint's
+    // address before the node id, which ends the line. The log says the
+    // same for an operator.
     auto http = svc.http_address();
     std::printf("kvtier node listening %s%s node-id=%s\n", n->address().c_str(),
                 http.empty() ? "" : (" http=" + http).c_str(),
                 n->node_id().c_str());
     std::fflush(stdout);
+    auto id = "kvtier node " + n->node_id() + ": ";
+    log::info(id + "listening on " + n->address() + ", node-id " + n->node_id()
+              + ", " + std::to_string(o.cluster_peers.size())
+              + " peer(s) to join" + (http.empty() ? "" : ", http " + http)
+              + (agent_trace ? ", replay agent" : ""));
     int sig = 0;
     sigwait(&stop, &sig);
-    std::fprintf(stderr, "kvtier node %s: %s: closing\n", n->node_id().c_str(),
-                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+    log::info(id + (sig == SIGINT ? "SIGINT" : "SIGTERM") + ": closing");
     if (replay_agent) {
       // The agent calls the service: it goes first (a step in flight ends
       // with the service's answer, bounded by the storage deadline).
@@ -123,30 +129,37 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
     // Stop taking requests and flush (bounded by the storage deadline).
     auto flushed = svc.close();
     if (!flushed) {
-      std::fprintf(stderr, "kvtier node %s: close: %s\n", n->node_id().c_str(),
-                   describe(flushed.error()).c_str());
+      log::error(id + "close: " + reason(flushed.error()));
       exit_code = 1;
     } else {
-      std::fprintf(stderr,
-                   "kvtier node %s: flushed: %llu entries, durable=%s, "
-                   "%llu failed\n",
-                   n->node_id().c_str(),
-                   static_cast<unsigned long long>(flushed->entries),
-                   flushed->durable ? "true" : "false",
-                   static_cast<unsigned long long>(flushed->failed));
+      log::write(flushed->durable ? log::level::info : log::level::warn,
+                 id + "flushed: " + std::to_string(flushed->entries)
+                   + " entries, durable="
+                   + (flushed->durable ? "true" : "false") + ", "
+                   + std::to_string(flushed->failed) + " failed");
     }
     // Tell the peers (bounded by down-after-ms); then the service goes.
     auto told = n->leave(cluster::millis{o.cluster_down_after_ms});
-    std::fprintf(stderr, "kvtier node %s: left (%s)\n", n->node_id().c_str(),
-                 told ? (std::to_string(*told) + " peer(s) told").c_str()
-                      : describe(told.error()).c_str());
+    if (told)
+      log::info(id + "left (" + std::to_string(*told) + " peer(s) told)");
+    else
+      log::warn(id + "left (" + reason(told.error()) + ")");
   }
   return exit_code;
 }
 
 int members_command(kvtier_config& cfg, const std::vector<std::string>& args) {
-  if (args.size() != 1) {
-    std::fprintf(stderr, "usage: kvtier members HOST:PORT\n");
+  for (auto& a : args)
+    if (a.rfind("--", 0) == 0) {
+      complain("members", "unknown option " + a);
+      return 2;
+    }
+  if (args.size() > 1) {
+    complain("members", "unexpected argument '" + args[1] + "'");
+    return 2;
+  }
+  if (args.empty()) {
+    complain("members", "which node? usage: kvtier members HOST:PORT");
     return 2;
   }
   // Over TLS, with this configuration's certificate, when cluster.tls is on.
@@ -154,8 +167,7 @@ int members_command(kvtier_config& cfg, const std::vector<std::string>& args) {
   caf::actor_system sys{ccfg};
   auto v = cluster::query_members(sys, args[0], cluster::millis{5000});
   if (!v) {
-    std::fprintf(stderr, "kvtier members: %s: %s\n", args[0].c_str(),
-                 describe(v.error()).c_str());
+    complain("members", args[0] + ": " + reason(v.error()));
     return 1;
   }
   std::printf("self %s %s%s\n", v->self.node_id.c_str(),

@@ -10,6 +10,8 @@
 #include "runtime/cluster/serve.hpp"
 #include "tiers/ssd/file_system.hpp"
 
+#include "messages/log.hpp"
+
 #include <caf/send.hpp>
 
 namespace kvtier::runtime {
@@ -49,8 +51,22 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
   parts->write_attempts = static_cast<uint32_t>(opts.write_attempts);
   actors::route_reports(cfg, *parts);
   parts->tier = std::make_unique<ssd::ssd_tier>(cfg, *fs, *parts->engine);
-  if (auto scan = parts->tier->open(); !scan)
+  auto scan = parts->tier->open();
+  if (!scan)
     return std::move(scan.error());
+  // The recovery figures: what a restart found in the directory (the
+  // counts that are not 0).
+  auto& r = *scan;
+  std::string found = std::to_string(r.loaded) + " files indexed";
+  for (auto [n, what] : {std::pair{r.corrupt_removed, "corrupt removed"},
+                         {r.temps_removed, "interrupted writes removed"},
+                         {r.evicted, "evicted over the cap"},
+                         {r.mismatched, "of another geometry kept"},
+                         {r.ignored, "of another model or version ignored"},
+                         {r.removed_by_record, "removed by removal records"}})
+    if (n > 0)
+      found += ", " + std::to_string(n) + " " + what;
+  log::info("kvtier ssd: opened " + parts->tier->root() + ": " + found);
   if (saved)
     *saved = parts->tier->checkpoint_files();
   return sys.spawn(actors::ssd_tier, std::move(parts));
@@ -202,6 +218,7 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
               std::shared_ptr<actors::put_observer_slot> observer) {
   if (auto err = opts.validate())
     return err;
+  log::set_level(*log::parse_level(opts.log_level));
   service_handles h;
   std::vector<caf::actor> first_subscribers;
   if (observer) {

@@ -1,8 +1,13 @@
 // render_svg (runtime/tools/report.hpp): a dependency-free SVG line chart of
-// the cumulative token hit ratio over a replay, per tier.
+// the cumulative token hit ratio over a replay, total and per tier, with
+// the reference ratios as dashed lines. What a reader needs is on it: the
+// caps and whether the SSD started empty (subtitle), a legend with a
+// sample of each line and its final value, and axes with even ticks
+// (steps of 1, 2 or 5 times a power of ten) labelled on both.
 #include "runtime/tools/report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <vector>
@@ -11,22 +16,27 @@ namespace kvtier::runtime {
 
 namespace {
 
-constexpr double width = 800, height = 420, left = 60, right = 190, top = 40,
-                 bottom = 50;
+constexpr double width = 900, height = 480, left = 76, right = 230, top = 70,
+                 bottom = 62;
 
 struct chart {
-  uint64_t requests;
-  double ymax;
+  double xmax; // requests at the right edge
+  double ymax; // ratio at the top edge
 
-  double x(uint64_t req) const {
-    return left
-           + (width - left - right) * double(req)
-               / double(std::max<uint64_t>(requests, 1));
+  double x(double req) const {
+    return left + (width - left - right) * req / std::max(xmax, 1.0);
   }
   double y(double ratio) const {
     return height - bottom - (height - top - bottom) * ratio / ymax;
   }
 };
+
+const char* const total_colour = "#1f77b4";
+const char* const ram_colour = "#2ca02c";
+const char* const ssd_colour = "#ff7f0e";
+const char* const peer_colour = "#d62728";
+const char* const lru_colour = "#9467bd";
+const char* const infinite_colour = "#7f7f7f";
 
 std::string polyline(const chart& c, const std::vector<replay_sample>& s,
                      double (*value)(const replay_sample&),
@@ -38,13 +48,13 @@ std::string polyline(const chart& c, const std::vector<replay_sample>& s,
   size_t step = std::max<size_t>(1, s.size() / 800);
   for (size_t i = 0; i < s.size(); i += step) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%.1f,%.1f ", c.x(s[i].requests),
+    std::snprintf(buf, sizeof buf, "%.1f,%.1f ", c.x(double(s[i].requests)),
                   c.y(value(s[i])));
     o << buf;
   }
   if (!s.empty()) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%.1f,%.1f", c.x(s.back().requests),
+    std::snprintf(buf, sizeof buf, "%.1f,%.1f", c.x(double(s.back().requests)),
                   c.y(value(s.back())));
     o << buf;
   }
@@ -67,85 +77,191 @@ double peer(const replay_sample& s) {
   return s.input_tokens ? double(s.peer_tokens) / double(s.input_tokens) : 0;
 }
 
-void text(std::ostringstream& o, double x, double y, const std::string& t,
-          const char* anchor = "start", const char* colour = "#222") {
-  char buf[96];
-  std::snprintf(buf, sizeof buf,
-                "<text x='%.1f' y='%.1f' text-anchor='%s' fill='%s'>", x, y,
-                anchor, colour);
-  o << buf << t << "</text>\n";
+std::string escaped(const std::string& t) {
+  std::string out;
+  for (char ch : t) {
+    if (ch == '<')
+      out += "&lt;";
+    else if (ch == '>')
+      out += "&gt;";
+    else if (ch == '&')
+      out += "&amp;";
+    else
+      out += ch;
+  }
+  return out;
 }
 
-/// A dashed horizontal line at `v`; its label goes in the legend.
-void reference(std::ostringstream& o, const chart& c,
-               const std::optional<double>& v, const char* colour) {
-  if (!v)
-    return;
-  char buf[200];
+void text(std::ostringstream& o, double x, double y, const std::string& t,
+          const char* anchor = "start", const char* colour = "#222",
+          const char* extra = "") {
+  char buf[160];
   std::snprintf(buf, sizeof buf,
-                "<line x1='%.1f' x2='%.1f' y1='%.1f' y2='%.1f' stroke='%s' "
-                "stroke-dasharray='6,4'/>\n",
-                left, width - right, c.y(*v), c.y(*v), colour);
+                "<text x='%.1f' y='%.1f' text-anchor='%s' fill='%s'%s>", x, y,
+                anchor, colour, extra);
+  o << buf << escaped(t) << "</text>\n";
+}
+
+void line(std::ostringstream& o, double x1, double y1, double x2, double y2,
+          const char* colour, const char* extra = "") {
+  char buf[240];
+  std::snprintf(
+    buf, sizeof buf,
+    "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='%s'%s/>\n", x1, y1,
+    x2, y2, colour, extra);
   o << buf;
 }
 
-/// Legend rows stacked at the top right, one line apart, so labels never
-/// overlap however close the lines end.
-void legend(std::ostringstream& o, const replay_report& r) {
-  std::vector<std::pair<std::string, const char*>> rows{
-    {"total", "#1f77b4"}, {"from RAM", "#2ca02c"}, {"from SSD", "#ff7f0e"}};
-  if (r.peer_tokens > 0)
-    rows.emplace_back("from peers", "#d62728");
-  char buf[64];
-  if (r.simulated_lru_hit_ratio) {
-    std::snprintf(buf, sizeof buf, "LRU ref %.3f", *r.simulated_lru_hit_ratio);
-    rows.emplace_back(buf, "#9467bd");
-  }
-  if (r.infinite_hit_ratio) {
-    std::snprintf(buf, sizeof buf, "infinite %.3f", *r.infinite_hit_ratio);
-    rows.emplace_back(buf, "#7f7f7f");
-  }
-  for (size_t i = 0; i < rows.size(); ++i)
-    text(o, width - right + 6, top + 10 + 16.0 * static_cast<double>(i),
-         rows[i].first, "start", rows[i].second);
+const char* const dashed = " stroke-width='1.5' stroke-dasharray='6,4'";
+
+/// A dashed horizontal line at `v` across the plot.
+void reference(std::ostringstream& o, const chart& c,
+               const std::optional<double>& v, const char* colour) {
+  if (v)
+    line(o, left, c.y(*v), width - right, c.y(*v), colour, dashed);
+}
+
+std::string with_commas(uint64_t v) {
+  auto s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
+    s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+std::string fixed(double v, int decimals) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
 }
 
 } // namespace
+
+double nice_step(double span, int ticks) {
+  if (!(span > 0) || ticks < 1)
+    return 1;
+  // The 1-2-5 step nearest (by ratio) to an even split into `ticks`.
+  double raw = span / ticks;
+  double p = std::pow(10.0, std::floor(std::log10(raw)));
+  double best = p;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (std::abs(std::log(m * p / raw)) < std::abs(std::log(best / raw)))
+      best = m * p;
+  return best;
+}
+
+std::string size_text(uint64_t bytes) {
+  constexpr uint64_t KiB = 1024, MiB = KiB * 1024, GiB = MiB * 1024;
+  auto in = [&](uint64_t unit, const char* name) {
+    double v = double(bytes) / double(unit);
+    // Whole numbers without decimals ("256 MiB"), else one ("2.5 GiB").
+    return (v == std::floor(v) ? fixed(v, 0) : fixed(v, 1)) + " " + name;
+  };
+  if (bytes >= GiB)
+    return in(GiB, "GiB");
+  if (bytes >= MiB)
+    return in(MiB, "MiB");
+  if (bytes >= KiB)
+    return in(KiB, "KiB");
+  return std::to_string(bytes) + " B";
+}
+
+std::string chart_subtitle(const replay_report& r) {
+  std::string s =
+    r.model + " · RAM cap " + size_text(r.ram_cap_bytes) + " · SSD cap "
+    + (r.ssd_cap_bytes ? size_text(r.ssd_cap_bytes) : std::string{"none"});
+  if (r.ssd_cap_bytes == 0)
+    return s;
+  if (r.ssd_files_at_start == 0)
+    return s + " · cold start (SSD empty)";
+  return s + " · warm start: SSD held " + with_commas(r.ssd_files_at_start)
+         + " files (" + size_text(r.ssd_bytes_at_start) + ")";
+}
 
 std::string render_svg(const replay_report& r) {
   double top_value = 0;
   for (auto& s : r.series)
     top_value = std::max(top_value, total(s));
   top_value = std::max({top_value, r.infinite_hit_ratio.value_or(0),
-                        r.simulated_lru_hit_ratio.value_or(0), 0.1});
-  chart c{r.series.empty() ? 1 : r.series.back().requests,
-          std::min(1.0, top_value * 1.1)};
+                        r.simulated_lru_hit_ratio.value_or(0), 0.05});
+  double ystep = nice_step(std::min(1.0, top_value * 1.05), 8);
+  double ymax = std::min(1.0, std::ceil(top_value * 1.05 / ystep) * ystep);
+  uint64_t requests = r.series.empty() ? 0 : r.series.back().requests;
+  double xstep = nice_step(double(std::max<uint64_t>(requests, 1)), 6);
+  chart c{std::max(double(requests), 1.0), ymax};
+  int ydecimals =
+    std::max(0, -static_cast<int>(std::floor(std::log10(ystep) + 1e-9)));
+
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width
     << "' height='" << height << "' font-family='sans-serif' font-size='12'>\n"
     << "<rect width='100%' height='100%' fill='white'/>\n";
-  text(o, left, 22, "Token hit ratio over the replay of " + r.trace);
-  for (int i = 0; i <= 5; ++i) {
-    double v = c.ymax * i / 5;
-    char buf[200];
-    std::snprintf(buf, sizeof buf,
-                  "<line x1='%.1f' x2='%.1f' y1='%.1f' y2='%.1f' "
-                  "stroke='#ddd'/>\n",
-                  left, width - right, c.y(v), c.y(v));
-    o << buf;
-    std::snprintf(buf, sizeof buf, "%.2f", v);
-    text(o, left - 6, c.y(v) + 4, buf, "end");
+  text(o, left, 24, "Token hit ratio over the replay of " + r.trace, "start",
+       "#222", " font-size='15' font-weight='bold'");
+  text(o, left, 44, chart_subtitle(r), "start", "#444");
+
+  // The grid and the y ticks: 0, ystep, ... ymax.
+  for (int i = 0; i * ystep <= ymax * (1 + 1e-9); ++i) {
+    double v = i * ystep;
+    line(o, left, c.y(v), width - right, c.y(v), "#e4e4e4");
+    line(o, left - 5, c.y(v), left, c.y(v), "#444");
+    text(o, left - 8, c.y(v) + 4, fixed(v, ydecimals), "end");
   }
-  text(o, (left + width - right) / 2, height - 15,
-       "requests (" + std::to_string(c.requests) + ")", "middle");
-  o << polyline(c, r.series, total, "#1f77b4")
-    << polyline(c, r.series, ram, "#2ca02c")
-    << polyline(c, r.series, ssd, "#ff7f0e");
+  // The x ticks: 0, xstep, ... up to the requests replayed.
+  for (int i = 0; i * xstep <= double(requests) * (1 + 1e-9); ++i) {
+    double v = i * xstep;
+    line(o, c.x(v), height - bottom, c.x(v), height - bottom + 5, "#444");
+    text(o, c.x(v), height - bottom + 19,
+         with_commas(static_cast<uint64_t>(std::llround(v))), "middle");
+  }
+  // The axes.
+  line(o, left, top, left, height - bottom, "#444");
+  line(o, left, height - bottom, width - right, height - bottom, "#444");
+  text(o, (left + width - right) / 2, height - 16,
+       "requests replayed (of " + with_commas(r.requests) + ")", "middle");
+  char rotate[96];
+  std::snprintf(rotate, sizeof rotate, " transform='rotate(-90 %.1f %.1f)'",
+                22.0, (top + height - bottom) / 2);
+  text(o, 22, (top + height - bottom) / 2,
+       "cumulative share of prompt tokens reused", "middle", "#222", rotate);
+
+  reference(o, c, r.infinite_hit_ratio, infinite_colour);
+  reference(o, c, r.simulated_lru_hit_ratio, lru_colour);
+  o << polyline(c, r.series, total, total_colour)
+    << polyline(c, r.series, ram, ram_colour)
+    << polyline(c, r.series, ssd, ssd_colour);
   if (r.peer_tokens > 0)
-    o << polyline(c, r.series, peer, "#d62728");
-  reference(o, c, r.simulated_lru_hit_ratio, "#9467bd");
-  reference(o, c, r.infinite_hit_ratio, "#7f7f7f");
-  legend(o, r);
+    o << polyline(c, r.series, peer, peer_colour);
+
+  // The legend: a sample of each line and its final value.
+  struct row {
+    std::string label;
+    const char* colour;
+    bool dashed;
+  };
+  auto of = [&](uint64_t part) {
+    return r.input_tokens ? fixed(double(part) / double(r.input_tokens), 4)
+                          : std::string{"0"};
+  };
+  std::vector<row> rows{
+    {"total " + fixed(r.token_hit_ratio(), 4), total_colour, false},
+    {"from RAM " + of(r.ram_tokens), ram_colour, false},
+    {"from SSD " + of(r.ssd_tokens), ssd_colour, false}};
+  if (r.peer_tokens > 0)
+    rows.push_back({"from peers " + of(r.peer_tokens), peer_colour, false});
+  if (r.simulated_lru_hit_ratio)
+    rows.push_back({"LRU reference " + fixed(*r.simulated_lru_hit_ratio, 4),
+                    lru_colour, true});
+  if (r.infinite_hit_ratio)
+    rows.push_back({"infinite cache " + fixed(*r.infinite_hit_ratio, 4),
+                    infinite_colour, true});
+  double lx = width - right + 16;
+  text(o, lx, top + 4, "final ratio", "start", "#444");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    double ly = top + 24 + 20.0 * static_cast<double>(i);
+    line(o, lx, ly - 4, lx + 26, ly - 4, rows[i].colour,
+         rows[i].dashed ? dashed : " stroke-width='2'");
+    text(o, lx + 34, ly, rows[i].label);
+  }
   o << "</svg>\n";
   return o.str();
 }

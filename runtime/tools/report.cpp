@@ -69,7 +69,11 @@ std::string render_table(const replay_report& r) {
   std::ostringstream o;
   o << "replay of " << r.trace << (r.replayed ? "" : " (--simulate)")
     << "\n  model " << r.model << ", RAM cap " << num(r.ram_cap_bytes)
-    << " B, SSD cap " << num(r.ssd_cap_bytes) << " B\n\n";
+    << " B, SSD cap " << num(r.ssd_cap_bytes) << " B"
+    << (r.ssd_files_at_start
+          ? ", warm start: the SSD held " + num(r.ssd_files_at_start) + " files"
+          : std::string{})
+    << "\n\n";
   row(o, "requests", num(r.requests),
       r.refused ? num(r.refused) + " refused" : "");
   row(o, "input tokens", num(r.input_tokens));
@@ -138,6 +142,8 @@ nlohmann::json to_json(const replay_report& r) {
           {"simulate", !r.replayed},
           {"ram_cap_bytes", r.ram_cap_bytes},
           {"ssd_cap_bytes", r.ssd_cap_bytes},
+          {"ssd_files_at_start", r.ssd_files_at_start},
+          {"ssd_bytes_at_start", r.ssd_bytes_at_start},
           {"requests", r.requests},
           {"refused", r.refused},
           {"input_tokens", r.input_tokens},
@@ -166,17 +172,6 @@ nlohmann::json to_json(const replay_report& r) {
           {"ssd_bytes_read", r.ssd_bytes_read},
           {"wall_s", r.wall_s},
           {"calls", calls}};
-}
-
-std::string progress_line(const replay_report& r, uint64_t total,
-                          double elapsed_s) {
-  char buf[160];
-  std::snprintf(
-    buf, sizeof buf, "[replay] %llu/%llu requests, %.0f req/s, hit ratio %.4f",
-    static_cast<unsigned long long>(r.requests),
-    static_cast<unsigned long long>(total),
-    elapsed_s > 0 ? double(r.requests) / elapsed_s : 0.0, r.token_hit_ratio());
-  return buf;
 }
 
 } // namespace kvtier::runtime

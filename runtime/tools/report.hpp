@@ -44,6 +44,11 @@ struct replay_report {
   std::string model;
   uint64_t ram_cap_bytes = 0;
   uint64_t ssd_cap_bytes = 0;
+  /// What the SSD directory held when the replay began: 0 for a cold start
+  /// (`replay.clean-ssd`, and every `--simulate` run); a warm start serves
+  /// from files an earlier run left.
+  uint64_t ssd_files_at_start = 0;
+  uint64_t ssd_bytes_at_start = 0;
   /// False for a `--simulate` run (no service, no tensors).
   bool replayed = true;
   bool verified = true;
@@ -101,11 +106,19 @@ std::string render_table(const replay_report& r);
 nlohmann::json to_json(const replay_report& r);
 
 /// An SVG chart: cumulative token hit ratio over the run, total and per
-/// tier, with the reference figures as horizontal lines.
+/// tier, with the reference figures as horizontal lines; the caps and the
+/// start (cold or warm) in its subtitle, a legend with line samples.
 std::string render_svg(const replay_report& r);
 
-/// One progress line (no newline): requests done, rate, hit ratio so far.
-std::string progress_line(const replay_report& r, uint64_t total,
-                          double elapsed_s);
+/// The chart's subtitle: "MODEL · RAM cap 256 MiB · SSD cap 4 GiB · cold
+/// start (SSD empty)" (or "warm start: SSD held N files (SIZE)").
+std::string chart_subtitle(const replay_report& r);
+
+/// An even tick step for `span` in about `ticks` steps: 1, 2 or 5 times a
+/// power of ten (0.05, 0.1, 2000, ...), the one nearest span / ticks.
+double nice_step(double span, int ticks);
+
+/// Bytes in binary units: "256 MiB", "2.5 GiB", "4 GiB", "512 B".
+std::string size_text(uint64_t bytes);
 
 } // namespace kvtier::runtime

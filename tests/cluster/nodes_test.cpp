@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <regex>
 
 using namespace kvtier;
 using namespace kvtier::test;
@@ -204,6 +205,14 @@ BOOST_FIXTURE_TEST_CASE(sigterm_flushes_exits_zero_and_peers_mark_it_left,
   BOOST_TEST(log.find("flushed: 3 entries, durable=true") != std::string::npos,
              log);
   BOOST_TEST(log.find("left (2 peer(s) told)") != std::string::npos, log);
+  // Log lines (docs/logging.md): a UTC timestamp to the millisecond, the
+  // level, the node.
+  std::regex flushed{R"((^|\n)\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \[info\] )"
+                     R"(kvtier node b: flushed: 3 entries, durable=true, 0 )"
+                     R"(failed\n)"};
+  BOOST_TEST(std::regex_search(log, flushed), log);
+  BOOST_TEST(
+    log.find("[info] kvtier node b: listening on ") != std::string::npos, log);
   // Its SSD directory holds the three entries, byte-exact.
   runtime::service_options o;
   o.model = "tiny-dense";

@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE runtime_config
 #include <boost/test/unit_test.hpp>
 
+#include "messages/log.hpp"
 #include "runtime/config.hpp"
 #include "runtime/service/affine_sharing.hpp"
 
@@ -300,4 +301,46 @@ BOOST_AUTO_TEST_CASE(
   BOOST_TEST(cfg.options.model_identity == "my model \"v2\"");
   auto t = error_text("", {"--ram-tier.capacity=1"});
   BOOST_TEST(contains(t, "--ram-tier.capacity: unknown option"), t);
+}
+
+BOOST_AUTO_TEST_CASE(log_level_takes_its_words_and_refuses_others) {
+  auto before = log::current_level();
+  kvtier_config cfg;
+  BOOST_REQUIRE(!load(cfg, "[log]\nlevel=\"debug\"\n"));
+  BOOST_TEST(cfg.options.log_level == "debug");
+  BOOST_TEST((log::current_level() == log::level::debug));
+  kvtier_config cli;
+  BOOST_REQUIRE(!load(cli, "[log]\nlevel=\"debug\"\n", {"--log.level=off"}));
+  BOOST_TEST(cli.options.log_level == "off");
+  BOOST_TEST((log::current_level() == log::level::off));
+  log::set_level(before);
+  // The file's line and the command line's argument, each named.
+  std::vector<char*> argv{const_cast<char*>("kvtier")};
+  kvtier_config bad;
+  auto err = bad.load(1, argv.data(), "[log]\n; loud\nlevel=\"loud\"\n",
+                      "/etc/kvtier.conf");
+  BOOST_REQUIRE(err);
+  auto t = describe(err);
+  BOOST_TEST(t
+               == "kvtier: invalid_config: /etc/kvtier.conf:3: log.level: "
+                  "expected one of trace, debug, info, warn, error, off, not "
+                  "'loud'",
+             t);
+  t = error_text("", {"--log.level=WARN"});
+  BOOST_TEST(contains(t, "--log.level=WARN: log.level: expected one of trace, "
+                         "debug, info, warn, error, off, not 'WARN'"),
+             t);
+  t = error_text("[log]\nlevel=3\n");
+  BOOST_TEST(contains(t, ":2: log.level: expected a string in quotes, not '3'"),
+             t);
+  // A level the file did not pass through (set in code) is refused too.
+  runtime::service_options o;
+  o.log_level = "verbose";
+  auto v = o.validate();
+  BOOST_REQUIRE(v);
+  BOOST_TEST(describe(v)
+               == "kvtier: invalid_config: log.level = \"verbose\" "
+                  "is not one of trace, debug, info, warn, error, "
+                  "off",
+             describe(v));
 }

@@ -36,7 +36,14 @@ service_options options(const slice_case& c) {
   // its replay.write-behind = false does: nor background snapshots
   // (docs/replay.md).
   o.idle_demotion_ms = 0;
-  return replay_settings{}.apply(o);
+  // Only those two: the slice's own caps, scale and directory stay (the
+  // [replay] section's would replace them).
+  replay_settings rs;
+  rs.model_scale = 0;
+  rs.ram_cap_bytes = 0;
+  rs.ssd_cap_bytes = 0;
+  rs.ssd_dir.clear();
+  return rs.apply(o);
 }
 
 void replay_matches_reference(const slice_case& c) {

@@ -2,10 +2,11 @@
 
 #include "tiers/ssd/ssd_jobs.hpp"
 
+#include "messages/log.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 #include <tuple>
 
 namespace kvtier::tiers::ssd {
@@ -226,7 +227,7 @@ void ssd_tier::scan_file(const std::string& name, scan_report& r,
     h && h->fingerprint == cfg_.fingerprint && file_name(h->key()) != name;
   if ((!h && h.error() == ec::corrupt_data) || misnamed) {
     log("ssd: removing corrupt file " + name + ": "
-        + (misnamed ? std::string{"misnamed"} : describe(h.error())));
+        + (misnamed ? std::string{"misnamed"} : reason(h.error())));
     if (!fs_.remove(path(name)))
       ++r.corrupt_removed;
     return;
@@ -482,7 +483,7 @@ void ssd_tier::handle(io_completion c) {
     removal_done(tag, c);
   } else if (auto i = chore_what_.find(tag); i != chore_what_.end()) {
     if (c.err && c.err != ec::not_found)
-      log("ssd: " + i->second + ": " + describe(c.err));
+      log("ssd: " + i->second + ": " + reason(c.err));
     chore_what_.erase(i);
     touch_done(tag, c);
     if (auto u = unlink_chores_.find(tag); u != unlink_chores_.end()) {
@@ -606,7 +607,7 @@ void ssd_tier::log(const std::string& line) const {
   if (cfg_.log)
     cfg_.log(line);
   else
-    std::cerr << "kvtier " << line << '\n';
+    log::warn("kvtier " + line);
 }
 
 std::string ssd_tier::path(const std::string& name) const {

@@ -185,7 +185,8 @@ struct ssd_config {
   /// Wall time in nanoseconds since the epoch, for the recency stamps the
   /// tier records in each file's mtime; the system clock when empty.
   std::function<uint64_t()> clock;
-  /// Where failure lines go; stderr when empty.
+  /// Where failure lines go; kvtier's log (messages/log.hpp, warn) when
+  /// empty.
   std::function<void(const std::string&)> log;
   /// Told what became of each queued write (e.g. so the RAM tier can mark
   /// an entry durable); runs inside `enqueue`, `erase` or `handle` and

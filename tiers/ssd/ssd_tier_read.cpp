@@ -262,7 +262,7 @@ void ssd_tier::read_failed(read_job& job) {
   auto* f = index_.file(name);
   bool same = f && f->header->header_sum == job.io->header->header_sum;
   if (same && err == ec::corrupt_data) {
-    log("ssd: removing corrupt file " + name + ": " + describe(err));
+    log("ssd: removing corrupt file " + name + ": " + reason(err));
     ++stats_.corrupt_removed;
     remove_file(name, removal_reason::corrupt);
   } else if (same && err == ec::not_found) {

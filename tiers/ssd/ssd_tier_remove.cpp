@@ -237,7 +237,7 @@ void ssd_tier::removal_done(uint64_t tag, io_completion& c) {
         rm.err = c.err;
         ++stats_.removal_failures;
         log("ssd: removal record " + rm.records.back()
-            + " not written: " + describe(c.err) + "; unlinking directly");
+            + " not written: " + reason(c.err) + "; unlinking directly");
       } else {
         rm.record = rs::durable;
         ++stats_.removal_records;
@@ -254,13 +254,13 @@ void ssd_tier::removal_done(uint64_t tag, io_completion& c) {
         rm.stalled = true;
         ++stats_.removal_failures;
         log("ssd: removing a completed checkpoint's file failed: "
-            + describe(c.err) + "; pending, retried by the next flush");
+            + reason(c.err) + "; pending, retried by the next flush");
       }
       pump();
       break;
     case removal_io::step::drop:
       if (c.err) // a record left behind covers nothing alive any more
-        log("ssd: removal record not deleted: " + describe(c.err));
+        log("ssd: removal record not deleted: " + reason(c.err));
       removals_.erase(i);
       maybe_finish_flush();
       return;
@@ -332,7 +332,7 @@ bool ssd_tier::covered_at_scan(const std::string& name, const entry_header& h,
     ++r.removed_by_record;
   } else {
     log("ssd: removing " + name + " (a completed checkpoint) failed: "
-        + describe(err) + "; not indexed, retried by the next flush");
+        + reason(err) + "; not indexed, retried by the next flush");
     f->second.failed.insert(name);
     f->second.err = std::move(err);
   }

@@ -332,8 +332,7 @@ void ssd_tier::write_failed(write_job& job) {
   bool last = item != nullptr && cfg_.max_attempts > 0
               && item->attempts >= cfg_.max_attempts;
   log("ssd: " + std::string{item ? to_string(item->reason) : "write"} + " of "
-      + job.name + " failed at " + to_string(job.stage) + ": "
-      + describe(job.err)
+      + job.name + " failed at " + to_string(job.stage) + ": " + reason(job.err)
       + (closed_ ? "; not stored, released (the tier is closed)"
          : last  ? "; not stored, given up after "
                     + std::to_string(item->attempts) + " attempts"
