@@ -38,6 +38,9 @@ struct summary {
   node* best = nullptr;
 };
 
+/// Summary of `c`'s subtree, `c` included (empty for no child).
+summary of(const node* c) noexcept;
+
 /// A node's children by the first token of their edge. Up to `max_sorted`
 /// children sit in a sorted array (a binary search, as cheap as it gets at
 /// small fan-out); past that they move to an open-addressing hash table
@@ -113,7 +116,12 @@ public:
     }
     auto i = put(t, n);
     ++count_;
-    refresh(i);
+    // A new child holds nothing yet (a fresh leaf, before its entry is
+    // added): its empty slot's cell already says so.
+    if (auto sum = of(n); sum.min != no_floor || sum.best) {
+      sums()[i] = sum;
+      refresh_path(i);
+    }
   }
 
   /// Removes the child under `t` (one must be there).
@@ -243,8 +251,6 @@ private:
     return i;
   }
 
-  /// Slot `i`'s leaf from its child, then the cells above it.
-  void refresh(uint32_t i) noexcept;
   /// The cells above slot `i`'s leaf.
   void refresh_path(uint32_t i) noexcept;
   /// Every leaf and cell.
@@ -398,7 +404,6 @@ struct prefix_tree::root_node : prefix_tree::node {
 
 namespace {
 
-/// Summary of `c`'s subtree, `c` included (empty for no child).
 summary of(const node* c) noexcept {
   if (!c)
     return {};
@@ -420,11 +425,6 @@ summary combine(const summary& a, const summary& b) noexcept {
 }
 
 } // namespace
-
-void child_set::refresh(uint32_t i) noexcept {
-  sums()[i] = of(data_[i].second);
-  refresh_path(i);
-}
 
 void child_set::refresh_path(uint32_t i) noexcept {
   auto c = sums();

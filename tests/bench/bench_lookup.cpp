@@ -17,9 +17,9 @@
 // Then three parts the issue's targets are checked against (PASS / FAIL
 // lines; with --check a FAIL makes the exit status 1):
 // - Puts at high fan-out: N conversations (1k, 10k, 100k) on one shared
-//   system prompt of 1k tokens, each one turn of 32-256 tokens, so the
-//   node at the end of the system prompt has one child per distinct first
-//   token (~0.7 N). Timed: a batch of fresh conversations put into the
+//   system prompt of 1k tokens, each one turn of 32-256 tokens with its own
+//   first token, so the node at the end of the system prompt has N
+//   children. Timed: a batch of fresh conversations put into the
 //   index, then erased again (N stays put), with first tokens at random
 //   and with first tokens that sort after every other (the cheap case of
 //   a sorted array). Target: a put at 100k within 1.3x of a put at 1k.
@@ -49,6 +49,7 @@
 #include <iomanip>
 #include <malloc.h>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <string>
@@ -448,13 +449,24 @@ fan_data make_fan_data(size_t n) {
   std::mt19937_64 rng(15);
   fan_data d;
   d.system = random_run(rng, fan_system_tokens);
-  auto turn = [&] { return random_run(rng, 32 + rng() % 225); };
+  // First tokens: distinct, so each conversation is a child of the system
+  // prompt's node (a shared one would split an edge instead: another
+  // operation); stored ones even, fresh ones odd, so a fresh one sorts
+  // anywhere among them.
+  auto turn = [&](token first) {
+    auto t = random_run(rng, 32 + rng() % 225);
+    t[0] = first;
+    return t;
+  };
+  std::vector<token> firsts(n + fan_batch);
+  std::iota(firsts.begin(), firsts.end(), token{0});
+  std::shuffle(firsts.begin(), firsts.end(), rng);
   for (size_t i = 0; i < n; ++i)
-    d.base.push_back(turn());
+    d.base.push_back(turn(2 * firsts[i]));
   for (size_t i = 0; i < fan_batch; ++i) {
-    d.fresh.push_back(turn());
+    d.fresh.push_back(turn(2 * firsts[n + i] + 1));
     auto l = d.fresh.back();
-    l[0] = static_cast<token>(200000 + i); // above every random token
+    l[0] = static_cast<token>(4 * (n + fan_batch) + i); // after every other
     d.last.push_back(std::move(l));
   }
   return d;
@@ -577,12 +589,16 @@ void run_fanout(bool quick, size_t only_n, int rounds_asked) {
   };
   verdict("index put, 100k / 1k conversations on one system prompt",
           ratio(rnd, true), 1.3);
-  verdict("index erase, 100k / 1k", ratio(rnd, false), 1.3);
   verdict("index put of a key sorting last, 100k / 1k", ratio(last, true), 1.3);
   verdict("index put, random key / key sorting last at 100k",
           rnd.back().put_ns / last.back().put_ns, 1.3);
   verdict("ram_tier put, 100k / 1k", ratio(tier, true), 1.3);
-  verdict("ram_tier remove, 100k / 1k", ratio(tier, false), 1.3);
+  // Erases: no target in the issue; printed beside the puts. The batch is
+  // the newest of the index, so each erase recombines its groups of the
+  // wide node's summary tree, out of cache at 100k children.
+  std::printf("note: index erase, 100k / 1k: %.2fx; ram_tier remove, "
+              "100k / 1k: %.2fx\n",
+              ratio(rnd, false), ratio(tier, false));
 }
 
 // ---- the full RAM hit ----------------------------------------------------
