@@ -44,7 +44,7 @@ summary of(const node* c) noexcept;
 /// A node's children by the first token of their edge. Up to `max_sorted`
 /// children sit in a sorted array (a binary search, as cheap as it gets at
 /// small fan-out); past that they move to an open-addressing hash table
-/// (linear probing, at most half full, backward-shift erase), so adding or
+/// (linear probing, at most 70 % full, backward-shift erase), so adding or
 /// removing a child never shifts more than `max_sorted` siblings however
 /// wide the node is. A table also keeps a summary tree over its slots
 /// (leaves: each slot's subtree summary; above them cells that combine 16
@@ -58,7 +58,7 @@ public:
   using item = std::pair<token, node*>;
 
   /// Sorted up to this many children; a table above.
-  static constexpr uint32_t max_sorted = 16;
+  static constexpr uint32_t max_sorted = 32;
 
   child_set() = default;
   child_set(const child_set&) = delete;
@@ -103,15 +103,15 @@ public:
     if (!wide()) {
       if (count_ < max_sorted) {
         if (count_ == cap_)
-          reshape(std::max<uint32_t>(4, 2 * cap_), false);
+          reshape(std::max<uint32_t>(1, 2 * cap_), false);
         auto it = lower(t);
         std::move_backward(it, data_ + count_, data_ + count_ + 1);
         *it = item{t, n};
         ++count_;
         return;
       }
-      reshape(4 * max_sorted, true);
-    } else if (2 * (count_ + 1) > cap_) {
+      reshape(2 * max_sorted, true);
+    } else if (10 * (count_ + 1) > 7 * cap_) {
       reshape(2 * cap_, true);
     }
     auto i = put(t, n);
@@ -169,7 +169,7 @@ public:
     --count_;
     if (count_ <= max_sorted / 2) {
       reshape(max_sorted, false);
-    } else if (cap_ > 4 * max_sorted && 8 * count_ < cap_) {
+    } else if (cap_ > 2 * max_sorted && 8 * count_ < cap_) {
       reshape(cap_ / 2, true);
     } else if (n_touched == 64) {
       rebuild();

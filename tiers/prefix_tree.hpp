@@ -12,7 +12,7 @@
 // over the trimmable entries strictly below it, the minimum floor (with how
 // many entries share it) and the most recently stamped one, so a divergence
 // point answers "is anything below me trimmable to depth d" in O(1). A node
-// with more than 16 children holds them in a hash table whose summary tree
+// with more than 32 children holds them in a hash table whose summary tree
 // keeps those aggregates current in O(log fan-out) per insert or erase
 // (prefix_tree.cpp, `child_set`).
 #pragma once
