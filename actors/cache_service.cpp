@@ -143,8 +143,11 @@ cache_service_actor::behavior_type
 cache_service(cache_service_pointer self, service_actors tiers,
               tiers::model_geometry geometry, bool checkpoints_possible,
               uint64_t idle_ms, bool objects, uint64_t deadline_ms,
-              tiers::route_costs route) {
+              tiers::route_costs route,
+              std::shared_ptr<tiers::latency_book> latency) {
   auto& st = self->state;
+  st.latency =
+    latency ? std::move(latency) : std::make_shared<tiers::latency_book>();
   st.objects = objects;
   st.route = route;
   st.routed = tiers::route_load{route.load_window};

@@ -54,11 +54,13 @@
 
 #include "actors/interfaces.hpp"
 #include "tiers/geometry.hpp"
+#include "tiers/latency.hpp"
 #include "tiers/routing.hpp"
 
 #include <caf/typed_response_promise.hpp>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -145,6 +147,9 @@ struct cache_service_state {
   tiers::route_load routed;
   std::string node_id;
   std::string address;
+  /// Restores (from the SSD) and remote fetches (from a peer) of acquires,
+  /// timed from the request to the tier until the entry is served.
+  std::shared_ptr<tiers::latency_book> latency;
 };
 
 using cache_service_pointer =
@@ -162,12 +167,15 @@ std::chrono::milliseconds idle_period(uint64_t idle_ms);
 /// The behaviour. `idle_ms` > 0 starts the idle-demotion timer (when
 /// there is an SSD tier); `objects` false: object calls are refused
 /// (`ec::unsupported`); `deadline_ms` is the storage deadline; `route` the
-/// routing cost model (route.* options).
+/// routing cost model (route.* options); `latency` where restores and
+/// remote fetches are timed (a book of its own when null; CAF's spawn
+/// takes every argument, so pass a null one).
 cache_service_actor::behavior_type
 cache_service(cache_service_pointer self, service_actors tiers,
               tiers::model_geometry geometry, bool checkpoints_possible,
               uint64_t idle_ms, bool objects, uint64_t deadline_ms,
-              tiers::route_costs route);
+              tiers::route_costs route,
+              std::shared_ptr<tiers::latency_book> latency);
 
 /// How long one request of the facade to a tier may take.
 inline std::chrono::milliseconds tier_timeout(cache_service_pointer self) {

@@ -315,6 +315,7 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
     }
     out.setDeadTiers(self->state.dead_tiers);
     out.setColdTiers(self->state.tiers.cold.size());
+    out.setClosed(self->state.closing || self->state.closed.has_value());
     rp.deliver(std::move(d).seal());
   };
   auto ask = [&](auto& to) {

@@ -393,6 +393,7 @@ struct ReadReportReply {
                            # dropped from its lookups; counted once)
   coldTiers @9 :UInt64;    # cold tier actors its lookups consult now
   peer @10 :PeerCounters;  # the peer tier's part (cluster.enabled only)
+  closed @11 :Bool;        # close began: new work is refused (the facade)
 }
 
 struct PeerCounters {

@@ -303,6 +303,8 @@ caf::error service_options::validate() const {
     return e;
   if (auto e = validate_cluster())
     return e;
+  if (auto e = validate_http())
+    return e;
   for (auto [key, v] : {std::pair{"route.prefill-cost", route_prefill_cost},
                         {"route.ram-cost", route_ram_cost},
                         {"route.ssd-cost", route_ssd_cost},
@@ -314,6 +316,33 @@ caf::error service_options::validate() const {
       return out_of_range(key, std::to_string(v), "0 .. 1000000");
   return check("route.load-window", route_load_window, 1, 1000000,
                "1 .. 1000000");
+}
+
+caf::error service_options::validate_http() const {
+  if (auto e = check("http.port", http_port, 0, 65535, "0 .. 65535"))
+    return e;
+  if (auto e = check("http.max-connections", http_max_connections, 1, 4096,
+                     "1 .. 4096"))
+    return e;
+  if (auto e =
+        check("http.timeout-ms", http_timeout_ms, 10, 3600000, "10 .. 3600000"))
+    return e;
+  if (http_address.empty())
+    return make_error(ec::invalid_config,
+                      "http.address: expected an address (e.g. "
+                      "\"127.0.0.1\"), not ''");
+  for (char c : http_admin_token)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+      return make_error(ec::invalid_config,
+                        "http.admin-token: expected printable characters "
+                        "without spaces");
+  if (http_admin_token.empty() && !cluster::is_loopback(http_address))
+    return make_error(ec::invalid_config,
+                      "http.address = \"" + http_address
+                        + "\" is not a loopback address (127.0.0.0/8, ::1, "
+                          "localhost); set http.admin-token to serve the "
+                          "endpoint on any other address");
+  return {};
 }
 
 caf::error service_options::validate_cluster() const {

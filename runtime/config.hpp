@@ -151,11 +151,30 @@ struct service_options {
   /// `route.full-penalty`: per prompt token, added for a node without
   /// admission headroom (queued admits or too little free budget).
   double route_full_penalty = 1.0;
+  // [http] (docs/operations.md): the operator's endpoint, served by the
+  // service itself (runtime/http/endpoint.hpp).
+  /// `http.enabled`: serve /metrics, /stats, /health and the admin routes.
+  bool http_enabled = false;
+  /// `http.address`, `http.port`: where (a loopback address unless
+  /// `http_admin_token` is set; port 0: any free port).
+  std::string http_address = "127.0.0.1";
+  uint64_t http_port = 9470;
+  /// `http.admin-token`: the bearer token the admin routes require (empty:
+  /// none, allowed on a loopback address only).
+  std::string http_admin_token;
+  /// `http.max-connections`: connections served at once (more are
+  /// answered 503 and closed).
+  uint64_t http_max_connections = 16;
+  /// `http.timeout-ms`: longest a client may take to send a request or
+  /// read the answer (an idle keep-alive connection closes after it).
+  uint64_t http_timeout_ms = 5000;
 
   /// Checks every value against its accepted range.
   caf::error validate() const;
   /// The [cluster] part of `validate`.
   caf::error validate_cluster() const;
+  /// The [http] part of `validate`.
+  caf::error validate_http() const;
 };
 
 /// The model `o` describes: the geometry of `o.model_layers` when set,

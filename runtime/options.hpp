@@ -115,7 +115,18 @@
   X("route", "load-window", route_load_window,                                 \
     "decisions the recent load averages over")                                 \
   X("route", "full-penalty", route_full_penalty,                               \
-    "cost per prompt token on a node without admission headroom")
+    "cost per prompt token on a node without admission headroom")             \
+  X("http", "enabled", http_enabled,                                           \
+    "serve /metrics, /stats, /health and the admin routes over HTTP")         \
+  X("http", "address", http_address,                                           \
+    "address the endpoint listens on (loopback unless admin-token is set)")   \
+  X("http", "port", http_port, "port the endpoint listens on (0: any)")        \
+  X("http", "admin-token", http_admin_token,                                   \
+    "bearer token the admin routes require (empty: none, loopback only)")     \
+  X("http", "max-connections", http_max_connections,                           \
+    "connections served at once (more: 503)")                                 \
+  X("http", "timeout-ms", http_timeout_ms,                                     \
+    "longest a client may take to send a request or read the answer")
 
 /// X(section, key, member, help) for every `replay_settings` field.
 #define KVTIER_REPLAY_OPTIONS(X)                                               \

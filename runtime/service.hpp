@@ -236,6 +236,13 @@ public:
   result<persistence_stats> stats();
   future<persistence_stats> stats_async();
 
+  /// The latency histograms (no message: read where they are kept).
+  latency_report latency() const;
+
+  /// Where the HTTP endpoint listens (HOST:PORT) when `http.enabled`,
+  /// else empty (runtime/http/endpoint.hpp, docs/operations.md).
+  std::string http_address() const;
+
   /// Every counter.
   result<service_report> report();
   future<service_report> report_async();

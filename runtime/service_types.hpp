@@ -8,6 +8,7 @@
 // returns successfully, and stays the caller's when it fails.
 #pragma once
 
+#include "tiers/latency.hpp"
 #include "tiers/state.hpp"
 
 #include <cstdint>
@@ -284,6 +285,8 @@ struct service_report {
   /// Cold tier actors the facade's lookups consult now (the SSD tier, when
   /// configured), and those it saw go down and dropped (each once).
   uint64_t cold_tiers = 0, dead_tiers = 0;
+  /// Whether close began: the service refuses new work (/health says so).
+  bool closed = false;
   struct admission_part {
     uint64_t admitted = 0, refused = 0, errors = 0, released = 0, waiting = 0,
              held_bytes = 0, holders = 0, budget_bytes = 0;
@@ -309,6 +312,15 @@ struct service_report {
   /// Storage operations per tier: RAM (always zero) and SSD.
   io_counters ram_io;
   io_counters ssd_io;
+};
+
+/// How long calls took (`service::latency`; Prometheus histograms on the
+/// HTTP endpoint, docs/operations.md): acquire and publish as the API's
+/// callers saw them (answered calls only), and the SSD restores and peer
+/// fetches of acquires, from the facade's request to the tier until the
+/// entry was installed in RAM.
+struct latency_report {
+  tiers::latency_histogram::snapshot acquire, publish, restore, remote_fetch;
 };
 
 /// A prefix saved on SSD (from its file header).

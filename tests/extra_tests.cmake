@@ -37,7 +37,8 @@ set_tests_properties(runtime.service_crash_soak PROPERTIES LABELS soak)
 
 # Multi-process cluster tests start the built `kvtier` program
 # (tests/cluster/node_process.hpp); labelled `cluster`, in the default suite.
-foreach(name nodes embedded feed_follower peer_nodes security replay_nodes)
+foreach(name nodes embedded feed_follower peer_nodes security replay_nodes
+    http_node)
   target_compile_definitions(test_cluster_${name}_test PRIVATE
     KVTIER_PROGRAM="$<TARGET_FILE:kvtier_program>")
   add_dependencies(test_cluster_${name}_test kvtier_program)

@@ -62,7 +62,8 @@ int print_config(kvtier_config& cfg) {
     if (v.section != section)
       std::printf("[%s]\n", (section = v.section).c_str());
     // A secret is said to be set, never shown.
-    bool secret = v.section == "cluster" && v.key == "tls-passphrase";
+    bool secret = (v.section == "cluster" && v.key == "tls-passphrase")
+                  || (v.section == "http" && v.key == "admin-token");
     std::printf("%s=%s\n", v.key.c_str(),
                 secret && v.text != "\"\"" ? "\"(set, not shown)\""
                                            : v.text.c_str());

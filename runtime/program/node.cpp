@@ -101,7 +101,11 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
         spawn_replay_agent(svc, std::move(*agent_trace), *geometry, ro);
       n->attach_agent(replay_agent);
     }
-    std::printf("kvtier node listening %s node-id=%s\n", n->address().c_str(),
+    // The listening line (runtime/tools/node_spawn.hpp reads it); the
+    // endpoint's address before the node id, which ends the line.
+    auto http = svc.http_address();
+    std::printf("kvtier node listening %s%s node-id=%s\n", n->address().c_str(),
+                http.empty() ? "" : (" http=" + http).c_str(),
                 n->node_id().c_str());
     std::fflush(stdout);
     int sig = 0;

@@ -22,6 +22,7 @@ service::service(service_options opts, service_parts parts)
   impl_->sys = impl_->own_sys.get();
   if (!impl_->start_error)
     impl_->start(parts);
+  impl_->start_http(*this);
 }
 
 service::service(kvtier_config& cfg, service_parts parts)
@@ -32,6 +33,7 @@ service::service(kvtier_config& cfg, service_parts parts)
   impl_->own_sys = std::make_unique<caf::actor_system>(cfg);
   impl_->sys = impl_->own_sys.get();
   impl_->start(parts);
+  impl_->start_http(*this);
 }
 
 service::service(caf::actor_system& sys, service_options opts,
@@ -40,11 +42,15 @@ service::service(caf::actor_system& sys, service_options opts,
   impl_->opts = std::move(opts);
   impl_->sys = &sys;
   impl_->start(parts);
+  impl_->start_http(*this);
 }
 
 service::~service() {
   if (!impl_->start_error)
     close();
+  // Its routes call the service: it stops before the actors do (after
+  // close, so /health said "closed" meanwhile).
+  impl_->http.reset();
   // Closed to requests and flushed: now tell the peers (bounded).
   impl_->node.reset();
   auto& h = impl_->handles;
@@ -220,16 +226,46 @@ auto service::subscribe_events(std::function<void(const feed_event&)> f)
 
 // --- lookups -------------------------------------------------------------
 
+namespace {
+
+/// `conv`, timing the call from now until its answer into `which` of
+/// `book` (which the returned function keeps alive).
+template <class Conv>
+auto timed(std::shared_ptr<tiers::latency_book> book,
+           tiers::latency_histogram tiers::latency_book::*which, Conv conv) {
+  return [book = std::move(book), which, conv,
+          start = std::chrono::steady_clock::now()](const auto& reply) {
+    ((*book).*which).observe(std::chrono::steady_clock::now() - start);
+    return conv(reply);
+  };
+}
+
+} // namespace
+
+std::string service::http_address() const {
+  return impl_->http ? impl_->http->address() : std::string{};
+}
+
+latency_report service::latency() const {
+  auto& b = *impl_->handles.latency;
+  return {b.acquire.read(), b.publish.read(), b.restore.read(),
+          b.remote_fetch.read()};
+}
+
 auto service::acquire(const state_request& r, const std::string& ns)
   -> result<acquired_state> {
   return impl_->call<acquired_state>(
-    codec::with_identity<msg::AcquireState>(r, ns), codec::acquired);
+    codec::with_identity<msg::AcquireState>(r, ns),
+    timed(impl_->handles.latency, &tiers::latency_book::acquire,
+          codec::acquired));
 }
 
 auto service::acquire_async(const state_request& r, const std::string& ns)
   -> future<acquired_state> {
   return impl_->call_async<acquired_state>(
-    codec::with_identity<msg::AcquireState>(r, ns), codec::acquired);
+    codec::with_identity<msg::AcquireState>(r, ns),
+    timed(impl_->handles.latency, &tiers::latency_book::acquire,
+          codec::acquired));
 }
 
 namespace {
@@ -274,8 +310,10 @@ auto service::route_async(const tiers::token_seq& prompt, const std::string& ns,
 
 auto service::publish(const state_request& r, tiers::entry&& state)
   -> result<publish_result> {
-  auto out =
-    impl_->call<publish_result>(codec::publish(r, state), codec::published);
+  auto out = impl_->call<publish_result>(codec::publish(r, state),
+                                         timed(impl_->handles.latency,
+                                               &tiers::latency_book::publish,
+                                               codec::published));
   if (out)
     state = {};
   return out;
@@ -284,7 +322,9 @@ auto service::publish(const state_request& r, tiers::entry&& state)
 auto service::publish_async(const state_request& r, tiers::entry state)
   -> future<publish_result> {
   return impl_->call_async<publish_result>(codec::publish(r, state),
-                                           codec::published);
+                                           timed(impl_->handles.latency,
+                                                 &tiers::latency_book::publish,
+                                                 codec::published));
 }
 
 namespace {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/cluster/node.hpp"
+#include "runtime/http/endpoint.hpp"
 #include "runtime/service.hpp"
 #include "runtime/service/service_codec.hpp"
 #include "runtime/service/spawn.hpp"
@@ -67,6 +68,8 @@ struct service::impl {
   caf::error start_error;
   /// The cluster node when `cluster.enabled` (docs/cluster.md).
   std::unique_ptr<cluster::node> node;
+  /// The operator's endpoint when `http.enabled` (docs/operations.md).
+  std::unique_ptr<http::endpoint> http;
 
   /// Idle scoped actors for blocking calls: making one per call cost about
   /// 8 us of a 10 us echo here (bench_service prints both), so blocking
@@ -110,6 +113,19 @@ struct service::impl {
     handles = std::move(*h);
     if (opts.cluster_enabled)
       start_cluster();
+  }
+
+  /// Starts the HTTP endpoint over `self` when `http.enabled` (after the
+  /// actors and the cluster, so its first answer is a real one).
+  void start_http(service& self) {
+    if (start_error || !opts.http_enabled)
+      return;
+    auto e = http::endpoint::start(self, http::endpoint_options::of(opts));
+    if (!e) {
+      start_error = std::move(e.error());
+      return;
+    }
+    http = std::move(*e);
   }
 
   /// Publishes the node actor and meets the configured peers.

@@ -133,6 +133,7 @@ caf::expected<service_report> report(const sealed<msg::ReadReportReply>& r) {
   out.demotions = in.getDemotions();
   out.cold_tiers = in.getColdTiers();
   out.dead_tiers = in.getDeadTiers();
+  out.closed = in.getClosed();
   admission_part(in.getAdmission(), out.admission);
   checkpoints_part(in.getCheckpoints(), out.checkpoints);
   peer_part(in.getPeer(), out.peer);

@@ -15,6 +15,7 @@
 #include "actors/put_observer.hpp"
 #include "runtime/config.hpp"
 #include "tiers/checkpoints.hpp"
+#include "tiers/latency.hpp"
 
 #include <caf/actor_system.hpp>
 
@@ -101,6 +102,10 @@ struct service_handles {
   /// The put observer's feed subscriber.
   caf::actor put_observer;
   cluster_handles cluster;
+  /// The latency histograms the facade (restores, remote fetches) and the
+  /// embedded API (acquire, publish) fill, read by `service::latency`.
+  std::shared_ptr<tiers::latency_book> latency =
+    std::make_shared<tiers::latency_book>();
 };
 
 /// The routing cost model of `o`'s route.* options.

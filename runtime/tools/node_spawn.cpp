@@ -76,6 +76,10 @@ node_child::start(const std::string& program,
     return make_error(ec::io_error,
                       "node process printed '" + line + "' (no port)");
   c->port_ = static_cast<uint16_t>(std::stoul(c->address_.substr(colon + 1)));
+  auto http = rest.find(" http=");
+  if (http != std::string::npos)
+    c->http_address_ =
+      rest.substr(http + 6, rest.find(' ', http + 6) - http - 6);
   auto id = rest.find("node-id=");
   if (id != std::string::npos)
     c->node_id_ = rest.substr(id + 8);

@@ -1,10 +1,10 @@
 // A `kvtier node` child process (the multi-node replay, multi-process
 // tests): started with a program path and arguments, its stderr appended
 // to a log file, its stdout read until the listening line ("kvtier node
-// listening HOST:PORT node-id=NAME") within a bound. `stop` sends SIGTERM
-// and reaps within a bound, then SIGKILL; the destructor kills a child
-// still running (also a stopped one), and every child has PR_SET_PDEATHSIG,
-// so a crashing parent leaves no process behind.
+// listening HOST:PORT [http=HOST:PORT] node-id=NAME") within a bound. `stop`
+// sends SIGTERM and reaps within a bound, then SIGKILL; the destructor kills a
+// child still running (also a stopped one), and every child has
+// PR_SET_PDEATHSIG, so a crashing parent leaves no process behind.
 //
 // Errors are `caf::error`s (`ec::io_error` when the fork or pipe fails,
 // `ec::timeout` or `ec::io_error` naming the line the child printed
@@ -48,6 +48,11 @@ public:
   uint16_t port() const noexcept {
     return port_;
   }
+  /// HOST:PORT of the node's HTTP endpoint (the line's `http=`), empty
+  /// when it has none.
+  const std::string& http_address() const noexcept {
+    return http_address_;
+  }
   pid_t pid() const noexcept {
     return pid_;
   }
@@ -80,6 +85,7 @@ private:
   std::filesystem::path log_;
   std::string address_;
   std::string node_id_;
+  std::string http_address_;
   uint16_t port_ = 0;
 };
 

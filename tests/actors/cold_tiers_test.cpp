@@ -145,7 +145,8 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
                         tags[i], "tier-" + std::to_string(i)});
     }
     facade = sys.spawn(actors::cache_service, t, geometry, false, uint64_t{0},
-                       true, uint64_t{10000}, tiers::route_costs{});
+                       true, uint64_t{10000}, tiers::route_costs{},
+                       std::shared_ptr<tiers::latency_book>{});
     drain();
   }
 

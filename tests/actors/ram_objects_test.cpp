@@ -303,7 +303,8 @@ BOOST_AUTO_TEST_CASE(without_objects_the_ram_actor_and_the_facade_refuse_them) {
   tiers.ram = no_objects;
   auto facade = sys.spawn(
     actors::cache_service, tiers, *tiers::model_geometry::preset("tiny-dense"),
-    false, uint64_t{0}, false, uint64_t{10000}, tiers::route_costs{});
+    false, uint64_t{0}, false, uint64_t{10000}, tiers::route_costs{},
+    std::shared_ptr<tiers::latency_book>{});
   drain();
   auto refused = [&](auto to) {
     self->send(to, put_message("a", object(1)));

@@ -42,6 +42,7 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace kvtier::test {
@@ -93,6 +94,10 @@ public:
   }
   const std::string& node_id() const {
     return settings_.node_id;
+  }
+  /// HOST:PORT of its HTTP endpoint (when started with http.enabled).
+  std::string http_address() const {
+    return child_ ? child_->http_address() : std::string{};
   }
   bool running() const {
     return child_ && child_->running();
@@ -192,6 +197,20 @@ private:
   std::unique_ptr<runtime::node_child> child_;
   uint16_t port_ = 0;
 };
+
+/// The exit status of `command` (through the shell; -1 when it did not
+/// exit) and its stdout and stderr.
+inline std::pair<int, std::string> run_command(const std::string& command) {
+  std::string out;
+  int status = -1;
+  if (auto* p = ::popen((command + " 2>&1").c_str(), "r")) {
+    char buf[4096];
+    while (auto n = std::fread(buf, 1, sizeof buf, p))
+      out.append(buf, n);
+    status = ::pclose(p);
+  }
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
 
 /// An actor system that can reach nodes (the middleman, kvtier's types).
 using cluster::client_config;

@@ -29,19 +29,6 @@ using runtime::state_source;
 
 namespace {
 
-/// The stdout and stderr of `command` and its exit status.
-std::pair<int, std::string> run(const std::string& command) {
-  std::string out;
-  int status = -1;
-  if (auto* p = ::popen((command + " 2>&1").c_str(), "r")) {
-    char buf[256];
-    while (auto n = std::fread(buf, 1, sizeof buf, p))
-      out.append(buf, n);
-    status = ::pclose(p);
-  }
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
 /// Certificates made once per test in `dir`: CA "ca" signs node1, node2,
 /// client; CA "other" signs rogue; selfie signs itself.
 struct pki {
@@ -79,7 +66,7 @@ struct pki {
 
 private:
   void sh(const std::string& command) const {
-    auto [code, out] = run(command);
+    auto [code, out] = run_command(command);
     BOOST_REQUIRE_MESSAGE(code == 0, command << ": " << out);
   }
   static std::string ec_key() {
@@ -165,8 +152,8 @@ struct fixture : testing::service_fixture {
   std::pair<int, std::string> run_node(const node_settings& s) {
     auto conf = dir.path / (s.node_id + "-refused.conf");
     node_process::write_config(s, conf);
-    return run(std::string{"timeout 20 "} + KVTIER_PROGRAM + " node --config "
-               + conf.string());
+    return run_command(std::string{"timeout 20 "} + KVTIER_PROGRAM
+                       + " node --config " + conf.string());
   }
 };
 
@@ -348,8 +335,9 @@ BOOST_FIXTURE_TEST_CASE(tls_files_that_do_not_load_stop_the_start_naming_them,
   BOOST_TEST(cout.find("cluster.tls-ca") != std::string::npos, cout);
   // An encrypted key opens with its passphrase only.
   auto enc = (dir.path / "node1-enc.key").string();
-  auto [ecode, eout] = run("openssl pkey -in " + certs.key("node1")
-                           + " -aes256 -passout pass:s3cret -out " + enc);
+  auto [ecode, eout] =
+    run_command("openssl pkey -in " + certs.key("node1")
+                + " -aes256 -passout pass:s3cret -out " + enc);
   BOOST_REQUIRE_MESSAGE(ecode == 0, eout);
   lines = certs.lines("node1");
   lines[2] = "tls-key=\"" + enc + "\"";

@@ -1,0 +1,108 @@
+// The operator's HTTP endpoint (docs/operations.md): GET /metrics
+// (Prometheus text, runtime/http/exposition.hpp), GET /stats (JSON), GET
+// /health, and the admin routes POST /admin/cache/flush, POST
+// /admin/sessions/{id}/close and POST /admin/ram/drop, over a service.
+//
+// Served with Boost.Beast (HTTP/1.1, keep-alive), not prometheus-cpp's
+// exposer: the exposer serves registries only, while the admin routes,
+// per-connection deadlines and the body limit need a server of our own;
+// prometheus-cpp still builds and serializes every metric.
+//
+// Threads: one accepting thread, and one thread per connection (at most
+// `max_connections`; more are answered 503 and closed at once), so a
+// route that waits on storage (a flush) never delays another connection
+// (a session close answers at once). Every read and write has the
+// `timeout` deadline; a request's head is at most 16 KiB and its body 64
+// KiB (else 400 / 413 and the connection closes). Admin routes require
+// `Authorization: Bearer <admin_token>` when a token is set (401
+// otherwise); `service_options::validate` refuses a non-loopback address
+// without one. `stop` (and the destructor) closes the listener and every
+// connection, and returns once no thread runs (a route in a service call
+// finishes first, bounded by the service's own deadline).
+#pragma once
+
+#include "runtime/config.hpp"
+
+#include <caf/expected.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kvtier::runtime {
+class service;
+}
+
+namespace kvtier::http {
+
+struct endpoint_options {
+  std::string address = "127.0.0.1";
+  uint16_t port = 0;
+  std::string admin_token;
+  size_t max_connections = 16;
+  std::chrono::milliseconds timeout{5000};
+
+  /// The http.* options of `o`.
+  static endpoint_options of(const runtime::service_options& o);
+};
+
+/// One request as the routes see it.
+struct request {
+  std::string method;
+  /// Path and query, e.g. "/admin/ram/drop?bytes=1024".
+  std::string target;
+  /// The Authorization header (empty when absent).
+  std::string authorization;
+  std::string body;
+};
+
+struct response {
+  unsigned status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+/// The endpoint's own counters (also on /metrics and /stats).
+struct endpoint_counters {
+  std::atomic<uint64_t> requests{0}, refused_busy{0}, bad_requests{0};
+};
+
+/// Answers `r` for `svc` (the routes without the server: any thread).
+response handle(runtime::service& svc, const endpoint_options& opts,
+                const request& r, const endpoint_counters* counters = nullptr);
+
+class endpoint {
+public:
+  /// Listens on `opts.address`:`opts.port` and serves `svc` (which must
+  /// outlive the endpoint). `ec::io_error` naming the address when it
+  /// cannot listen, `ec::invalid_config` for an address that does not
+  /// resolve.
+  static caf::expected<std::unique_ptr<endpoint>> start(runtime::service& svc,
+                                                        endpoint_options opts);
+
+  ~endpoint();
+  endpoint(const endpoint&) = delete;
+  endpoint& operator=(const endpoint&) = delete;
+
+  /// HOST:PORT it listens on (the port it got for port 0).
+  std::string address() const;
+  uint16_t port() const;
+
+  const endpoint_counters& counters() const;
+
+  /// Stops listening and serving; idempotent.
+  void stop();
+
+  struct impl;
+
+private:
+  explicit endpoint(std::unique_ptr<impl> i);
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace kvtier::http
