@@ -135,7 +135,13 @@ struct endpoint::impl {
       auto& s = c->stream.socket();
       s.non_blocking(true, ignored);
       s.write_some(asio::buffer(busy), ignored);
-      s.shutdown(tcp::socket::shutdown_both, ignored);
+      s.shutdown(tcp::socket::shutdown_send, ignored);
+      // What the client sent already is read and dropped: closing with
+      // unread bytes would reset the connection, and the client might
+      // lose the answer.
+      char scratch[4096];
+      while (s.read_some(asio::buffer(scratch), ignored) > 0 && !ignored) {
+      }
       s.close(ignored);
       return;
     }

@@ -36,6 +36,12 @@ struct http_fixture : service_fixture {
     opts.http_port = 0;
   }
 
+  // The service uses `faulty`, a member of this class, which goes before
+  // the base's members: the service must go first.
+  ~http_fixture() {
+    svc.reset();
+  }
+
   uint16_t port() const {
     return testing::port_of(svc->http_address());
   }
