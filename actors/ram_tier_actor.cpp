@@ -63,8 +63,9 @@ sealed<msg::AcquireStateReply> lend(ram_tier_pointer self,
   msg::draft<msg::AcquireStateReply> d;
   if (hit) {
     d.root().setSource(msg::Tier::RAM);
-    d.root().setUsableTokens(hit->state.size());
-    tiers::write_entry(d, d.root().initEntry(), hit->state);
+    d.root().setUsableTokens(hit->length);
+    // Cut as it is written: no trimmed copy of the donor's views first.
+    tiers::write_entry(d, d.root().initEntry(), *hit->donor, hit->length);
     spill(self, std::move(hit->evicted)); // a leaving donor came back
   } else {
     d.root().setSource(msg::Tier::NONE);

@@ -236,6 +236,46 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e) {
     out.getSession().setNone();
 }
 
+void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e,
+                 uint64_t n) {
+  KVTIER_ASSERT(e.can_trim_to(n));
+  if (n == e.size()) {
+    write_entry(d, out, e);
+    return;
+  }
+  // Below its length every layer is kv or an unwrapped ring (the only
+  // kinds that trim): its first n token rows, as `layer_state::trimmed`.
+  out.setNs(text(e.ns));
+  write_tokens(out.initTokens(n), std::span{e.tokens}.first(n));
+  auto layers = out.initLayers(e.layers.size());
+  for (uint32_t i = 0; i < e.layers.size(); ++i) {
+    auto& l = e.layers[i];
+    auto bytes = n * l.bytes_per_token;
+    auto desc = layers[i].initDescriptor();
+    desc.setKind(static_cast<msg::LayerKind>(l.kind));
+    desc.setBytesPerToken(l.bytes_per_token);
+    desc.setWindow(l.window);
+    desc.setTokens(n);
+    desc.setMinOffset(l.min_offset);
+    desc.setByteLength(bytes);
+    uint32_t k = 0;
+    for (uint64_t left = bytes; left > 0 && k < l.segments.size(); ++k)
+      left -= std::min(left, l.segments[k].length);
+    auto segs = layers[i].initSegments(k);
+    uint64_t left = bytes;
+    for (uint32_t j = 0; j < k; ++j) {
+      auto take = std::min(left, l.segments[j].length);
+      d.set_payload(segs[j], l.segments[j].sub(0, take));
+      left -= take;
+    }
+  }
+  out.initAttachments(0); // exact-boundary: not below the full length
+  if (e.session)
+    out.getSession().setId(text(*e.session));
+  else
+    out.getSession().setNone();
+}
+
 caf::error check_layers(const model_geometry& g, msg::Entry::Reader in) {
   auto layers = in.getLayers();
   if (layers.size() != g.layers.size())

@@ -27,6 +27,12 @@ namespace kvtier::tiers {
 /// Writes `e` into `out`; its segments become side views of `d`.
 void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e);
 
+/// Writes `e` cut to its first `n` tokens (`e.can_trim_to(n)` must hold),
+/// as `write_entry(d, out, *e.trimmed(n))` would, without building the
+/// trimmed entry first: what a RAM hit lends (tiers/ram_types.hpp).
+void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e,
+                 uint64_t n);
+
 /// Reads an entry out of carrier `c`. Bytes that are not a valid message
 /// fail with `ec::malformed_message` (an unknown layer kind, an
 /// out-of-range side index); an entry that does not hold together fails

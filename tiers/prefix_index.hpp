@@ -22,7 +22,12 @@
 // one exception is a tie among trimmed candidates whose most recent member
 // cannot trim that far (floor above the match), where a branch-and-bound
 // search runs over the subtree, pruned by per-node aggregates. Inserts and
-// erases cost O(len(key)) plus, rarely, one pass over a node's children.
+// erases cost O(len(key)) plus O(log fan-out) at each wide node (over 32
+// children) on the key's path, whatever the fan-out and the order of the
+// keys: a wide node holds its children in a hash table with a summary tree
+// beside it, so nothing shifts the siblings and no pass over the children
+// is needed to learn what is left below after an erase (a node of at most
+// 32 children keeps them in a sorted array).
 // Memory: edges hold runs of tokens, so a shared prefix is stored once.
 #pragma once
 

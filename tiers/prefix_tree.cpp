@@ -3,8 +3,10 @@
 #include "messages/assert.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <utility>
 
 namespace kvtier::tiers {
@@ -26,6 +28,302 @@ size_t lcp(const token* a, const token* b, size_t n) {
   return i;
 }
 
+using node = prefix_tree::node;
+
+/// What a subtree holds of trimmable entries: the least floor, how many
+/// share it, and the most recently stamped one.
+struct summary {
+  uint32_t min = no_floor;
+  uint32_t count = 0;
+  node* best = nullptr;
+};
+
+/// Summary of `c`'s subtree, `c` included (empty for no child).
+summary of(const node* c) noexcept;
+
+/// A node's children by the first token of their edge. Up to `max_sorted`
+/// children sit in a sorted array (a binary search, as cheap as it gets at
+/// small fan-out); past that they move to an open-addressing hash table
+/// (linear probing, at most 70 % full, backward-shift erase), so adding or
+/// removing a child never shifts more than `max_sorted` siblings however
+/// wide the node is. A table also keeps a summary tree over its slots
+/// (leaves: each slot's subtree summary; above them cells that combine 16
+/// cells each), so a wide node answers what is left below it after an
+/// erase in O(log fan-out) instead of a pass over its children. An insert
+/// updates one cell per level without reading siblings (the newcomer is
+/// the most recent); an erase recombines one group per level. 16 bytes in
+/// a node either way.
+class child_set {
+public:
+  using item = std::pair<token, node*>;
+
+  /// Sorted up to this many children; a table above.
+  static constexpr uint32_t max_sorted = 32;
+
+  child_set() = default;
+  child_set(const child_set&) = delete;
+  child_set& operator=(const child_set&) = delete;
+  ~child_set() {
+    release();
+  }
+
+  uint32_t size() const noexcept {
+    return count_;
+  }
+  bool empty() const noexcept {
+    return count_ == 0;
+  }
+  /// Held in a table (with a summary tree).
+  bool wide() const noexcept {
+    return cap_ > max_sorted;
+  }
+
+  node* find(token t) const noexcept {
+    if (!wide()) {
+      auto it = lower(t);
+      return it != data_ + count_ && it->first == t ? it->second : nullptr;
+    }
+    for (auto i = home(t);; i = (i + 1) & (cap_ - 1)) {
+      auto& s = data_[i];
+      if (!s.second)
+        return nullptr;
+      if (s.first == t)
+        return s.second;
+    }
+  }
+
+  /// The child under `t` becomes `n` (one must be there) whose subtree
+  /// summary is the same (a split or merge of its edge).
+  void replace(token t, node* n) noexcept {
+    slot_of(t)->second = n;
+  }
+
+  /// Adds `n` under `t` (none there yet).
+  void insert(token t, node* n) {
+    if (!wide()) {
+      if (count_ < max_sorted) {
+        if (count_ == cap_)
+          reshape(std::max<uint32_t>(1, 2 * cap_), false);
+        auto it = lower(t);
+        std::move_backward(it, data_ + count_, data_ + count_ + 1);
+        *it = item{t, n};
+        ++count_;
+        return;
+      }
+      reshape(2 * max_sorted, true);
+    } else if (10 * (count_ + 1) > 7 * cap_) {
+      reshape(2 * cap_, true);
+    }
+    auto i = put(t, n);
+    ++count_;
+    // A new child holds nothing yet (a fresh leaf, before its entry is
+    // added): its empty slot's cell already says so.
+    if (auto sum = of(n); sum.min != no_floor || sum.best) {
+      sums()[i] = sum;
+      refresh_path(i);
+    }
+  }
+
+  /// Removes the child under `t` (one must be there).
+  void erase(token t) {
+    if (!wide()) {
+      auto it = lower(t);
+      std::move(it + 1, data_ + count_, it);
+      --count_;
+      return;
+    }
+    auto mask = cap_ - 1;
+    auto i = index_of(t);
+    auto c = sums();
+    // Backward shift: pull later members of the probe run into the hole
+    // unless their home lies cyclically in (hole, them]. A group's sum
+    // does not depend on where in it a cell sits, so only a move across
+    // groups (and a leaving child that still held something, which the
+    // tree never erases) needs its paths recombined.
+    bool dirty = c[i].min != no_floor || c[i].best;
+    uint32_t touched[64];
+    uint32_t n_touched = 0;
+    auto mark = [&](uint32_t k) {
+      if (n_touched < 64)
+        touched[n_touched++] = k;
+      else
+        dirty = true;
+    };
+    if (dirty)
+      mark(i);
+    for (auto j = (i + 1) & mask; data_[j].second; j = (j + 1) & mask) {
+      auto h = home(data_[j].first);
+      bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+      if (!stays) {
+        data_[i] = data_[j];
+        c[i] = c[j];
+        if (i / fan_in != j / fan_in) {
+          mark(i);
+          mark(j);
+        }
+        i = j;
+      }
+    }
+    data_[i] = item{0, nullptr};
+    c[i] = summary{};
+    --count_;
+    if (count_ <= max_sorted / 2) {
+      reshape(max_sorted, false);
+    } else if (cap_ > 2 * max_sorted && 8 * count_ < cap_) {
+      reshape(cap_ / 2, true);
+    } else if (n_touched == 64) {
+      rebuild();
+    } else {
+      for (uint32_t k = 0; k < n_touched; ++k)
+        refresh_path(touched[k]);
+    }
+  }
+
+  /// Calls f(token, node*) for every child, in no set order.
+  template <class F>
+  void for_each(F&& f) const {
+    auto n = wide() ? cap_ : count_;
+    for (uint32_t i = 0; i < n; ++i)
+      if (data_[i].second)
+        f(data_[i].first, data_[i].second);
+  }
+
+  /// Some child (the only one, when there is one).
+  node* any() const noexcept {
+    node* out = nullptr;
+    for_each([&out](token, node* c) { out = c; });
+    return out;
+  }
+
+  // Wide only: the summary tree.
+
+  /// Over every child's subtree.
+  const summary& total() const noexcept {
+    return sums()[cells_for(cap_) - 1];
+  }
+  /// The child under `t` now also holds trimmable entry `e` (floor `f`),
+  /// stamped above everything: no sibling needs reading.
+  void added(token t, uint32_t f, node* e) noexcept;
+  /// Trimmable entry `e` under `t` got the highest stamp.
+  void touched(token t, node* e) noexcept;
+  /// Trimmable entry `e` (floor `f`) left the subtree under `t`: its
+  /// leaf anew, and up the path only the cells `e` counted in (a count
+  /// less where others share the floor, a group recombined where `e` was
+  /// the least floor alone or the most recent).
+  void removed(token t, uint32_t f, const node* e) noexcept;
+
+  /// Heap bytes held.
+  uint64_t memory_bytes() const noexcept {
+    return uint64_t{cap_} * sizeof(item)
+           + (wide() ? cells_for(cap_) * sizeof(summary) : 0);
+  }
+
+private:
+  uint32_t home(token t) const noexcept {
+    // Fibonacci hashing: the top bits of t * 2^64 / phi.
+    auto bits = static_cast<uint32_t>(std::countr_zero(cap_));
+    return static_cast<uint32_t>((uint64_t{t} * 0x9E3779B97F4A7C15ull)
+                                 >> (64 - bits));
+  }
+
+  item* lower(token t) const noexcept {
+    return std::lower_bound(data_, data_ + count_, t,
+                            [](const item& c, token v) { return c.first < v; });
+  }
+
+  uint32_t index_of(token t) const noexcept {
+    auto i = home(t);
+    while (data_[i].first != t || !data_[i].second)
+      i = (i + 1) & (cap_ - 1);
+    return i;
+  }
+
+  item* slot_of(token t) const noexcept {
+    return wide() ? data_ + index_of(t) : lower(t);
+  }
+
+  /// Places (t, n) in the table (room guaranteed); its slot.
+  uint32_t put(token t, node* n) noexcept {
+    auto i = home(t);
+    while (data_[i].second)
+      i = (i + 1) & (cap_ - 1);
+    data_[i] = item{t, n};
+    return i;
+  }
+
+  /// The cells above slot `i`'s leaf.
+  void refresh_path(uint32_t i) noexcept;
+  /// Every leaf and cell.
+  void rebuild() noexcept;
+  template <class F>
+  void up_from(uint32_t i, F&& f) noexcept;
+
+  /// Moves every child into a new array of `cap` items: a table when
+  /// `table`, else sorted.
+  void reshape(uint32_t cap, bool table) {
+    auto old = data_;
+    auto old_n = wide() ? cap_ : count_;
+    data_ = allocate(cap, table);
+    cap_ = cap;
+    if (table) {
+      for (uint32_t i = 0; i < old_n; ++i)
+        if (old[i].second)
+          put(old[i].first, old[i].second);
+    } else {
+      uint32_t k = 0;
+      for (uint32_t i = 0; i < old_n; ++i)
+        if (old[i].second)
+          data_[k++] = old[i];
+      std::sort(data_, data_ + k,
+                [](const item& a, const item& b) { return a.first < b.first; });
+    }
+    ::operator delete(old);
+    if (table)
+      rebuild();
+  }
+
+  /// `cap` empty items, followed by a table's summary cells, in one block
+  /// (the items and cells are trivially destructible).
+  static item* allocate(uint32_t cap, bool table) {
+    static_assert(sizeof(item) % alignof(summary) == 0);
+    size_t n = size_t{cap} * sizeof(item)
+               + (table ? cells_for(cap) * sizeof(summary) : 0);
+    auto raw = static_cast<item*>(::operator new(n));
+    std::uninitialized_value_construct_n(raw, cap);
+    if (table)
+      std::uninitialized_value_construct_n(
+        reinterpret_cast<summary*>(raw + cap), cells_for(cap));
+    return raw;
+  }
+
+  /// Summary cells of a table: level by level, each cell combining
+  /// `fan_in` cells of the level below (16 cells are 4 cache lines, so a
+  /// path from a leaf to the root touches few lines); level 0 is a leaf
+  /// per slot, the last cell the whole.
+  static constexpr size_t fan_in = 16;
+  static size_t cells_for(uint32_t cap) noexcept {
+    size_t n = 0;
+    for (size_t level = cap;; level = (level + fan_in - 1) / fan_in) {
+      n += level;
+      if (level == 1)
+        return n;
+    }
+  }
+  summary* sums() const noexcept {
+    return reinterpret_cast<summary*>(data_ + cap_);
+  }
+
+  void release() noexcept {
+    ::operator delete(data_);
+    data_ = nullptr;
+    count_ = cap_ = 0;
+  }
+
+  item* data_ = nullptr;
+  uint32_t count_ = 0;
+  uint32_t cap_ = 0;
+};
+
 } // namespace
 
 /// A tree node: the edge into it (`run`), its children by first token, an
@@ -36,8 +334,8 @@ struct prefix_tree::node {
   uint32_t run_len = 0;
   /// Tokens from the root to the end of this node's edge.
   uint32_t depth = 0;
-  /// Sorted by first token; the tree owns the children.
-  std::vector<std::pair<token, node*>> children;
+  /// By first token; the tree owns the children.
+  child_set children;
   uint64_t value = 0;
   uint64_t stamp = 0;
   uint32_t floor = 0;
@@ -64,19 +362,20 @@ struct prefix_tree::node {
     return below_best;
   }
 
-  auto child_at(token t) {
-    return std::lower_bound(
-      children.begin(), children.end(), t,
-      [](const std::pair<token, node*>& c, token v) { return c.first < v; });
+  node* child(token t) const noexcept {
+    return children.find(t);
   }
 
-  node* child(token t) {
-    auto it = child_at(t);
-    return it != children.end() && it->first == t ? it->second : nullptr;
-  }
-
-  /// Recomputes the below-aggregates from the children.
+  /// Recomputes the below-aggregates from the children (a wide node: from
+  /// its summary tree, kept current by the callers).
   void recompute() noexcept {
+    if (children.wide()) {
+      auto& s = children.total();
+      below_min = s.min;
+      below_count = s.count;
+      below_best = s.best;
+      return;
+    }
     below_min = no_floor;
     below_count = 0;
     below_best = nullptr;
@@ -88,14 +387,14 @@ struct prefix_tree::node {
         below_count += k;
       }
     };
-    for (auto& [t, c] : children) {
+    children.for_each([&](token, node* c) {
       if (c->trimmable())
         add(c->floor, 1);
       add(c->below_min, c->below_count);
       auto b = c->total_best();
       if (b && (!below_best || b->stamp > below_best->stamp))
         below_best = b;
-    }
+    });
   }
 };
 
@@ -105,7 +404,122 @@ struct prefix_tree::root_node : prefix_tree::node {
 
 namespace {
 
-using node = prefix_tree::node;
+summary of(const node* c) noexcept {
+  if (!c)
+    return {};
+  auto n = const_cast<node*>(c);
+  summary s{n->total_min(), 0, n->total_best()};
+  if (s.min != no_floor)
+    s.count = (n->trimmable() && n->floor == s.min ? 1 : 0)
+              + (n->below_min == s.min ? n->below_count : 0);
+  return s;
+}
+
+summary combine(const summary& a, const summary& b) noexcept {
+  summary s{std::min(a.min, b.min), 0, a.best};
+  if (s.min != no_floor)
+    s.count = (a.min == s.min ? a.count : 0) + (b.min == s.min ? b.count : 0);
+  if (b.best && (!s.best || b.best->stamp > s.best->stamp))
+    s.best = b.best;
+  return s;
+}
+
+} // namespace
+
+void child_set::refresh_path(uint32_t i) noexcept {
+  auto c = sums();
+  size_t off = 0, k = i;
+  for (size_t level = cap_; level > 1;) {
+    auto up = (level + fan_in - 1) / fan_in;
+    auto g = k / fan_in * fan_in;
+    auto end = std::min(g + fan_in, level);
+    auto sum = c[off + g];
+    for (auto j = g + 1; j < end; ++j)
+      sum = combine(sum, c[off + j]);
+    c[off + level + k / fan_in] = sum;
+    off += level;
+    level = up;
+    k /= fan_in;
+  }
+}
+
+void child_set::rebuild() noexcept {
+  auto c = sums();
+  for (uint32_t i = 0; i < cap_; ++i)
+    c[i] = of(data_[i].second);
+  size_t off = 0;
+  for (size_t level = cap_; level > 1;) {
+    auto up = (level + fan_in - 1) / fan_in;
+    for (size_t k = 0; k < up; ++k) {
+      auto end = std::min((k + 1) * fan_in, level);
+      auto sum = c[off + k * fan_in];
+      for (auto j = k * fan_in + 1; j < end; ++j)
+        sum = combine(sum, c[off + j]);
+      c[off + level + k] = sum;
+    }
+    off += level;
+    level = up;
+  }
+}
+
+/// Calls f(cell) for slot `i`'s leaf and every cell above it.
+template <class F>
+void child_set::up_from(uint32_t i, F&& f) noexcept {
+  auto c = sums();
+  size_t off = 0, k = i;
+  for (size_t level = cap_;; level = (level + fan_in - 1) / fan_in) {
+    f(c[off + k]);
+    if (level == 1)
+      return;
+    off += level;
+    k /= fan_in;
+  }
+}
+
+void child_set::added(token t, uint32_t f, node* e) noexcept {
+  up_from(index_of(t), [f, e](summary& s) {
+    if (f < s.min) {
+      s.min = f;
+      s.count = 1;
+    } else if (f == s.min) {
+      ++s.count;
+    }
+    s.best = e;
+  });
+}
+
+void child_set::removed(token t, uint32_t f, const node* e) noexcept {
+  auto c = sums();
+  auto k = index_of(t);
+  c[k] = of(data_[k].second);
+  size_t off = 0;
+  for (size_t level = cap_; level > 1;) {
+    auto up = (level + fan_in - 1) / fan_in;
+    auto& cell = c[off + level + k / fan_in];
+    bool hit_min = cell.min == f, hit_best = cell.best == e;
+    if (!hit_min && !hit_best)
+      return; // no cell above counted e either
+    if (hit_min && !hit_best && cell.count > 1) {
+      --cell.count;
+    } else {
+      auto g = k / fan_in * fan_in;
+      auto end = std::min(g + fan_in, level);
+      auto sum = c[off + g];
+      for (auto j = g + 1; j < end; ++j)
+        sum = combine(sum, c[off + j]);
+      cell = sum;
+    }
+    off += level;
+    level = up;
+    k /= fan_in;
+  }
+}
+
+void child_set::touched(token t, node* e) noexcept {
+  up_from(index_of(t), [e](summary& s) { s.best = e; });
+}
+
+namespace {
 
 node* as_node(void* p) {
   return static_cast<node*>(p);
@@ -160,13 +574,13 @@ node* pick(node* y, bool with_own, uint32_t k) {
       continue;
     }
     // The most recent entry below cannot trim to k: look deeper.
-    for (auto& [t, c] : n->children) {
+    n->children.for_each([&](token, node* c) {
       if (c->total_min() > k)
-        continue;
+        return;
       if (c->trimmable() && c->floor <= k)
         offer(c);
       todo.push_back(c);
-    }
+    });
   }
   return best;
 }
@@ -200,14 +614,13 @@ prefix_tree& prefix_tree::operator=(prefix_tree&& other) noexcept {
 
 void prefix_tree::clear() {
   std::vector<node*> todo;
+  auto push = [&todo](token, node* c) { todo.push_back(c); };
   for (auto& [ns, r] : roots_)
-    for (auto& [t, c] : r->children)
-      todo.push_back(c);
+    r->children.for_each(push);
   while (!todo.empty()) {
     auto n = todo.back();
     todo.pop_back();
-    for (auto& [t, c] : n->children)
-      todo.push_back(c);
+    n->children.for_each(push);
     delete n;
   }
   roots_.clear();
@@ -226,19 +639,21 @@ node* prefix_tree::split(node* c, uint32_t at) {
   c->run = copy_run(c->run.get() + at, c->run_len - at);
   c->run_len -= at;
   c->parent = x;
-  x->children.emplace_back(c->run[0], c);
+  x->children.insert(c->run[0], c);
   x->below_min = c->total_min();
   x->below_count = (c->trimmable() && c->floor == x->below_min ? 1 : 0)
                    + (c->below_min == x->below_min ? c->below_count : 0);
   x->below_best = c->total_best();
-  x->parent->child_at(x->run[0])->second = x;
+  x->parent->children.replace(x->run[0], x);
   ++nodes_;
   return x;
 }
 
 void prefix_tree::add_up(node* e) {
   auto f = e->floor;
-  for (auto a = e->parent; a; a = a->parent) {
+  for (node *a = e->parent, *c = e; a; c = a, a = a->parent) {
+    if (a->children.wide())
+      a->children.added(c->run[0], f, e);
     if (f < a->below_min) {
       a->below_min = f;
       a->below_count = 1;
@@ -250,9 +665,11 @@ void prefix_tree::add_up(node* e) {
 }
 
 void prefix_tree::remove_up(node* e, uint32_t f) {
-  for (auto a = e->parent; a; a = a->parent) {
+  for (node *a = e->parent, *c = e; a; c = a, a = a->parent) {
     bool hit_min = f == a->below_min;
     bool hit_best = a->below_best == e;
+    if (a->children.wide()) // c's subtree lost e: its leaf and path
+      a->children.removed(c->run[0], f, e);
     if (!hit_min && !hit_best)
       break; // every ancestor above is unaffected too
     if (hit_min && !hit_best && a->below_count > 1)
@@ -280,7 +697,7 @@ node* prefix_tree::make_path(std::string_view ns, std::span<const token> key) {
       leaf->run = copy_run(key.data() + i, key.size() - i);
       leaf->run_len = static_cast<uint32_t>(key.size() - i);
       leaf->depth = static_cast<uint32_t>(key.size());
-      n->children.emplace(n->child_at(key[i]), key[i], leaf);
+      n->children.insert(key[i], leaf);
       ++nodes_;
       tokens_ += leaf->run_len;
       return leaf;
@@ -319,7 +736,7 @@ prefix_tree::insert_result prefix_tree::insert(std::string_view ns,
 
 void prefix_tree::unlink(node* e) {
   auto p = e->parent;
-  p->children.erase(p->child_at(e->run[0]));
+  p->children.erase(e->run[0]);
   tokens_ -= e->run_len;
   --nodes_;
   delete e;
@@ -335,14 +752,14 @@ void prefix_tree::unlink(node* e) {
 }
 
 void prefix_tree::merge_into_child(node* n) {
-  auto c = n->children.front().second;
+  auto c = n->children.any();
   auto run = std::make_unique<token[]>(size_t{n->run_len} + c->run_len);
   std::copy(n->run.get(), n->run.get() + n->run_len, run.get());
   std::copy(c->run.get(), c->run.get() + c->run_len, run.get() + n->run_len);
   c->run = std::move(run);
   c->run_len += n->run_len;
   c->parent = n->parent;
-  n->parent->child_at(c->run[0])->second = c;
+  n->parent->children.replace(c->run[0], c);
   --nodes_;
   delete n; // had no entry: nothing refers to it
 }
@@ -428,8 +845,11 @@ void prefix_tree::touch(entry_ref ref) {
   KVTIER_ASSERT(e && e->has_entry);
   e->stamp = ++clock_;
   if (e->trimmable())
-    for (auto a = e->parent; a; a = a->parent)
+    for (node *a = e->parent, *c = e; a; c = a, a = a->parent) {
+      if (a->children.wide())
+        a->children.touched(c->run[0], e);
       a->below_best = e;
+    }
 }
 
 std::vector<entry_ref> prefix_tree::ancestors(entry_ref ref) const {
@@ -482,15 +902,13 @@ prefix_tree::descendants(std::string_view ns,
   if (n->depth > key.size())
     todo.push_back(n);
   else
-    for (auto& [t, c] : n->children)
-      todo.push_back(c);
+    n->children.for_each([&todo](token, node* c) { todo.push_back(c); });
   while (!todo.empty()) {
     auto d = todo.back();
     todo.pop_back();
     if (d->has_entry)
       out.push_back(entry_ref{d});
-    for (auto& [t, c] : d->children)
-      todo.push_back(c);
+    d->children.for_each([&todo](token, node* c) { todo.push_back(c); });
   }
   return out;
 }
@@ -541,9 +959,8 @@ uint64_t prefix_tree::memory_bytes() const {
     todo.pop_back();
     if (d->parent)
       n += sizeof(node) + d->run_len * sizeof(token);
-    n += d->children.capacity() * sizeof(d->children[0]);
-    for (auto& [t, c] : d->children)
-      todo.push_back(c);
+    n += d->children.memory_bytes();
+    d->children.for_each([&todo](token, node* c) { todo.push_back(c); });
   }
   return n;
 }

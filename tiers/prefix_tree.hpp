@@ -11,7 +11,10 @@
 // p == L, or f <= p < L (trimmed). f == L means exact-only. Each node keeps,
 // over the trimmable entries strictly below it, the minimum floor (with how
 // many entries share it) and the most recently stamped one, so a divergence
-// point answers "is anything below me trimmable to depth d" in O(1).
+// point answers "is anything below me trimmable to depth d" in O(1). A node
+// with more than 32 children holds them in a hash table whose summary tree
+// keeps those aggregates current in O(log fan-out) per insert or erase
+// (prefix_tree.cpp, `child_set`).
 #pragma once
 
 #include "tiers/state.hpp"
@@ -124,7 +127,8 @@ public:
   uint64_t token_count() const noexcept {
     return tokens_;
   }
-  /// Heap bytes the tree holds (nodes, edge runs, child arrays, roots),
+  /// Heap bytes the tree holds (nodes, edge runs, child arrays and tables
+  /// with their summary trees, roots),
   /// counted from sizes and capacities, not from the allocator; walks
   /// every node (O(nodes)), so call it for reports, not per request.
   uint64_t memory_bytes() const;

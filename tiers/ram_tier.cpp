@@ -15,7 +15,7 @@ ram_tier::ram_tier(uint64_t capacity_bytes, bool cold_tier)
 ram_key ram_tier::key_of(const record& r) {
   if (r.is_object)
     return {true, r.object_key, {}};
-  return {false, r.state.ns, r.state.tokens};
+  return {false, r.state->ns, r.state->tokens};
 }
 
 ram_tier::record_it ram_tier::emplace(record rec,
@@ -42,7 +42,7 @@ std::vector<buffer_ref> ram_tier::buffers_of(const record& r) {
     holder.attachments = r.object;
     collect_buffers(holder, out);
   } else {
-    collect_buffers(r.state, out);
+    collect_buffers(*r.state, out);
   }
   return out;
 }
@@ -85,7 +85,10 @@ spill_order ram_tier::take(record_it r) {
   auto refs = buffers_of(*r); // for the weak refs of what the tier lets go
   if (!r->is_object && r->ref)
     announce(*r, true); // before its state moves out
-  out.state = std::move(r->state);
+  // Moved out when no lent hit shares it still, else copied (views).
+  out.state = r->state.use_count() == 1
+                ? std::move(const_cast<entry&>(*r->state))
+                : *r->state;
   out.object = std::move(r->object);
   drop(r, &out.released, std::move(refs));
   return out;
@@ -98,7 +101,7 @@ bool ram_tier::leaves(record_it r) const {
 spill_order ram_tier::leave(record_it r) {
   spill_order out;
   out.key = key_of(*r);
-  out.state = r->state;
+  out.state = *r->state;
   out.serial = r->serial;
   out.leaving = true;
   out.needs_spill = !std::exchange(r->writing, true);
@@ -131,12 +134,14 @@ uint64_t ram_tier::would_free(record_it r) const {
       if (s.buf)
         ++views[s.buf->id()];
   };
-  for (auto& l : r->state.layers)
+  for (auto& l : r->state->layers)
     count(l.segments);
-  for (auto& a : r->state.attachments)
+  for (auto& a : r->state->attachments)
     count(a.segments);
   for (auto& a : r->object)
     count(a.segments);
+  if (!r->is_object && r->state.use_count() > 1)
+    return 0; // a lent hit shares the whole entry: all of it stays
   uint64_t n = 0;
   for (auto& b : buffers_of(*r))
     if (ledger_.holders(b->id()) == 1 && b.use_count() == views[b->id()] + 1)
@@ -207,7 +212,7 @@ std::vector<spill_order> ram_tier::evict_over_cap(record_it keep) {
 
 size_t ram_tier::supersede(record_it r) {
   auto floor = index_.floor(r->ref);
-  if (floor >= r->state.size())
+  if (floor >= r->state->size())
     return 0; // untrimmable: shorter ancestors must survive
   size_t n = 0;
   for (auto a : index_.ancestors(r->ref)) {
@@ -232,18 +237,18 @@ void ram_tier::announce(record& r, bool gone) {
   if (!changes_ || (gone && std::exchange(r.announced_gone, true)))
     return;
   uint64_t bytes = 0;
-  for (auto& l : r.state.layers)
+  for (auto& l : r.state->layers)
     bytes += l.byte_length();
-  changes_(ram_change{gone ? r.gone_as : ram_change_kind::stored, r.state.ns,
-                      r.state.tokens, bytes,
-                      trim_floor(r.state) < r.state.size()});
+  changes_(ram_change{gone ? r.gone_as : ram_change_kind::stored, r.state->ns,
+                      r.state->tokens, bytes,
+                      trim_floor(*r.state) < r.state->size()});
 }
 
 void ram_tier::notify(const record& r) {
   if (!observer_)
     return;
   try {
-    observer_(r.state.tokens, r.state.ns);
+    observer_(r.state->tokens, r.state->ns);
   } catch (...) {
     ++counters_.observer_errors; // contained: the put stands
   }
@@ -264,9 +269,10 @@ put_result ram_tier::hold_oversize(entry&& e,
   // may never be stored). It replaces an item of its key, as any put.
   ++counters_.oversize;
   auto floor = trim_floor(e);
-  auto r =
-    emplace(record{.state = std::move(e), .writing = true}, bufs, now, false);
-  auto ins = index_.insert(r->state.ns, r->state.tokens, r, floor);
+  auto r = emplace(
+    record{.state = std::make_shared<entry>(std::move(e)), .writing = true},
+    bufs, now, false);
+  auto ins = index_.insert(r->state->ns, r->state->tokens, r, floor);
   r->ref = ins.ref;
   if (ins.replaced) {
     auto old = *ins.replaced;
@@ -278,7 +284,7 @@ put_result ram_tier::hold_oversize(entry&& e,
   announce(*r, false); // held (servable) until its write settles
   spill_order s;
   s.key = key_of(*r);
-  s.state = r->state;
+  s.state = *r->state;
   s.serial = r->serial;
   s.leaving = true;
   put_result out;
@@ -307,11 +313,12 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
     return hold_oversize(std::move(e), bufs, now);
   put_result out;
   auto floor = trim_floor(e);
-  auto r =
-    emplace(record{.state = std::move(e), .durable = durable}, bufs, now);
-  auto ins = index_.insert(r->state.ns, r->state.tokens, r, floor);
+  auto r = emplace(
+    record{.state = std::make_shared<entry>(std::move(e)), .durable = durable},
+    bufs, now);
+  auto ins = index_.insert(r->state->ns, r->state->tokens, r, floor);
   r->ref = ins.ref;
-  r->file_tokens = durable ? r->state.size() : 0;
+  r->file_tokens = durable ? r->state->size() : 0;
   if (ins.replaced) {
     auto old = *ins.replaced;
     old->ref = entry_ref{};                 // the index already points at r
@@ -347,14 +354,14 @@ ram_tier::lookup(std::span<const token> prompt, std::string_view ns,
       ++counters_.session_misses;
     return std::nullopt;
   }
-  auto r = index_.handle(m->ref);
-  auto served = r->state.trimmed(m->length);
-  KVTIER_ASSERT(static_cast<bool>(served)); // the index offers only trimmable p
+  auto r = index_.handle(m->ref); // it trims to m->length (its floor says)
   ++counters_.hits;
   if (session)
-    ++(r->state.session == session ? counters_.session_hits
-                                   : counters_.session_misses);
-  ram_hit out{std::move(*served), r->state.size(), r->serial, {}};
+    ++(r->state->session == session ? counters_.session_hits
+                                    : counters_.session_misses);
+  // Lent as the donor itself (one shared reference, whatever its layer
+  // count) and the usable length; views are cut when asked for.
+  ram_hit out{r->state, m->length, r->state->size(), r->serial, {}};
   if (!r->leaving) {
     touch(r, now);
   } else if (distinct_bytes(buffers_of(*r)) <= capacity_) {
@@ -375,7 +382,7 @@ std::optional<entry> ram_tier::export_prefix(std::span<const token> prompt,
   if (!m || m->length <= better_than)
     return std::nullopt;
   auto r = index_.handle(m->ref);
-  auto served = r->state.trimmed(m->length);
+  auto served = r->state->trimmed(m->length);
   if (!served)
     return std::nullopt;
   if (!r->leaving)
@@ -413,7 +420,7 @@ bool ram_tier::mark_durable(const ram_key& key, bool durable,
   r->durable = durable;
   r->file_tokens = !durable          ? 0
                    : file_tokens > 0 ? file_tokens
-                                     : r->state.size();
+                                     : r->state->size();
   return true;
 }
 
@@ -444,7 +451,7 @@ std::optional<ram_item> ram_tier::item(const ram_key& key) const {
   auto r = find(key);
   if (r == lru_.end())
     return std::nullopt;
-  return ram_item{r->serial, r->durable, r->state, r->leaving, r->writing};
+  return ram_item{r->serial, r->durable, *r->state, r->leaving, r->writing};
 }
 
 std::vector<ram_key> ram_tier::undurable() const {
@@ -462,7 +469,7 @@ std::optional<ram_item> ram_tier::begin_write(const ram_key& key,
       || (serial != 0 && r->serial != serial))
     return std::nullopt;
   r->writing = true;
-  return ram_item{r->serial, r->durable, r->state, r->leaving, r->writing};
+  return ram_item{r->serial, r->durable, *r->state, r->leaving, r->writing};
 }
 
 std::optional<spill_order> ram_tier::write_settled(const ram_key& key,
@@ -481,7 +488,7 @@ std::optional<spill_order> ram_tier::write_settled(const ram_key& key,
   }
   if (durable) {
     r->durable = true;
-    r->file_tokens = file_tokens > 0 ? file_tokens : r->state.size();
+    r->file_tokens = file_tokens > 0 ? file_tokens : r->state->size();
   }
   return std::nullopt;
 }
@@ -624,6 +631,12 @@ ram_counters ram_tier::counters() const {
   c.leaving_entries = leaving_.size();
   c.leaving_bytes = ledger_.bytes() - resident_.bytes();
   return c;
+}
+
+entry ram_hit::state() const {
+  auto cut = donor->trimmed(length);
+  KVTIER_ASSERT(static_cast<bool>(cut)); // the tier lends trimmable lengths
+  return std::move(*cut);
 }
 
 uint64_t died_bytes(const std::vector<released_buffer>& released) noexcept {

@@ -4,10 +4,15 @@
 // `now` in milliseconds of any monotonic clock).
 //
 // Policy (DESIGN.md section 2, docs/ram-tier.md):
-// - `lookup` lends zero-copy views of the donor trimmed to the longest usable
-//   prefix; the donor stays in place and becomes most recently used, so any
-//   number of lookups share one donor. `peek_prefix_len` answers the same
-//   length and changes nothing (it only counts a prefix scan).
+// - `lookup` lends the donor and the longest usable prefix length: the
+//   donor's state is held once, shared (`ram_hit::donor`), and cut to that
+//   length only when views are asked for, so a hit costs the index walk
+//   and O(1) more whatever the layer count. The donor stays in place and
+//   becomes most recently used, so any number of lookups share one donor;
+//   a held hit keeps the donor's bytes alive like lent views (`reclaim`
+//   counts a donor a hit shares as freeing nothing). `peek_prefix_len`
+//   answers the same length and changes nothing (it only counts a prefix
+//   scan).
 // - `put` of an existing (ns, tokens) replaces it whatever the kinds. A
 //   trimmable newcomer supersedes its strict prefix-ancestors that it can
 //   stand in for (ancestor length >= its trim floor); an untrimmable one
@@ -96,8 +101,8 @@ public:
   caf::expected<put_result> put(entry&& e, uint64_t now, bool durable = false,
                                 protection p = protection::none);
 
-  /// The longest usable prefix of `prompt` in `ns`, lent as views, when it
-  /// is longer than `better_than` tokens; else nullopt (a miss, nothing
+  /// The longest usable prefix of `prompt` in `ns`, lent (see `ram_hit`), when
+  /// it is longer than `better_than` tokens; else nullopt (a miss, nothing
   /// touched). `session` only feeds the session counters.
   std::optional<ram_hit> lookup(std::span<const token> prompt,
                                 std::string_view ns,
@@ -281,7 +286,8 @@ private:
   struct record {
     bool is_object = false;
     std::string object_key{};
-    entry state{}; // a prefix entry (empty for an object)
+    // A prefix entry (empty for an object), shared with lent hits.
+    std::shared_ptr<const entry> state = std::make_shared<const entry>();
     std::vector<attachment> object{};
     std::vector<uint64_t> buffers{}; // ids held in the ledger
     uint64_t last_used = 0;

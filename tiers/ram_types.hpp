@@ -60,18 +60,32 @@ struct spill_order {
   std::vector<released_buffer> released;
 };
 
-/// What a RAM lookup lends: zero-copy views of the donor, trimmed.
+/// What a RAM lookup lends: the donor itself, shared with the tier (one
+/// reference for the whole entry, whatever its layer count: the lookup
+/// does no per-layer work), and the usable length. `state()` cuts the
+/// views to that length when they are wanted (O(layers)); a writer that
+/// can cut as it goes (`write_entry` with a length) never builds them.
+/// While a hit is held the donor's buffers stay alive, as lent views do.
 struct ram_hit {
-  /// The donor's state cut to `state.size()` tokens (the usable prefix);
-  /// attachments only when that is the donor's whole length.
-  entry state;
-  /// The donor's own length (> state.size() when it was trimmed).
+  /// The donor's whole state (never null in a hit).
+  std::shared_ptr<const entry> donor;
+  /// The usable prefix length p (<= donor->size()).
+  uint64_t length = 0;
+  /// The donor's own length (> length when it is served trimmed).
   uint64_t donor_length = 0;
   /// The donor's serial (see `put_result::serial`).
   uint64_t donor_serial = 0;
   /// The donor was leaving (its write pending) and became resident again:
   /// what that evicted over the cap, least recently used first.
   std::vector<spill_order> evicted;
+
+  /// The donor's state cut to `length` tokens, as views (attachments only
+  /// when that is the donor's whole length).
+  entry state() const;
+  /// Usable tokens (`length`).
+  uint64_t size() const noexcept {
+    return length;
+  }
 };
 
 /// What `write_settled` is told of an item's write.

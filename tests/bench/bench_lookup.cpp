@@ -14,22 +14,48 @@
 // first L - 64 tokens of a long conversation plus 64 fresh tokens; the 8
 // long conversations take turns so the caches see different paths.
 //
-// Usage: bench_lookup [--quick] [--json FILE]
+// Then three parts the issue's targets are checked against (PASS / FAIL
+// lines; with --check a FAIL makes the exit status 1):
+// - Puts at high fan-out: N conversations (1k, 10k, 100k) on one shared
+//   system prompt of 1k tokens, each one turn of 32-256 tokens with its own
+//   first token, so the node at the end of the system prompt has N
+//   children. Timed: a batch of fresh conversations put into the
+//   index, then erased again (N stays put), with first tokens at random
+//   and with first tokens that sort after every other (the cheap case of
+//   a sorted array). Target: a put at 100k within 1.3x of a put at 1k.
+// - The same puts through `ram_tier::put` / `ram_tier::remove`.
+// - A full RAM hit (`ram_tier::lookup`, what an acquire does in the RAM
+//   tier) for a 1k-token prompt with 32 and 80 kv layers, next to one pass
+//   over the prompt (memcmp against a copy), split into the index walk
+//   (`peek_prefix_len`) and the rest; exact donors (prompt = donor + 64
+//   fresh tokens) and trimmed ones (the prompt leaves a 2k-token donor at
+//   960). Targets: <= 3x the pass at 32 layers, and the 80-layer figure
+//   <= 1.5x the 32-layer one. Beside them, for the record: the lookup
+//   plus `ram_hit::state()` (the lent views cut out as an entry, which
+//   the RAM actor no longer builds: it writes the cut as it goes).
+//
+// Usage: bench_lookup [--quick] [--check] [--json FILE] [--only PART]
+//   PART: index, fanout, hit (default: all three)
 #include "tiers/peer_directory.hpp"
 #include "tiers/prefix_index.hpp"
+#include "tiers/ram_tier.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <malloc.h>
+#include <map>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+using namespace kvtier;
 using namespace kvtier::tiers;
 using clock_type = std::chrono::steady_clock;
 
@@ -381,34 +407,344 @@ void run_directory(const dataset& d, size_t n, const options& o) {
   }
 }
 
+bool check_mode = false;
+int failures = 0;
+
+/// One PASS / FAIL line: `got` against `limit` (both ratios).
+void verdict(const std::string& what, double got, double limit) {
+  bool ok = got <= limit;
+  failures += ok ? 0 : 1;
+  std::printf("%s %s: %.2fx (limit %.2fx)\n", ok ? "PASS" : "FAIL",
+              what.c_str(), got, limit);
+  std::fflush(stdout);
+}
+
+/// The best round: the other builds sharing the machine only ever add.
+double best(const std::vector<double>& v) {
+  return *std::min_element(v.begin(), v.end());
+}
+
+// ---- puts at high fan-out ------------------------------------------------
+
+constexpr size_t fan_system_tokens = 1000;
+constexpr size_t fan_batch = 1000;
+const std::vector<size_t> fan_sizes{1000, 10000, 100000};
+
+/// Conversations on one system prompt: `base` ones stored, and a batch of
+/// fresh ones put and erased while timed.
+struct fan_data {
+  token_seq system;
+  std::vector<token_seq> base;  // own tokens of the stored conversations
+  std::vector<token_seq> fresh; // own tokens of the timed batch (random)
+  std::vector<token_seq> last;  // the same, first tokens sorting last
+
+  token_seq key(const token_seq& own) const {
+    auto k = system;
+    k.insert(k.end(), own.begin(), own.end());
+    return k;
+  }
+};
+
+fan_data make_fan_data(size_t n) {
+  std::mt19937_64 rng(15);
+  fan_data d;
+  d.system = random_run(rng, fan_system_tokens);
+  // First tokens: distinct, so each conversation is a child of the system
+  // prompt's node (a shared one would split an edge instead: another
+  // operation); stored ones even, fresh ones odd, so a fresh one sorts
+  // anywhere among them.
+  auto turn = [&](token first) {
+    auto t = random_run(rng, 32 + rng() % 225);
+    t[0] = first;
+    return t;
+  };
+  std::vector<token> firsts(n + fan_batch);
+  std::iota(firsts.begin(), firsts.end(), token{0});
+  std::shuffle(firsts.begin(), firsts.end(), rng);
+  for (size_t i = 0; i < n; ++i)
+    d.base.push_back(turn(2 * firsts[i]));
+  for (size_t i = 0; i < fan_batch; ++i) {
+    d.fresh.push_back(turn(2 * firsts[n + i] + 1));
+    auto l = d.fresh.back();
+    l[0] = static_cast<token>(4 * (n + fan_batch) + i); // after every other
+    d.last.push_back(std::move(l));
+  }
+  return d;
+}
+
+/// An entry of `layers` kv layers (`bpt` bytes per token each) over `key`,
+/// all of it in one buffer.
+entry make_entry(std::string ns, token_seq key, size_t layers, uint32_t bpt) {
+  auto n = key.size();
+  buffer_builder b(std::max<size_t>(1, layers * n * bpt));
+  std::memset(b.data(), 7, b.size());
+  auto buf = std::move(b).freeze();
+  entry e;
+  e.ns = std::move(ns);
+  e.tokens = std::move(key);
+  for (size_t l = 0; l < layers; ++l)
+    e.layers.push_back(
+      layer_state::kv(bpt, n, {view{buf, l * n * bpt, uint64_t{n} * bpt}}));
+  return e;
+}
+
+struct fan_times {
+  double put_ns = 0, erase_ns = 0;
+};
+
+/// Median per-put and per-erase time of `batch` on a prefix_index.
+fan_times time_index_batch(index_t& ix, const fan_data& d,
+                           const std::vector<token_seq>& batch, int rounds) {
+  std::vector<token_seq> keys;
+  for (auto& own : batch)
+    keys.push_back(d.key(own));
+  std::vector<double> puts, erases;
+  std::vector<entry_ref> refs(keys.size());
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = clock_type::now();
+    for (size_t i = 0; i < keys.size(); ++i)
+      refs[i] = ix.insert("bench", keys[i], 1u, 0).ref;
+    auto t1 = clock_type::now();
+    for (auto ref : refs) // oldest first, as LRU eviction goes
+      ix.erase(ref);
+    auto t2 = clock_type::now();
+    puts.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count()
+                   / keys.size());
+    erases.push_back(std::chrono::duration<double, std::nano>(t2 - t1).count()
+                     / keys.size());
+  }
+  return {best(puts), best(erases)};
+}
+
+/// The same through ram_tier::put and ram_tier::remove (one 16-byte kv
+/// layer per entry: the bookkeeping, not the bytes).
+fan_times time_tier_batch(ram_tier& t, const fan_data& d,
+                          const std::vector<token_seq>& batch, int rounds) {
+  std::vector<entry> entries;
+  std::vector<ram_key> keys;
+  for (auto& own : batch) {
+    entries.push_back(make_entry("bench", d.key(own), 1, 16));
+    keys.push_back({false, "bench", entries.back().tokens});
+  }
+  std::vector<double> puts, erases;
+  for (int r = 0; r < rounds; ++r) {
+    auto copies = entries; // views only
+    auto t0 = clock_type::now();
+    for (auto& e : copies)
+      if (!t.put(std::move(e), 1)->kept)
+        std::exit(1);
+    auto t1 = clock_type::now();
+    for (auto& k : keys)
+      if (!t.remove(k))
+        std::exit(1);
+    auto t2 = clock_type::now();
+    puts.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count()
+                   / keys.size());
+    erases.push_back(std::chrono::duration<double, std::nano>(t2 - t1).count()
+                     / keys.size());
+  }
+  return {best(puts), best(erases)};
+}
+
+void run_fanout(bool quick, size_t only_n, int rounds_asked) {
+  auto sizes = only_n ? std::vector<size_t>{only_n} : fan_sizes;
+  auto d = make_fan_data(sizes.back());
+  int rounds = rounds_asked ? rounds_asked : quick ? 9 : 31;
+  std::printf("\nputs at high fan-out: N conversations on one %zu-token "
+              "system prompt, a batch of %zu fresh ones put then erased "
+              "(oldest first), best of %d rounds, ns per operation\n",
+              fan_system_tokens, fan_batch, rounds);
+  std::printf("%8s %9s %11s %11s %11s %11s %11s %11s\n", "N", "nodes", "ix_put",
+              "ix_erase", "ix_put_last", "ix_erase_l", "tier_put",
+              "tier_remove");
+  std::vector<fan_times> rnd, last, tier;
+  for (auto n : sizes) {
+    index_t ix;
+    for (size_t i = 0; i < n; ++i)
+      ix.insert("bench", d.key(d.base[i]), 0u, 0);
+    auto nodes = ix.node_count();
+    rnd.push_back(time_index_batch(ix, d, d.fresh, rounds));
+    last.push_back(time_index_batch(ix, d, d.last, rounds));
+    ix.clear();
+    if (getenv("FAN_INDEX_ONLY")) {
+      tier.push_back({});
+      continue;
+    }
+    ram_tier t(uint64_t{1} << 40);
+    for (size_t i = 0; i < n; ++i)
+      if (!t.put(make_entry("bench", d.key(d.base[i]), 1, 16), 0)->kept)
+        std::exit(1);
+    tier.push_back(time_tier_batch(t, d, d.fresh, rounds));
+    std::printf("%8zu %9zu %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f\n", n,
+                nodes, rnd.back().put_ns, rnd.back().erase_ns,
+                last.back().put_ns, last.back().erase_ns, tier.back().put_ns,
+                tier.back().erase_ns);
+    std::fflush(stdout);
+  }
+  if (only_n)
+    return; // one size: nothing to compare
+  auto ratio = [](const std::vector<fan_times>& v, bool put) {
+    return put ? v.back().put_ns / v.front().put_ns
+               : v.back().erase_ns / v.front().erase_ns;
+  };
+  verdict("index put, 100k / 1k conversations on one system prompt",
+          ratio(rnd, true), 1.3);
+  verdict("index put of a key sorting last, 100k / 1k", ratio(last, true), 1.3);
+  verdict("index put, random key / key sorting last at 100k",
+          rnd.back().put_ns / last.back().put_ns, 1.3);
+  verdict("ram_tier put, 100k / 1k", ratio(tier, true), 1.3);
+  // Erases: no target in the issue; printed beside the puts. The batch is
+  // the newest of the index, so each erase recombines its groups of the
+  // wide node's summary tree, out of cache at 100k children.
+  std::printf("note: index erase, 100k / 1k: %.2fx; ram_tier remove, "
+              "100k / 1k: %.2fx\n",
+              ratio(rnd, false), ratio(tier, false));
+}
+
+// ---- the full RAM hit ----------------------------------------------------
+
+void run_hit(const options& o) {
+  constexpr size_t prompt_len = 1024;
+  constexpr size_t conversations = 1000;
+  std::printf("\nfull RAM hit: ram_tier::lookup of a %zu-token prompt, "
+              "%zu entries held, ns per lookup (median)\n",
+              prompt_len, conversations);
+  std::printf("%7s %6s %10s %10s %10s %10s %8s %8s %10s\n", "layers", "kind",
+              "lookup", "walk", "rest", "one_pass", "x_pass", "rest/l",
+              "+state()");
+  std::map<std::pair<size_t, bool>, double> full;
+  for (size_t layers : {32, 80}) {
+    std::mt19937_64 rng(3);
+    ram_tier t(uint64_t{1} << 40);
+    auto system = random_run(rng, 512);
+    // Exact donors: 960 tokens (prompt = donor + 64 fresh); trim donors:
+    // 2048 tokens (prompt = first 960 + 64 fresh: served trimmed).
+    std::vector<token_seq> exact_prompts, trim_prompts;
+    for (size_t c = 0; c < conversations; ++c) {
+      auto k = system;
+      auto own = random_run(rng, 2048 - system.size());
+      k.insert(k.end(), own.begin(), own.end());
+      bool exact = c % 2 == 0;
+      auto key = exact ? token_seq(k.begin(), k.begin() + 960) : k;
+      if (!t.put(make_entry("bench", key, layers, 16), 0)->kept)
+        std::exit(1);
+      if (c < 2 * prompts_per_size) {
+        auto pr = token_seq(k.begin(), k.begin() + 960);
+        auto tail = random_run(rng, prompt_len - 960);
+        pr.insert(pr.end(), tail.begin(), tail.end());
+        (exact ? exact_prompts : trim_prompts).push_back(std::move(pr));
+      }
+    }
+    for (bool exact : {true, false}) {
+      auto& prompts = exact ? exact_prompts : trim_prompts;
+      auto copies = prompts;
+      uint64_t now = 1;
+      for (auto& p : prompts) {
+        auto h = t.lookup(p, "bench", std::nullopt, now);
+        if (!h || h->size() != 960 || h->state().layers.size() != layers
+            || (h->donor_length == 960) != exact) {
+          std::fprintf(stderr, "bench_lookup: unexpected RAM hit\n");
+          std::exit(1);
+        }
+      }
+      auto lookups = [&] {
+        ++now;
+        for (auto& p : prompts)
+          sink = sink
+                 + static_cast<int>(
+                   t.lookup(p, "bench", std::nullopt, now)->donor_length);
+      };
+      for (int w = 0; w < 1000; ++w) // warm: the first rows ran cold
+        lookups();
+      auto lookup = ns_per_call(lookups, o.budget_s, 20);
+      auto with_views = ns_per_call(
+        [&] {
+          ++now;
+          for (auto& p : prompts)
+            sink =
+              sink
+              + static_cast<int>(
+                t.lookup(p, "bench", std::nullopt, now)->state().layers.size());
+        },
+        o.budget_s, 20);
+      auto walk = ns_per_call(
+        [&] {
+          for (auto& p : prompts)
+            sink = sink + static_cast<int>(t.peek_prefix_len(p, "bench"));
+        },
+        o.budget_s, 20);
+      auto pass = ns_per_call(
+        [&] {
+          for (size_t k = 0; k < prompts.size(); ++k)
+            sink = sink
+                   + std::memcmp(prompts[k].data(), copies[k].data(),
+                                 prompt_len * sizeof(token));
+        },
+        o.budget_s, 20);
+      full[{layers, exact}] = lookup;
+      std::printf("%7zu %6s %10.0f %10.0f %10.0f %10.0f %8.2f %8.2f %10.0f\n",
+                  layers, exact ? "exact" : "trim", lookup, walk, lookup - walk,
+                  pass, lookup / pass, (lookup - walk) / layers, with_views);
+      std::fflush(stdout);
+      if (layers == 32)
+        verdict(std::string{"full RAM hit ("} + (exact ? "exact" : "trimmed")
+                  + "), 1k tokens x 32 layers / one pass over the prompt",
+                lookup / pass, 3.0);
+      else
+        verdict(std::string{"full RAM hit ("} + (exact ? "exact" : "trimmed")
+                  + "), 80 layers / 32 layers",
+                lookup / full[{32, exact}], 1.5);
+    }
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string json;
+  std::string json, only;
+  size_t fan_n = 0; // --fan-size: one size only (for a profiler)
+  int rounds = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") {
       quick = true;
+    } else if (a == "--check") {
+      check_mode = true;
     } else if (a == "--json" && i + 1 < argc) {
       json = argv[++i];
+    } else if (a == "--fan-size" && i + 1 < argc) {
+      fan_n = std::stoul(argv[++i]);
+    } else if (a == "--rounds" && i + 1 < argc) {
+      rounds = std::stoi(argv[++i]);
+    } else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: bench_lookup [--quick] [--json FILE]\n");
+      std::fprintf(stderr, "usage: bench_lookup [--quick] [--check] "
+                           "[--json FILE] [--only index|fanout|hit]\n");
       return 2;
     }
   }
   // Quick: every size, but the scan only up to 100k and shorter rounds.
   auto o = quick ? options{100000, 0.03} : options{sizes.back(), 0.25};
-  auto d = make_dataset(sizes.back());
-  std::vector<row> rows;
-  std::printf("%9s %8s %11s %13s %10s %7s %9s %9s %8s\n", "entries", "prompt",
-              "lookup_ns", "linear_ns", "floor_ns", "x_floor", "B/token",
-              "heap_B/t", "build_s");
-  for (auto n : sizes)
-    run_size(d, n, o, rows);
-  print_flatness(rows);
-  run_directory(d, 100000, o);
-  if (!json.empty())
-    write_json(json, rows);
-  return 0;
+  if (only.empty() || only == "index") {
+    auto d = make_dataset(sizes.back());
+    std::vector<row> rows;
+    std::printf("%9s %8s %11s %13s %10s %7s %9s %9s %8s\n", "entries", "prompt",
+                "lookup_ns", "linear_ns", "floor_ns", "x_floor", "B/token",
+                "heap_B/t", "build_s");
+    for (auto n : sizes)
+      run_size(d, n, o, rows);
+    print_flatness(rows);
+    run_directory(d, 100000, o);
+    if (!json.empty())
+      write_json(json, rows);
+  }
+  if (only.empty() || only == "fanout")
+    run_fanout(quick, fan_n, rounds);
+  if (only.empty() || only == "hit")
+    run_hit(o);
+  std::printf("%s\n", failures == 0 ? "bench_lookup: all checks PASS"
+                                    : "bench_lookup: some checks FAIL");
+  return check_mode && failures > 0 ? 1 : 0;
 }

@@ -234,9 +234,11 @@ struct naive_index {
 } // namespace
 
 // Short keys over 3 tokens collide most; long binary keys make deep chains
-// of splits and merges; 16 tokens make wide nodes.
+// of splits and merges; 16 tokens fill the sorted child arrays; 300 tokens
+// make nodes wide enough for hash tables that grow, shrink and go back to
+// sorted arrays.
 BOOST_DATA_TEST_CASE(random_operations_match_a_linear_scan,
-                     bdata::make({3, 2, 16}) ^ bdata::make({9, 24, 6}),
+                     bdata::make({3, 2, 16, 300}) ^ bdata::make({9, 24, 6, 3}),
                      alphabet, max_len) {
   std::mt19937_64 rng(7 + alphabet);
   auto pick = [&](uint64_t n) { return rng() % n; };
@@ -305,4 +307,119 @@ BOOST_DATA_TEST_CASE(random_operations_match_a_linear_scan,
     BOOST_REQUIRE(ix.size() == ref.items.size());
   }
   BOOST_TEST(checked > 5000u);
+}
+
+namespace {
+
+enum class order { random, sorted, reverse };
+
+std::ostream& operator<<(std::ostream& os, order o) {
+  return os << (o == order::random   ? "random"
+                : o == order::sorted ? "sorted"
+                                     : "reverse");
+}
+
+} // namespace
+
+// One node with thousands of children (conversations on one system
+// prompt), put in random, sorted and reverse order of their first tokens
+// and erased in random order, oldest first and newest first: after every
+// step, prompts that leave the tree at or above the wide node (served by
+// the most recent entry below that trims that far, from its summaries) and
+// prompts that go down one child get the scan's answer.
+BOOST_DATA_TEST_CASE(wide_nodes_keep_their_summaries_under_any_order,
+                     bdata::make({order::random, order::sorted,
+                                  order::reverse}),
+                     how) {
+  constexpr token children = 3000;
+  std::mt19937_64 rng(11);
+  const token_seq system{5, 6, 7};
+  std::vector<token> firsts(children);
+  std::iota(firsts.begin(), firsts.end(), token{100});
+  if (how == order::random)
+    std::shuffle(firsts.begin(), firsts.end(), rng);
+  if (how == order::reverse)
+    std::reverse(firsts.begin(), firsts.end());
+  index_t ix;
+  naive_index ref;
+  auto key_of = [&](token first) {
+    auto k = system;
+    k.push_back(first);
+    for (size_t n = 1 + first % 3; n > 0; --n)
+      k.push_back(static_cast<token>(1 + rng() % 4));
+    return k;
+  };
+  std::vector<token_seq> keys;
+  size_t checked = 0;
+  auto check = [&](size_t step) {
+    // Off the tree at the wide node, at depth 3 and (through a stored
+    // child) deeper; and an exact system-prompt entry's prompt.
+    std::vector<token_seq> prompts{
+      {5, 6, 7, 9}, {5, 6, 7, 99, 1}, {5, 6, 9, 9}, {5, 9, 9}};
+    if (!keys.empty()) {
+      auto k = keys[rng() % keys.size()];
+      prompts.push_back(k);
+      k.push_back(42);
+      prompts.push_back(k);
+    }
+    for (auto& p : prompts) {
+      auto got = lookup(ix, "a", p);
+      auto want = ref.lookup("a", p);
+      BOOST_REQUIRE_MESSAGE(got == want, how << " step " << step << ": index "
+                                             << show(got) << ", scan "
+                                             << show(want));
+      ++checked;
+    }
+  };
+  // Floors: most trim to the system prompt; a few only to the child's
+  // first token, a few exact only, and a rare few further (each such
+  // floor shared by few: erasing one changes the least floor).
+  auto floor_of = [&](const token_seq& k) -> uint64_t {
+    auto r = rng() % 16;
+    return r == 0 ? k.size() : r == 1 ? 4 : r == 2 ? rng() % 3 : 3;
+  };
+  size_t step = 0;
+  for (auto f : firsts) {
+    auto k = key_of(f);
+    auto fl = floor_of(k);
+    auto h = std::to_string(f);
+    ix.insert("a", k, h, fl);
+    ref.items.push_back({"a", k, h, fl, ++ref.clock});
+    keys.push_back(k);
+    if (rng() % 4 == 0) { // a served entry is touched
+      auto r = ix.find("a", keys[rng() % keys.size()]);
+      ix.touch(r);
+      for (auto& i : ref.items)
+        if (i.handle == ix.handle(r))
+          i.stamp = ++ref.clock;
+    }
+    check(step++);
+  }
+  BOOST_TEST(ix.size() == size_t{children});
+  BOOST_TEST(ix.memory_bytes() > size_t{children} * 16u);
+  // Erase in another random order, oldest first, or newest first (each
+  // erase takes the most recent entry: the wide node's summary of it).
+  if (how == order::random)
+    std::shuffle(keys.begin(), keys.end(), rng);
+  if (how == order::reverse)
+    std::reverse(keys.begin(), keys.end());
+  while (!keys.empty()) {
+    auto k = keys.front();
+    keys.erase(keys.begin());
+    if (rng() % 8 == 0) { // served meanwhile
+      auto r = ix.find("a", keys.empty() ? k : keys[rng() % keys.size()]);
+      ix.touch(r);
+      for (auto& i : ref.items)
+        if (i.handle == ix.handle(r))
+          i.stamp = ++ref.clock;
+    }
+    auto got = ix.erase("a", k);
+    auto i = ref.find("a", k);
+    BOOST_REQUIRE(got && i && *got == i->handle);
+    ref.items.erase(ref.items.begin() + (i - ref.items.data()));
+    check(step++);
+    BOOST_REQUIRE(ix.size() == ref.items.size());
+  }
+  BOOST_TEST(ix.node_count() == 0u, "every node went with its entries");
+  BOOST_TEST(checked > 2u * children);
 }

@@ -297,15 +297,15 @@ struct run_state {
       return;
     ++hits;
     auto [p, serial, len] = *want;
-    BOOST_REQUIRE(got->state.size() == p);
+    BOOST_REQUIRE(got->state().size() == p);
     BOOST_REQUIRE(got->donor_serial == serial);
     BOOST_REQUIRE(got->donor_length == len);
-    BOOST_REQUIRE(ok(eng.verify(got->state)));
+    BOOST_REQUIRE(ok(eng.verify(got->state())));
     if (pick(2) == 0) { // extend what was lent and publish it
       auto longer = prompt;
       auto more = random_tokens(6);
       longer.insert(longer.end(), more.begin(), more.end());
-      auto ext = eng.extend(got->state, longer);
+      auto ext = eng.extend(got->state(), longer);
       BOOST_REQUIRE(ext);
       maybe_decorate(*ext);
       compare_put(std::move(*ext));
