@@ -129,7 +129,7 @@ sealed<msg::ReadReportReply> report(admission_pointer self) {
 admission_actor::behavior_type admission(admission_pointer self,
                                          tiers::model_geometry geometry,
                                          tiers::admission_limits limits) {
-  guard_signals(self);
+  guard_signals(self, "admission");
   self->state.engine =
     std::make_unique<tiers::admission>(std::move(geometry), limits);
   return {

@@ -157,10 +157,7 @@ cache_service(cache_service_pointer self, service_actors tiers,
   auto& st = self->state;
   // A node actor forwards peers' route requests to it, so peers learn its
   // handle.
-  guard_signals(self, [](const std::string& what) {
-    CAF_LOG_WARNING("cache service ignored" << what);
-    static_cast<void>(what);
-  });
+  guard_signals(self, "cache service");
   st.latency =
     latency ? std::move(latency) : std::make_shared<tiers::latency_book>();
   st.objects = objects;

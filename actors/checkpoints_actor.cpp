@@ -244,7 +244,7 @@ sealed<msg::ReadReportReply> report(checkpoints_pointer self) {
 checkpoints_actor::behavior_type
 checkpoints(checkpoints_pointer self, uint64_t every, ssd_tier_actor ssd,
             std::vector<tiers::storage_key> saved, uint64_t deadline_ms) {
-  guard_signals(self);
+  guard_signals(self, "checkpoints");
   self->state.every = every;
   self->state.deadline = std::chrono::milliseconds{deadline_ms};
   self->state.ssd = std::move(ssd);

@@ -8,6 +8,7 @@
 // exception crosses a handler.
 #pragma once
 
+#include "messages/log.hpp"
 #include "messages/type_ids.hpp"
 #include "tiers/admission.hpp"
 #include "tiers/ram_types.hpp"
@@ -91,12 +92,14 @@ void guard_signals(Self* self, Refused refused) {
   });
 }
 
-/// `guard_signals` for the tier actors, which keep no counter of such
-/// messages: a peer learns their handles from the facade's delegated
-/// answers.
+/// `guard_signals` for actors that keep no counter of such messages (the
+/// facade; the tier actors, whose handles a peer learns from the facade's
+/// delegated answers): each is a warning in the log, naming `who`.
 template <class Self>
-void guard_signals(Self* self) {
-  guard_signals(self, [](const std::string&) {});
+void guard_signals(Self* self, const char* who) {
+  guard_signals(self, [who](const std::string& what) {
+    log::warn(std::string{"kvtier "} + who + ": ignored " + what);
+  });
 }
 
 /// Runs `f` (returning a `caf::result<T>` or `T`), turning a decode

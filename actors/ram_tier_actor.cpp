@@ -244,7 +244,7 @@ ram_tier_actor::behavior_type
 ram_tier(ram_tier_pointer self, ram_tier_config cfg, ssd_tier_actor ssd,
          std::shared_ptr<put_observer_slot> observer) {
   auto& st = self->state;
-  guard_signals(self);
+  guard_signals(self, "ram tier");
   st.cfg = cfg;
   st.objects = cfg.objects;
   // With a cold tier below, evicted entries are leaving until written.

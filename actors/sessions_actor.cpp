@@ -66,7 +66,7 @@ sealed<msg::ReadReportReply> report(sessions_pointer self) {
 
 sessions_actor::behavior_type
 sessions(sessions_pointer self, ram_tier_actor ram, uint64_t deadline_ms) {
-  guard_signals(self);
+  guard_signals(self, "sessions");
   self->state.ram = std::move(ram);
   self->state.deadline = std::chrono::milliseconds{deadline_ms};
   return {

@@ -665,7 +665,7 @@ sealed<Root> bool_reply(bool value, void (Root::Builder::*set)(bool)) {
 
 ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
                                        std::shared_ptr<ssd_parts> parts) {
-  guard_signals(self);
+  guard_signals(self, "ssd tier");
   self->state.parts = std::move(parts);
   self->state.parts->on_write = [self](const tiers::ssd::write_event& e) {
     written(self, e);

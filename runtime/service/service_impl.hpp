@@ -3,6 +3,7 @@
 // a scoped actor, or completing a future from a short-lived actor).
 #pragma once
 
+#include "messages/log.hpp"
 #include "runtime/cluster/node.hpp"
 #include "runtime/http/endpoint.hpp"
 #include "runtime/service.hpp"
@@ -126,6 +127,10 @@ struct service::impl {
       return;
     }
     http = std::move(*e);
+    log::info("kvtier http: serving /metrics, /stats, /health and the admin "
+              "routes on http://"
+              + http->address()
+              + (opts.http_admin_token.empty() ? "" : " (admin token set)"));
   }
 
   /// Publishes the node actor and meets the configured peers.
