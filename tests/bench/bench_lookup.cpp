@@ -276,6 +276,21 @@ void write_json(const std::string& file, const std::vector<row>& rows) {
 
 volatile int sink;
 
+/// The floor: one memcmp pass of each prompt's first `len` tokens over a
+/// copy of it, ns per prompt (median of at least `min_rounds` rounds).
+template <class Prompts>
+double one_pass_ns(const Prompts& prompts, const Prompts& copies, size_t len,
+                   double budget_s, int min_rounds) {
+  return ns_per_call(
+    [&] {
+      for (size_t k = 0; k < prompts.size(); ++k)
+        sink = sink
+               + std::memcmp(prompts[k].data(), copies[k].data(),
+                             len * sizeof(token));
+    },
+    budget_s, min_rounds);
+}
+
 const std::vector<size_t> sizes{1000, 10000, 100000, 1000000};
 const std::vector<size_t> lens{1024, 8192, 32768, 131072};
 
@@ -306,14 +321,7 @@ row measure(const index_t& ix, const dataset& d, size_t n, size_t len,
           sink = sink + static_cast<int>(linear_lookup(d, n, p)->length);
       },
       0, 3);
-  r.floor_ns = ns_per_call(
-    [&] {
-      for (size_t k = 0; k < prompts.size(); ++k)
-        sink = sink
-               + std::memcmp(prompts[k].data(), copies[k].data(),
-                             len * sizeof(token));
-    },
-    o.budget_s, 5);
+  r.floor_ns = one_pass_ns(prompts, copies, len, o.budget_s, 5);
   return r;
 }
 
@@ -393,14 +401,7 @@ void run_directory(const dataset& d, size_t n, const options& o) {
             sink + static_cast<int>(dir.longest_usable("bench", p)->length);
       },
       o.budget_s, 5);
-    auto floor = ns_per_call(
-      [&] {
-        for (size_t k = 0; k < prompts.size(); ++k)
-          sink = sink
-                 + std::memcmp(prompts[k].data(), copies[k].data(),
-                               len * sizeof(token));
-      },
-      o.budget_s, 5);
+    auto floor = one_pass_ns(prompts, copies, len, o.budget_s, 5);
     std::printf("directory %9zu entries x 2 holders, prompt %6zu: %9.0f ns, "
                 "one pass %7.0f ns, %6.2fx\n",
                 n, len, lookup, floor, lookup / floor);
@@ -673,14 +674,7 @@ void run_hit(const options& o) {
             sink = sink + static_cast<int>(t.peek_prefix_len(p, "bench"));
         },
         o.budget_s, 20);
-      auto pass = ns_per_call(
-        [&] {
-          for (size_t k = 0; k < prompts.size(); ++k)
-            sink = sink
-                   + std::memcmp(prompts[k].data(), copies[k].data(),
-                                 prompt_len * sizeof(token));
-        },
-        o.budget_s, 20);
+      auto pass = one_pass_ns(prompts, copies, prompt_len, o.budget_s, 20);
       full[{layers, exact}] = lookup;
       std::printf("%7zu %6s %10.0f %10.0f %10.0f %10.0f %8.2f %8.2f %10.0f\n",
                   layers, exact ? "exact" : "trim", lookup, walk, lookup - walk,
