@@ -92,16 +92,18 @@ int main(int argc, char** argv) {
     using done_ptr = std::shared_ptr<std::promise<void>>;
     auto feed = caf::actor_cast<caf::actor>(svc.event_feed());
     // Hidden: the thread holds it for good, and the actor system's shutdown
-    // must not wait for it.
-    auto relay =
-      svc.system().spawn<caf::hidden>([feed](caf::event_based_actor* self) {
+    // must not wait for it. A spawn argument: CAF 0.17 binds a null tuple
+    // for argument-less spawns (UBSan).
+    auto relay = svc.system().spawn<caf::hidden>(
+      [feed](caf::event_based_actor* self, int) {
         return caf::behavior{[self, feed](actors::feed_skip_atom a, uint64_t n,
                                           const done_ptr& done) {
           self->request(feed, std::chrono::seconds{5}, a, n)
             .then([done](uint64_t) { done->set_value(); },
                   [done](caf::error&) { done->set_value(); });
         }};
-      });
+      },
+      0);
     // Lives until the process ends (it only waits for signals).
     std::thread{[&svc, publish, usr1, relay, next = entries]() mutable {
       for (;;) {
