@@ -37,22 +37,19 @@ beast::error_code run_one(asio::io_context& ioc, Start start) {
   return out;
 }
 
-/// The answer for a request the parser refused.
-response refused_request(const beast::error_code& ec) {
-  response out;
-  out.status = ec == bhttp::error::body_limit     ? 413
-               : ec == bhttp::error::header_limit ? 431
-                                                  : 400;
-  out.body = "{\"error\": \""
-             + std::string{out.status == 413   ? "the body is over 64 KiB"
-                           : out.status == 431 ? "the head is over 16 KiB"
-                                               : "malformed request"}
-             + "\"}\n";
-  return out;
-}
-
 constexpr size_t head_limit = 16 * 1024;
 constexpr size_t body_limit = 64 * 1024;
+
+/// The answer for a request the parser refused.
+response refused_request(const beast::error_code& ec) {
+  if (ec == bhttp::error::body_limit)
+    return error_response(413, "the body is over "
+                                 + std::to_string(body_limit / 1024) + " KiB");
+  if (ec == bhttp::error::header_limit)
+    return error_response(431, "the head is over "
+                                 + std::to_string(head_limit / 1024) + " KiB");
+  return error_response(400, "malformed request");
+}
 
 } // namespace
 

@@ -67,6 +67,10 @@ struct response {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
+/// `{"error": what}` with `status`: how every route and the server say
+/// what was wrong.
+response error_response(unsigned status, const std::string& what);
+
 /// The endpoint's own counters (also on /metrics and /stats).
 struct endpoint_counters {
   std::atomic<uint64_t> requests{0}, refused_busy{0}, bad_requests{0};

@@ -26,10 +26,6 @@ response json_response(unsigned status, const json& body) {
   return out;
 }
 
-response error_response(unsigned status, const std::string& what) {
-  return json_response(status, {{"error", what}});
-}
-
 /// 503 for a service that is closed or did not answer, 400 for what the
 /// service refused as invalid, 500 otherwise.
 unsigned status_of(const caf::error& err) {
@@ -215,6 +211,10 @@ response drop_ram(runtime::service& svc, std::string_view query) {
 }
 
 } // namespace
+
+response error_response(unsigned status, const std::string& what) {
+  return json_response(status, {{"error", what}});
+}
 
 endpoint_options endpoint_options::of(const runtime::service_options& o) {
   endpoint_options out;
