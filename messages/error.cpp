@@ -50,7 +50,8 @@ std::string context_text(const caf::message& ctx) {
 }
 
 /// A CAF system error in words: "cannot connect to node (ip_connect
-/// failed, 127.0.0.1, 1)" rather than CAF's `system_error(cannot_connect_to_node,
+/// failed, 127.0.0.1, 1)" rather than CAF's
+/// `system_error(cannot_connect_to_node,
 /// ("ip_connect failed", "127.0.0.1", 1))`.
 std::string system_text(const caf::error& err) {
   auto out = to_string(static_cast<caf::sec>(err.code()));
