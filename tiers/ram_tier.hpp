@@ -286,7 +286,9 @@ private:
   struct record {
     bool is_object = false;
     std::string object_key{};
-    // A prefix entry (empty for an object), shared with lent hits.
+    // A prefix entry's body (empty for an object), shared with lent hits:
+    // its state without tokens, whose only copy is the index's path to
+    // `ref` (`key_of`, `keyed`).
     std::shared_ptr<const entry> state = std::make_shared<const entry>();
     std::vector<attachment> object{};
     std::vector<uint64_t> buffers{}; // ids held in the ledger
@@ -324,7 +326,12 @@ private:
   /// An oversize put with a cold tier: held as leaving.
   put_result hold_oversize(entry&& e, const std::vector<buffer_ref>& bufs,
                            uint64_t now);
-  static ram_key key_of(const record& r);
+  /// The item's key; a prefix entry's tokens rebuilt from the index.
+  ram_key key_of(const record& r) const;
+  /// A prefix entry's length (its node's depth in the index).
+  uint64_t length_of(const record& r) const;
+  /// The item's state with its key (a prefix entry's body keyed again).
+  entry keyed(const record& r) const;
   /// Removes `r`; `released` receives the buffers no item holds any more
   /// (`refs`: r's buffers, when its state was moved out already).
   uint64_t drop(record_it r, std::vector<released_buffer>* released = nullptr,
@@ -339,9 +346,10 @@ private:
   bool any(record_it r) const;
   std::vector<spill_order> evict_over_cap(record_it keep);
   size_t supersede(record_it r);
-  void notify(const record& r);
-  /// Tells the change observer of `r` (stored, or `r.gone_as` once).
-  void announce(record& r, bool gone);
+  void notify(const token_seq& tokens, const std::string& ns);
+  /// Tells the change observer of `r` (stored, or `r.gone_as` once);
+  /// `tokens`: its key when the caller has it, else rebuilt from the index.
+  void announce(record& r, bool gone, const token_seq* tokens = nullptr);
   record_it find(const ram_key& key) const;
 
   uint64_t capacity_;
