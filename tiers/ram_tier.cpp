@@ -83,9 +83,6 @@ ram_tier::record_it ram_tier::emplace(record rec,
   rec.last_used = now;
   rec.serial = ++serials_;
   rec.leaving = !resident;
-  rec.buffers.reserve(bufs.size());
-  for (auto& b : bufs)
-    rec.buffers.push_back(b->id());
   ledger_.hold(bufs);
   auto& list = resident ? lru_ : leaving_;
   if (resident)
@@ -106,6 +103,14 @@ std::vector<buffer_ref> ram_tier::buffers_of(const record& r) {
   return out;
 }
 
+std::vector<uint64_t> ram_tier::ids_of(const std::vector<buffer_ref>& bufs) {
+  std::vector<uint64_t> out;
+  out.reserve(bufs.size());
+  for (auto& b : bufs)
+    out.push_back(b->id());
+  return out;
+}
+
 uint64_t ram_tier::drop(record_it r, std::vector<released_buffer>* released,
                         std::vector<buffer_ref> refs) {
   if (r->is_object) {
@@ -118,13 +123,16 @@ uint64_t ram_tier::drop(record_it r, std::vector<released_buffer>* released,
   }
   if (!r->pins.empty())
     --protected_;
+  // The ledger's ids come from the state itself (immutable while held), so
+  // the record keeps no list of them.
+  if (refs.empty())
+    refs = buffers_of(*r);
+  auto ids = ids_of(refs);
   std::vector<uint64_t> gone;
-  auto freed = ledger_.release(r->buffers, released ? &gone : nullptr);
+  auto freed = ledger_.release(ids, released ? &gone : nullptr);
   if (!r->leaving)
-    resident_.release(r->buffers);
+    resident_.release(ids);
   if (released && !gone.empty()) {
-    if (refs.empty())
-      refs = buffers_of(*r);
     std::unordered_map<uint64_t, const buffer_ref*> by_id;
     for (auto& b : refs)
       by_id.emplace(b->id(), &b);
@@ -171,7 +179,7 @@ spill_order ram_tier::leave(record_it r) {
     r->pins.clear();
     --protected_;
   }
-  resident_.release(r->buffers);
+  resident_.release(ids_of(buffers_of(*r)));
   r->leaving = true;
   leaving_.splice(leaving_.end(), lru_, r);
   return out;
@@ -337,7 +345,7 @@ put_result ram_tier::hold_oversize(entry&& e,
   auto key = std::move(e.tokens); // held once, in the index
   e.tokens = {};
   auto r = emplace(
-    record{.state = std::make_shared<entry>(std::move(e)), .writing = true},
+    record{.writing = true, .state = std::make_shared<entry>(std::move(e))},
     bufs, now, false);
   auto ins = index_.insert(r->state->ns, key, r, floor);
   r->ref = ins.ref;
@@ -384,7 +392,7 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
   auto key = std::move(e.tokens);
   e.tokens = {};
   auto r = emplace(
-    record{.state = std::make_shared<entry>(std::move(e)), .durable = durable},
+    record{.durable = durable, .state = std::make_shared<entry>(std::move(e))},
     bufs, now);
   auto ins = index_.insert(r->state->ns, key, r, floor);
   r->ref = ins.ref;

@@ -285,25 +285,24 @@ public:
 private:
   struct record {
     bool is_object = false;
-    std::string object_key{};
+    bool durable = false;
+    bool writing = false; // the owner has a write of it out
+    bool leaving = false; // in `leaving_`: evicted, write pending
+    // How it will be reported when it leaves the index; whether it was.
+    ram_change_kind gone_as = ram_change_kind::evicted;
+    bool announced_gone = false;
     // A prefix entry's body (empty for an object), shared with lent hits:
     // its state without tokens, whose only copy is the index's path to
     // `ref` (`key_of`, `keyed`).
     std::shared_ptr<const entry> state = std::make_shared<const entry>();
-    std::vector<attachment> object{};
-    std::vector<uint64_t> buffers{}; // ids held in the ledger
     uint64_t last_used = 0;
     uint64_t serial = 0;
     entry_ref ref{};
-    bool durable = false;
+    uint64_t file_tokens = 0;       // of the SSD file behind `durable`
     std::vector<uint64_t> leases{}; // interests holding it
     std::vector<uint64_t> pins{};   // protections (empty: unprotected)
-    uint64_t file_tokens = 0;       // of the SSD file behind `durable`
-    bool leaving = false;           // in `leaving_`: evicted, write pending
-    bool writing = false;           // the owner has a write of it out
-    // How it will be reported when it leaves the index; whether it was.
-    ram_change_kind gone_as = ram_change_kind::evicted;
-    bool announced_gone = false;
+    std::string object_key{};
+    std::vector<attachment> object{};
   };
   using record_it = std::list<record>::iterator;
 
@@ -318,7 +317,10 @@ private:
   void rejoin(record_it r, uint64_t now);
   /// Bytes dropping `r` would free now (buffers only it holds anywhere).
   uint64_t would_free(record_it r) const;
+  /// The buffers of `r`'s state (what the ledgers hold for it: the state
+  /// is immutable while held, so the record keeps no list of them).
   static std::vector<buffer_ref> buffers_of(const record& r);
+  static std::vector<uint64_t> ids_of(const std::vector<buffer_ref>& bufs);
   reclaim_counts& reclaim_pass(reclaim_counts& out, uint64_t want,
                                reclaim_order order, bool durable_pass);
   /// A put refused for size: `s` is the only spill order.
