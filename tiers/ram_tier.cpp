@@ -155,10 +155,10 @@ spill_order ram_tier::take(record_it r) {
   // Moved out when no lent hit shares it still, else copied (views); keyed
   // from the index (the body holds no tokens).
   if (!r->is_object)
-    out.state = r->state.use_count() == 1
-                  ? keyed_state(std::move(const_cast<entry&>(*r->state)),
-                                out.key.tokens)
-                  : keyed_state(*r->state, out.key.tokens);
+    out.state =
+      r->state.use_count() == 1
+        ? keyed_state(std::move(const_cast<entry&>(*r->state)), out.key.tokens)
+        : keyed_state(*r->state, out.key.tokens);
   out.object = std::move(r->object);
   drop(r, &out.released, std::move(refs));
   return out;
@@ -461,8 +461,8 @@ std::optional<entry> ram_tier::export_prefix(std::span<const token> prompt,
     return std::nullopt;
   auto r = index_.handle(m->ref);
   // The index offers only lengths the donor trims to (its floor says).
-  auto served = keyed_cut(*r->state, index_.length(m->ref),
-                          prompt.first(m->length));
+  auto served =
+    keyed_cut(*r->state, index_.length(m->ref), prompt.first(m->length));
   if (!r->leaving)
     touch(r, now);
   return served;
@@ -496,9 +496,7 @@ bool ram_tier::mark_durable(const ram_key& key, bool durable,
   if (r == lru_.end())
     return false;
   r->durable = durable;
-  r->file_tokens = !durable          ? 0
-                   : file_tokens > 0 ? file_tokens
-                                     : length_of(*r);
+  r->file_tokens = !durable ? 0 : file_tokens > 0 ? file_tokens : length_of(*r);
   return true;
 }
 

@@ -662,10 +662,10 @@ void run_hit(const options& o) {
         [&] {
           ++now;
           for (auto& p : prompts)
-            sink =
-              sink
-              + static_cast<int>(
-                t.lookup(p, "bench", std::nullopt, now)->state(p).layers.size());
+            sink = sink
+                   + static_cast<int>(t.lookup(p, "bench", std::nullopt, now)
+                                        ->state(p)
+                                        .layers.size());
         },
         o.budget_s, 20);
       auto walk = ns_per_call(

@@ -123,8 +123,7 @@ figure fill(const std::string& mix, size_t scale, bool tier,
     entry e;
     e.ns = "warm";
     e.tokens = k;
-    e.layers.push_back(
-      layer_state::kv(bpt, 3, {view{shared, 0, 3 * bpt}}, 3));
+    e.layers.push_back(layer_state::kv(bpt, 3, {view{shared, 0, 3 * bpt}}, 3));
     if (!t.put(std::move(e), 0))
       std::exit(1);
   }
@@ -271,8 +270,8 @@ int main(int argc, char** argv) {
               "fresh child / tokens on the tree's edges); heap: the "
               "allocator's bytes in use, for the record\n");
   std::printf("%-9s %8s %10s %7s %9s %9s %7s %9s %9s", "mix", "entries",
-              "tokens", "key/tok", "index_B/t", "tier_B/t", "ratio",
-              "ix_heap", "tier_heap");
+              "tokens", "key/tok", "index_B/t", "tier_B/t", "ratio", "ix_heap",
+              "tier_heap");
   if (!baseline.empty())
     std::printf(" %11s %11s %8s", "base_ix_B/t", "base_tier", "base_rt");
   std::printf("\n");

@@ -173,7 +173,8 @@ BOOST_DATA_TEST_CASE(trimmable_newcomer_supersedes_its_ancestors,
   must_put(t, eng.prefill("other", run(4)));
   auto hit = t.lookup(run(9), "ns", std::nullopt, 1);
   BOOST_REQUIRE(hit);
-  auto ext = *eng.extend(hit->state(run(9)), run(12)); // shares the donor's segments
+  auto ext =
+    *eng.extend(hit->state(run(9)), run(12)); // shares the donor's segments
   bool trims = ext.trimmable();
   auto r = must_put(t, std::move(ext));
   BOOST_TEST(r.superseded == (trims ? 1u : 0u));
@@ -567,7 +568,8 @@ BOOST_AUTO_TEST_CASE(worked_example_from_the_docs) {
   BOOST_REQUIRE(hit);
   BOOST_TEST(hit->state(cat(S, {1})).size() == 8u);
   BOOST_TEST(hit->donor_length == 8u);
-  auto r = must_put(t, *dense.extend(hit->state(cat(S, {1})), cat(S, run(4, 7))), 3);
+  auto r =
+    must_put(t, *dense.extend(hit->state(cat(S, {1})), cat(S, run(4, 7))), 3);
   BOOST_TEST(r.superseded == 1u);
   BOOST_TEST(t.bytes() == 3072u);
   auto other = t.lookup(cat(S, {2}), "chat", std::nullopt, 4);
@@ -696,7 +698,8 @@ BOOST_AUTO_TEST_CASE(boundary_reclaim_skips_entries_whose_views_are_lent) {
   BOOST_TEST(r.freed_bytes == one);
   BOOST_TEST(t.contains("ns", run(8, 1000)), "the lent donor stays");
   BOOST_TEST(!t.contains("ns", run(8, 2000)));
-  BOOST_TEST(ok(eng.verify(lent->state(cat(run(8, 1000), {1})))), "lent views keep their bytes");
+  BOOST_TEST(ok(eng.verify(lent->state(cat(run(8, 1000), {1})))),
+             "lent views keep their bytes");
   r = t.reclaim(one);
   BOOST_TEST(r.released == 0u, "nothing would free a byte now");
   lent.reset();
