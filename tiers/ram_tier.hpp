@@ -44,6 +44,11 @@
 //   else (reported as dropped), least recently used first, preferring
 //   items whose drop frees bytes now; views lent to a request keep theirs.
 // - Bytes are counted per buffer, once, however many items hold views of it.
+// - Keys are held once: a prefix entry's tokens live only on the index's
+//   edges (the stored body has none). A hit is keyed by its prompt
+//   (`ram_hit::state(prompt)`); spill orders, `item`, `begin_write`,
+//   `idle`, `undurable` and change notices rebuild the key from the index
+//   (O(length)); a put reports the tokens it was handed.
 // - A protected entry (one carrying at least one pin: an open session's
 //   newest entry) is evicted only when nothing unprotected is left to evict
 //   (the cap always wins). The tier knows pins, not sessions: the sessions
