@@ -64,8 +64,10 @@ sealed<msg::AcquireStateReply> lend(ram_tier_pointer self,
   if (hit) {
     d.root().setSource(msg::Tier::RAM);
     d.root().setUsableTokens(hit->length);
-    // Cut as it is written: no trimmed copy of the donor's views first.
-    tiers::write_entry(d, d.root().initEntry(), *hit->donor, hit->length);
+    // Cut as it is written: no trimmed copy of the donor's views first;
+    // keyed by the prompt (the tier keeps the donor's key in its index).
+    tiers::write_entry(d, d.root().initEntry(), *hit->donor, hit->donor_length,
+                       prompt.span().first(hit->length));
     spill(self, std::move(hit->evicted)); // a leaving donor came back
   } else {
     d.root().setSource(msg::Tier::NONE);

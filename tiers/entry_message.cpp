@@ -219,9 +219,10 @@ read_attachments(const msg::carrier& c,
   return out;
 }
 
-void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e) {
-  out.setNs(text(e.ns));
-  write_tokens(out.initTokens(e.tokens.size()), e.tokens);
+namespace {
+
+/// Everything of `e` but its key: layers, attachments, session.
+void write_state(msg::draft_base& d, msg::Entry::Builder out, const entry& e) {
   auto layers = out.initLayers(e.layers.size());
   for (uint32_t i = 0; i < e.layers.size(); ++i) {
     auto& l = e.layers[i];
@@ -236,20 +237,38 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e) {
     out.getSession().setNone();
 }
 
+} // namespace
+
+void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e) {
+  out.setNs(text(e.ns));
+  write_tokens(out.initTokens(e.tokens.size()), e.tokens);
+  write_state(d, out, e);
+}
+
 void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e,
                  uint64_t n) {
   KVTIER_ASSERT(e.can_trim_to(n));
-  if (n == e.size()) {
-    write_entry(d, out, e);
+  write_entry(d, out, e, e.size(), std::span{e.tokens}.first(n));
+}
+
+void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e,
+                 uint64_t length, std::span<const token> key) {
+  auto n = key.size();
+  KVTIER_ASSERT(n <= length);
+  if (n == length) {
+    out.setNs(text(e.ns));
+    write_tokens(out.initTokens(n), key);
+    write_state(d, out, e);
     return;
   }
   // Below its length every layer is kv or an unwrapped ring (the only
   // kinds that trim): its first n token rows, as `layer_state::trimmed`.
   out.setNs(text(e.ns));
-  write_tokens(out.initTokens(n), std::span{e.tokens}.first(n));
+  write_tokens(out.initTokens(n), key);
   auto layers = out.initLayers(e.layers.size());
   for (uint32_t i = 0; i < e.layers.size(); ++i) {
     auto& l = e.layers[i];
+    KVTIER_ASSERT(l.can_trim_to(n));
     auto bytes = n * l.bytes_per_token;
     auto desc = layers[i].initDescriptor();
     desc.setKind(static_cast<msg::LayerKind>(l.kind));

@@ -33,6 +33,14 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e);
 void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e,
                  uint64_t n);
 
+/// Writes `body`, a state of `length` tokens whose own `tokens` are not
+/// read (a RAM tier keeps keys in its index: `ram_hit::donor`), cut to
+/// `key.size()` tokens and keyed by `key`, as the 4-argument form would
+/// for the same state keyed by a key that starts with `key`. Every layer
+/// must trim to `key.size()` (`key.size() <= length`).
+void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& body,
+                 uint64_t length, std::span<const token> key);
+
 /// Reads an entry out of carrier `c`. Bytes that are not a valid message
 /// fail with `ec::malformed_message` (an unknown layer kind, an
 /// out-of-range side index); an entry that does not hold together fails

@@ -23,9 +23,9 @@ put_result ram_tier::put_object(std::string key,
                       .released = {}});
   put_result out;
   auto r = emplace(record{.is_object = true,
+                          .durable = durable,
                           .object_key = key,
-                          .object = std::move(tensors),
-                          .durable = durable},
+                          .object = std::move(tensors)},
                    bufs, now);
   auto [it, fresh] = objects_.try_emplace(std::move(key), r);
   if (!fresh) {

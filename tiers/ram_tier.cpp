@@ -8,14 +8,73 @@
 
 namespace kvtier::tiers {
 
+namespace {
+
+/// The tier stores a prefix entry's state as a *body*: its layers,
+/// attachments, session and namespace, with no tokens; its key lives once,
+/// in the index (`prefix_index::key` rebuilds it from the tree's edges).
+/// These put a key back on a body: whole (`keyed_state`, what spills,
+/// snapshots and `item` hand out), or cut to the key's length
+/// (`keyed_cut`, what a hit or an export lends: the key is the prompt's
+/// first p tokens, which the donor's key shares).
+
+entry keyed_state(const entry& body, token_seq key) {
+  entry out;
+  out.ns = body.ns;
+  out.tokens = std::move(key);
+  out.layers = body.layers;
+  out.attachments = body.attachments;
+  out.session = body.session;
+  return out;
+}
+
+entry keyed_state(entry&& body, token_seq key) {
+  body.tokens = std::move(key);
+  return std::move(body);
+}
+
+entry keyed_cut(const entry& body, uint64_t length,
+                std::span<const token> key) {
+  auto n = key.size();
+  KVTIER_ASSERT(n <= length);
+  entry out;
+  out.ns = body.ns;
+  out.session = body.session;
+  out.tokens.assign(key.begin(), key.end());
+  if (n == length) {
+    out.layers = body.layers;
+    out.attachments = body.attachments; // exact-boundary: only at full length
+    return out;
+  }
+  out.layers.reserve(body.layers.size());
+  for (auto& l : body.layers) {
+    auto cut = l.trimmed(n);
+    KVTIER_ASSERT(static_cast<bool>(cut)); // the index offers trimmable lengths
+    out.layers.push_back(std::move(*cut));
+  }
+  return out;
+}
+
+} // namespace
+
 ram_tier::ram_tier(uint64_t capacity_bytes, bool cold_tier)
   : capacity_(capacity_bytes)
   , cold_(cold_tier) {}
 
-ram_key ram_tier::key_of(const record& r) {
+ram_key ram_tier::key_of(const record& r) const {
   if (r.is_object)
     return {true, r.object_key, {}};
-  return {false, r.state->ns, r.state->tokens};
+  return {false, r.state->ns, index_.key(r.ref)};
+}
+
+uint64_t ram_tier::length_of(const record& r) const {
+  return r.is_object ? 0 : index_.length(r.ref);
+}
+
+entry ram_tier::keyed(const record& r) const {
+  if (r.is_object)
+    return *r.state;
+  return keyed_state(*r.state, index_.key(r.ref));
 }
 
 ram_tier::record_it ram_tier::emplace(record rec,
@@ -24,9 +83,6 @@ ram_tier::record_it ram_tier::emplace(record rec,
   rec.last_used = now;
   rec.serial = ++serials_;
   rec.leaving = !resident;
-  rec.buffers.reserve(bufs.size());
-  for (auto& b : bufs)
-    rec.buffers.push_back(b->id());
   ledger_.hold(bufs);
   auto& list = resident ? lru_ : leaving_;
   if (resident)
@@ -47,6 +103,14 @@ std::vector<buffer_ref> ram_tier::buffers_of(const record& r) {
   return out;
 }
 
+std::vector<uint64_t> ram_tier::ids_of(const std::vector<buffer_ref>& bufs) {
+  std::vector<uint64_t> out;
+  out.reserve(bufs.size());
+  for (auto& b : bufs)
+    out.push_back(b->id());
+  return out;
+}
+
 uint64_t ram_tier::drop(record_it r, std::vector<released_buffer>* released,
                         std::vector<buffer_ref> refs) {
   if (r->is_object) {
@@ -59,13 +123,16 @@ uint64_t ram_tier::drop(record_it r, std::vector<released_buffer>* released,
   }
   if (!r->pins.empty())
     --protected_;
+  // The ledger's ids come from the state itself (immutable while held), so
+  // the record keeps no list of them.
+  if (refs.empty())
+    refs = buffers_of(*r);
+  auto ids = ids_of(refs);
   std::vector<uint64_t> gone;
-  auto freed = ledger_.release(r->buffers, released ? &gone : nullptr);
+  auto freed = ledger_.release(ids, released ? &gone : nullptr);
   if (!r->leaving)
-    resident_.release(r->buffers);
+    resident_.release(ids);
   if (released && !gone.empty()) {
-    if (refs.empty())
-      refs = buffers_of(*r);
     std::unordered_map<uint64_t, const buffer_ref*> by_id;
     for (auto& b : refs)
       by_id.emplace(b->id(), &b);
@@ -85,10 +152,13 @@ spill_order ram_tier::take(record_it r) {
   auto refs = buffers_of(*r); // for the weak refs of what the tier lets go
   if (!r->is_object && r->ref)
     announce(*r, true); // before its state moves out
-  // Moved out when no lent hit shares it still, else copied (views).
-  out.state = r->state.use_count() == 1
-                ? std::move(const_cast<entry&>(*r->state))
-                : *r->state;
+  // Moved out when no lent hit shares it still, else copied (views); keyed
+  // from the index (the body holds no tokens).
+  if (!r->is_object)
+    out.state =
+      r->state.use_count() == 1
+        ? keyed_state(std::move(const_cast<entry&>(*r->state)), out.key.tokens)
+        : keyed_state(*r->state, out.key.tokens);
   out.object = std::move(r->object);
   drop(r, &out.released, std::move(refs));
   return out;
@@ -101,7 +171,7 @@ bool ram_tier::leaves(record_it r) const {
 spill_order ram_tier::leave(record_it r) {
   spill_order out;
   out.key = key_of(*r);
-  out.state = *r->state;
+  out.state = keyed_state(*r->state, out.key.tokens);
   out.serial = r->serial;
   out.leaving = true;
   out.needs_spill = !std::exchange(r->writing, true);
@@ -109,7 +179,7 @@ spill_order ram_tier::leave(record_it r) {
     r->pins.clear();
     --protected_;
   }
-  resident_.release(r->buffers);
+  resident_.release(ids_of(buffers_of(*r)));
   r->leaving = true;
   leaving_.splice(leaving_.end(), lru_, r);
   return out;
@@ -212,7 +282,7 @@ std::vector<spill_order> ram_tier::evict_over_cap(record_it keep) {
 
 size_t ram_tier::supersede(record_it r) {
   auto floor = index_.floor(r->ref);
-  if (floor >= r->state->size())
+  if (floor >= length_of(*r))
     return 0; // untrimmable: shorter ancestors must survive
   size_t n = 0;
   for (auto a : index_.ancestors(r->ref)) {
@@ -233,22 +303,25 @@ size_t ram_tier::supersede(record_it r) {
   return n;
 }
 
-void ram_tier::announce(record& r, bool gone) {
+void ram_tier::announce(record& r, bool gone, const token_seq* tokens) {
   if (!changes_ || (gone && std::exchange(r.announced_gone, true)))
     return;
   uint64_t bytes = 0;
   for (auto& l : r.state->layers)
     bytes += l.byte_length();
+  token_seq rebuilt;
+  if (!tokens) // the key from the index (the body holds none)
+    rebuilt = index_.key(r.ref);
   changes_(ram_change{gone ? r.gone_as : ram_change_kind::stored, r.state->ns,
-                      r.state->tokens, bytes,
-                      trim_floor(*r.state) < r.state->size()});
+                      tokens ? *tokens : rebuilt, bytes,
+                      index_.floor(r.ref) < index_.length(r.ref)});
 }
 
-void ram_tier::notify(const record& r) {
+void ram_tier::notify(const token_seq& tokens, const std::string& ns) {
   if (!observer_)
     return;
   try {
-    observer_(r.state->tokens, r.state->ns);
+    observer_(tokens, ns);
   } catch (...) {
     ++counters_.observer_errors; // contained: the put stands
   }
@@ -269,10 +342,12 @@ put_result ram_tier::hold_oversize(entry&& e,
   // may never be stored). It replaces an item of its key, as any put.
   ++counters_.oversize;
   auto floor = trim_floor(e);
+  auto key = std::move(e.tokens); // held once, in the index
+  e.tokens = {};
   auto r = emplace(
-    record{.state = std::make_shared<entry>(std::move(e)), .writing = true},
+    record{.writing = true, .state = std::make_shared<entry>(std::move(e))},
     bufs, now, false);
-  auto ins = index_.insert(r->state->ns, r->state->tokens, r, floor);
+  auto ins = index_.insert(r->state->ns, key, r, floor);
   r->ref = ins.ref;
   if (ins.replaced) {
     auto old = *ins.replaced;
@@ -281,10 +356,10 @@ put_result ram_tier::hold_oversize(entry&& e,
     drop(old);
     ++counters_.replacements;
   }
-  announce(*r, false); // held (servable) until its write settles
+  announce(*r, false, &key); // held (servable) until its write settles
   spill_order s;
-  s.key = key_of(*r);
-  s.state = *r->state;
+  s.key = {false, r->state->ns, key};
+  s.state = keyed_state(*r->state, std::move(key));
   s.serial = r->serial;
   s.leaving = true;
   put_result out;
@@ -313,12 +388,15 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
     return hold_oversize(std::move(e), bufs, now);
   put_result out;
   auto floor = trim_floor(e);
+  // The key is held once, in the index: the stored body has no tokens.
+  auto key = std::move(e.tokens);
+  e.tokens = {};
   auto r = emplace(
-    record{.state = std::make_shared<entry>(std::move(e)), .durable = durable},
+    record{.durable = durable, .state = std::make_shared<entry>(std::move(e))},
     bufs, now);
-  auto ins = index_.insert(r->state->ns, r->state->tokens, r, floor);
+  auto ins = index_.insert(r->state->ns, key, r, floor);
   r->ref = ins.ref;
-  r->file_tokens = durable ? r->state->size() : 0;
+  r->file_tokens = durable ? key.size() : 0;
   if (ins.replaced) {
     auto old = *ins.replaced;
     old->ref = entry_ref{};                 // the index already points at r
@@ -337,8 +415,8 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
   counters_.supersessions += out.superseded;
   out.evicted = evict_over_cap(r);
   out.kept = true;
-  announce(*r, false);
-  notify(*r);
+  announce(*r, false, &key);
+  notify(key, r->state->ns);
   return out;
 }
 
@@ -361,7 +439,7 @@ ram_tier::lookup(std::span<const token> prompt, std::string_view ns,
                                     : counters_.session_misses);
   // Lent as the donor itself (one shared reference, whatever its layer
   // count) and the usable length; views are cut when asked for.
-  ram_hit out{r->state, m->length, r->state->size(), r->serial, {}};
+  ram_hit out{r->state, m->length, index_.length(m->ref), r->serial, {}};
   if (!r->leaving) {
     touch(r, now);
   } else if (distinct_bytes(buffers_of(*r)) <= capacity_) {
@@ -382,12 +460,12 @@ std::optional<entry> ram_tier::export_prefix(std::span<const token> prompt,
   if (!m || m->length <= better_than)
     return std::nullopt;
   auto r = index_.handle(m->ref);
-  auto served = r->state->trimmed(m->length);
-  if (!served)
-    return std::nullopt;
+  // The index offers only lengths the donor trims to (its floor says).
+  auto served =
+    keyed_cut(*r->state, index_.length(m->ref), prompt.first(m->length));
   if (!r->leaving)
     touch(r, now);
-  return std::move(*served);
+  return served;
 }
 
 uint64_t ram_tier::peek_prefix_len(std::span<const token> prompt,
@@ -418,9 +496,7 @@ bool ram_tier::mark_durable(const ram_key& key, bool durable,
   if (r == lru_.end())
     return false;
   r->durable = durable;
-  r->file_tokens = !durable          ? 0
-                   : file_tokens > 0 ? file_tokens
-                                     : r->state->size();
+  r->file_tokens = !durable ? 0 : file_tokens > 0 ? file_tokens : length_of(*r);
   return true;
 }
 
@@ -451,7 +527,7 @@ std::optional<ram_item> ram_tier::item(const ram_key& key) const {
   auto r = find(key);
   if (r == lru_.end())
     return std::nullopt;
-  return ram_item{r->serial, r->durable, *r->state, r->leaving, r->writing};
+  return ram_item{r->serial, r->durable, keyed(*r), r->leaving, r->writing};
 }
 
 std::vector<ram_key> ram_tier::undurable() const {
@@ -469,7 +545,7 @@ std::optional<ram_item> ram_tier::begin_write(const ram_key& key,
       || (serial != 0 && r->serial != serial))
     return std::nullopt;
   r->writing = true;
-  return ram_item{r->serial, r->durable, *r->state, r->leaving, r->writing};
+  return ram_item{r->serial, r->durable, keyed(*r), r->leaving, r->writing};
 }
 
 std::optional<spill_order> ram_tier::write_settled(const ram_key& key,
@@ -488,7 +564,7 @@ std::optional<spill_order> ram_tier::write_settled(const ram_key& key,
   }
   if (durable) {
     r->durable = true;
-    r->file_tokens = file_tokens > 0 ? file_tokens : r->state->size();
+    r->file_tokens = file_tokens > 0 ? file_tokens : length_of(*r);
   }
   return std::nullopt;
 }
@@ -633,10 +709,9 @@ ram_counters ram_tier::counters() const {
   return c;
 }
 
-entry ram_hit::state() const {
-  auto cut = donor->trimmed(length);
-  KVTIER_ASSERT(static_cast<bool>(cut)); // the tier lends trimmable lengths
-  return std::move(*cut);
+entry ram_hit::state(std::span<const token> prompt) const {
+  KVTIER_ASSERT(prompt.size() >= length);
+  return keyed_cut(*donor, donor_length, prompt.first(length));
 }
 
 uint64_t died_bytes(const std::vector<released_buffer>& released) noexcept {

@@ -44,6 +44,11 @@
 //   else (reported as dropped), least recently used first, preferring
 //   items whose drop frees bytes now; views lent to a request keep theirs.
 // - Bytes are counted per buffer, once, however many items hold views of it.
+// - Keys are held once: a prefix entry's tokens live only on the index's
+//   edges (the stored body has none). A hit is keyed by its prompt
+//   (`ram_hit::state(prompt)`); spill orders, `item`, `begin_write`,
+//   `idle`, `undurable` and change notices rebuild the key from the index
+//   (O(length)); a put reports the tokens it was handed.
 // - A protected entry (one carrying at least one pin: an open session's
 //   newest entry) is evicted only when nothing unprotected is left to evict
 //   (the cap always wins). The tier knows pins, not sessions: the sessions
@@ -285,23 +290,24 @@ public:
 private:
   struct record {
     bool is_object = false;
-    std::string object_key{};
-    // A prefix entry (empty for an object), shared with lent hits.
-    std::shared_ptr<const entry> state = std::make_shared<const entry>();
-    std::vector<attachment> object{};
-    std::vector<uint64_t> buffers{}; // ids held in the ledger
-    uint64_t last_used = 0;
-    uint64_t serial = 0;
-    entry_ref ref{};
     bool durable = false;
-    std::vector<uint64_t> leases{}; // interests holding it
-    std::vector<uint64_t> pins{};   // protections (empty: unprotected)
-    uint64_t file_tokens = 0;       // of the SSD file behind `durable`
-    bool leaving = false;           // in `leaving_`: evicted, write pending
-    bool writing = false;           // the owner has a write of it out
+    bool writing = false; // the owner has a write of it out
+    bool leaving = false; // in `leaving_`: evicted, write pending
     // How it will be reported when it leaves the index; whether it was.
     ram_change_kind gone_as = ram_change_kind::evicted;
     bool announced_gone = false;
+    // A prefix entry's body (empty for an object), shared with lent hits:
+    // its state without tokens, whose only copy is the index's path to
+    // `ref` (`key_of`, `keyed`).
+    std::shared_ptr<const entry> state = std::make_shared<const entry>();
+    uint64_t last_used = 0;
+    uint64_t serial = 0;
+    entry_ref ref{};
+    uint64_t file_tokens = 0;       // of the SSD file behind `durable`
+    std::vector<uint64_t> leases{}; // interests holding it
+    std::vector<uint64_t> pins{};   // protections (empty: unprotected)
+    std::string object_key{};
+    std::vector<attachment> object{};
   };
   using record_it = std::list<record>::iterator;
 
@@ -316,7 +322,10 @@ private:
   void rejoin(record_it r, uint64_t now);
   /// Bytes dropping `r` would free now (buffers only it holds anywhere).
   uint64_t would_free(record_it r) const;
+  /// The buffers of `r`'s state (what the ledgers hold for it: the state
+  /// is immutable while held, so the record keeps no list of them).
   static std::vector<buffer_ref> buffers_of(const record& r);
+  static std::vector<uint64_t> ids_of(const std::vector<buffer_ref>& bufs);
   reclaim_counts& reclaim_pass(reclaim_counts& out, uint64_t want,
                                reclaim_order order, bool durable_pass);
   /// A put refused for size: `s` is the only spill order.
@@ -324,7 +333,12 @@ private:
   /// An oversize put with a cold tier: held as leaving.
   put_result hold_oversize(entry&& e, const std::vector<buffer_ref>& bufs,
                            uint64_t now);
-  static ram_key key_of(const record& r);
+  /// The item's key; a prefix entry's tokens rebuilt from the index.
+  ram_key key_of(const record& r) const;
+  /// A prefix entry's length (its node's depth in the index).
+  uint64_t length_of(const record& r) const;
+  /// The item's state with its key (a prefix entry's body keyed again).
+  entry keyed(const record& r) const;
   /// Removes `r`; `released` receives the buffers no item holds any more
   /// (`refs`: r's buffers, when its state was moved out already).
   uint64_t drop(record_it r, std::vector<released_buffer>* released = nullptr,
@@ -339,9 +353,10 @@ private:
   bool any(record_it r) const;
   std::vector<spill_order> evict_over_cap(record_it keep);
   size_t supersede(record_it r);
-  void notify(const record& r);
-  /// Tells the change observer of `r` (stored, or `r.gone_as` once).
-  void announce(record& r, bool gone);
+  void notify(const token_seq& tokens, const std::string& ns);
+  /// Tells the change observer of `r` (stored, or `r.gone_as` once);
+  /// `tokens`: its key when the caller has it, else rebuilt from the index.
+  void announce(record& r, bool gone, const token_seq* tokens = nullptr);
   record_it find(const ram_key& key) const;
 
   uint64_t capacity_;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,12 +63,19 @@ struct spill_order {
 
 /// What a RAM lookup lends: the donor itself, shared with the tier (one
 /// reference for the whole entry, whatever its layer count: the lookup
-/// does no per-layer work), and the usable length. `state()` cuts the
-/// views to that length when they are wanted (O(layers)); a writer that
-/// can cut as it goes (`write_entry` with a length) never builds them.
-/// While a hit is held the donor's buffers stay alive, as lent views do.
+/// does no per-layer work), and the usable length. `state(prompt)` cuts
+/// the views to that length when they are wanted (O(layers)); a writer
+/// that can cut as it goes (`write_entry` with a length and a key) never
+/// builds them. While a hit is held the donor's buffers stay alive, as
+/// lent views do.
+///
+/// The tier holds each key once, in its index, so the donor comes without
+/// tokens: what is lent is keyed by the prompt the lookup answered, whose
+/// first `length` tokens are the donor's own (that is what matched).
 struct ram_hit {
-  /// The donor's whole state (never null in a hit).
+  /// The donor's whole state (never null in a hit) as the tier stores it:
+  /// layers, attachments, session and namespace, but `tokens` empty (its
+  /// length is `donor_length`).
   std::shared_ptr<const entry> donor;
   /// The usable prefix length p (<= donor->size()).
   uint64_t length = 0;
@@ -80,8 +88,10 @@ struct ram_hit {
   std::vector<spill_order> evicted;
 
   /// The donor's state cut to `length` tokens, as views (attachments only
-  /// when that is the donor's whole length).
-  entry state() const;
+  /// when that is the donor's whole length), keyed by the first `length`
+  /// tokens of `prompt`: the prompt this hit answered (at least `length`
+  /// tokens long).
+  entry state(std::span<const token> prompt) const;
   /// Usable tokens (`length`).
   uint64_t size() const noexcept {
     return length;

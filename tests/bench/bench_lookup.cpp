@@ -31,7 +31,7 @@
 //   fresh tokens) and trimmed ones (the prompt leaves a 2k-token donor at
 //   960). Targets: <= 3x the pass at 32 layers, and the 80-layer figure
 //   <= 1.5x the 32-layer one. Beside them, for the record: the lookup
-//   plus `ram_hit::state()` (the lent views cut out as an entry, which
+//   plus `ram_hit::state(prompt)` (the lent views cut out as an entry, which
 //   the RAM actor no longer builds: it writes the cut as it goes).
 //
 // Usage: bench_lookup [--quick] [--check] [--json FILE] [--only PART]
@@ -642,7 +642,7 @@ void run_hit(const options& o) {
       uint64_t now = 1;
       for (auto& p : prompts) {
         auto h = t.lookup(p, "bench", std::nullopt, now);
-        if (!h || h->size() != 960 || h->state().layers.size() != layers
+        if (!h || h->size() != 960 || h->state(p).layers.size() != layers
             || (h->donor_length == 960) != exact) {
           std::fprintf(stderr, "bench_lookup: unexpected RAM hit\n");
           std::exit(1);
@@ -662,10 +662,10 @@ void run_hit(const options& o) {
         [&] {
           ++now;
           for (auto& p : prompts)
-            sink =
-              sink
-              + static_cast<int>(
-                t.lookup(p, "bench", std::nullopt, now)->state().layers.size());
+            sink = sink
+                   + static_cast<int>(t.lookup(p, "bench", std::nullopt, now)
+                                        ->state(p)
+                                        .layers.size());
         },
         o.budget_s, 20);
       auto walk = ns_per_call(

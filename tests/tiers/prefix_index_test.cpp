@@ -251,6 +251,10 @@ BOOST_DATA_TEST_CASE(random_operations_match_a_linear_scan,
     return k;
   };
   size_t checked = 0;
+  // Refs taken at insert, by handle: each must keep naming its entry, its
+  // key rebuilt from the tree's edges, through every later split and merge.
+  std::map<std::string, entry_ref> refs;
+  size_t keys_checked = 0;
   for (int step = 0; step < 20000; ++step) {
     std::string ns = pick(8) == 0 ? "b" : "a";
     auto k = random_key();
@@ -259,10 +263,14 @@ BOOST_DATA_TEST_CASE(random_operations_match_a_linear_scan,
       auto floor = pick(3) == 0 ? k.size() : pick(k.size());
       auto h = std::to_string(step);
       auto r = ix.insert(ns, k, h, floor);
-      if (auto i = ref.find(ns, k))
+      if (auto i = ref.find(ns, k)) {
+        BOOST_REQUIRE(refs.at(i->handle) == r.ref);
+        refs.erase(i->handle);
         *i = {ns, k, h, floor, ++ref.clock};
-      else
+      } else {
         ref.items.push_back({ns, k, h, floor, ++ref.clock});
+      }
+      refs[h] = r.ref;
       std::multiset<std::string> got, want;
       for (auto a : ix.ancestors(r.ref))
         got.insert(ix.handle(a));
@@ -278,6 +286,7 @@ BOOST_DATA_TEST_CASE(random_operations_match_a_linear_scan,
       BOOST_REQUIRE(got.has_value() == (i != nullptr));
       if (i) {
         BOOST_REQUIRE(*got == i->handle);
+        refs.erase(i->handle);
         ref.items.erase(ref.items.begin() + (i - ref.items.data()));
       }
     } else {
@@ -305,8 +314,22 @@ BOOST_DATA_TEST_CASE(random_operations_match_a_linear_scan,
       BOOST_REQUIRE(got == want);
     }
     BOOST_REQUIRE(ix.size() == ref.items.size());
+    // Every entry now and then; a few at random after every step.
+    bool all = step % 1000 == 999;
+    BOOST_REQUIRE(refs.size() == ref.items.size());
+    for (size_t n = 0; n < (all ? ref.items.size() : 4) && !ref.items.empty();
+         ++n) {
+      auto& i = all ? ref.items[n] : ref.items[pick(ref.items.size())];
+      auto r = refs.at(i.handle);
+      BOOST_REQUIRE_MESSAGE(ix.key(r) == i.key, "step " << step);
+      BOOST_REQUIRE(ix.ns(r) == i.ns);
+      BOOST_REQUIRE(ix.length(r) == i.key.size());
+      BOOST_REQUIRE(ix.handle(r) == i.handle);
+      ++keys_checked;
+    }
   }
   BOOST_TEST(checked > 5000u);
+  BOOST_TEST(keys_checked > 50000u);
 }
 
 namespace {

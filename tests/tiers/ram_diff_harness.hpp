@@ -235,6 +235,52 @@ struct run_state {
   uint64_t alphabet = 3;
   uint64_t now = 0;
   size_t lookups = 0, hits = 0, evictions = 0, supersessions = 0;
+  /// What the change observer says is held, and the put observer's last
+  /// report: keys the tier rebuilds from its index (it keeps no copy).
+  std::set<std::pair<std::string, token_seq>> fed{};
+  std::optional<std::pair<std::string, token_seq>> observed{};
+
+  /// Hooks both observers up (once `this` sits where it stays).
+  void observe() {
+    tier.set_change_observer([this](const ram_change& c) {
+      if (c.kind == ram_change_kind::stored)
+        fed.emplace(c.ns, c.tokens);
+      else
+        BOOST_REQUIRE(fed.erase({c.ns, c.tokens}) == 1);
+    });
+    tier.set_put_observer([this](const token_seq& t, const std::string& ns) {
+      observed.emplace(ns, t);
+    });
+  }
+
+  /// Every key the tier hands out (change notices, `idle`, `undurable`,
+  /// `item`) is exactly the model's, whatever splits and merges the tree
+  /// went through.
+  void compare_keys() {
+    std::set<std::pair<std::string, token_seq>> held;
+    std::set<std::pair<std::string, token_seq>> unleased, undurable;
+    for (auto& i : ref.items) {
+      held.emplace(i.e.ns, i.e.tokens);
+      if (i.leases.empty())
+        unleased.emplace(i.e.ns, i.e.tokens);
+      if (!i.durable)
+        undurable.emplace(i.e.ns, i.e.tokens);
+      auto got = tier.item({false, i.e.ns, i.e.tokens});
+      BOOST_REQUIRE(got);
+      BOOST_REQUIRE(got->state.tokens == i.e.tokens);
+      BOOST_REQUIRE(got->state.ns == i.e.ns);
+    }
+    BOOST_REQUIRE(fed == held);
+    auto as_set = [](const std::vector<ram_key>& keys) {
+      std::set<std::pair<std::string, token_seq>> out;
+      for (auto& k : keys)
+        out.emplace(k.name, k.tokens);
+      BOOST_REQUIRE(out.size() == keys.size());
+      return out;
+    };
+    BOOST_REQUIRE(as_set(tier.idle(now, 0)) == unleased);
+    BOOST_REQUIRE(as_set(tier.undurable()) == undurable);
+  }
 
   uint64_t pick(uint64_t n) {
     return rng() % n;
@@ -266,9 +312,12 @@ struct run_state {
     auto tokens = e.tokens;
     bool pin = session && !durable;
     auto copy = e;
+    observed.reset();
     auto got = tier.put(std::move(e), now, durable,
                         pin ? protection::pin : protection::none);
     BOOST_REQUIRE(got);
+    if (got->kept)
+      BOOST_REQUIRE(observed == std::pair(ns, tokens));
     auto want = ref.put(std::move(copy), durable, pin);
     BOOST_REQUIRE(got->kept == want.kept);
     BOOST_REQUIRE(got->serial == want.serial);
@@ -280,6 +329,7 @@ struct run_state {
       BOOST_REQUIRE(got->evicted[i].key == want.evicted[i].key);
       BOOST_REQUIRE(got->evicted[i].needs_spill == want.evicted[i].needs_spill);
       BOOST_REQUIRE(ok(eng.verify(got->evicted[i].state)));
+      BOOST_REQUIRE(got->evicted[i].state.tokens == want.evicted[i].key.tokens);
     }
     evictions += got->evicted.size();
     supersessions += got->superseded;
@@ -297,15 +347,15 @@ struct run_state {
       return;
     ++hits;
     auto [p, serial, len] = *want;
-    BOOST_REQUIRE(got->state().size() == p);
+    BOOST_REQUIRE(got->state(prompt).size() == p);
     BOOST_REQUIRE(got->donor_serial == serial);
     BOOST_REQUIRE(got->donor_length == len);
-    BOOST_REQUIRE(ok(eng.verify(got->state())));
+    BOOST_REQUIRE(ok(eng.verify(got->state(prompt))));
     if (pick(2) == 0) { // extend what was lent and publish it
       auto longer = prompt;
       auto more = random_tokens(6);
       longer.insert(longer.end(), more.begin(), more.end());
-      auto ext = eng.extend(got->state(), longer);
+      auto ext = eng.extend(got->state(prompt), longer);
       BOOST_REQUIRE(ext);
       maybe_decorate(*ext);
       compare_put(std::move(*ext));
@@ -351,13 +401,19 @@ struct run_state {
       BOOST_REQUIRE(got);
       BOOST_REQUIRE(got->key == want.key);
       BOOST_REQUIRE(got->needs_spill == want.needs_spill);
+      BOOST_REQUIRE(got->state.tokens == want.key.tokens);
+      BOOST_REQUIRE(ok(eng.verify(got->state)));
     } else if (op == 19) {
       auto t = random_tokens(10);
       auto got = tier.remove({false, ns, t});
       auto it = ref.find(ns, t);
       BOOST_REQUIRE(got.has_value() == (it != ref.items.end()));
-      if (got)
+      if (got) {
+        BOOST_REQUIRE(got->key.tokens == t);
+        BOOST_REQUIRE(got->state.tokens == t);
+        BOOST_REQUIRE(ok(eng.verify(got->state)));
         ref.take(it);
+      }
     } else if (op == 20 && !ref.items.empty()) {
       auto& i = ref.items[pick(ref.items.size())];
       auto lease = 1 + pick(3);
@@ -379,6 +435,7 @@ struct run_state {
     }
     BOOST_REQUIRE(tier.bytes() == ref.bytes());
     BOOST_REQUIRE(tier.counters().entries == ref.items.size());
+    compare_keys();
     BOOST_REQUIRE(tier.counters().protected_entries
                   == static_cast<uint64_t>(std::count_if(
                     ref.items.begin(), ref.items.end(), naive_ram::protects)));
@@ -406,6 +463,7 @@ inline diff_totals run_differential(const std::string& family, uint64_t seeds,
     run_state s{runtime::oracle_engine(geo), tiers::ram_tier(cap),
                 naive_ram(cap), std::mt19937_64(seed)};
     s.alphabet = alphabet;
+    s.observe();
     for (int i = 0; i < steps; ++i, ++out.steps) {
       BOOST_TEST_CONTEXT(family << " seed " << seed << " step " << i) {
         s.step();

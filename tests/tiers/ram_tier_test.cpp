@@ -106,12 +106,12 @@ BOOST_DATA_TEST_CASE(lookups_serve_the_usable_prefix_zero_copy,
         BOOST_TEST(t.peek_prefix_len(prompt, "ns") == want.value_or(0));
         if (!hit || !want)
           continue;
-        BOOST_TEST(hit->state().size() == *want);
-        BOOST_TEST(ok(eng.verify(hit->state())));
+        BOOST_TEST(hit->state(prompt).size() == *want);
+        BOOST_TEST(ok(eng.verify(hit->state(prompt))));
         auto donor = std::find_if(stored.begin(), stored.end(), [&](auto& e) {
           return e.size() == hit->donor_length;
         });
-        for (auto id : buffer_ids(hit->state()))
+        for (auto id : buffer_ids(hit->state(prompt)))
           BOOST_TEST(buffer_ids(*donor).contains(id));
       }
     }
@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(many_lookups_share_one_donor) {
   for (int i = 0; i < 10; ++i) {
     auto hit = t.lookup(cat(run(20), {token(i)}), "ns", std::nullopt, i);
     BOOST_REQUIRE(hit);
-    BOOST_TEST(ok(eng.verify(hit->state())));
+    BOOST_TEST(ok(eng.verify(hit->state(cat(run(20), {token(i)})))));
     lent.push_back(std::move(*hit));
   }
   BOOST_TEST(buffer::live_count() == live);
@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(many_lookups_share_one_donor) {
   BOOST_TEST(t.counters().entries == 1u);
   BOOST_TEST(t.counters().hits == 10u);
   t.clear();
-  BOOST_TEST(ok(eng.verify(lent.front().state())),
+  BOOST_TEST(ok(eng.verify(lent.front().state(cat(run(20), {token(0)})))),
              "lent views outlive the donor");
 }
 
@@ -157,7 +157,7 @@ BOOST_AUTO_TEST_CASE(exact_duplicate_replaces_whatever_the_kinds) {
   BOOST_TEST(t.counters().replacements == 1u);
   auto hit = t.lookup(run(11), "ns", std::nullopt, 1);
   BOOST_REQUIRE(hit);
-  BOOST_TEST(ok(hybrid.verify(hit->state())), "the newcomer serves");
+  BOOST_TEST(ok(hybrid.verify(hit->state(run(11)))), "the newcomer serves");
   BOOST_TEST(!t.lookup(cat(run(5), {1}), "ns", std::nullopt, 2),
              "and it is exact-only now");
   BOOST_TEST(t.bytes() == hybrid.geometry().bytes_at(10));
@@ -173,7 +173,8 @@ BOOST_DATA_TEST_CASE(trimmable_newcomer_supersedes_its_ancestors,
   must_put(t, eng.prefill("other", run(4)));
   auto hit = t.lookup(run(9), "ns", std::nullopt, 1);
   BOOST_REQUIRE(hit);
-  auto ext = *eng.extend(hit->state(), run(12)); // shares the donor's segments
+  auto ext =
+    *eng.extend(hit->state(run(9)), run(12)); // shares the donor's segments
   bool trims = ext.trimmable();
   auto r = must_put(t, std::move(ext));
   BOOST_TEST(r.superseded == (trims ? 1u : 0u));
@@ -183,9 +184,9 @@ BOOST_DATA_TEST_CASE(trimmable_newcomer_supersedes_its_ancestors,
   BOOST_TEST(t.contains("other", run(4)), "other namespaces are untouched");
   auto again = t.lookup(cat(run(4), {7}), "ns", std::nullopt, 2);
   BOOST_REQUIRE(again);
-  BOOST_TEST(again->state().size() == 4u);
+  BOOST_TEST(again->state(cat(run(4), {7})).size() == 4u);
   BOOST_TEST(again->donor_length == (trims ? 12u : 4u));
-  BOOST_TEST(ok(eng.verify(again->state())));
+  BOOST_TEST(ok(eng.verify(again->state(cat(run(4), {7})))));
 }
 
 BOOST_AUTO_TEST_CASE(newcomer_keeps_ancestors_below_its_floor) {
@@ -441,13 +442,13 @@ BOOST_DATA_TEST_CASE(shared_buffers_are_counted_once, bdata::make(families),
   must_put(t, eng.prefill("ns", run(10)));
   auto donor_bytes = t.bytes();
   auto hit = t.lookup(run(11), "ns", std::nullopt, 1);
-  auto ext = *eng.extend(hit->state(), run(14));
+  auto ext = *eng.extend(hit->state(run(11)), run(14));
   for (auto& l : ext.layers) // exact-only: the donor is not superseded
     l.min_offset = l.tokens;
   std::vector<buffer_ref> bufs;
   collect_buffers(ext, bufs);
   uint64_t fresh = 0;
-  auto donor_ids = buffer_ids(hit->state());
+  auto donor_ids = buffer_ids(hit->state(run(11)));
   for (auto& b : bufs)
     if (!donor_ids.contains(b->id()))
       fresh += b->size();
@@ -473,13 +474,13 @@ BOOST_DATA_TEST_CASE(attachments_ride_only_at_the_exact_boundary,
   must_put(t, eng.prefill("ns", run(12)));
   auto exact = t.lookup(run(13), "ns", std::nullopt, 1);
   BOOST_REQUIRE(exact);
-  BOOST_TEST(exact->state().attachments.size() == 1u);
-  BOOST_TEST(ok(eng.verify(exact->state())));
+  BOOST_TEST(exact->state(run(13)).attachments.size() == 1u);
+  BOOST_TEST(ok(eng.verify(exact->state(run(13)))));
   auto cut = t.lookup(cat(run(7), {1}), "ns", std::nullopt, 2);
   BOOST_TEST(cut.has_value() == (family != std::string{"tiny-hybrid"}));
   if (cut) {
-    BOOST_TEST(cut->state().attachments.empty());
-    BOOST_TEST(ok(eng.verify(cut->state())));
+    BOOST_TEST(cut->state(cat(run(7), {1})).attachments.empty());
+    BOOST_TEST(ok(eng.verify(cut->state(cat(run(7), {1})))));
   }
 }
 
@@ -565,17 +566,18 @@ BOOST_AUTO_TEST_CASE(worked_example_from_the_docs) {
   BOOST_TEST(t.bytes() == 2048u);
   auto hit = t.lookup(cat(S, {1}), "chat", std::nullopt, 2);
   BOOST_REQUIRE(hit);
-  BOOST_TEST(hit->state().size() == 8u);
+  BOOST_TEST(hit->state(cat(S, {1})).size() == 8u);
   BOOST_TEST(hit->donor_length == 8u);
-  auto r = must_put(t, *dense.extend(hit->state(), cat(S, run(4, 7))), 3);
+  auto r =
+    must_put(t, *dense.extend(hit->state(cat(S, {1})), cat(S, run(4, 7))), 3);
   BOOST_TEST(r.superseded == 1u);
   BOOST_TEST(t.bytes() == 3072u);
   auto other = t.lookup(cat(S, {2}), "chat", std::nullopt, 4);
   BOOST_REQUIRE(other);
-  BOOST_TEST(other->state().size() == 8u);
+  BOOST_TEST(other->state(cat(S, {2})).size() == 8u);
   BOOST_TEST(other->donor_length == 12u);
-  BOOST_TEST(ok(dense.verify(other->state())));
-  BOOST_TEST(other->state().layers[0].byte_length() == 512u);
+  BOOST_TEST(ok(dense.verify(other->state(cat(S, {2})))));
+  BOOST_TEST(other->state(cat(S, {2})).layers[0].byte_length() == 512u);
   must_put(t, hybrid.prefill("ssm", run(12, 500)), 5);
   BOOST_TEST(t.bytes() == 3072u + 1152u);
   BOOST_TEST(!t.lookup(cat(run(10, 500), {3}), "ssm", std::nullopt, 6));
@@ -600,7 +602,7 @@ BOOST_AUTO_TEST_CASE(lookup_lends_only_when_better_than_asked) {
              "a refused lookup touches nothing");
   auto hit = t.lookup(run(12, 2000), "ns", std::nullopt, 5, 7);
   BOOST_REQUIRE(hit);
-  BOOST_TEST(hit->state().size() == 8u);
+  BOOST_TEST(hit->state(run(12, 2000)).size() == 8u);
 }
 
 BOOST_AUTO_TEST_CASE(restored_entry_leaves_without_a_write) {
@@ -696,7 +698,8 @@ BOOST_AUTO_TEST_CASE(boundary_reclaim_skips_entries_whose_views_are_lent) {
   BOOST_TEST(r.freed_bytes == one);
   BOOST_TEST(t.contains("ns", run(8, 1000)), "the lent donor stays");
   BOOST_TEST(!t.contains("ns", run(8, 2000)));
-  BOOST_TEST(ok(eng.verify(lent->state())), "lent views keep their bytes");
+  BOOST_TEST(ok(eng.verify(lent->state(cat(run(8, 1000), {1})))),
+             "lent views keep their bytes");
   r = t.reclaim(one);
   BOOST_TEST(r.released == 0u, "nothing would free a byte now");
   lent.reset();
@@ -820,8 +823,8 @@ BOOST_AUTO_TEST_CASE(a_hit_on_a_leaving_entry_makes_it_resident_again) {
   auto a = r.evicted.at(0);
   auto hit = t.lookup(cat(run(8, 1000), {7}), "ns", std::nullopt, 4);
   BOOST_REQUIRE(hit);
-  BOOST_TEST(ok(eng.verify(hit->state())));
-  BOOST_TEST(hit->state().size() == 8u);
+  BOOST_TEST(ok(eng.verify(hit->state(cat(run(8, 1000), {7})))));
+  BOOST_TEST(hit->state(cat(run(8, 1000), {7})).size() == 8u);
   BOOST_TEST(t.counters().rejoined == 1u);
   BOOST_REQUIRE(hit->evicted.size() == 1u); // the cap still holds
   BOOST_TEST(hit->evicted[0].key.tokens == run(8, 2000));
@@ -880,7 +883,7 @@ BOOST_AUTO_TEST_CASE(an_oversize_put_is_held_as_leaving_while_it_is_written) {
   // Servable, and a hit lends it without making it resident (too large).
   auto hit = t.lookup(cat(run(9), {1}), "ns", std::nullopt, 2);
   BOOST_REQUIRE(hit);
-  BOOST_TEST(hit->state().size() == 9u);
+  BOOST_TEST(hit->state(cat(run(9), {1})).size() == 9u);
   BOOST_TEST(hit->evicted.empty());
   BOOST_TEST(t.item({false, "ns", run(9)})->leaving);
   BOOST_TEST(t.resident_bytes() == eng.geometry().bytes_at(4));
@@ -926,8 +929,9 @@ BOOST_AUTO_TEST_CASE(a_replaced_leaving_entry_leaves_its_old_write_alone) {
   BOOST_TEST(t.contains("ns", old.key.tokens));
 }
 
-// A hit lends the donor once (no per-layer copy): `state()` cuts it, and
-// `write_entry` with the usable length writes the same cut without
+// A hit lends the donor once (no per-layer copy): `state(prompt)` cuts it,
+// keyed by the prompt, and `write_entry` with the donor's length and the
+// prompt's first p tokens writes the same cut without
 // building it (what the RAM actor sends an engine). Both read back byte
 // for byte as what the oracle expects at that length, exact and trimmed,
 // over donors whose layers hold several segments (extended ones).
@@ -938,7 +942,7 @@ BOOST_DATA_TEST_CASE(a_hit_lends_the_donor_and_writes_its_cut,
   must_put(t, eng.prefill("ns", run(6)));
   auto first = t.lookup(cat(run(6), {1}), "ns", std::nullopt, 1);
   BOOST_REQUIRE(first);
-  must_put(t, *eng.extend(first->state(), run(14)), 2);
+  must_put(t, *eng.extend(first->state(cat(run(6), {1})), run(14)), 2);
   first.reset();
   for (size_t p : {14, 13, 9}) {
     auto prompt = cat(run(p), {1});
@@ -950,12 +954,14 @@ BOOST_DATA_TEST_CASE(a_hit_lends_the_donor_and_writes_its_cut,
     }
     BOOST_REQUIRE(hit);
     BOOST_TEST(hit->size() == want);
-    BOOST_TEST(hit->donor->size() == hit->donor_length);
-    auto cut = hit->state();
+    BOOST_TEST(hit->donor->tokens.empty(), "the key is held by the index");
+    BOOST_TEST(hit->donor->layers.size() == eng.geometry().layers.size());
+    auto cut = hit->state(prompt);
     BOOST_TEST(cut.size() == want);
     BOOST_TEST(ok(eng.verify(cut)));
     msg::draft<msg::SaveCheckpoint> d;
-    write_entry(d, d.root().initEntry(), *hit->donor, hit->length);
+    write_entry(d, d.root().initEntry(), *hit->donor, hit->donor_length,
+                std::span{prompt}.first(hit->length));
     auto m = std::move(d).seal();
     auto back = read_entry(m, m.root().getEntry());
     BOOST_REQUIRE(back);
