@@ -2,6 +2,7 @@
 // payload writes -> fsync -> rename -> directory fsync -> index.
 #include "tiers/ssd/ssd_jobs.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace kvtier::tiers::ssd {
@@ -145,6 +146,21 @@ void ssd_tier::start_write(write_item& item) {
   io->header.request = item.request;
   io->header.attempt = item.attempt;
   io->header.write_id = next_write_id_++;
+  if (item.kind == key_kind::prefix) {
+    count_new_tokens(item.state);
+    if (auto* parent = delta_parent(item.state)) {
+      // A delta candidate: the prepare op proves the shared rows and lays
+      // the header out; the parent stays indexed meanwhile (pinned).
+      io->parent = parent->name;
+      for (auto* link : chain_of(parent->name))
+        io->chain.push_back(link->header);
+      io->fingerprint = cfg_.fingerprint;
+      io->alignment = cfg_.alignment;
+      io->checksum_chunk = cfg_.checksum_chunk;
+      ++pins_[parent->name];
+      job->pinned = parent->name;
+    }
+  }
   job->io = io;
   auto& ref = *job;
   writes_.emplace(job->tag, std::move(job));
@@ -154,10 +170,69 @@ void ssd_tier::start_write(write_item& item) {
     if (!f)
       return f.error();
     io->out = std::move(*f);
+    if (!io->chain.empty()) {
+      // Wrong state is the worst failure: the file may leave rows to its
+      // parent chain only when the entry's own rows are those very bytes.
+      bool same = std::all_of(io->chain.begin(), io->chain.end(),
+                              [&](auto& link) {
+                                return holds_rows_of(io->state, *link);
+                              });
+      if (same) {
+        auto& parent = *io->chain.back();
+        auto h = layout(io->state, io->fingerprint, io->alignment,
+                        io->checksum_chunk, io->parent, parent.tokens.size());
+        h.kind = io->header.kind;
+        h.write_id = io->header.write_id;
+        h.parent_write_id = parent.write_id;
+        io->header = std::move(h);
+      } else {
+        io->refused = true;
+      }
+    }
     return caf::error{};
   });
   op.keep = io;
   submit(std::move(op));
+}
+
+const ssd_file* ssd_tier::delta_parent(const entry& e) const {
+  if (!cfg_.delta_files || cfg_.max_chain < 2)
+    return nullptr;
+  for (auto& l : e.layers)
+    if (l.kind != layer_kind::kv)
+      return nullptr; // only kv rows can be left to a parent
+  for (auto* f : index_.prefix_files(e.ns, e.tokens)) {
+    if (f->header->tokens.size() >= e.tokens.size())
+      continue; // the key itself: a rewrite is written whole
+    // The longest strict prefix file; at the chain bound, written whole.
+    if (chain_of(f->name).size() + 1 > cfg_.max_chain)
+      return nullptr;
+    return f;
+  }
+  return nullptr;
+}
+
+void ssd_tier::count_new_tokens(const entry& e) {
+  uint64_t bpt = 0;
+  for (auto& l : e.layers)
+    if (l.kind == layer_kind::kv || l.kind == layer_kind::ring)
+      bpt += l.bytes_per_token;
+  uint64_t known = 0;
+  auto files = index_.prefix_files(e.ns, e.tokens);
+  if (!files.empty())
+    known = files.front()->header->tokens.size();
+  if (auto m = index_.find(e.tokens, e.ns))
+    known = std::max(known, m->length);
+  stats_.new_token_bytes += (e.tokens.size() - known) * bpt;
+}
+
+void ssd_tier::unpin(write_job& job) {
+  if (job.pinned.empty())
+    return;
+  auto p = pins_.find(job.pinned);
+  if (p != pins_.end() && --p->second == 0)
+    pins_.erase(p);
+  job.pinned.clear();
 }
 
 void ssd_tier::write_range(write_job& job, uint64_t off, const std::byte* p,
@@ -227,7 +302,8 @@ void ssd_tier::write_stage(write_job& job) {
       op.keep = job.io;
       submit(std::move(op));
       for (size_t i = 0; i < io.state.layers.size(); ++i)
-        payload(io.header.layers[i].payload, io.state.layers[i].segments);
+        payload(io.header.layers[i].payload,
+                payload_segments(io.header, io.state, i));
       for (size_t i = 0; i < io.state.attachments.size(); ++i)
         payload(io.header.attachments[i].payload,
                 io.state.attachments[i].segments);
@@ -267,8 +343,9 @@ void ssd_tier::on_write(uint64_t tag, io_completion& c) {
     job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
   }
   if (sub == 1 && !job.err) { // checksums known: the header can go
+    // Its own bytes only: the zeros up to the first payload are a hole.
     auto& hb = job.io->header_bytes;
-    write_range(job, 0, hb->data(), hb->size());
+    write_range(job, 0, hb->data(), job.io->header.header_length);
   }
   if (job.outstanding > 0)
     return;
@@ -281,15 +358,40 @@ void ssd_tier::on_write(uint64_t tag, io_completion& c) {
     return;
   }
   switch (job.stage) {
-    case write_step::prepare: job.created = true; break;
+    case write_step::prepare:
+      job.created = true;
+      if (job.io->refused) {
+        ++stats_.delta_refused;
+        log("ssd: writing " + job.name + " whole: its rows differ from its "
+            "parent " + job.io->parent + "'s");
+        unpin(job);
+      }
+      break;
     case write_step::data: break;
     case write_step::sync: job.io->out.reset(); break; // closes the file
     case write_step::rename:
       job.renamed = true;
-      // The older file of this key is gone from disk: forget it now.
-      index_.erase(job.name);
+      // The older file of this key is gone from disk: forget it now (its
+      // delta children were cut from it: they go, reported gone).
+      unindex(job.name, false, removal_reason::gone, removal_reason::gone);
       break;
-    case write_step::sync_dir: write_done(job); return;
+    case write_step::sync_dir:
+      if (!job.io->header.parent.empty()) {
+        auto* p = index_.file(job.io->header.parent);
+        if (!p || p->header->write_id != job.io->header.parent_write_id) {
+          // Its parent left (or was rewritten) while it was written: the
+          // file names bytes that are gone. Not stored; a retry writes it
+          // again, whole or over another parent.
+          job.orphan = true;
+          job.err = make_error(ec::io_error, "its delta parent "
+                                               + job.io->header.parent
+                                               + " left during the write");
+          write_failed(job);
+          return;
+        }
+      }
+      write_done(job);
+      return;
   }
   job.stage = static_cast<write_step>(static_cast<int>(job.stage) + 1);
   job.done = job.expected = 0;
@@ -300,7 +402,20 @@ void ssd_tier::write_done(write_job& job) {
   auto header = std::make_shared<const entry_header>(job.io->header);
   auto bytes = header->file_length;
   auto name = job.name;
-  index_.insert(ssd_file{name, std::move(header), bytes});
+  if (header->kind == key_kind::prefix) {
+    uint64_t handed = header->header_length;
+    for (auto& l : header->layers)
+      handed += l.payload.length;
+    for (auto& a : header->attachments)
+      handed += a.payload.length;
+    if (job.io->padding)
+      handed += job.io->padding->size();
+    stats_.prefix_bytes_written += handed;
+  }
+  if (!header->parent.empty())
+    ++stats_.delta_files;
+  unpin(job);
+  index_file(ssd_file{name, std::move(header), bytes});
   touch_file(name); // the most recently used, also after a restart
   ++stats_.writes_ok;
   stats_.bytes_written += bytes;
@@ -347,14 +462,18 @@ void ssd_tier::write_failed(write_job& job) {
   auto err =
     make_error(code, std::string{"write failed at "} + to_string(job.stage)
                        + ": " + context_of(job.err));
+  unpin(job);
   bool covered = covered_write_finished(job.tag, job.name, job.renamed);
-  if (job.renamed && !covered) {
+  bool orphan = job.orphan && job.renamed && !covered;
+  if (job.renamed && !covered && !job.orphan) {
     // Only the directory sync failed: the file is whole and readable under
     // its final name, so serve it; the item stays queued until a retry
     // makes the name durable.
     auto header = std::make_shared<const entry_header>(job.io->header);
     auto bytes = header->file_length;
-    index_.insert(ssd_file{job.name, std::move(header), bytes});
+    index_file(ssd_file{job.name, std::move(header), bytes});
+  } else if (job.renamed) {
+    // An orphaned delta (below) or a covered write: not served.
   } else if (job.created) {
     auto tag = next_tag_++;
     chore_what_[tag] = "remove temp file " + job.io->temp_path;
@@ -390,6 +509,8 @@ void ssd_tier::write_failed(write_job& job) {
     if (closed_)
       abandon(id); // no retry will come: released, not kept
   }
+  if (orphan)
+    remove_file(name, removal_reason::gone); // never indexed: no report
   pump();
   resume_removals();
   maybe_finish_flush();
@@ -397,6 +518,10 @@ void ssd_tier::write_failed(write_job& job) {
 
 void ssd_tier::supersede_ancestors(const std::string& name) {
   for (auto& a : index_.superseded_by(name)) {
+    // A delta parent (of this file or another) serves its children's
+    // rows: it stays; it goes by the cap once it has none.
+    if (pinned_or_parent(a))
+      continue;
     ++stats_.files_superseded;
     remove_file(a, removal_reason::superseded);
   }
@@ -410,12 +535,23 @@ void ssd_tier::evict_over_cap(const std::string& keep,
     if (tags && tag != 0)
       tags->insert(tag);
   };
-  for (auto& name : index_.over_cap(cfg_.byte_cap, keep))
-    evict(name);
+  // Leaves first: a delta parent goes only once its children are gone,
+  // so each round may free parents for the next.
+  auto is_held = [this](const std::string& n) { return pinned_or_parent(n); };
+  for (;;) {
+    auto names = index_.over_cap(cfg_.byte_cap, keep, is_held);
+    if (names.empty())
+      break;
+    for (auto& name : names)
+      evict(name);
+  }
   // The file just written alone over a cap lowered since it was queued:
   // it goes too, so the files stay under the cap.
-  if (index_.bytes() > cfg_.byte_cap && !keep.empty() && index_.file(keep))
+  if (index_.bytes() > cfg_.byte_cap && !keep.empty() && index_.file(keep)
+      && !pinned_or_parent(keep)) {
     evict(keep);
+    evict_over_cap({}, tags); // its parents may go now
+  }
 }
 
 uint64_t ssd_tier::set_byte_cap(uint64_t bytes,
