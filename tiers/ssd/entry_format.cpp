@@ -565,7 +565,12 @@ caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
   if (!h.parent.empty() && h.version < 3 && !r.bad)
     return make_error(ec::incompatible_format,
                       "parent files are not supported by format version 2");
-  if (r.bad || ntokens > len / 4 || h.parent_tokens > ntokens)
+  // A delta lists only its own tokens; its length is bounded by the
+  // largest position limit (2^24), so a crafted header cannot make the
+  // reader allocate more.
+  if (r.bad || h.parent_tokens > ntokens
+      || ntokens - h.parent_tokens > len / 4
+      || (h.parent_tokens > 0 && ntokens > max_delta_tokens))
     return corrupt("token count " + std::to_string(ntokens));
   if (auto err = check_key(h, kind, ntokens))
     return err;

@@ -37,6 +37,8 @@ inline constexpr uint32_t format_version = 3;
 inline constexpr uint32_t oldest_format_version = 2;
 /// Bytes of the fixed header prefix.
 inline constexpr size_t fixed_header_size = 64;
+/// Most tokens a delta file may encode (the largest position limit).
+inline constexpr uint64_t max_delta_tokens = 1ull << 24;
 /// Largest header a reader accepts.
 inline constexpr uint32_t max_header_size = 64u << 20;
 

@@ -123,17 +123,17 @@ caf::expected<scan_report> ssd_tier::open() {
   }
   finish_records(r);
   next_write_id_ = max_write_id_seen_ + 1;
-  // Leaves first, as after a write: a delta parent goes after its children.
+  // Least recently used among the files nothing depends on, as after a
+  // write: a delta parent goes after its children.
   auto is_held = [this](const std::string& n) { return pinned_or_parent(n); };
   for (;;) {
     auto over = index_.over_cap(cfg_.byte_cap, {}, is_held);
     if (over.empty())
       break;
-    for (auto& name : over) {
-      forget(name, removal_reason::evicted);
-      if (!fs_.remove(path(name)))
-        ++r.evicted;
-    }
+    auto& name = over.front(); // one at a time: its parent may be next
+    forget(name, removal_reason::evicted);
+    if (!fs_.remove(path(name)))
+      ++r.evicted;
   }
   stats_.corrupt_removed += r.corrupt_removed;
   stats_.evicted += r.evicted;
@@ -307,9 +307,11 @@ void ssd_tier::resolve_chains(std::vector<scanned>& found, scan_report& r) {
     st[i] = why[i].empty() ? state::good : state::bad;
     return st[i] == state::good;
   };
+  for (size_t i = 0; i < found.size(); ++i)
+    resolve(i); // every link first: a kept file is moved out below
   std::vector<scanned> kept;
   for (size_t i = 0; i < found.size(); ++i) {
-    if (resolve(i)) {
+    if (st[i] == state::good) {
       kept.push_back(std::move(found[i]));
       continue;
     }

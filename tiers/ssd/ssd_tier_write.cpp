@@ -535,15 +535,14 @@ void ssd_tier::evict_over_cap(const std::string& keep,
     if (tags && tag != 0)
       tags->insert(tag);
   };
-  // Leaves first: a delta parent goes only once its children are gone,
-  // so each round may free parents for the next.
+  // Least recently used among the files nothing depends on, one at a
+  // time: a delta parent becomes a candidate once its last child went.
   auto is_held = [this](const std::string& n) { return pinned_or_parent(n); };
   for (;;) {
     auto names = index_.over_cap(cfg_.byte_cap, keep, is_held);
     if (names.empty())
       break;
-    for (auto& name : names)
-      evict(name);
+    evict(names.front());
   }
   // The file just written alone over a cap lowered since it was queued:
   // it goes too, so the files stay under the cap.
