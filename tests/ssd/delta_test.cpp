@@ -134,6 +134,53 @@ BOOST_AUTO_TEST_CASE(a_delta_restores_its_chain_whole_and_in_part) {
     delta_config());
 }
 
+BOOST_AUTO_TEST_CASE(an_entry_extended_from_restored_rows_branches_off_its_parent) {
+  // A conversation's next turn shares only part of the stored file (its
+  // last block differs): restored to 64 tokens, extended by 56 others, it
+  // is written as a delta that names the file and leaves it rows [0, 64),
+  // proven by being the very buffers read from it.
+  auto o = oracle();
+  on_every_backend(
+    [&](world& w) {
+      w.store(o.prefill("ns", tokens(100)));
+      auto prompt = tokens(64);
+      for (token t = 0; t < 56; ++t)
+        prompt.push_back(50000 + t);
+      auto m = w.tier->find(prompt, "ns");
+      BOOST_REQUIRE(m);
+      BOOST_TEST(m->length == 64u);
+      auto reused = w.restore(*m);
+      BOOST_REQUIRE(reused);
+      auto next = o.extend(*reused, prompt);
+      BOOST_REQUIRE(next);
+      w.store(*next);
+      auto h = w.tier->find(storage_key::prefix("ns", prompt))->header;
+      BOOST_TEST(h->parent == file_name("ns", tokens(100)));
+      BOOST_TEST(h->parent_tokens == 64u);
+      BOOST_TEST(h->layers[0].payload.length == 56u * 64);
+      BOOST_TEST(w.tier->stats().delta_files == 1u);
+      auto longer = prompt;
+      longer.push_back(999999);
+      for (size_t n : {120u, 90u, 64u, 30u}) {
+        auto q = token_seq(longer.begin(), longer.begin() + n);
+        q.push_back(888888);
+        restores_right(w, o, q, n);
+      }
+      // The parent still serves its own tail, past the branch.
+      restores_right(w, o, prompt_of(100), 100);
+      w.reopen();
+      BOOST_TEST(w.tier->stats().files == 2u);
+      restores_right(w, o, longer, 120);
+      // The same entry rebuilt from scratch (no restored buffers): its
+      // rows cannot be proven against a file it only shares a part of:
+      // written whole.
+      w.store(o.prefill("ns", prompt));
+      BOOST_TEST(w.tier->find(storage_key::prefix("ns", prompt))
+                   ->header->parent.empty());
+    },
+    delta_config());
+}
+
 BOOST_AUTO_TEST_CASE(files_are_written_whole_when_a_delta_is_not_possible) {
   auto o = oracle();
   // Deltas off: as before format 3, the longer file supersedes.

@@ -273,7 +273,7 @@ caf::error resolve_parent(entry_header& child, const entry_header& parent) {
   if (parent.fingerprint != child.fingerprint || parent.ns != child.ns
       || parent.kind != key_kind::prefix)
     return bad("its parent holds another namespace or kind");
-  if (parent.tokens.size() != child.parent_tokens)
+  if (parent.tokens.size() < child.parent_tokens)
     return bad("its parent holds " + std::to_string(parent.tokens.size())
                + " tokens, the file names " + std::to_string(child.parent_tokens));
   if (parent.layers.size() != child.layers.size())
@@ -284,7 +284,10 @@ caf::error resolve_parent(entry_header& child, const entry_header& parent) {
              != child.layers[i].bytes_per_token)
       return bad("its parent's layer " + std::to_string(i)
                  + " has another geometry");
-  std::copy(parent.tokens.begin(), parent.tokens.end(), child.tokens.begin());
+  std::copy(parent.tokens.begin(),
+            parent.tokens.begin()
+              + static_cast<ptrdiff_t>(child.parent_tokens),
+            child.tokens.begin());
   child.tokens_resolved = true;
   return {};
 }

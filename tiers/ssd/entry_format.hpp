@@ -148,7 +148,8 @@ bool holds_rows_of(const entry& e, const entry_header& link);
 
 /// Fills a delta header's first `parent_tokens` tokens from its parent's
 /// (resolved) header, after checking that the parent is the one it names:
-/// its write id, fingerprint, namespace, kind (prefix), token count and
+/// its write id, fingerprint, namespace, kind (prefix), at least
+/// `parent_tokens` tokens (a child may branch off inside its parent) and
 /// layers (count, kv, bytes per token). `ec::corrupt_data` naming what
 /// differs otherwise (the child is unusable).
 caf::error resolve_parent(entry_header& child, const entry_header& parent);

@@ -70,6 +70,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 namespace kvtier::tiers::ssd {
 
@@ -545,8 +546,22 @@ private:
   bool pinned_or_parent(const std::string& name) const;
   /// The files a restore of `name` reads, root first (itself last).
   std::vector<const ssd_file*> chain_of(const std::string& name) const;
-  /// Chooses a delta parent for a prefix write (see `start_write`).
-  const ssd_file* delta_parent(const entry& e) const;
+  /// A delta's parent and how many of its rows the child leaves to its
+  /// chain (`start_write`).
+  struct delta_choice {
+    const ssd_file* parent = nullptr;
+    uint64_t tokens = 0;
+    /// The chain root..parent as the child would read it.
+    std::vector<const ssd_file*> chain;
+  };
+  delta_choice delta_parent(const entry& e) const;
+  /// Whether every kv row [0, c.tokens) of `e` is a view of a buffer a
+  /// restore read from the very link of `c.chain` that serves that row.
+  bool proven_by_origin(const entry& e, const delta_choice& c) const;
+  /// Records that `buf` holds layer `layer`'s rows of `link` from its
+  /// first row on (the buffers a restore read).
+  void remember_origin(const buffer_ref& buf, const std::string& name,
+                       const entry_header& link, size_t layer);
   /// Counts the ideal bytes of a prefix write starting now
   /// (`ssd_stats::new_token_bytes`).
   void count_new_tokens(const entry& e);
@@ -636,6 +651,18 @@ private:
   /// writes in flight (pinned: not evicted or superseded meanwhile).
   std::map<std::string, std::set<std::string>> children_;
   std::map<std::string, unsigned> pins_;
+  /// Buffers restores read, by buffer id (ids are never reused): which
+  /// file (name and write id), layer and first row they hold. Pruned as
+  /// the buffers die.
+  struct row_origin {
+    std::string name;
+    uint64_t write_id = 0;
+    size_t layer = 0;
+    uint64_t first_row = 0;
+    std::weak_ptr<const buffer> buf;
+  };
+  std::unordered_map<uint64_t, row_origin> origins_;
+  size_t origins_pruned_at_ = 0;
   /// Dropped and given-up counts at the last flush report.
   uint64_t dropped_at_flush_ = 0;
   uint64_t given_up_at_flush_ = 0;

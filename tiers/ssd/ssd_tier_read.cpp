@@ -130,8 +130,12 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
     // kv (the decoder refuses anything else in a delta).
     for (size_t k = 0; k < io->links.size(); ++k) {
       auto& lh = *io->links[k].header;
+      // A link serves rows from its own start up to where the next link
+      // starts (a child may branch off inside its parent).
       auto lo = lh.parent_tokens;
       auto hi = std::min<uint64_t>(p, lh.tokens.size());
+      if (k + 1 < io->links.size())
+        hi = std::min(hi, io->links[k + 1].header->parent_tokens);
       for (auto& l : lh.layers) {
         io->payloads.push_back(&l.payload);
         io->need.push_back((hi - lo) * l.bytes_per_token);
@@ -302,8 +306,14 @@ void ssd_tier::read_done(read_job& job) {
   for (size_t l = 0; l < layers; ++l) {
     auto& li = h.layers[l];
     std::vector<view> segs;
-    for (size_t k = 0; k < io.links.size(); ++k)
+    for (size_t k = 0; k < io.links.size(); ++k) {
       segs.push_back(take(k * layers + l));
+      // Where these rows came from: a later write of an entry extended
+      // from them may leave them to this file (`proven_by_origin`).
+      if (li.kind == layer_kind::kv && segs.back().buf)
+        remember_origin(segs.back().buf, io.links[k].name,
+                        *io.links[k].header, l);
+    }
     auto tokens = li.kind == layer_kind::object ? li.tokens : p;
     e.layers.push_back(layer_state{li.kind, li.bytes_per_token, li.window,
                                    tokens, li.min_offset, std::move(segs)});

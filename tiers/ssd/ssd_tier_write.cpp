@@ -148,17 +148,29 @@ void ssd_tier::start_write(write_item& item) {
   io->header.write_id = next_write_id_++;
   if (item.kind == key_kind::prefix) {
     count_new_tokens(item.state);
-    if (auto* parent = delta_parent(item.state)) {
-      // A delta candidate: the prepare op proves the shared rows and lays
-      // the header out; the parent stays indexed meanwhile (pinned).
-      io->parent = parent->name;
-      for (auto* link : chain_of(parent->name))
+    auto c = delta_parent(item.state);
+    if (c.parent && proven_by_origin(item.state, c)) {
+      // The shared rows are the very buffers read from the chain: a delta.
+      auto h = layout(item.state, cfg_.fingerprint, cfg_.alignment,
+                      cfg_.checksum_chunk, c.parent->name, c.tokens);
+      h.write_id = io->header.write_id;
+      h.parent_write_id = c.parent->header->write_id;
+      io->header = std::move(h);
+    } else if (c.parent && c.tokens == c.parent->header->tokens.size()) {
+      // A strict prefix file: the prepare op proves the shared rows by
+      // their checksums and lays the header out.
+      for (auto* link : c.chain)
         io->chain.push_back(link->header);
       io->fingerprint = cfg_.fingerprint;
       io->alignment = cfg_.alignment;
       io->checksum_chunk = cfg_.checksum_chunk;
-      ++pins_[parent->name];
-      job->pinned = parent->name;
+    } else {
+      c.parent = nullptr; // nothing proves the rows: whole
+    }
+    if (c.parent) {
+      io->parent = c.parent->name;
+      ++pins_[c.parent->name];
+      job->pinned = c.parent->name;
     }
   }
   job->io = io;
@@ -195,21 +207,87 @@ void ssd_tier::start_write(write_item& item) {
   submit(std::move(op));
 }
 
-const ssd_file* ssd_tier::delta_parent(const entry& e) const {
+ssd_tier::delta_choice ssd_tier::delta_parent(const entry& e) const {
+  delta_choice c;
   if (!cfg_.delta_files || cfg_.max_chain < 2)
-    return nullptr;
+    return c;
   for (auto& l : e.layers)
     if (l.kind != layer_kind::kv)
-      return nullptr; // only kv rows can be left to a parent
-  for (auto* f : index_.prefix_files(e.ns, e.tokens)) {
-    if (f->header->tokens.size() >= e.tokens.size())
-      continue; // the key itself: a rewrite is written whole
-    // The longest strict prefix file; at the chain bound, written whole.
-    if (chain_of(f->name).size() + 1 > cfg_.max_chain)
-      return nullptr;
-    return f;
+      return c; // only kv rows can be left to a parent
+  // The file sharing the longest prefix with the entry (a strict prefix
+  // file, or one the entry branches off inside), and of its chain the
+  // links that serve rows below that length.
+  auto m = index_.find(e.tokens, e.ns);
+  if (!m || m->length == 0 || m->length >= e.tokens.size()
+      || m->name == file_name(e.ns, e.tokens))
+    return c; // nothing shared, or a rewrite of the key itself: whole
+  for (auto* link : chain_of(m->name)) {
+    if (!c.chain.empty() && link->header->parent_tokens >= m->length)
+      break;
+    c.chain.push_back(link);
   }
-  return nullptr;
+  if (c.chain.empty() || c.chain.size() + 1 > cfg_.max_chain)
+    return {}; // at the chain bound: written whole
+  c.parent = c.chain.back();
+  c.tokens = m->length;
+  return c;
+}
+
+void ssd_tier::remember_origin(const buffer_ref& buf, const std::string& name,
+                               const entry_header& link, size_t layer) {
+  origins_[buf->id()] =
+    row_origin{name, link.write_id, layer, link.parent_tokens, buf};
+  // Prune the dead now and then: amortized O(1) per restored buffer.
+  if (origins_.size() >= 2 * origins_pruned_at_ + 64) {
+    std::erase_if(origins_, [](auto& kv) { return kv.second.buf.expired(); });
+    origins_pruned_at_ = origins_.size();
+  }
+}
+
+bool ssd_tier::proven_by_origin(const entry& e, const delta_choice& c) const {
+  // Buffers are immutable and their ids never reused: a view of a buffer
+  // a restore read from file X at write id W holds X's bytes. Each row
+  // [0, c.tokens) must come from the link that serves it in the chain the
+  // child names (a row of another link, or past a link's cut, could be
+  // another branch's bytes).
+  for (size_t l = 0; l < e.layers.size(); ++l) {
+    auto& layer = e.layers[l];
+    uint64_t bpt = layer.bytes_per_token;
+    if (bpt == 0)
+      return false;
+    uint64_t pos = 0;
+    for (auto& seg : layer.segments) {
+      if (pos >= c.tokens)
+        break;
+      if (!seg.buf)
+        return false;
+      auto o = origins_.find(seg.buf->id());
+      if (o == origins_.end() || o->second.layer != l || seg.offset % bpt != 0
+          || seg.length % bpt != 0)
+        return false;
+      auto first = o->second.first_row + seg.offset / bpt;
+      auto end = first + seg.length / bpt;
+      if (first != pos)
+        return false;
+      // The link serving row `pos` in the child's chain, and its cut.
+      size_t i = c.chain.size();
+      while (i > 0 && c.chain[i - 1]->header->parent_tokens > pos)
+        --i;
+      if (i == 0)
+        return false;
+      auto* link = c.chain[i - 1];
+      uint64_t cut =
+        i < c.chain.size() ? c.chain[i]->header->parent_tokens : c.tokens;
+      if (link->name != o->second.name
+          || link->header->write_id != o->second.write_id
+          || std::min(end, c.tokens) > cut)
+        return false;
+      pos = std::min(end, c.tokens);
+    }
+    if (pos < c.tokens)
+      return false;
+  }
+  return true;
 }
 
 void ssd_tier::count_new_tokens(const entry& e) {
