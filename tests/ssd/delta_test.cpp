@@ -181,6 +181,42 @@ BOOST_AUTO_TEST_CASE(an_entry_extended_from_restored_rows_branches_off_its_paren
     delta_config());
 }
 
+BOOST_AUTO_TEST_CASE(an_entry_extended_from_the_buffers_a_file_was_written_from_branches_off_it) {
+  // The same without a restore: the state still in memory that a file was
+  // written from, trimmed and extended (RAM kept the earlier turn).
+  auto o = oracle();
+  on_every_backend(
+    [&](world& w) {
+      auto first = o.prefill("ns", tokens(100));
+      w.store(first);
+      auto prompt = tokens(64);
+      for (token t = 0; t < 56; ++t)
+        prompt.push_back(60000 + t);
+      auto trimmed = first.trimmed(64);
+      BOOST_REQUIRE(trimmed);
+      auto next = o.extend(*trimmed, prompt);
+      BOOST_REQUIRE(next);
+      w.store(*next);
+      auto h = w.tier->find(storage_key::prefix("ns", prompt))->header;
+      BOOST_TEST(h->parent == file_name("ns", tokens(100)));
+      BOOST_TEST(h->parent_tokens == 64u);
+      auto q = prompt;
+      q.push_back(999999);
+      restores_right(w, o, q, 120);
+      // Rows copied into fresh buffers prove nothing: whole.
+      auto copy = *next;
+      copy.tokens.back() = 777;
+      for (auto& l : copy.layers) {
+        auto bytes = flatten(l.segments);
+        l.segments = {view::of(buffer::copy_of(bytes))};
+      }
+      w.store(copy);
+      BOOST_TEST(w.tier->find(storage_key::prefix("ns", copy.tokens))
+                   ->header->parent.empty());
+    },
+    delta_config());
+}
+
 BOOST_AUTO_TEST_CASE(files_are_written_whole_when_a_delta_is_not_possible) {
   auto o = oracle();
   // Deltas off: as before format 3, the longer file supersedes.

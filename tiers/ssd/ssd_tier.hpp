@@ -558,10 +558,14 @@ private:
   /// Whether every kv row [0, c.tokens) of `e` is a view of a buffer a
   /// restore read from the very link of `c.chain` that serves that row.
   bool proven_by_origin(const entry& e, const delta_choice& c) const;
-  /// Records that `buf` holds layer `layer`'s rows of `link` from its
-  /// first row on (the buffers a restore read).
+  /// Records that byte 0 of `buf` is row `first_row` of layer `layer` of
+  /// the file `name` written with `write_id` (buffers a restore read, and
+  /// the buffers a durable write wrote that file's rows from).
   void remember_origin(const buffer_ref& buf, const std::string& name,
-                       const entry_header& link, size_t layer);
+                       uint64_t write_id, size_t layer, uint64_t first_row);
+  /// `remember_origin` for every kv row a durable write put in its file.
+  void remember_written(const std::string& name, const entry_header& h,
+                        const entry& e);
   /// Counts the ideal bytes of a prefix write starting now
   /// (`ssd_stats::new_token_bytes`).
   void count_new_tokens(const entry& e);
@@ -661,7 +665,7 @@ private:
     uint64_t first_row = 0;
     std::weak_ptr<const buffer> buf;
   };
-  std::unordered_map<uint64_t, row_origin> origins_;
+  std::unordered_map<uint64_t, std::vector<row_origin>> origins_;
   size_t origins_pruned_at_ = 0;
   /// Dropped and given-up counts at the last flush report.
   uint64_t dropped_at_flush_ = 0;

@@ -310,9 +310,10 @@ void ssd_tier::read_done(read_job& job) {
       segs.push_back(take(k * layers + l));
       // Where these rows came from: a later write of an entry extended
       // from them may leave them to this file (`proven_by_origin`).
-      if (li.kind == layer_kind::kv && segs.back().buf)
+      if (li.kind == layer_kind::kv && segs.back().buf && cfg_.delta_files)
         remember_origin(segs.back().buf, io.links[k].name,
-                        *io.links[k].header, l);
+                        io.links[k].header->write_id, l,
+                        io.links[k].header->parent_tokens);
     }
     auto tokens = li.kind == layer_kind::object ? li.tokens : p;
     e.layers.push_back(layer_state{li.kind, li.bytes_per_token, li.window,

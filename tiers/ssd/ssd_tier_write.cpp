@@ -234,22 +234,46 @@ ssd_tier::delta_choice ssd_tier::delta_parent(const entry& e) const {
 }
 
 void ssd_tier::remember_origin(const buffer_ref& buf, const std::string& name,
-                               const entry_header& link, size_t layer) {
-  origins_[buf->id()] =
-    row_origin{name, link.write_id, layer, link.parent_tokens, buf};
-  // Prune the dead now and then: amortized O(1) per restored buffer.
+                               uint64_t write_id, size_t layer,
+                               uint64_t first_row) {
+  auto& v = origins_[buf->id()];
+  v.push_back(row_origin{name, write_id, layer, first_row, buf});
+  if (v.size() > 4)
+    v.erase(v.begin()); // the newest files a buffer went to are enough
+  // Prune the dead now and then: amortized O(1) per buffer remembered.
   if (origins_.size() >= 2 * origins_pruned_at_ + 64) {
-    std::erase_if(origins_, [](auto& kv) { return kv.second.buf.expired(); });
+    std::erase_if(origins_, [](auto& kv) {
+      return kv.second.empty() || kv.second.front().buf.expired();
+    });
     origins_pruned_at_ = origins_.size();
+  }
+}
+
+void ssd_tier::remember_written(const std::string& name,
+                                const entry_header& h, const entry& e) {
+  for (size_t l = 0; l < e.layers.size() && l < h.layers.size(); ++l) {
+    auto& layer = e.layers[l];
+    uint64_t bpt = layer.bytes_per_token;
+    if (layer.kind != layer_kind::kv || bpt == 0)
+      continue;
+    uint64_t row = 0;
+    for (auto& seg : layer.segments) {
+      if (!seg.buf || seg.offset % bpt != 0 || seg.length % bpt != 0)
+        break;
+      // Only the rows this file holds (a delta's start past its parent).
+      if (row + seg.length / bpt > h.parent_tokens)
+        remember_origin(seg.buf, name, h.write_id, l, row - seg.offset / bpt);
+      row += seg.length / bpt;
+    }
   }
 }
 
 bool ssd_tier::proven_by_origin(const entry& e, const delta_choice& c) const {
   // Buffers are immutable and their ids never reused: a view of a buffer
-  // a restore read from file X at write id W holds X's bytes. Each row
-  // [0, c.tokens) must come from the link that serves it in the chain the
-  // child names (a row of another link, or past a link's cut, could be
-  // another branch's bytes).
+  // a restore read from file X at write id W, or a write wrote X's rows
+  // from, holds X's bytes. Each row [0, c.tokens) must be one of the link
+  // that serves it in the chain the child names (a row of another link,
+  // or past a link's cut, could be another branch's bytes).
   for (size_t l = 0; l < e.layers.size(); ++l) {
     auto& layer = e.layers[l];
     uint64_t bpt = layer.bytes_per_token;
@@ -259,30 +283,33 @@ bool ssd_tier::proven_by_origin(const entry& e, const delta_choice& c) const {
     for (auto& seg : layer.segments) {
       if (pos >= c.tokens)
         break;
-      if (!seg.buf)
+      if (!seg.buf || seg.offset % bpt != 0 || seg.length % bpt != 0)
         return false;
       auto o = origins_.find(seg.buf->id());
-      if (o == origins_.end() || o->second.layer != l || seg.offset % bpt != 0
-          || seg.length % bpt != 0)
+      if (o == origins_.end())
         return false;
-      auto first = o->second.first_row + seg.offset / bpt;
-      auto end = first + seg.length / bpt;
-      if (first != pos)
-        return false;
-      // The link serving row `pos` in the child's chain, and its cut.
-      size_t i = c.chain.size();
-      while (i > 0 && c.chain[i - 1]->header->parent_tokens > pos)
-        --i;
-      if (i == 0)
-        return false;
-      auto* link = c.chain[i - 1];
-      uint64_t cut =
-        i < c.chain.size() ? c.chain[i]->header->parent_tokens : c.tokens;
-      if (link->name != o->second.name
-          || link->header->write_id != o->second.write_id
-          || std::min(end, c.tokens) > cut)
-        return false;
-      pos = std::min(end, c.tokens);
+      // The segment starts at row `seg_row`, byte seg.offset of its buffer.
+      auto seg_row = pos;
+      auto seg_end = std::min(pos + seg.length / bpt, c.tokens);
+      while (pos < seg_end) {
+        size_t i = c.chain.size();
+        while (i > 0 && c.chain[i - 1]->header->parent_tokens > pos)
+          --i;
+        if (i == 0)
+          return false;
+        auto* link = c.chain[i - 1];
+        uint64_t cut =
+          i < c.chain.size() ? c.chain[i]->header->parent_tokens : c.tokens;
+        bool known = std::any_of(
+          o->second.begin(), o->second.end(), [&](const row_origin& r) {
+            return r.name == link->name
+                   && r.write_id == link->header->write_id && r.layer == l
+                   && r.first_row + seg.offset / bpt == seg_row;
+          });
+        if (!known)
+          return false;
+        pos = std::min(seg_end, cut);
+      }
     }
     if (pos < c.tokens)
       return false;
@@ -492,6 +519,8 @@ void ssd_tier::write_done(write_job& job) {
   }
   if (!header->parent.empty())
     ++stats_.delta_files;
+  if (header->kind == key_kind::prefix && cfg_.delta_files)
+    remember_written(name, *header, job.io->state);
   unpin(job);
   index_file(ssd_file{name, std::move(header), bytes});
   touch_file(name); // the most recently used, also after a restart
