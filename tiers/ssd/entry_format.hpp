@@ -10,7 +10,9 @@
 //
 // Payload bytes are checksummed in chunks (XXH3-64 per `checksum_chunk`
 // bytes), so a restore of a shorter prefix can read and verify only the
-// chunks it needs. Plain functions on values; safe from any thread.
+// chunks it needs. A delta file (version 3) names a parent file, its write
+// id and the rows it leaves to it, and holds only the rows past them.
+// Plain functions on values; safe from any thread.
 #pragma once
 
 #include "tiers/state.hpp"

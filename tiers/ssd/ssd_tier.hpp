@@ -21,7 +21,13 @@
 // the LRU order survives a restart. The owner may change the cap live
 // (`set_byte_cap`). A trimmable prefix file, once durable, supersedes its
 // stored prefix-ancestors' files in its namespace (removed, reported), as
-// RAM supersedes entries. Every
+// RAM supersedes entries. With `delta_files`, a prefix entry whose shared
+// rows are proven to be a stored file's (the very buffers a restore read or
+// a write wrote from, or equal checksums) is written as a delta naming that
+// parent and holding only its own rows; restores read the chain; a parent
+// is never evicted or superseded while a child or a running write depends
+// on it, and a parent that leaves (or is rewritten) takes its children
+// along, reported (docs/ssd-format.md, "Delta files"). Every
 // header says its key kind (tiers/storage_key.hpp): prompt lookups see
 // prefix files only; checkpoint files are found by exact key and listed by
 // `checkpoint_files`; object files (exact tensor objects, their tensors as
