@@ -115,13 +115,15 @@ struct populated_pool {
 
 } // namespace
 
-std::byte* allocate_populated(size_t size, size_t& mapped,
-                              populated_fill fill) {
-  auto populate = (size + 4095) / 4096 * 4096;
+std::byte* allocate_populated(size_t size, size_t& mapped, populated_fill fill,
+                              populate_when when) {
+  auto populate =
+    when == populate_when::now ? (size + 4095) / 4096 * 4096 : size_t{0};
   if (fill == populated_fill::any)
     if (auto* data = populated_pool::get().take(size, mapped)) {
       // Pages the last user left unpopulated (it needed fewer) now.
-      ::madvise(data, populate, MADV_POPULATE_WRITE);
+      if (populate > 0)
+        ::madvise(data, populate, MADV_POPULATE_WRITE);
       return data;
     }
   constexpr size_t huge = size_t{2} << 20;
@@ -140,8 +142,19 @@ std::byte* allocate_populated(size_t size, size_t& mapped,
   mapped -= aligned - base;
   auto* data = reinterpret_cast<std::byte*>(aligned);
   ::madvise(data, mapped, MADV_HUGEPAGE);
-  ::madvise(data, populate, MADV_POPULATE_WRITE);
+  if (populate > 0)
+    ::madvise(data, populate, MADV_POPULATE_WRITE);
   return data;
+}
+
+void prefault(std::span<std::byte> bytes) noexcept {
+  constexpr uintptr_t page = 4096;
+  auto begin = reinterpret_cast<uintptr_t>(bytes.data());
+  auto end = begin + bytes.size();
+  begin = (begin + page - 1) / page * page;
+  end = end / page * page;
+  if (end > begin)
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
 
 void release_populated(std::byte* data, size_t mapped) noexcept {
@@ -178,14 +191,16 @@ populated_pool_stats populated_pool_now() {
   return s;
 }
 
-buffer_builder::buffer_builder(size_t size, size_t alignment) {
+buffer_builder::buffer_builder(size_t size, size_t alignment,
+                               populate_when when) {
   KVTIER_ASSERT(alignment > 0 && (alignment & (alignment - 1)) == 0);
   // Round the allocation up so O_DIRECT reads may fill whole blocks.
   auto padded =
     (std::max<size_t>(size, 1) + alignment - 1) / alignment * alignment;
   if (padded >= populated_threshold && alignment <= 4096) {
     size_t mapped = 0;
-    if (auto* mem = allocate_populated(padded, mapped, populated_fill::any)) {
+    if (auto* mem =
+          allocate_populated(padded, mapped, populated_fill::any, when)) {
       buf_.reset(new buffer(mem, size,
                             [mem, mapped] { release_populated(mem, mapped); }));
       return;

@@ -98,8 +98,21 @@ enum class populated_fill { zeroed, any };
 /// kernel zeroing it again: on this machine clearing fresh pages cost about
 /// as much as moving the same bytes through a loopback socket. nullptr
 /// when the mapping fails (the caller allocates as usual).
+///
+/// `when == populate_when::later` maps the memory but leaves populating it
+/// to the caller (`prefault`) or to the first touch: a reader that fills a
+/// large buffer op by op populates the next op's pages while the current
+/// one is on the disk, instead of clearing the whole buffer before the
+/// first byte is read.
+enum class populate_when { now, later };
 std::byte* allocate_populated(size_t size, size_t& mapped,
-                              populated_fill fill = populated_fill::zeroed);
+                              populated_fill fill = populated_fill::zeroed,
+                              populate_when when = populate_when::now);
+
+/// Populates the whole pages inside `bytes` writable without touching them
+/// (MADV_POPULATE_WRITE; the bytes stay as they are, so it may run while
+/// another thread writes them). A no-op where the kernel lacks it.
+void prefault(std::span<std::byte> bytes) noexcept;
 
 /// Frees memory of `allocate_populated`: keeps it in the process's pool
 /// (at most `populated_pool_max_bytes` in `populated_pool_max_count`
@@ -129,8 +142,11 @@ class buffer_builder {
 public:
   /// Allocates `size` uninitialized bytes aligned to `alignment` (a large
   /// one may hold the old bytes of a released buffer: write them all).
+  /// `when` as for `allocate_populated` (large buffers only; a small one
+  /// is ordinary heap memory).
   explicit buffer_builder(size_t size,
-                          size_t alignment = buffer::default_alignment);
+                          size_t alignment = buffer::default_alignment,
+                          populate_when when = populate_when::now);
 
   std::byte* data() noexcept {
     return buf_->data_;

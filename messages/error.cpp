@@ -3,6 +3,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/message.hpp>
 
+#include <algorithm>
 #include <ostream>
 
 namespace kvtier {
@@ -48,11 +49,35 @@ std::string context_text(const caf::message& ctx) {
   return to_string(ctx);
 }
 
+/// A CAF system error in words: "cannot connect to node (ip_connect
+/// failed, 127.0.0.1, 1)" rather than CAF's `system_error(cannot_connect_to_node,
+/// ("ip_connect failed", "127.0.0.1", 1))`.
+std::string system_text(const caf::error& err) {
+  auto out = to_string(static_cast<caf::sec>(err.code()));
+  std::replace(out.begin(), out.end(), '_', ' ');
+  auto& ctx = err.context();
+  if (ctx.empty())
+    return out;
+  out += " (";
+  for (size_t i = 0; i < ctx.size(); ++i) {
+    if (i > 0)
+      out += ", ";
+    if (ctx.match_element<std::string>(i))
+      out += ctx.get_as<std::string>(i);
+    else
+      out += ctx.content().stringify(i);
+  }
+  out += ")";
+  return out;
+}
+
 } // namespace
 
 std::string describe(const caf::error& err) {
   if (!err)
     return "no error";
+  if (err.category() == caf::atom("system"))
+    return system_text(err);
   if (err.category() != caf::atom("kvtier"))
     return to_string(err);
   std::string out = "kvtier: ";

@@ -85,8 +85,10 @@ const char* to_string(ec code);
 /// Prints the enumerator's name (for test diagnostics and logs).
 std::ostream& operator<<(std::ostream& os, ec code);
 
-/// Renders any error as "kvtier: <code>: <context>" (or CAF's own rendering
-/// for errors of other categories) without needing an actor system.
+/// Renders any error as "kvtier: <code>: <context>" without needing an
+/// actor system; a CAF system error in words ("cannot connect to node
+/// (ip_connect failed, 127.0.0.1, 1)"), other categories as CAF renders
+/// them.
 std::string describe(const caf::error& err);
 
 /// `describe(err)` without its leading "kvtier: ", for a message or a log

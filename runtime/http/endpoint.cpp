@@ -163,6 +163,7 @@ struct endpoint::impl {
         break;
       response res;
       bool keep_alive = false;
+      bool head_only = false;
       unsigned version = 11;
       if (ec) {
         ++counters.bad_requests;
@@ -174,8 +175,7 @@ struct endpoint::impl {
         res = handle(svc, opts, r, &counters);
         keep_alive = req.keep_alive();
         version = req.version();
-        if (req.method() == bhttp::verb::head)
-          res.body.clear();
+        head_only = req.method() == bhttp::verb::head;
       }
       ++counters.requests;
       bhttp::response<bhttp::string_body> out{
@@ -184,9 +184,14 @@ struct endpoint::impl {
       out.set(bhttp::field::content_type, res.content_type);
       for (auto& [k, v] : res.headers)
         out.set(k, v);
-      out.body() = std::move(res.body);
       out.keep_alive(keep_alive && !stopping.load());
-      out.prepare_payload();
+      if (head_only) {
+        // HEAD: the GET's head, its Content-Length included, and no body.
+        out.content_length(res.body.size());
+      } else {
+        out.body() = std::move(res.body);
+        out.prepare_payload();
+      }
       c.stream.expires_after(opts.timeout);
       ec = run_one(c.ioc, [&](auto done) {
         bhttp::async_write(c.stream, out, std::move(done));

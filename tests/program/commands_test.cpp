@@ -117,6 +117,12 @@ BOOST_AUTO_TEST_CASE(errors_carry_one_prefix) {
   BOOST_TEST(r.status == 1, r.out);
   BOOST_TEST(r.out.rfind("kvtier members: 127.0.0.1:1: ", 0) == 0, r.out);
   BOOST_TEST(one_prefix(r.out), r.out);
+  // CAF's refusal in words, not its `system_error(...)` rendering.
+  BOOST_TEST(r.out.find("cannot connect to node (ip_connect failed, "
+                        "127.0.0.1, 1)")
+               != std::string::npos,
+             r.out);
+  BOOST_TEST(r.out.find("system_error") == std::string::npos, r.out);
 }
 
 BOOST_AUTO_TEST_CASE(the_prefix_check_itself_catches_doubles) {

@@ -301,6 +301,28 @@ BOOST_AUTO_TEST_CASE(a_client_that_stalls_is_disconnected_at_the_deadline) {
   BOOST_CHECK_EQUAL(call("GET", "/health").status, 200);
 }
 
+BOOST_AUTO_TEST_CASE(head_answers_the_get_head_without_its_body) {
+  start();
+  for (std::string target : {"/health", "/metrics", "/nothing"}) {
+    BOOST_TEST_CONTEXT(target) {
+      auto get = call("GET", target);
+      auto head = call("HEAD", target);
+      BOOST_CHECK_EQUAL(head.status, get.status);
+      BOOST_CHECK(head.body.empty());
+      BOOST_CHECK(!get.body.empty());
+      // /metrics changes between the two calls (the request counters):
+      // only the digits may differ, so compare lengths within a few.
+      auto at = head.head.find("Content-Length: ");
+      BOOST_REQUIRE(at != std::string::npos);
+      auto length = std::stoul(head.head.substr(at + 16));
+      BOOST_CHECK_LE(length, get.body.size() + 8);
+      BOOST_CHECK_GE(length + 8, get.body.size());
+      if (target != "/metrics")
+        BOOST_CHECK_EQUAL(length, get.body.size());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(keep_alive_serves_several_requests_on_one_connection) {
   start();
   int fd = testing::http_connect(port(), 5s);

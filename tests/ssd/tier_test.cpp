@@ -62,6 +62,35 @@ BOOST_AUTO_TEST_CASE(round_trip_of_every_kind_is_byte_exact) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(large_payloads_read_in_many_ops_are_byte_exact) {
+  // Payloads above the populated-buffer threshold are restored into
+  // buffers mapped but not yet populated, a helper thread populating them
+  // ahead of the reads: whatever order those two meet in, the restored
+  // state is the one written (full and partial restores, every backend).
+  model_geometry g{"large-kv", {}};
+  g.layers.push_back({layer_kind::kv, 32768, 0, 0}); // 32 KiB per token
+  g.layers.push_back({layer_kind::kv, 16384, 0, 0});
+  runtime::oracle_engine o{g};
+  ssd_config cfg;
+  cfg.max_op_bytes = 256 << 10; // many reads per payload
+  on_every_backend(
+    [&](world& w) {
+      w.store(o.prefill("ns", tokens(200))); // 6.25 MiB and 3.1 MiB
+      for (uint64_t p : {200u, 150u}) {
+        auto prompt = tokens(p);
+        prompt.push_back(999999); // diverges after p tokens
+        auto m = w.tier->find(prompt, "ns");
+        BOOST_REQUIRE(m);
+        BOOST_TEST(m->length == p);
+        auto e = w.restore(*m);
+        BOOST_REQUIRE(e);
+        BOOST_TEST(e->tokens.size() == p);
+        check_verified(o, *e);
+      }
+    },
+    cfg);
+}
+
 BOOST_AUTO_TEST_CASE(partial_restore_reads_only_the_prefix_chunks) {
   model_geometry g{
     "wide", {{layer_kind::kv, 1024, 0, 0}, {layer_kind::ring, 1024, 128, 0}}};

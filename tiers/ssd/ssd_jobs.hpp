@@ -118,6 +118,8 @@ struct read_io {
   std::vector<const payload_info*> payloads;
   std::vector<uint64_t> need;
   std::vector<buffer_builder> bufs;
+  /// Set when the read is given up: the prefault call stops early.
+  std::atomic<bool> stop{false};
 };
 
 struct ssd_tier::read_job {

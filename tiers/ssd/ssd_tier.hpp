@@ -491,6 +491,7 @@ private:
   // Read path (ssd_tier_read.cpp).
   read_job& start_read(const ssd_match& m);
   void read_stage(read_job& job);
+  void prefault_buffers(read_job& job);
   void verify_payload(read_job& job, size_t i);
   void read_done(read_job& job);
   void read_failed(read_job& job);

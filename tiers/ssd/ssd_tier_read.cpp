@@ -198,7 +198,9 @@ void ssd_tier::read_stage(read_job& job) {
     auto& p = *io.payloads[i];
     auto& link = io.links[io.link_of[i]];
     auto len = read_length(*link.header, p, io.need[i]);
-    io.bufs.emplace_back(len, cfg_.alignment);
+    // Mapped, not yet populated: clearing a large restore's fresh pages
+    // before its first read would add that time to every cold restore.
+    io.bufs.emplace_back(len, cfg_.alignment, populate_when::later);
     auto* dst = io.bufs.back().data();
     job.want[i] = len;
     for (uint64_t done = 0; done < len;) {
@@ -217,7 +219,33 @@ void ssd_tier::read_stage(read_job& job) {
       done += n;
     }
   }
+  prefault_buffers(job);
   job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
+}
+
+void ssd_tier::prefault_buffers(read_job& job) {
+  // One helper-thread pass populates the buffers in read order, ahead of
+  // the disk (clearing pages runs several times faster than the disk
+  // fills them), so the reads land in pages that already exist. A read
+  // that catches up faults its pages itself: the bytes are the same.
+  ++job.outstanding;
+  io_op op;
+  op.kind = io_kind::call;
+  op.tag = op_tag(job.tag, 0);
+  op.keep = job.io;
+  op.call = [io = job.io, step = cfg_.max_op_bytes] {
+    for (auto& b : io->bufs) {
+      if (b.size() < populated_threshold)
+        continue;
+      for (size_t at = 0; at < b.size(); at += step) {
+        if (io->stop.load(std::memory_order_relaxed))
+          return caf::error{};
+        prefault(b.bytes().subspan(at, std::min<size_t>(step, b.size() - at)));
+      }
+    }
+    return caf::error{};
+  };
+  submit(std::move(op));
 }
 
 void ssd_tier::verify_payload(read_job& job, size_t i) {
@@ -250,6 +278,7 @@ void ssd_tier::on_read(uint64_t tag, io_completion& c) {
     job.got[sub - 1] += c.bytes;
     --job.window.running;
     if (job.err || job.cancelled) {
+      job.io->stop.store(true, std::memory_order_relaxed);
       job.outstanding -= static_cast<unsigned>(job.window.backlog.size());
       job.window.backlog.clear(); // nothing more worth reading
     }
