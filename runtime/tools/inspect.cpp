@@ -123,8 +123,9 @@ inspected_file inspect_file(ssd::file_system& fs, const std::string& root,
   out.parent_write_id = h->parent_write_id;
   out.parent_tokens = h->parent_tokens;
   auto own = h->tokens.begin() + static_cast<ptrdiff_t>(h->parent_tokens);
-  out.head.assign(own, own + static_cast<ptrdiff_t>(std::min<size_t>(
-                               8, out.tokens - h->parent_tokens)));
+  out.head.assign(own, own
+                         + static_cast<ptrdiff_t>(
+                           std::min<size_t>(8, out.tokens - h->parent_tokens)));
   out.layers = static_cast<uint32_t>(h->layers.size());
   out.attachments = static_cast<uint32_t>(h->attachments.size());
   out.bytes = h->file_length;

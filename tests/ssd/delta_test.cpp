@@ -134,7 +134,8 @@ BOOST_AUTO_TEST_CASE(a_delta_restores_its_chain_whole_and_in_part) {
     delta_config());
 }
 
-BOOST_AUTO_TEST_CASE(an_entry_extended_from_restored_rows_branches_off_its_parent) {
+BOOST_AUTO_TEST_CASE(
+  an_entry_extended_from_restored_rows_branches_off_its_parent) {
   // A conversation's next turn shares only part of the stored file (its
   // last block differs): restored to 64 tokens, extended by 56 others, it
   // is written as a delta that names the file and leaves it rows [0, 64),
@@ -181,7 +182,8 @@ BOOST_AUTO_TEST_CASE(an_entry_extended_from_restored_rows_branches_off_its_paren
     delta_config());
 }
 
-BOOST_AUTO_TEST_CASE(an_entry_extended_from_the_buffers_a_file_was_written_from_branches_off_it) {
+BOOST_AUTO_TEST_CASE(
+  an_entry_extended_from_the_buffers_a_file_was_written_from_branches_off_it) {
   // The same without a restore: the state still in memory that a file was
   // written from, trimmed and extended (RAM kept the earlier turn).
   auto o = oracle();
@@ -313,9 +315,9 @@ BOOST_AUTO_TEST_CASE(a_rewritten_parent_takes_its_children_along) {
       // The parent's key written again: a new write id under the same
       // name. The children were cut from the old one: they go.
       w.store(o.prefill("ns", tokens(100)));
-      BOOST_TEST((ev
-                  == events{{160, removal_reason::gone},
-                            {200, removal_reason::gone}}));
+      BOOST_TEST(
+        (ev
+         == events{{160, removal_reason::gone}, {200, removal_reason::gone}}));
       BOOST_TEST(w.tier->stats().chain_cascades == 2u);
       BOOST_TEST(!header_of(w, 160));
       restores_right(w, o, prompt_of(180), 100);
@@ -367,9 +369,9 @@ BOOST_AUTO_TEST_CASE(a_missing_parent_is_a_miss_for_its_child) {
       auto e = w.restore(*m);
       BOOST_REQUIRE(!e);
       BOOST_TEST((e.error() == ec::not_found));
-      BOOST_TEST((ev
-                  == events{{100, removal_reason::gone},
-                            {160, removal_reason::gone}}));
+      BOOST_TEST(
+        (ev
+         == events{{100, removal_reason::gone}, {160, removal_reason::gone}}));
       BOOST_TEST(!w.tier->find(prompt_of(160), "ns"));
     },
     recording(ev));
@@ -381,8 +383,8 @@ BOOST_AUTO_TEST_CASE(a_parent_is_never_evicted_before_its_children) {
   on_every_backend(
     [&](world& w) {
       ev.clear();
-      w.store(o.prefill("ns", tokens(100)));  // P, least recently used
-      w.store(o.prefill("ns", tokens(160)));  // C, P's child
+      w.store(o.prefill("ns", tokens(100)));      // P, least recently used
+      w.store(o.prefill("ns", tokens(160)));      // C, P's child
       w.store(o.prefill("ns", tokens(50, 7000))); // U, unrelated
       auto bytes = w.tier->stats().file_bytes;
       // One byte under: the least recently used file that has no child
@@ -471,8 +473,8 @@ BOOST_AUTO_TEST_CASE(the_scan_drops_children_of_a_missing_or_rewritten_parent) {
       w.store(o.prefill("ns", tokens(60, 3000)));
       BOOST_TEST(w.files().size() == 1u);
       {
-        auto f = w.fs().open(join_path(w.tier->root(), name),
-                             open_mode::create);
+        auto f =
+          w.fs().open(join_path(w.tier->root(), name), open_mode::create);
         BOOST_REQUIRE(f);
         BOOST_REQUIRE((*f)->write_at(0, child));
         BOOST_REQUIRE(!(*f)->sync());
@@ -493,8 +495,8 @@ BOOST_AUTO_TEST_CASE(a_version_2_file_is_still_served) {
     // Rewrite its header as version 2 wrote it: no parent write id field.
     auto name = file_name("ns", tokens(100));
     w.mutate(name, [&](auto& b) {
-      size_t at = 64 + 4 + h->fingerprint.size() + 4 + h->ns.size() + 1 + 8
-                  + 4 + 4; // past the (empty) parent file name
+      size_t at = 64 + 4 + h->fingerprint.size() + 4 + h->ns.size() + 1 + 8 + 4
+                  + 4; // past the (empty) parent file name
       b.erase(b.begin() + static_cast<ptrdiff_t>(at),
               b.begin() + static_cast<ptrdiff_t>(at) + 8);
       // Payloads stay where they were: pad the header back to them.

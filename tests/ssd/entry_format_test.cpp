@@ -202,8 +202,8 @@ BOOST_AUTO_TEST_CASE(a_version_2_header_naming_a_parent_is_incompatible) {
   sample_header s;
   auto v2 = as_version_2(s);
   // Splice a parent name and parent tokens into the version 2 header.
-  std::vector<std::byte> out(v2.begin(),
-                             v2.begin() + static_cast<ptrdiff_t>(s.parent_write_id) - 4);
+  std::vector<std::byte> out(
+    v2.begin(), v2.begin() + static_cast<ptrdiff_t>(s.parent_write_id) - 4);
   uint32_t n = 8;
   auto put = [&](const void* p, size_t k) {
     auto c = static_cast<const std::byte*>(p);
@@ -277,8 +277,7 @@ BOOST_AUTO_TEST_CASE(a_delta_header_holds_the_rows_past_its_parent) {
   // Only its own tokens are in the header; the parent gives the rest.
   BOOST_TEST((token_seq(d->tokens.begin() + 6, d->tokens.end())
               == token_seq{7, 8, 9, 10}));
-  BOOST_TEST(d->layers[0].payload.chunk_sums
-             == h.layers[0].payload.chunk_sums);
+  BOOST_TEST(d->layers[0].payload.chunk_sums == h.layers[0].payload.chunk_sums);
   BOOST_REQUIRE(!resolve_parent(*d, parent));
   BOOST_TEST(d->tokens_resolved);
   BOOST_TEST(d->tokens == upto(10));
@@ -290,7 +289,8 @@ BOOST_AUTO_TEST_CASE(a_delta_header_holds_the_rows_past_its_parent) {
   BOOST_TEST(std::equal(rows.begin(), rows.end(), all.begin() + 6 * 16));
 }
 
-BOOST_AUTO_TEST_CASE(a_delta_is_resolved_only_against_the_write_it_was_cut_from) {
+BOOST_AUTO_TEST_CASE(
+  a_delta_is_resolved_only_against_the_write_it_was_cut_from) {
   runtime::oracle_engine o{kv_geometry(), 16};
   auto parent = whole_of(o.prefill("ns", upto(6)));
   auto h = delta_of(o.prefill("ns", upto(10)), parent);
@@ -308,7 +308,8 @@ BOOST_AUTO_TEST_CASE(a_delta_is_resolved_only_against_the_write_it_was_cut_from)
   BOOST_TEST((resolve_parent(*d, other) == ec::corrupt_data));
 }
 
-BOOST_AUTO_TEST_CASE(an_entry_holds_its_parents_rows_only_when_they_hash_alike) {
+BOOST_AUTO_TEST_CASE(
+  an_entry_holds_its_parents_rows_only_when_they_hash_alike) {
   runtime::oracle_engine o{kv_geometry(), 16};
   auto parent = whole_of(o.prefill("ns", upto(6)));
   auto child = o.prefill("ns", upto(10));
@@ -326,7 +327,8 @@ BOOST_AUTO_TEST_CASE(an_entry_holds_its_parents_rows_only_when_they_hash_alike) 
   BOOST_TEST(!holds_rows_of(o.prefill("other", upto(10)), parent));
   // A parent of another geometry: refused.
   runtime::oracle_engine wide{
-    model_geometry{"kv2w", {{layer_kind::kv, 32, 0, 0}, {layer_kind::kv, 8, 0, 0}}},
+    model_geometry{"kv2w",
+                   {{layer_kind::kv, 32, 0, 0}, {layer_kind::kv, 8, 0, 0}}},
     16};
   BOOST_TEST(!holds_rows_of(wide.prefill("ns", upto(10)), parent));
 }
@@ -362,15 +364,14 @@ BOOST_AUTO_TEST_CASE(a_delta_header_breaking_a_rule_is_refused) {
   size_t layers = ptok + 8 + 4 * 4;
   BOOST_TEST(refused_for(set(layers + 8, 8, 4), "window 8")); // kv with window
   auto ring = bytes;
-  ring[layers] = std::byte{1};               // kind ring
-  ring[layers + 8] = std::byte{8};           // window 8
+  ring[layers] = std::byte{1};     // kind ring
+  ring[layers + 8] = std::byte{8}; // window 8
   BOOST_TEST(refused_for(fix(ring), "a delta file with a ring layer"));
   // A whole file naming a parent write id without a parent.
   sample_header s;
   BOOST_TEST(refused_for(s.with(s.parent_write_id, 3, 8),
                          "parent write id without a parent"));
 }
-
 
 BOOST_AUTO_TEST_CASE(chunk_verification_covers_only_what_was_read) {
   auto g = model_geometry{"kv", {{layer_kind::kv, 1000, 0, 0}}};

@@ -171,9 +171,8 @@ entry_header layout(const entry& e, const std::string& fingerprint,
   // Header length is known before offsets: every field has a fixed size.
   uint64_t n = fixed_header_size + 4 + fingerprint.size() + 4 + e.ns.size() + 1
                + (e.session ? 4 + e.session->size() : 0) + 8 + 4 + 4
-               + parent.size() + 8 + 8
-               + 4 * (e.tokens.size() - parent_tokens) + 48 * e.layers.size()
-               + 8;
+               + parent.size() + 8 + 8 + 4 * (e.tokens.size() - parent_tokens)
+               + 48 * e.layers.size() + 8;
   uint64_t sums = 0;
   for (auto& l : e.layers)
     sums += chunk_count(held(l), checksum_chunk);
@@ -283,18 +282,17 @@ caf::error resolve_parent(entry_header& child, const entry_header& parent) {
     return bad("its parent holds another namespace or kind");
   if (parent.tokens.size() < child.parent_tokens)
     return bad("its parent holds " + std::to_string(parent.tokens.size())
-               + " tokens, the file names " + std::to_string(child.parent_tokens));
+               + " tokens, the file names "
+               + std::to_string(child.parent_tokens));
   if (parent.layers.size() != child.layers.size())
     return bad("its parent has another layer count");
   for (size_t i = 0; i < parent.layers.size(); ++i)
     if (parent.layers[i].kind != layer_kind::kv
-        || parent.layers[i].bytes_per_token
-             != child.layers[i].bytes_per_token)
+        || parent.layers[i].bytes_per_token != child.layers[i].bytes_per_token)
       return bad("its parent's layer " + std::to_string(i)
                  + " has another geometry");
   std::copy(parent.tokens.begin(),
-            parent.tokens.begin()
-              + static_cast<ptrdiff_t>(child.parent_tokens),
+            parent.tokens.begin() + static_cast<ptrdiff_t>(child.parent_tokens),
             child.tokens.begin());
   child.tokens_resolved = true;
   return {};
@@ -536,12 +534,11 @@ caf::error check_delta(const entry_header& h) {
     return corrupt("parent tokens " + std::to_string(h.parent_tokens)
                    + " of an entry of " + std::to_string(h.tokens.size())
                    + " tokens");
-  bool named = h.parent.size() == 36 && h.parent.ends_with(".kvt")
-               && std::all_of(h.parent.begin(), h.parent.begin() + 32,
-                              [](char c) {
-                                return (c >= '0' && c <= '9')
-                                       || (c >= 'a' && c <= 'f');
-                              });
+  bool named =
+    h.parent.size() == 36 && h.parent.ends_with(".kvt")
+    && std::all_of(h.parent.begin(), h.parent.begin() + 32, [](char c) {
+         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+       });
   if (!named)
     return corrupt("parent file name is not <32 hex digits>.kvt");
   if (h.parent_write_id == 0 || h.parent_write_id >= h.write_id)
@@ -579,8 +576,7 @@ caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
   // A delta lists only its own tokens; its length is bounded by the
   // largest position limit (2^24), so a crafted header cannot make the
   // reader allocate more.
-  if (r.bad || h.parent_tokens > ntokens
-      || ntokens - h.parent_tokens > len / 4
+  if (r.bad || h.parent_tokens > ntokens || ntokens - h.parent_tokens > len / 4
       || (h.parent_tokens > 0 && ntokens > max_delta_tokens))
     return corrupt("token count " + std::to_string(ntokens));
   if (auto err = check_key(h, kind, ntokens))

@@ -129,8 +129,7 @@ struct entry_header {
 /// (the writer sets `parent_write_id`, which does not change the layout).
 entry_header layout(const entry& e, const std::string& fingerprint,
                     uint32_t alignment, uint32_t checksum_chunk,
-                    const std::string& parent = {},
-                    uint64_t parent_tokens = 0);
+                    const std::string& parent = {}, uint64_t parent_tokens = 0);
 
 /// The bytes of `e`'s layer `i` that the file `h` holds: all of them, or
 /// for a delta file rows [parent_tokens, N) (views, no copy).

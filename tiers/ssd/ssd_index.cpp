@@ -136,9 +136,9 @@ std::vector<std::string> ssd_index::over_cap(uint64_t cap,
   return out;
 }
 
-std::vector<std::string> ssd_index::over_cap(
-  uint64_t cap, const std::string& keep,
-  const std::function<bool(const std::string&)>& held) const {
+std::vector<std::string>
+ssd_index::over_cap(uint64_t cap, const std::string& keep,
+                    const std::function<bool(const std::string&)>& held) const {
   std::vector<std::string> out;
   uint64_t bytes = bytes_;
   for (auto i = lru_.begin(); bytes > cap && i != lru_.end(); ++i) {

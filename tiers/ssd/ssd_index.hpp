@@ -99,8 +99,8 @@ public:
 
   /// Prefix files of `ns` whose tokens are a prefix of `tokens` (itself
   /// included when indexed), longest first.
-  std::vector<const ssd_file*> prefix_files(std::string_view ns,
-                                            std::span<const token> tokens) const;
+  std::vector<const ssd_file*>
+  prefix_files(std::string_view ns, std::span<const token> tokens) const;
 
   /// Every indexed prefix file (no checkpoint or object file).
   std::vector<saved_prefix> saved() const;

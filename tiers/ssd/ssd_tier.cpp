@@ -28,8 +28,8 @@ caf::error check_header(const model_geometry& g, const std::string& fingerprint,
   for (size_t i = 0; i < h.layers.size(); ++i) {
     auto& l = h.layers[i];
     // A delta holds rows past its parent; its layer is the whole state.
-    auto length = h.parent.empty() ? l.payload.length
-                                   : l.tokens * l.bytes_per_token;
+    auto length =
+      h.parent.empty() ? l.payload.length : l.tokens * l.bytes_per_token;
     layer_shape shape{l.kind, l.bytes_per_token, l.window, l.tokens, length};
     if (auto err = g.check(i, shape))
       return make_error(ec::incompatible_format, context_of(err));
@@ -237,8 +237,8 @@ void ssd_tier::scan_file(const std::string& name, scan_report& r,
   auto h = f ? read_header(**f) : caf::expected<entry_header>{f.error()};
   // A delta's name is checked once its parent gave it its first tokens
   // (`resolve_chains`).
-  bool misnamed = h && h->fingerprint == cfg_.fingerprint
-                  && h->tokens_resolved && file_name(h->key()) != name;
+  bool misnamed = h && h->fingerprint == cfg_.fingerprint && h->tokens_resolved
+                  && file_name(h->key()) != name;
   if ((!h && h.error() == ec::corrupt_data) || misnamed) {
     log("ssd: removing corrupt file " + name + ": "
         + (misnamed ? std::string{"misnamed"} : reason(h.error())));
@@ -631,8 +631,8 @@ void ssd_tier::forget(const std::string& name, removal_reason why) {
   unindex(name, true, why, why);
 }
 
-std::optional<ssd_file> ssd_tier::unindex(const std::string& name,
-                                          bool report, removal_reason why,
+std::optional<ssd_file> ssd_tier::unindex(const std::string& name, bool report,
+                                          removal_reason why,
                                           removal_reason cascade) {
   auto f = index_.erase(name);
   if (!f)

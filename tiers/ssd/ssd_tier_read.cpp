@@ -115,8 +115,8 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
     auto h = f ? f->header : m.header;
     if (h->parent_tokens >= p && !io->links.empty())
       break;
-    io->links.push_back({f ? f->name : m.name, path(f ? f->name : m.name), h,
-                         {}});
+    io->links.push_back(
+      {f ? f->name : m.name, path(f ? f->name : m.name), h, {}});
   }
   auto& h = *m.header;
   if (io->links.size() == 1 && io->links[0].header == m.header) {
@@ -258,8 +258,8 @@ void ssd_tier::verify_payload(read_job& job, size_t i) {
   op.keep = job.io;
   op.call = [io = job.io, i] {
     auto k = io->link_of[i];
-    auto err = verify(*io->links[k].header, *io->payloads[i],
-                      io->bufs[i].bytes());
+    auto err =
+      verify(*io->links[k].header, *io->payloads[i], io->bufs[i].bytes());
     if (err)
       io->bad_link = k; // the file to blame
     return err;
@@ -350,8 +350,8 @@ void ssd_tier::read_done(read_job& job) {
   }
   if (p == h.tokens.size())
     for (size_t a = 0; a < h.attachments.size(); ++a)
-      e.attachments.push_back(attachment{
-        h.attachments[a].name, {take(io.links.size() * layers + a)}});
+      e.attachments.push_back(attachment{h.attachments[a].name,
+                                         {take(io.links.size() * layers + a)}});
   ++stats_.restores_ok;
   auto waiters = std::move(job.waiters);
   if (job.leases > 0)

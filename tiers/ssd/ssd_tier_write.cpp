@@ -185,10 +185,10 @@ void ssd_tier::start_write(write_item& item) {
     if (!io->chain.empty()) {
       // Wrong state is the worst failure: the file may leave rows to its
       // parent chain only when the entry's own rows are those very bytes.
-      bool same = std::all_of(io->chain.begin(), io->chain.end(),
-                              [&](auto& link) {
-                                return holds_rows_of(io->state, *link);
-                              });
+      bool same =
+        std::all_of(io->chain.begin(), io->chain.end(), [&](auto& link) {
+          return holds_rows_of(io->state, *link);
+        });
       if (same) {
         auto& parent = *io->chain.back();
         auto h = layout(io->state, io->fingerprint, io->alignment,
@@ -249,8 +249,8 @@ void ssd_tier::remember_origin(const buffer_ref& buf, const std::string& name,
   }
 }
 
-void ssd_tier::remember_written(const std::string& name,
-                                const entry_header& h, const entry& e) {
+void ssd_tier::remember_written(const std::string& name, const entry_header& h,
+                                const entry& e) {
   for (size_t l = 0; l < e.layers.size() && l < h.layers.size(); ++l) {
     auto& layer = e.layers[l];
     uint64_t bpt = layer.bytes_per_token;
@@ -302,9 +302,8 @@ bool ssd_tier::proven_by_origin(const entry& e, const delta_choice& c) const {
           i < c.chain.size() ? c.chain[i]->header->parent_tokens : c.tokens;
         bool known = std::any_of(
           o->second.begin(), o->second.end(), [&](const row_origin& r) {
-            return r.name == link->name
-                   && r.write_id == link->header->write_id && r.layer == l
-                   && r.first_row + seg.offset / bpt == seg_row;
+            return r.name == link->name && r.write_id == link->header->write_id
+                   && r.layer == l && r.first_row + seg.offset / bpt == seg_row;
           });
         if (!known)
           return false;
@@ -467,8 +466,10 @@ void ssd_tier::on_write(uint64_t tag, io_completion& c) {
       job.created = true;
       if (job.io->refused) {
         ++stats_.delta_refused;
-        log("ssd: writing " + job.name + " whole: its rows differ from its "
-            "parent " + job.io->parent + "'s");
+        log("ssd: writing " + job.name
+            + " whole: its rows differ from its "
+              "parent "
+            + job.io->parent + "'s");
         unpin(job);
       }
       break;
@@ -488,9 +489,9 @@ void ssd_tier::on_write(uint64_t tag, io_completion& c) {
           // file names bytes that are gone. Not stored; a retry writes it
           // again, whole or over another parent.
           job.orphan = true;
-          job.err = make_error(ec::io_error, "its delta parent "
-                                               + job.io->header.parent
-                                               + " left during the write");
+          job.err =
+            make_error(ec::io_error, "its delta parent " + job.io->header.parent
+                                       + " left during the write");
           write_failed(job);
           return;
         }
