@@ -610,6 +610,11 @@ void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
   o.setGeometryMismatched(s.geometry_mismatched);
   o.setRestoresMismatched(s.restores_mismatched);
   o.setFilesSuperseded(s.files_superseded);
+  o.setDeltaFiles(s.delta_files);
+  o.setDeltaRefused(s.delta_refused);
+  o.setChainCascades(s.chain_cascades);
+  o.setPrefixBytesWritten(s.prefix_bytes_written);
+  o.setNewTokenBytes(s.new_token_bytes);
 }
 
 sealed<msg::ReadReportReply> report(ssd_tier_pointer self) {

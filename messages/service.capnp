@@ -336,6 +336,12 @@ struct SsdCounters {
   writesRetried @25 :UInt64; # failed writes tried again
   ioBufferBytes @26 :UInt64; # buffers of writes and reads running (headers,
                            # read buffers): the SSD tier's own, not RAM's
+  deltaFiles @27 :UInt64;  # delta files made durable (rows past a parent)
+  deltaRefused @28 :UInt64; # prefix writes with a parent written whole
+                           # (shared rows differed)
+  chainCascades @29 :UInt64; # delta files removed with a file they depend on
+  prefixBytesWritten @30 :UInt64; # prefix files: bytes handed to the engine
+  newTokenBytes @31 :UInt64; # the ideal: new tokens x bytes per token
 }
 
 struct CheckpointCounters {

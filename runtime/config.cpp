@@ -303,6 +303,8 @@ caf::error service_options::validate() const {
   if (auto e = check("ssd-tier.retry-backoff-ms", retry_backoff_ms, 1, 60000,
                      "1 .. 60000"))
     return e;
+  if (auto e = check("ssd-tier.max-chain", max_chain, 1, 64, "1 .. 64"))
+    return e;
   if (io_engine != "auto" && io_engine != "uring" && io_engine != "threads")
     return out_of_range("ssd-tier.io-engine", "\"" + io_engine + "\"",
                         "\"auto\", \"uring\" or \"threads\"");

@@ -54,6 +54,11 @@ struct service_options {
   /// `ssd-tier.retry-backoff-ms`: the wait before the second attempt,
   /// doubling after each failure.
   uint64_t retry_backoff_ms = 100;
+  /// `ssd-tier.delta-files`: a prefix extending a durable prefix file is
+  /// written as a delta naming it (docs/ssd-format.md "Delta files").
+  bool delta_files = true;
+  /// `ssd-tier.max-chain`: most files one restore reads (a delta chain).
+  uint64_t max_chain = 8;
   // [model] (docs/configuration.md, "The model"; resolved by
   // `running_model`)
   /// `model.preset`: the geometry preset, unless `model_layers` is set.

@@ -42,6 +42,10 @@
     "attempts a failing write gets before it is given up")                     \
   X("ssd-tier", "retry-backoff-ms", retry_backoff_ms,                          \
     "wait before a failed write's next attempt (doubling)")                    \
+  X("ssd-tier", "delta-files", delta_files,                                    \
+    "write an extension of a durable prefix as a delta file")                  \
+  X("ssd-tier", "max-chain", max_chain,                                        \
+    "most files one restore reads (a delta chain)")                            \
   X("model", "identity", model_identity,                                       \
     "the engine's words for what its state means (weights, tokenizer, "        \
     "KV dtype, quantisation)")                                                 \

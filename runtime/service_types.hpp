@@ -268,6 +268,14 @@ struct service_report {
     /// Bytes of buffers the SSD tier's running writes and reads hold
     /// (headers, read buffers), beside what RAM holds.
     uint64_t io_buffer_bytes = 0;
+    /// Delta files (docs/ssd-format.md "Delta files"): made durable,
+    /// written whole because their shared rows differed from the parent's,
+    /// removed with a file they depended on.
+    uint64_t delta_files = 0, delta_refused = 0, chain_cascades = 0;
+    /// Prefix files: bytes handed to the engine, and the ideal (each
+    /// write's tokens beyond the longest prefix of it already on SSD,
+    /// times the bytes per token).
+    uint64_t prefix_bytes_written = 0, new_token_bytes = 0;
   } ssd;
   /// Checkpoints: identities held, saves kept and disposed, acquires that
   /// resumed one and that found a stale one, identities removed.

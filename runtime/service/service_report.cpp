@@ -57,6 +57,11 @@ void ssd_part(msg::SsdCounters::Reader in, service_report::ssd_part& o) {
   o.writes_given_up = in.getWritesGivenUp();
   o.writes_retried = in.getWritesRetried();
   o.io_buffer_bytes = in.getIoBufferBytes();
+  o.delta_files = in.getDeltaFiles();
+  o.delta_refused = in.getDeltaRefused();
+  o.chain_cascades = in.getChainCascades();
+  o.prefix_bytes_written = in.getPrefixBytesWritten();
+  o.new_token_bytes = in.getNewTokenBytes();
 }
 
 void checkpoints_part(msg::CheckpointCounters::Reader in,

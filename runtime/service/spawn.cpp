@@ -45,6 +45,8 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
   cfg.alignment = static_cast<uint32_t>(opts.alignment);
   cfg.checksum_chunk = std::max<uint32_t>(cfg.alignment, cfg.checksum_chunk);
   cfg.max_attempts = static_cast<uint32_t>(opts.write_attempts);
+  cfg.delta_files = opts.delta_files;
+  cfg.max_chain = static_cast<uint32_t>(opts.max_chain);
   parts->cap_bytes = opts.ssd_cap_bytes;
   parts->retry_backoff_ms = opts.retry_backoff_ms;
   parts->deadline_ms = opts.storage_deadline_ms;

@@ -119,9 +119,13 @@ inspected_file inspect_file(ssd::file_system& fs, const std::string& root,
   out.attempt = h->attempt;
   out.write_id = h->write_id;
   out.tokens = h->tokens.size();
-  out.head.assign(h->tokens.begin(),
-                  h->tokens.begin()
-                    + static_cast<ptrdiff_t>(std::min<size_t>(8, out.tokens)));
+  out.parent = h->parent;
+  out.parent_write_id = h->parent_write_id;
+  out.parent_tokens = h->parent_tokens;
+  auto own = h->tokens.begin() + static_cast<ptrdiff_t>(h->parent_tokens);
+  out.head.assign(own, own
+                         + static_cast<ptrdiff_t>(
+                           std::min<size_t>(8, out.tokens - h->parent_tokens)));
   out.layers = static_cast<uint32_t>(h->layers.size());
   out.attachments = static_cast<uint32_t>(h->attachments.size());
   out.bytes = h->file_length;
@@ -134,7 +138,7 @@ inspected_file inspect_file(ssd::file_system& fs, const std::string& root,
   } else if (shape) {
     out.status = "mismatched";
     out.detail = ssd::context_of(shape) + " (MODEL's layers)";
-  } else if (ssd::file_name(h->key()) != name) {
+  } else if (h->tokens_resolved && ssd::file_name(h->key()) != name) {
     out.status = "misnamed";
     out.detail = "header hashes to " + ssd::file_name(h->key());
   } else if (verify) {
@@ -221,8 +225,11 @@ std::string render_inspect(const inspect_report& r) {
         o << buf << "ns=" << f.ns;
       if (f.kind == "checkpoint")
         o << " checkpoint request=" << f.request << " attempt=" << f.attempt;
+      if (!f.parent.empty())
+        o << " parent=" << f.parent << " (write " << f.parent_write_id
+          << ", its first " << f.parent_tokens << " tokens)";
       if (f.tokens > 0) {
-        o << " prefix=[";
+        o << (f.parent.empty() ? " prefix=[" : " own=[");
         for (size_t i = 0; i < f.head.size(); ++i)
           o << (i ? " " : "") << f.head[i];
         o << (f.tokens > f.head.size() ? " ...]" : "]");

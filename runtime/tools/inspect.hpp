@@ -37,8 +37,15 @@ struct inspected_file {
   uint64_t request = 0;
   uint32_t attempt = 0;
   uint64_t write_id = 0;
+  /// A delta file (docs/ssd-format.md, "Delta files"): the parent it
+  /// names, that parent's write id and the rows it leaves to it (the
+  /// first `parent_tokens` tokens are the parent's; `head` starts after
+  /// them). Empty / 0 for a whole file.
+  std::string parent;
+  uint64_t parent_write_id = 0;
+  uint64_t parent_tokens = 0;
   uint64_t tokens = 0;
-  /// The prefix's first tokens (at most 8).
+  /// The prefix's first tokens (at most 8; a delta's own first tokens).
   std::vector<uint32_t> head;
   uint32_t layers = 0;
   uint32_t attachments = 0;

@@ -36,6 +36,9 @@ service_options options(const slice_case& c) {
   // its replay.write-behind = false does: nor background snapshots
   // (docs/replay.md).
   o.idle_demotion_ms = 0;
+  // And whole files: the reference models the SSD as whole files under
+  // its cap (delta files hold more state under the same cap).
+  o.delta_files = false;
   // Only those two: the slice's own caps, scale and directory stay (the
   // [replay] section's would replace them).
   replay_settings rs;

@@ -38,6 +38,7 @@ struct sample_header {
   size_t session_flag = 0;
   size_t request = 0;
   size_t attempt = 0;
+  size_t parent_write_id = 0;
   size_t parent_tokens = 0;
   size_t layer0 = 0;
 
@@ -53,6 +54,8 @@ struct sample_header {
     attempt = at + 8;
     at += 8 + 4;
     at += 4 + h.parent.size();
+    parent_write_id = at;
+    at += 8;
     parent_tokens = at;
     at += 8 + 4 * h.tokens.size();
     layer0 = at;
@@ -142,26 +145,232 @@ BOOST_AUTO_TEST_CASE(every_flipped_header_byte_is_detected) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(other_versions_and_parent_files_are_incompatible) {
+BOOST_AUTO_TEST_CASE(other_versions_are_incompatible) {
   auto e = sample();
   auto h = layout(e, "fp", 512, 512);
   compute_checksums(h, e);
-  // Version 1 (before key kinds and write ids) and a future version 3.
-  for (auto version : {1, 3}) {
+  // Version 1 (before key kinds and write ids) and a future version 4.
+  for (auto version : {1, 4}) {
     auto other = bytes_of(encode(h), h.header_length);
     other[8] = std::byte(version);
     auto r = decode(other);
     BOOST_REQUIRE(!r);
     BOOST_TEST((r.error() == ec::incompatible_format));
   }
-  // A header naming a parent file (reserved for incremental appends).
-  h.parent = "0123.kvt";
-  h.parent_tokens = 2;
-  h.header_length += static_cast<uint32_t>(h.parent.size());
-  auto with_parent = encode(h);
-  auto p = decode(bytes_of(with_parent, h.header_length));
+}
+
+namespace {
+
+/// `s`'s header as version 2 wrote it: no parent write id field.
+std::vector<std::byte> as_version_2(const sample_header& s) {
+  auto out = s.bytes;
+  out.erase(out.begin() + static_cast<ptrdiff_t>(s.parent_write_id),
+            out.begin() + static_cast<ptrdiff_t>(s.parent_write_id) + 8);
+  out[8] = std::byte{2};
+  uint32_t len = static_cast<uint32_t>(out.size());
+  std::memcpy(out.data() + 16, &len, 4);
+  auto sum = XXH3_64bits(out.data(), out.size() - 8);
+  std::memcpy(out.data() + out.size() - 8, &sum, 8);
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_version_2_header_is_still_read) {
+  sample_header s;
+  auto v2 = as_version_2(s);
+  auto d = decode(v2);
+  BOOST_REQUIRE(d);
+  BOOST_TEST(d->version == 2u);
+  BOOST_TEST(d->tokens == s.h.tokens);
+  BOOST_TEST(d->tokens_resolved);
+  BOOST_TEST(d->parent.empty());
+  BOOST_REQUIRE(d->layers.size() == s.h.layers.size());
+  for (size_t i = 0; i < d->layers.size(); ++i) {
+    BOOST_TEST(d->layers[i].payload.offset == s.h.layers[i].payload.offset);
+    BOOST_TEST(d->layers[i].payload.chunk_sums
+               == s.h.layers[i].payload.chunk_sums);
+  }
+  BOOST_TEST(d->file_length == s.h.file_length);
+  // This code writes version 3.
+  BOOST_TEST(static_cast<uint32_t>(s.bytes[8]) == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(a_version_2_header_naming_a_parent_is_incompatible) {
+  // Version 2 reserved the parent fields: a file naming one is not ours
+  // to follow (it has no parent write id).
+  sample_header s;
+  auto v2 = as_version_2(s);
+  // Splice a parent name and parent tokens into the version 2 header.
+  std::vector<std::byte> out(
+    v2.begin(), v2.begin() + static_cast<ptrdiff_t>(s.parent_write_id) - 4);
+  uint32_t n = 8;
+  auto put = [&](const void* p, size_t k) {
+    auto c = static_cast<const std::byte*>(p);
+    out.insert(out.end(), c, c + k);
+  };
+  put(&n, 4);
+  put("0123.kvt", 8);
+  uint64_t pt = 2;
+  put(&pt, 8);
+  out.insert(out.end(),
+             v2.begin() + static_cast<ptrdiff_t>(s.parent_write_id) + 8,
+             v2.end());
+  uint32_t len = static_cast<uint32_t>(out.size());
+  std::memcpy(out.data() + 16, &len, 4);
+  auto sum = XXH3_64bits(out.data(), out.size() - 8);
+  std::memcpy(out.data() + out.size() - 8, &sum, 8);
+  auto p = decode(out);
   BOOST_REQUIRE(!p);
   BOOST_TEST((p.error() == ec::incompatible_format));
+}
+
+namespace {
+
+model_geometry kv_geometry() {
+  return {"kv2", {{layer_kind::kv, 16, 0, 0}, {layer_kind::kv, 8, 0, 0}}};
+}
+
+/// A delta header of `child` over `parent` (both prefilled by one oracle),
+/// with write ids 5 (parent) and 9 (child).
+entry_header delta_of(const entry& child, const entry_header& parent,
+                      uint32_t chunk = 64) {
+  auto h = layout(child, "fp", 16, chunk, file_name("ns", parent.tokens),
+                  parent.tokens.size());
+  h.write_id = 9;
+  h.parent_write_id = parent.write_id;
+  compute_checksums(h, child);
+  return h;
+}
+
+entry_header whole_of(const entry& e, uint32_t chunk = 64) {
+  auto h = layout(e, "fp", 16, chunk);
+  h.write_id = 5;
+  compute_checksums(h, e);
+  return h;
+}
+
+token_seq upto(token n) {
+  token_seq t;
+  for (token i = 1; i <= n; ++i)
+    t.push_back(i);
+  return t;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_delta_header_holds_the_rows_past_its_parent) {
+  runtime::oracle_engine o{kv_geometry(), 16};
+  auto parent = whole_of(o.prefill("ns", upto(6)));
+  auto child = o.prefill("ns", upto(10));
+  auto h = delta_of(child, parent);
+  BOOST_TEST(h.layers[0].payload.length == 4u * 16);
+  BOOST_TEST(h.layers[1].payload.length == 4u * 8);
+  auto d = decode(bytes_of(encode(h), h.header_length));
+  BOOST_REQUIRE(d);
+  BOOST_TEST(d->version == 3u);
+  BOOST_TEST(d->parent == file_name("ns", upto(6)));
+  BOOST_TEST(d->parent_write_id == 5u);
+  BOOST_TEST(d->parent_tokens == 6u);
+  BOOST_TEST(!d->tokens_resolved);
+  BOOST_TEST(d->tokens.size() == 10u);
+  // Only its own tokens are in the header; the parent gives the rest.
+  BOOST_TEST((token_seq(d->tokens.begin() + 6, d->tokens.end())
+              == token_seq{7, 8, 9, 10}));
+  BOOST_TEST(d->layers[0].payload.chunk_sums == h.layers[0].payload.chunk_sums);
+  BOOST_REQUIRE(!resolve_parent(*d, parent));
+  BOOST_TEST(d->tokens_resolved);
+  BOOST_TEST(d->tokens == upto(10));
+  BOOST_TEST(file_name(d->key()) == file_name("ns", upto(10)));
+  // The payload is rows 6..9 of each layer, hashed on their own.
+  auto rows = flatten(payload_segments(h, child, 0));
+  auto all = flatten(child.layers[0].segments);
+  BOOST_TEST(rows.size() == 4u * 16);
+  BOOST_TEST(std::equal(rows.begin(), rows.end(), all.begin() + 6 * 16));
+}
+
+BOOST_AUTO_TEST_CASE(
+  a_delta_is_resolved_only_against_the_write_it_was_cut_from) {
+  runtime::oracle_engine o{kv_geometry(), 16};
+  auto parent = whole_of(o.prefill("ns", upto(6)));
+  auto h = delta_of(o.prefill("ns", upto(10)), parent);
+  auto d = decode(bytes_of(encode(h), h.header_length));
+  BOOST_REQUIRE(d);
+  auto rewritten = parent;
+  rewritten.write_id = 7;
+  auto err = resolve_parent(*d, rewritten);
+  BOOST_TEST((err == ec::corrupt_data));
+  BOOST_TEST(describe(err).find("rewritten") != std::string::npos);
+  BOOST_TEST(!d->tokens_resolved);
+  auto shorter = whole_of(o.prefill("ns", upto(5)));
+  BOOST_TEST((resolve_parent(*d, shorter) == ec::corrupt_data));
+  auto other = whole_of(o.prefill("other", upto(6)));
+  BOOST_TEST((resolve_parent(*d, other) == ec::corrupt_data));
+}
+
+BOOST_AUTO_TEST_CASE(
+  an_entry_holds_its_parents_rows_only_when_they_hash_alike) {
+  runtime::oracle_engine o{kv_geometry(), 16};
+  auto parent = whole_of(o.prefill("ns", upto(6)));
+  auto child = o.prefill("ns", upto(10));
+  BOOST_TEST(holds_rows_of(child, parent));
+  // A delta link: the child holds rows [6, 10) of a longer entry.
+  auto longer = o.prefill("ns", upto(14));
+  BOOST_TEST(holds_rows_of(longer, delta_of(child, parent)));
+  // Other bytes in the shared rows (another namespace's state under the
+  // same tokens): refused.
+  auto alien = o.prefill("ns2", upto(10));
+  alien.ns = "ns";
+  BOOST_TEST(!holds_rows_of(alien, parent));
+  // Not a strict prefix, another namespace: refused.
+  BOOST_TEST(!holds_rows_of(o.prefill("ns", upto(6)), parent));
+  BOOST_TEST(!holds_rows_of(o.prefill("other", upto(10)), parent));
+  // A parent of another geometry: refused.
+  runtime::oracle_engine wide{
+    model_geometry{"kv2w",
+                   {{layer_kind::kv, 32, 0, 0}, {layer_kind::kv, 8, 0, 0}}},
+    16};
+  BOOST_TEST(!holds_rows_of(wide.prefill("ns", upto(10)), parent));
+}
+
+BOOST_AUTO_TEST_CASE(a_delta_header_breaking_a_rule_is_refused) {
+  runtime::oracle_engine o{kv_geometry(), 16};
+  auto parent = whole_of(o.prefill("ns", upto(6)));
+  auto h = delta_of(o.prefill("ns", upto(10)), parent);
+  auto bytes = bytes_of(encode(h), h.header_length);
+  auto fix = [](std::vector<std::byte> b) {
+    auto sum = XXH3_64bits(b.data(), b.size() - 8);
+    std::memcpy(b.data() + b.size() - 8, &sum, 8);
+    return b;
+  };
+  // Offsets: fingerprint "fp", ns "ns", no session, request, attempt.
+  size_t parent_at = 64 + 4 + 2 + 4 + 2 + 1 + 8 + 4; // u32 length, 36 bytes
+  size_t pwid = parent_at + 4 + 36;
+  size_t ptok = pwid + 8;
+  auto set = [&](size_t at, uint64_t v, int width) {
+    auto b = bytes;
+    for (int i = 0; i < width; ++i)
+      b[at + i] = std::byte(static_cast<uint8_t>(v >> (8 * i)));
+    return fix(b);
+  };
+  BOOST_TEST(static_cast<bool>(decode(fix(bytes))));
+  BOOST_TEST(refused_for(set(pwid, 9, 8), "parent write id 9"));
+  BOOST_TEST(refused_for(set(pwid, 0, 8), "parent write id 0"));
+  BOOST_TEST(refused_for(set(parent_at + 4, 'X', 1), "parent file name"));
+  BOOST_TEST(refused_for(set(ptok, 0, 8), "parent tokens 0"));
+  // A checkpoint naming a parent.
+  BOOST_TEST(refused_for(set(36, 1, 4), "names a parent"));
+  // Only kv layers are deltas: a ring layer record is refused.
+  size_t layers = ptok + 8 + 4 * 4;
+  BOOST_TEST(refused_for(set(layers + 8, 8, 4), "window 8")); // kv with window
+  auto ring = bytes;
+  ring[layers] = std::byte{1};     // kind ring
+  ring[layers + 8] = std::byte{8}; // window 8
+  BOOST_TEST(refused_for(fix(ring), "a delta file with a ring layer"));
+  // A whole file naming a parent write id without a parent.
+  sample_header s;
+  BOOST_TEST(refused_for(s.with(s.parent_write_id, 3, 8),
+                         "parent write id without a parent"));
 }
 
 BOOST_AUTO_TEST_CASE(chunk_verification_covers_only_what_was_read) {

@@ -146,9 +146,12 @@ storage_key entry_header::key() const {
 }
 
 entry_header layout(const entry& e, const std::string& fingerprint,
-                    uint32_t alignment, uint32_t checksum_chunk) {
+                    uint32_t alignment, uint32_t checksum_chunk,
+                    const std::string& parent, uint64_t parent_tokens) {
   KVTIER_ASSERT(alignment > 0 && (alignment & (alignment - 1)) == 0);
   KVTIER_ASSERT(checksum_chunk % alignment == 0 && checksum_chunk > 0);
+  KVTIER_ASSERT(parent.empty() == (parent_tokens == 0));
+  KVTIER_ASSERT(parent_tokens < e.tokens.size() || parent.empty());
   entry_header h;
   h.alignment = alignment;
   h.checksum_chunk = checksum_chunk;
@@ -156,13 +159,23 @@ entry_header layout(const entry& e, const std::string& fingerprint,
   h.ns = e.ns;
   h.session = e.session;
   h.tokens = e.tokens;
+  h.parent = parent;
+  h.parent_tokens = parent_tokens;
+  // Bytes of layer `l` this file holds: a delta holds rows past the parent.
+  auto held = [&](const layer_state& l) {
+    if (parent.empty())
+      return l.byte_length();
+    KVTIER_ASSERT(l.kind == layer_kind::kv);
+    return (l.tokens - parent_tokens) * l.bytes_per_token;
+  };
   // Header length is known before offsets: every field has a fixed size.
   uint64_t n = fixed_header_size + 4 + fingerprint.size() + 4 + e.ns.size() + 1
-               + (e.session ? 4 + e.session->size() : 0) + 8 + 4 + 4 + 8
-               + 4 * e.tokens.size() + 48 * e.layers.size() + 8;
+               + (e.session ? 4 + e.session->size() : 0) + 8 + 4 + 4
+               + parent.size() + 8 + 8 + 4 * (e.tokens.size() - parent_tokens)
+               + 48 * e.layers.size() + 8;
   uint64_t sums = 0;
   for (auto& l : e.layers)
-    sums += chunk_count(l.byte_length(), checksum_chunk);
+    sums += chunk_count(held(l), checksum_chunk);
   for (auto& a : e.attachments) {
     n += 4 + a.name.size() + 16;
     sums += chunk_count(total_length(a.segments), checksum_chunk);
@@ -180,19 +193,109 @@ entry_header layout(const entry& e, const std::string& fingerprint,
   h.file_length = h.header_length;
   for (auto& l : e.layers)
     h.layers.push_back({l.kind, l.bytes_per_token, l.window, l.tokens,
-                        l.min_offset, place(l.byte_length())});
+                        l.min_offset, place(held(l))});
   for (auto& a : e.attachments)
     h.attachments.push_back({a.name, place(total_length(a.segments))});
   return h;
 }
 
+namespace {
+
+/// Bytes [from, from + len) of the concatenation of `segs`, as views.
+std::vector<view> byte_range(const std::vector<view>& segs, uint64_t from,
+                             uint64_t len) {
+  std::vector<view> out;
+  uint64_t at = 0;
+  for (auto& s : segs) {
+    if (len == 0)
+      break;
+    if (at + s.length > from) {
+      auto off = from > at ? from - at : 0;
+      auto n = std::min(s.length - off, len);
+      out.push_back(s.sub(off, n));
+      from += n;
+      len -= n;
+    }
+    at += s.length;
+  }
+  return out;
+}
+
+} // namespace
+
+std::vector<view> payload_segments(const entry_header& h, const entry& e,
+                                   size_t i) {
+  auto& l = e.layers[i];
+  if (h.parent.empty())
+    return l.segments;
+  auto skip = h.parent_tokens * l.bytes_per_token;
+  return byte_range(l.segments, skip, l.byte_length() - skip);
+}
+
 void compute_checksums(entry_header& h, const entry& e) {
   for (size_t i = 0; i < e.layers.size(); ++i)
     h.layers[i].payload.chunk_sums =
-      sums_of(e.layers[i].segments, h.checksum_chunk);
+      sums_of(payload_segments(h, e, i), h.checksum_chunk);
   for (size_t i = 0; i < e.attachments.size(); ++i)
     h.attachments[i].payload.chunk_sums =
       sums_of(e.attachments[i].segments, h.checksum_chunk);
+}
+
+bool holds_rows_of(const entry& e, const entry_header& link) {
+  auto n = link.tokens.size();
+  if (!link.tokens_resolved || link.kind != key_kind::prefix || e.ns != link.ns
+      || n >= e.tokens.size() || link.parent_tokens >= n
+      || e.layers.size() != link.layers.size()
+      || !std::equal(link.tokens.begin(), link.tokens.end(), e.tokens.begin()))
+    return false;
+  for (size_t i = 0; i < e.layers.size(); ++i) {
+    auto& mine = e.layers[i];
+    auto& theirs = link.layers[i];
+    if (mine.kind != layer_kind::kv || theirs.kind != layer_kind::kv
+        || mine.bytes_per_token != theirs.bytes_per_token
+        || mine.byte_length() != mine.tokens * mine.bytes_per_token)
+      return false;
+    auto bpt = uint64_t{mine.bytes_per_token};
+    auto rows = byte_range(mine.segments, link.parent_tokens * bpt,
+                           (n - link.parent_tokens) * bpt);
+    if (total_length(rows) != theirs.payload.length
+        || sums_of(rows, link.checksum_chunk) != theirs.payload.chunk_sums)
+      return false;
+  }
+  return true;
+}
+
+caf::error resolve_parent(entry_header& child, const entry_header& parent) {
+  auto bad = [](const std::string& why) {
+    return make_error(ec::corrupt_data, "delta file: " + why);
+  };
+  if (child.parent.empty())
+    return {};
+  if (!parent.tokens_resolved)
+    return bad("its parent's tokens are not known");
+  if (parent.write_id != child.parent_write_id)
+    return bad("its parent was rewritten (write id "
+               + std::to_string(parent.write_id) + ", the file was cut from "
+               + std::to_string(child.parent_write_id) + ")");
+  if (parent.fingerprint != child.fingerprint || parent.ns != child.ns
+      || parent.kind != key_kind::prefix)
+    return bad("its parent holds another namespace or kind");
+  if (parent.tokens.size() < child.parent_tokens)
+    return bad("its parent holds " + std::to_string(parent.tokens.size())
+               + " tokens, the file names "
+               + std::to_string(child.parent_tokens));
+  if (parent.layers.size() != child.layers.size())
+    return bad("its parent has another layer count");
+  for (size_t i = 0; i < parent.layers.size(); ++i)
+    if (parent.layers[i].kind != layer_kind::kv
+        || parent.layers[i].bytes_per_token != child.layers[i].bytes_per_token)
+      return bad("its parent's layer " + std::to_string(i)
+                 + " has another geometry");
+  std::copy(parent.tokens.begin(),
+            parent.tokens.begin() + static_cast<ptrdiff_t>(child.parent_tokens),
+            child.tokens.begin());
+  child.tokens_resolved = true;
+  return {};
 }
 
 buffer_ref encode(entry_header& h) {
@@ -218,9 +321,12 @@ buffer_ref encode(entry_header& h) {
   w.u64(h.request);
   w.u32(h.attempt);
   w.str(h.parent);
+  w.u64(h.parent_write_id);
   w.u64(h.parent_tokens);
-  for (auto t : h.tokens)
-    w.u32(t);
+  // A delta file lists only its own tokens: the parent's header has the
+  // rest (and the file name, a hash of all of them, checks the join).
+  for (size_t i = h.parent_tokens; i < h.tokens.size(); ++i)
+    w.u32(h.tokens[i]);
   write_tables(w, h);
   h.header_sum = XXH3_64bits(w.out.data(), w.out.size());
   w.u64(h.header_sum);
@@ -265,7 +371,7 @@ caf::expected<uint32_t> decode_header_length(std::span<const std::byte> p) {
     return corrupt("bad magic");
   reader r{p.subspan(8)};
   auto version = r.u32();
-  if (version != format_version)
+  if (version < oldest_format_version || version > format_version)
     return make_error(ec::incompatible_format,
                       "entry format version " + std::to_string(version));
   r.u32(); // flags
@@ -319,7 +425,8 @@ std::string record_rule(layer_kind kind, uint32_t bpt, uint32_t window,
   return {};
 }
 
-caf::error check_layer(const layer_info& l, size_t i, uint64_t tokens) {
+caf::error check_layer(const layer_info& l, size_t i, uint64_t tokens,
+                       uint64_t parent_tokens) {
   auto where = "layer " + std::to_string(i) + ": ";
   auto rule =
     record_rule(l.kind, l.bytes_per_token, l.window, l.tokens, l.min_offset);
@@ -328,9 +435,12 @@ caf::error check_layer(const layer_info& l, size_t i, uint64_t tokens) {
   if (l.kind != layer_kind::object && l.tokens != tokens)
     return corrupt(where + "encodes " + std::to_string(l.tokens)
                    + " tokens, the entry " + std::to_string(tokens));
+  if (parent_tokens > 0 && l.kind != layer_kind::kv)
+    return corrupt(where + "a delta file with a " + to_string(l.kind)
+                   + " layer (only kv layers are written as deltas)");
   uint64_t want = l.payload.length;
   if (l.kind == layer_kind::kv)
-    want = l.tokens * l.bytes_per_token;
+    want = (l.tokens - parent_tokens) * l.bytes_per_token;
   else if (l.kind == layer_kind::ring)
     want = std::min<uint64_t>(l.tokens, l.window) * l.bytes_per_token;
   if (want != l.payload.length)
@@ -378,7 +488,7 @@ caf::error read_payloads(reader& r, entry_header& h) {
     auto& l = h.layers[i];
     if (auto err = read_sums(r, h, l.payload, end))
       return err;
-    if (auto err = check_layer(l, i, h.tokens.size()))
+    if (auto err = check_layer(l, i, h.tokens.size(), h.parent_tokens))
       return err;
   }
   for (auto& a : h.attachments)
@@ -410,6 +520,33 @@ caf::error check_key(const entry_header& h, uint32_t kind, uint64_t ntokens) {
   return {};
 }
 
+/// The rules of a delta file (version 3, a parent named): a prefix entry,
+/// 0 < parent tokens < N, a parent name of the form `<32 hex>.kvt`, a
+/// parent write id below its own, every layer kv.
+caf::error check_delta(const entry_header& h) {
+  if (h.parent.empty())
+    return h.parent_write_id != 0
+             ? corrupt("a parent write id without a parent file")
+             : caf::error{};
+  if (h.kind != key_kind::prefix)
+    return corrupt("a " + std::string{to_string(h.kind)} + " names a parent");
+  if (h.parent_tokens == 0 || h.parent_tokens >= h.tokens.size())
+    return corrupt("parent tokens " + std::to_string(h.parent_tokens)
+                   + " of an entry of " + std::to_string(h.tokens.size())
+                   + " tokens");
+  bool named =
+    h.parent.size() == 36 && h.parent.ends_with(".kvt")
+    && std::all_of(h.parent.begin(), h.parent.begin() + 32, [](char c) {
+         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+       });
+  if (!named)
+    return corrupt("parent file name is not <32 hex digits>.kvt");
+  if (h.parent_write_id == 0 || h.parent_write_id >= h.write_id)
+    return corrupt("parent write id " + std::to_string(h.parent_write_id)
+                   + " not below the file's " + std::to_string(h.write_id));
+  return {};
+}
+
 caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
   auto kind = r.u32();
   h.kind = static_cast<key_kind>(std::min<uint32_t>(kind, 255));
@@ -427,17 +564,31 @@ caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
   h.request = r.u64();
   h.attempt = r.u32();
   h.parent = r.str();
+  if (h.version >= 3)
+    h.parent_write_id = r.u64();
   h.parent_tokens = r.u64();
   if (h.parent.empty() && h.parent_tokens != 0 && !r.bad)
     return corrupt("parent tokens " + std::to_string(h.parent_tokens)
                    + " without a parent file (must be 0)");
-  if (r.bad || ntokens > len / 4)
+  if (!h.parent.empty() && h.version < 3 && !r.bad)
+    return make_error(ec::incompatible_format,
+                      "parent files are not supported by format version 2");
+  // A delta lists only its own tokens; its length is bounded by the
+  // largest position limit (2^24), so a crafted header cannot make the
+  // reader allocate more.
+  if (r.bad || h.parent_tokens > ntokens || ntokens - h.parent_tokens > len / 4
+      || (h.parent_tokens > 0 && ntokens > max_delta_tokens))
     return corrupt("token count " + std::to_string(ntokens));
   if (auto err = check_key(h, kind, ntokens))
     return err;
   h.tokens.resize(ntokens);
-  for (auto& t : h.tokens)
-    t = r.u32();
+  if (auto err = check_delta(h))
+    return err;
+  // A delta's first parent_tokens tokens are its parent's: 0 until
+  // `resolve_parent` fills them in.
+  for (size_t i = h.parent_tokens; i < ntokens; ++i)
+    h.tokens[i] = r.u32();
+  h.tokens_resolved = h.parent.empty();
   return {};
 }
 
@@ -455,8 +606,8 @@ caf::expected<entry_header> decode(std::span<const std::byte> bytes) {
     return corrupt("header checksum mismatch");
   reader r{bytes.first(*len - 8)};
   r.uint(8); // magic, checked above
-  r.u32();   // version, checked above
   entry_header h;
+  h.version = r.u32(); // checked above
   h.header_length = *len;
   h.header_sum = sum;
   if (r.u32() != 0)
@@ -471,9 +622,6 @@ caf::expected<entry_header> decode(std::span<const std::byte> bytes) {
     return corrupt("bad alignment or checksum chunk");
   if (auto err = decode_body(r, h, *len))
     return err;
-  if (!h.parent.empty())
-    return make_error(ec::incompatible_format,
-                      "parent files are not supported by format version 2");
   if (nlayers > *len / 48 || nattach > *len / 20)
     return corrupt("layer or attachment count");
   if (h.kind == key_kind::object && nlayers != 0)

@@ -10,7 +10,9 @@
 //
 // Payload bytes are checksummed in chunks (XXH3-64 per `checksum_chunk`
 // bytes), so a restore of a shorter prefix can read and verify only the
-// chunks it needs. Plain functions on values; safe from any thread.
+// chunks it needs. A delta file (version 3) names a parent file, its write
+// id and the rows it leaves to it, and holds only the rows past them.
+// Plain functions on values; safe from any thread.
 #pragma once
 
 #include "tiers/state.hpp"
@@ -26,13 +28,19 @@ namespace kvtier::tiers::ssd {
 /// The 8 magic bytes that open every entry file.
 inline constexpr char file_magic[8] = {'K', 'V', 'T',  'I',
                                        'E', 'R', 0x1a, '\n'};
-/// The format version this code writes and reads. Version 2 added the key
-/// kind (prefix, checkpoint, object), the checkpoint owner (request id,
-/// attempt) and the write id; files of version 1 are incompatible
-/// (ignored, kept).
-inline constexpr uint32_t format_version = 2;
+/// The format version this code writes. Version 2 added the key kind
+/// (prefix, checkpoint, object), the checkpoint owner (request id, attempt)
+/// and the write id; version 3 the parent write id, so a delta file (one
+/// that names a parent and holds only rows past the parent's tokens) can
+/// name the exact write it was cut from. Versions 2 and 3 are read; files
+/// of version 1 are incompatible (ignored, kept).
+inline constexpr uint32_t format_version = 3;
+/// The oldest format version this code still reads.
+inline constexpr uint32_t oldest_format_version = 2;
 /// Bytes of the fixed header prefix.
 inline constexpr size_t fixed_header_size = 64;
+/// Most tokens a delta file may encode (the largest position limit).
+inline constexpr uint64_t max_delta_tokens = 1ull << 24;
 /// Largest header a reader accepts.
 inline constexpr uint32_t max_header_size = 64u << 20;
 
@@ -79,10 +87,21 @@ struct entry_header {
   /// a removal record covering "this identity's writes up to id W" never
   /// covers a later write.
   uint64_t write_id = 0;
-  /// Reserved for incremental files: the file holding the shared prefix.
-  /// Version 2 writes it empty and rejects files that name one.
+  /// The format version the header was decoded from (`format_version`
+  /// when written by this code).
+  uint32_t version = format_version;
+  /// Delta files (version 3): the file name of the parent holding rows
+  /// [0, parent_tokens) of every layer, the write id of the parent's write
+  /// this file was cut from, and the parent's token count. Empty / 0 for a
+  /// whole file. A delta file's layers are all kv and hold rows
+  /// [parent_tokens, N) only; its header lists only those tokens, so a
+  /// decoded delta header has `tokens` of the full length N whose first
+  /// `parent_tokens` are 0 until `resolve_parent` fills them in from the
+  /// parent's header (`tokens_resolved`).
   std::string parent;
+  uint64_t parent_write_id = 0;
   uint64_t parent_tokens = 0;
+  bool tokens_resolved = true;
   token_seq tokens;
   std::vector<layer_info> layers;
   std::vector<attachment_info> attachments;
@@ -104,12 +123,37 @@ struct entry_header {
 /// The header for writing `e`: geometry, offsets and lengths filled in,
 /// checksums empty, a prefix key and write id 0 (the writer sets the key
 /// fields and the write id; they do not change the layout). `alignment` is
-/// a power of two, `checksum_chunk` a multiple of it.
+/// a power of two, `checksum_chunk` a multiple of it. With a `parent`
+/// (a delta file: every layer kv, 0 < parent_tokens < len(e)) each payload
+/// holds rows [parent_tokens, len(e)) only and the header names the parent
+/// (the writer sets `parent_write_id`, which does not change the layout).
 entry_header layout(const entry& e, const std::string& fingerprint,
-                    uint32_t alignment, uint32_t checksum_chunk);
+                    uint32_t alignment, uint32_t checksum_chunk,
+                    const std::string& parent = {}, uint64_t parent_tokens = 0);
 
-/// Fills every payload's chunk checksums from `e`'s bytes.
+/// The bytes of `e`'s layer `i` that the file `h` holds: all of them, or
+/// for a delta file rows [parent_tokens, N) (views, no copy).
+std::vector<view> payload_segments(const entry_header& h, const entry& e,
+                                   size_t i);
+
+/// Fills every payload's chunk checksums from `e`'s bytes (for a delta
+/// file: from the rows it holds).
 void compute_checksums(entry_header& h, const entry& e);
+
+/// Whether `e` holds exactly the rows the file `link` holds: same ns,
+/// `link`'s (resolved) tokens a prefix of `e`'s, every layer kv with the
+/// same bytes per token, and `e`'s rows [link.parent_tokens, len(link))
+/// hashing, in `link`'s checksum chunks, to `link`'s checksum tables. How
+/// the writer proves a delta's shared rows are its parent chain's bytes.
+bool holds_rows_of(const entry& e, const entry_header& link);
+
+/// Fills a delta header's first `parent_tokens` tokens from its parent's
+/// (resolved) header, after checking that the parent is the one it names:
+/// its write id, fingerprint, namespace, kind (prefix), at least
+/// `parent_tokens` tokens (a child may branch off inside its parent) and
+/// layers (count, kv, bytes per token). `ec::corrupt_data` naming what
+/// differs otherwise (the child is unusable).
+caf::error resolve_parent(entry_header& child, const entry_header& parent);
 
 /// The header as bytes, zero-padded to `payload_start()`; sets
 /// `h.header_sum`.
@@ -122,7 +166,7 @@ caf::expected<uint32_t> decode_header_length(std::span<const std::byte> p);
 /// Decodes and verifies a whole header (`header_length` bytes): every
 /// "must be" of docs/ssd-format.md, reserved and padding fields included.
 /// `ec::corrupt_data` for anything inconsistent, `ec::incompatible_format`
-/// for a parent reference this version cannot follow.
+/// for another version or a parent reference in a version 2 header.
 caf::expected<entry_header> decode(std::span<const std::byte> bytes);
 
 /// Whether `e`'s layers can be written as the format says a layer record

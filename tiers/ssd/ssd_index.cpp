@@ -1,5 +1,7 @@
 #include "tiers/ssd/ssd_index.hpp"
 
+#include <algorithm>
+
 namespace kvtier::tiers::ssd {
 
 uint64_t header_floor(const entry_header& h) {
@@ -131,6 +133,30 @@ std::vector<std::string> ssd_index::over_cap(uint64_t cap,
     bytes -= file(*i)->bytes;
     out.push_back(*i);
   }
+  return out;
+}
+
+std::vector<std::string>
+ssd_index::over_cap(uint64_t cap, const std::string& keep,
+                    const std::function<bool(const std::string&)>& held) const {
+  std::vector<std::string> out;
+  uint64_t bytes = bytes_;
+  for (auto i = lru_.begin(); bytes > cap && i != lru_.end(); ++i) {
+    if (*i == keep || held(*i))
+      continue;
+    bytes -= file(*i)->bytes;
+    out.push_back(*i);
+  }
+  return out;
+}
+
+std::vector<const ssd_file*>
+ssd_index::prefix_files(std::string_view ns,
+                        std::span<const token> tokens) const {
+  std::vector<const ssd_file*> out;
+  for (auto ref : index_.prefixes(ns, tokens))
+    out.push_back(&index_.handle(ref));
+  std::reverse(out.begin(), out.end());
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include "tiers/prefix_index.hpp"
 #include "tiers/ssd/entry_format.hpp"
 
+#include <functional>
 #include <list>
 #include <memory>
 #include <unordered_map>
@@ -90,6 +91,16 @@ public:
   /// `cap`, oldest first, never `keep`.
   std::vector<std::string> over_cap(uint64_t cap,
                                     const std::string& keep) const;
+
+  /// The same, skipping files `held` says may not go (delta parents).
+  std::vector<std::string>
+  over_cap(uint64_t cap, const std::string& keep,
+           const std::function<bool(const std::string&)>& held) const;
+
+  /// Prefix files of `ns` whose tokens are a prefix of `tokens` (itself
+  /// included when indexed), longest first.
+  std::vector<const ssd_file*>
+  prefix_files(std::string_view ns, std::span<const token> tokens) const;
 
   /// Every indexed prefix file (no checkpoint or object file).
   std::vector<saved_prefix> saved() const;

@@ -8,6 +8,7 @@
 #include "tiers/ssd/ssd_tier.hpp"
 
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <set>
 
@@ -51,6 +52,16 @@ struct write_io {
   /// Zeros up to the file length after trailing empty payloads.
   buffer_ref padding;
   file_ref out;
+  /// A delta candidate: the parent's name and its chain's headers, root
+  /// first (immutable, shared with the index). The prepare op proves the
+  /// entry's rows are the chain's (`holds_rows_of`) and then lays the
+  /// header out as a delta; `refused` when they are not (written whole).
+  std::string parent;
+  std::vector<std::shared_ptr<const entry_header>> chain;
+  std::string fingerprint;
+  uint32_t alignment = 0;
+  uint32_t checksum_chunk = 0;
+  bool refused = false;
 };
 
 struct ssd_tier::write_job {
@@ -66,6 +77,11 @@ struct ssd_tier::write_job {
   op_window window;
   bool created = false;
   bool renamed = false;
+  /// A delta whose parent left the index (or was rewritten) while it was
+  /// written: its file is unusable; removed, the item kept for a retry.
+  bool orphan = false;
+  /// The delta parent this write pins (empty: none).
+  std::string pinned;
   std::shared_ptr<write_io> io;
 };
 
@@ -73,9 +89,25 @@ struct ssd_tier::write_job {
 /// its reads are done, in parallel with the other reads.
 enum class read_step : uint8_t { open, data };
 
+/// One file of a restore's chain (a whole file alone, or a delta's files
+/// root first).
+struct read_link {
+  std::string name;
+  std::string path;
+  std::shared_ptr<const entry_header> header;
+  file_ref in;
+};
+
 struct read_io {
   file_system* fs = nullptr;
   std::string path;
+  /// The files read, root first; the last is the matched file (`header`).
+  std::vector<read_link> links;
+  /// Per payload restored: which link it is read from.
+  std::vector<size_t> link_of;
+  /// The link an open or a verification failed on (the file to blame);
+  /// verifications of several payloads run at once on the engine.
+  std::atomic<size_t> bad_link = SIZE_MAX;
   /// The running model's geometry and fingerprint, checked against the
   /// header as re-read at open (no geometry: no check).
   std::shared_ptr<const model_geometry> geometry;
@@ -97,6 +129,9 @@ struct ssd_tier::read_job {
   unsigned outstanding = 0;
   /// Reads left per payload; at zero that payload is verified.
   std::vector<unsigned> left;
+  /// Bytes asked for and read per payload (to blame a truncated file).
+  std::vector<uint64_t> want;
+  std::vector<uint64_t> got;
   op_window window;
   uint64_t expected = 0;
   uint64_t done = 0;

@@ -25,6 +25,9 @@ struct scan_report {
   uint64_t evicted = 0;
   /// Checkpoint files a removal record covered: removed, never indexed.
   uint64_t removed_by_record = 0;
+  /// Delta files whose parent is missing, was rewritten or is unusable
+  /// (whatever the listing order): removed, never indexed.
+  uint64_t broken_chains = 0;
   /// Removal records found (each a `.kvr` file).
   uint64_t records = 0;
 };
@@ -106,6 +109,20 @@ struct ssd_stats {
   /// Checkpoint removals not durably done right now.
   uint64_t removals_pending = 0;
   uint64_t bytes_read = 0;
+  /// Delta files made durable (each names a parent and holds only the rows
+  /// past it), and prefix writes that had a parent but were written whole
+  /// because the entry's shared rows did not hash to the parent chain's.
+  uint64_t delta_files = 0;
+  uint64_t delta_refused = 0;
+  /// Delta children removed because a file they depend on left (corrupt,
+  /// gone, erased, rewritten).
+  uint64_t chain_cascades = 0;
+  /// Prefix writes: bytes handed to the engine (header, payloads, padding)
+  /// and the ideal: for each write when it starts, its tokens beyond the
+  /// longest prefix of it already on SSD (any prefix file, also one that
+  /// serves it trimmed), times the entry's bytes per token.
+  uint64_t prefix_bytes_written = 0;
+  uint64_t new_token_bytes = 0;
 };
 
 } // namespace kvtier::tiers::ssd

@@ -2,11 +2,13 @@
 
 #include "tiers/ssd/ssd_jobs.hpp"
 
+#include "messages/assert.hpp"
 #include "messages/log.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <tuple>
 
 namespace kvtier::tiers::ssd {
@@ -25,8 +27,10 @@ caf::error check_header(const model_geometry& g, const std::string& fingerprint,
                         + std::to_string(g.layers.size()));
   for (size_t i = 0; i < h.layers.size(); ++i) {
     auto& l = h.layers[i];
-    layer_shape shape{l.kind, l.bytes_per_token, l.window, l.tokens,
-                      l.payload.length};
+    // A delta holds rows past its parent; its layer is the whole state.
+    auto length =
+      h.parent.empty() ? l.payload.length : l.tokens * l.bytes_per_token;
+    layer_shape shape{l.kind, l.bytes_per_token, l.window, l.tokens, length};
     if (auto err = g.check(i, shape))
       return make_error(ec::incompatible_format, context_of(err));
   }
@@ -106,6 +110,7 @@ caf::expected<scan_report> ssd_tier::open() {
   std::vector<scanned> found;
   for (auto& name : *names)
     scan_file(name, r, found);
+  resolve_chains(found, r);
   // Least recently used first, as each file's mtime recorded it (then
   // oldest write first): the LRU order from before the restart.
   std::sort(found.begin(), found.end(), [](auto& a, auto& b) {
@@ -114,11 +119,18 @@ caf::expected<scan_report> ssd_tier::open() {
   });
   for (auto& f : found) {
     last_stamp_ = std::max(last_stamp_, f.mtime);
-    index_.insert(std::move(f.file));
+    index_file(std::move(f.file));
   }
   finish_records(r);
   next_write_id_ = max_write_id_seen_ + 1;
-  for (auto& name : index_.over_cap(cfg_.byte_cap, {})) {
+  // Least recently used among the files nothing depends on, as after a
+  // write: a delta parent goes after its children.
+  auto is_held = [this](const std::string& n) { return pinned_or_parent(n); };
+  for (;;) {
+    auto over = index_.over_cap(cfg_.byte_cap, {}, is_held);
+    if (over.empty())
+      break;
+    auto& name = over.front(); // one at a time: its parent may be next
     forget(name, removal_reason::evicted);
     if (!fs_.remove(path(name)))
       ++r.evicted;
@@ -223,8 +235,10 @@ void ssd_tier::scan_file(const std::string& name, scan_report& r,
   }
   auto f = fs_.open(path(name), open_mode::read);
   auto h = f ? read_header(**f) : caf::expected<entry_header>{f.error()};
-  bool misnamed =
-    h && h->fingerprint == cfg_.fingerprint && file_name(h->key()) != name;
+  // A delta's name is checked once its parent gave it its first tokens
+  // (`resolve_chains`).
+  bool misnamed = h && h->fingerprint == cfg_.fingerprint && h->tokens_resolved
+                  && file_name(h->key()) != name;
   if ((!h && h.error() == ec::corrupt_data) || misnamed) {
     log("ssd: removing corrupt file " + name + ": "
         + (misnamed ? std::string{"misnamed"} : reason(h.error())));
@@ -255,6 +269,59 @@ void ssd_tier::scan_file(const std::string& name, scan_report& r,
      ssd_file{name, std::make_shared<const entry_header>(std::move(*h)),
               bytes}});
   ++r.loaded;
+}
+
+void ssd_tier::resolve_chains(std::vector<scanned>& found, scan_report& r) {
+  // Each delta is resolved against its parent, the parent first: by name
+  // and write id, never by the listing's order. Write ids strictly fall
+  // along a chain (the decoder checks parent write id < write id), so
+  // this ends.
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < found.size(); ++i)
+    by_name[found[i].file.name] = i;
+  enum class state : uint8_t { unknown, good, bad };
+  std::vector<state> st(found.size(), state::unknown);
+  std::vector<std::string> why(found.size());
+  std::function<bool(size_t)> resolve = [&](size_t i) -> bool {
+    if (st[i] != state::unknown)
+      return st[i] == state::good;
+    auto& f = found[i].file;
+    if (f.header->parent.empty()) {
+      st[i] = state::good;
+      return true;
+    }
+    auto p = by_name.find(f.header->parent);
+    if (p == by_name.end()) {
+      why[i] = "its parent " + f.header->parent + " is missing";
+    } else if (!resolve(p->second)) {
+      why[i] = "its parent " + f.header->parent + " is unusable";
+    } else {
+      auto h = std::make_shared<entry_header>(*f.header);
+      if (auto err = resolve_parent(*h, *found[p->second].file.header))
+        why[i] = context_of(err);
+      else if (file_name(h->key()) != f.name)
+        why[i] = "misnamed";
+      else
+        f.header = std::move(h);
+    }
+    st[i] = why[i].empty() ? state::good : state::bad;
+    return st[i] == state::good;
+  };
+  for (size_t i = 0; i < found.size(); ++i)
+    resolve(i); // every link first: a kept file is moved out below
+  std::vector<scanned> kept;
+  for (size_t i = 0; i < found.size(); ++i) {
+    if (st[i] == state::good) {
+      kept.push_back(std::move(found[i]));
+      continue;
+    }
+    auto& name = found[i].file.name;
+    log("ssd: removing delta file " + name + ": " + why[i]);
+    --r.loaded;
+    if (!fs_.remove(path(name)))
+      ++r.broken_chains;
+  }
+  found = std::move(kept);
 }
 
 uint64_t ssd_tier::stamp() {
@@ -561,12 +628,61 @@ const char* to_string(removal_reason r) {
 }
 
 void ssd_tier::forget(const std::string& name, removal_reason why) {
+  unindex(name, true, why, why);
+}
+
+std::optional<ssd_file> ssd_tier::unindex(const std::string& name, bool report,
+                                          removal_reason why,
+                                          removal_reason cascade) {
   auto f = index_.erase(name);
-  if (f && cfg_.on_remove) {
-    auto& h = *f->header;
+  if (!f)
+    return f;
+  auto& h = *f->header;
+  if (!h.parent.empty())
+    if (auto c = children_.find(h.parent); c != children_.end()) {
+      c->second.erase(name);
+      if (c->second.empty())
+        children_.erase(c);
+    }
+  if (report && cfg_.on_remove)
     cfg_.on_remove(remove_event{h.ns, h.tokens, why, f->bytes, h.kind,
                                 h.request, h.attempt});
+  // Its delta children were cut from this very file: they go with it.
+  if (auto c = children_.extract(name))
+    for (auto& child : c.mapped()) {
+      ++stats_.chain_cascades;
+      log("ssd: removing delta file " + child + ": its parent " + name
+          + " left (" + to_string(why) + ")");
+      remove_file(child, cascade);
+    }
+  return f;
+}
+
+void ssd_tier::index_file(ssd_file f) {
+  auto name = f.name;
+  auto parent = f.header->parent;
+  index_.insert(std::move(f));
+  if (!parent.empty())
+    children_[parent].insert(name);
+}
+
+bool ssd_tier::pinned_or_parent(const std::string& name) const {
+  return children_.count(name) > 0 || pins_.count(name) > 0;
+}
+
+std::vector<const ssd_file*> ssd_tier::chain_of(const std::string& name) const {
+  std::vector<const ssd_file*> out;
+  for (auto* f = index_.file(name); f != nullptr;) {
+    out.push_back(f);
+    if (f->header->parent.empty())
+      break;
+    f = index_.file(f->header->parent);
+    // An indexed delta's parent is indexed (a parent leaving takes its
+    // children along), so the walk ends at a whole file.
+    KVTIER_ASSERT(f != nullptr);
   }
+  std::reverse(out.begin(), out.end());
+  return out;
 }
 
 uint64_t ssd_tier::remove_file(const std::string& name, removal_reason why) {

@@ -21,7 +21,13 @@
 // the LRU order survives a restart. The owner may change the cap live
 // (`set_byte_cap`). A trimmable prefix file, once durable, supersedes its
 // stored prefix-ancestors' files in its namespace (removed, reported), as
-// RAM supersedes entries. Every
+// RAM supersedes entries. With `delta_files`, a prefix entry whose shared
+// rows are proven to be a stored file's (the very buffers a restore read or
+// a write wrote from, or equal checksums) is written as a delta naming that
+// parent and holding only its own rows; restores read the chain; a parent
+// is never evicted or superseded while a child or a running write depends
+// on it, and a parent that leaves (or is rewritten) takes its children
+// along, reported (docs/ssd-format.md, "Delta files"). Every
 // header says its key kind (tiers/storage_key.hpp): prompt lookups see
 // prefix files only; checkpoint files are found by exact key and listed by
 // `checkpoint_files`; object files (exact tensor objects, their tensors as
@@ -70,6 +76,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 namespace kvtier::tiers::ssd {
 
@@ -182,6 +189,17 @@ struct ssd_config {
   /// stream per file lets kernel readahead work; concurrent reads of one
   /// file measured 45-65% of a sequential raw read here, one 65-100%.
   uint32_t ops_per_entry = 1;
+  /// Delta files (docs/ssd-format.md, "Delta files"): a prefix entry that
+  /// extends a durable prefix file of its namespace is written as a file
+  /// naming that parent and holding only the rows past it, when every
+  /// layer is kv and the entry's shared rows hash to the parent chain's
+  /// checksums. False: every file is written whole (as before format 3).
+  /// The service sets it from `ssd-tier.delta-files` (default true).
+  bool delta_files = false;
+  /// Most files one restore may read (a delta's chain, itself included);
+  /// a delta that would make a longer chain is written whole. At least 1
+  /// (1: no deltas).
+  uint32_t max_chain = 8;
   /// Wall time in nanoseconds since the epoch, for the recency stamps the
   /// tier records in each file's mtime; the system clock when empty.
   std::function<uint64_t()> clock;
@@ -448,6 +466,8 @@ private:
                    uint64_t len);
   void write_done(write_job& job);
   void write_failed(write_job& job);
+  /// Lets go of the delta parent `job` pinned, if any.
+  void unpin(write_job& job);
   void on_write(uint64_t tag, io_completion& c);
   /// Evicts over the cap (never `keep` unless it alone is over it); the
   /// unlinks' chore tags go to `tags` when given.
@@ -506,6 +526,10 @@ private:
   };
   void scan_file(const std::string& name, scan_report& r,
                  std::vector<scanned>& found);
+  /// The scan's second pass: resolves delta files against their parents
+  /// (tokens, write ids), dropping broken links, in an order that does not
+  /// depend on the listing.
+  void resolve_chains(std::vector<scanned>& found, scan_report& r);
   /// The next recency stamp: the clock, but above every stamp issued or
   /// seen, so stamps increase across restarts whatever the clock does.
   uint64_t stamp();
@@ -515,8 +539,44 @@ private:
   void touch_file(const std::string& name);
   void submit_touch(const std::string& name, uint64_t ns);
   void touch_done(uint64_t tag, const io_completion& c);
-  /// Drops `name` from the index and reports it (`on_remove`).
+  /// Drops `name` from the index and reports it (`on_remove`); its delta
+  /// children go with it (`remove_file`, reported with the same reason).
   void forget(const std::string& name, removal_reason why);
+  /// Drops `name` from the index (reported when `report`), from its
+  /// parent's children, and removes its children (`cascade` reason).
+  std::optional<ssd_file> unindex(const std::string& name, bool report,
+                                  removal_reason why, removal_reason cascade);
+  /// Indexes a durable file and links it to its parent.
+  void index_file(ssd_file f);
+  /// Whether `name` may not leave for the cap or a supersession: a live
+  /// delta child or a delta write in flight depends on it.
+  bool pinned_or_parent(const std::string& name) const;
+  /// The files a restore of `name` reads, root first (itself last).
+  std::vector<const ssd_file*> chain_of(const std::string& name) const;
+  /// A delta's parent and how many of its rows the child leaves to its
+  /// chain (`start_write`).
+  struct delta_choice {
+    const ssd_file* parent = nullptr;
+    uint64_t tokens = 0;
+    /// The chain root..parent as the child would read it.
+    std::vector<const ssd_file*> chain;
+  };
+  delta_choice delta_parent(const entry& e) const;
+  /// Whether every kv row [0, c.tokens) of `e` is a view of a buffer a
+  /// restore read from the very link of `c.chain` that serves that row.
+  bool proven_by_origin(const entry& e, const delta_choice& c) const;
+  /// Records that byte 0 of `buf` is row `first_row` of layer `layer` of
+  /// the file `name` written with `write_id` (buffers a restore read, and
+  /// the buffers a durable write wrote that file's rows from).
+  void remember_origin(const buffer_ref& buf, const std::string& name,
+                       uint64_t write_id, size_t layer, uint64_t first_row);
+  /// `remember_origin` for every kv row a durable write put in its file.
+  void remember_written(const std::string& name, const entry_header& h,
+                        const entry& e);
+  /// Counts the ideal bytes of a prefix write starting now
+  /// (`ssd_stats::new_token_bytes`).
+  void count_new_tokens(const entry& e);
+
   /// `forget`, then unlinks the file on the engine.
   /// Returns the unlink's chore tag (0: left to a write of the name).
   uint64_t remove_file(const std::string& name, removal_reason why);
@@ -598,6 +658,22 @@ private:
   std::map<std::string, found_record> found_records_;
   uint64_t max_write_id_seen_ = 0;
   std::vector<flush_callback> flushes_;
+  /// Delta files: indexed children by parent name, and parents of delta
+  /// writes in flight (pinned: not evicted or superseded meanwhile).
+  std::map<std::string, std::set<std::string>> children_;
+  std::map<std::string, unsigned> pins_;
+  /// Buffers restores read, by buffer id (ids are never reused): which
+  /// file (name and write id), layer and first row they hold. Pruned as
+  /// the buffers die.
+  struct row_origin {
+    std::string name;
+    uint64_t write_id = 0;
+    size_t layer = 0;
+    uint64_t first_row = 0;
+    std::weak_ptr<const buffer> buf;
+  };
+  std::unordered_map<uint64_t, std::vector<row_origin>> origins_;
+  size_t origins_pruned_at_ = 0;
   /// Dropped and given-up counts at the last flush report.
   uint64_t dropped_at_flush_ = 0;
   uint64_t given_up_at_flush_ = 0;

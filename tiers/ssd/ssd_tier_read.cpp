@@ -21,8 +21,12 @@ std::optional<entry> ssd_tier::queued(const storage_key& key) const {
 
 void ssd_tier::restore(const ssd_match& m, restore_callback cb) {
   read_key key{m.name, m.length};
-  index_.touch(m.name);
-  touch_file(m.name);
+  // A delta's chain is used with it: root first, so it stays the most
+  // recent and its ancestors just behind it.
+  for (auto* link : chain_of(m.name)) {
+    index_.touch(link->name);
+    touch_file(link->name);
+  }
   if (auto h = held_.find(key); h != held_.end()) {
     ++stats_.coalesced;
     cb(h->second.state);
@@ -50,8 +54,10 @@ std::optional<uint64_t> ssd_tier::prefetch(const ssd_match& m,
   if (closed_ || m.length <= better_than)
     return std::nullopt; // closed: nothing is held for a lease any more
   read_key key{m.name, m.length};
-  index_.touch(m.name);
-  touch_file(m.name);
+  for (auto* link : chain_of(m.name)) {
+    index_.touch(link->name);
+    touch_file(link->name);
+  }
   auto lease = next_lease_++;
   leases_.emplace(lease, key);
   if (auto h = held_.find(key); h != held_.end()) {
@@ -99,15 +105,49 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
   io->geometry = geometry_;
   io->fingerprint = cfg_.fingerprint;
   io->header = m.header;
-  auto& h = *m.header;
-  for (auto& l : h.layers) {
-    io->payloads.push_back(&l.payload);
-    io->need.push_back(restore_bytes(l, m.length));
+  auto p = m.length;
+  // The files holding rows [0, p): a whole file alone, or the delta chain
+  // up to the link that holds row p - 1 (a partial restore may stop early).
+  auto chain = chain_of(m.name);
+  if (chain.empty() || chain.back()->header != m.header)
+    chain.assign(1, nullptr); // not indexed as matched: read it alone
+  for (auto* f : chain) {
+    auto h = f ? f->header : m.header;
+    if (h->parent_tokens >= p && !io->links.empty())
+      break;
+    io->links.push_back(
+      {f ? f->name : m.name, path(f ? f->name : m.name), h, {}});
   }
-  if (m.length == h.tokens.size())
+  auto& h = *m.header;
+  if (io->links.size() == 1 && io->links[0].header == m.header) {
+    for (auto& l : h.layers) {
+      io->payloads.push_back(&l.payload);
+      io->need.push_back(restore_bytes(l, p));
+      io->link_of.push_back(0);
+    }
+  } else {
+    // Link-major, so each file is read in its own order; every layer is
+    // kv (the decoder refuses anything else in a delta).
+    for (size_t k = 0; k < io->links.size(); ++k) {
+      auto& lh = *io->links[k].header;
+      // A link serves rows from its own start up to where the next link
+      // starts (a child may branch off inside its parent).
+      auto lo = lh.parent_tokens;
+      auto hi = std::min<uint64_t>(p, lh.tokens.size());
+      if (k + 1 < io->links.size())
+        hi = std::min(hi, io->links[k + 1].header->parent_tokens);
+      for (auto& l : lh.layers) {
+        io->payloads.push_back(&l.payload);
+        io->need.push_back((hi - lo) * l.bytes_per_token);
+        io->link_of.push_back(k);
+      }
+    }
+  }
+  if (p == h.tokens.size())
     for (auto& a : h.attachments) {
       io->payloads.push_back(&a.payload);
       io->need.push_back(a.payload.length);
+      io->link_of.push_back(io->links.size() - 1);
     }
   job->io = io;
   ++stats_.reads;
@@ -120,20 +160,29 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
   op.tag = op_tag(ref.tag, 0);
   op.keep = io;
   op.call = [io] {
-    auto f = io->fs->open(io->path, open_mode::read);
-    if (!f)
-      return f.error();
-    auto h = read_header(**f);
-    if (!h)
-      return h.error();
-    // Every restore is checked against the running model, on the header
-    // as it is now: a file of another model is never served.
-    if (io->geometry)
-      if (auto err = check_header(*io->geometry, io->fingerprint, *h))
-        return err;
-    if (h->header_sum != io->header->header_sum)
-      return make_error(ec::not_found, "file replaced since it was indexed");
-    io->in = std::move(*f);
+    // A chain starts at a whole file; a delta read alone (its chain left
+    // the index meanwhile) has nothing to stand on.
+    if (io->links.front().header->parent_tokens > 0)
+      return make_error(ec::not_found, "its delta chain left the index");
+    for (size_t k = 0; k < io->links.size(); ++k) {
+      auto& link = io->links[k];
+      io->bad_link = k;
+      auto f = io->fs->open(link.path, open_mode::read);
+      if (!f)
+        return f.error();
+      auto h = read_header(**f);
+      if (!h)
+        return h.error();
+      // Every restore is checked against the running model, on the header
+      // as it is now: a file of another model is never served.
+      if (io->geometry)
+        if (auto err = check_header(*io->geometry, io->fingerprint, *h))
+          return err;
+      if (h->header_sum != link.header->header_sum)
+        return make_error(ec::not_found, "file replaced since it was indexed");
+      link.in = std::move(*f);
+    }
+    io->bad_link = SIZE_MAX;
     return caf::error{};
   };
   submit(std::move(op));
@@ -143,20 +192,24 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
 void ssd_tier::read_stage(read_job& job) {
   auto& io = *job.io;
   job.left.assign(io.payloads.size(), 0);
+  job.want.assign(io.payloads.size(), 0);
+  job.got.assign(io.payloads.size(), 0);
   for (size_t i = 0; i < io.payloads.size(); ++i) {
     auto& p = *io.payloads[i];
-    auto len = read_length(*io.header, p, io.need[i]);
+    auto& link = io.links[io.link_of[i]];
+    auto len = read_length(*link.header, p, io.need[i]);
     // Mapped, not yet populated: clearing a large restore's fresh pages
     // before its first read would add that time to every cold restore.
     io.bufs.emplace_back(len, cfg_.alignment, populate_when::later);
     auto* dst = io.bufs.back().data();
+    job.want[i] = len;
     for (uint64_t done = 0; done < len;) {
       auto n = std::min<uint64_t>(len - done, cfg_.max_op_bytes);
       ++job.outstanding;
       ++job.left[i];
       job.expected += n;
       job.window.backlog.push_back(io_op{io_kind::read,
-                                         io.in,
+                                         link.in,
                                          p.offset + done,
                                          dst + done,
                                          n,
@@ -204,7 +257,12 @@ void ssd_tier::verify_payload(read_job& job, size_t i) {
   op.tag = op_tag(job.tag, 0);
   op.keep = job.io;
   op.call = [io = job.io, i] {
-    return verify(*io->header, *io->payloads[i], io->bufs[i].bytes());
+    auto k = io->link_of[i];
+    auto err =
+      verify(*io->links[k].header, *io->payloads[i], io->bufs[i].bytes());
+    if (err)
+      io->bad_link = k; // the file to blame
+    return err;
   };
   submit(std::move(op));
 }
@@ -217,6 +275,7 @@ void ssd_tier::on_read(uint64_t tag, io_completion& c) {
   if (c.err && !job.err)
     job.err = std::move(c.err);
   if (sub > 0) {
+    job.got[sub - 1] += c.bytes;
     --job.window.running;
     if (job.err || job.cancelled) {
       job.io->stop.store(true, std::memory_order_relaxed);
@@ -233,10 +292,16 @@ void ssd_tier::on_read(uint64_t tag, io_completion& c) {
     reads_.erase(tag); // buffers go with it
     return;
   }
-  if (!job.err && job.done < job.expected)
+  if (!job.err && job.done < job.expected) {
     job.err = make_error(ec::corrupt_data,
                          "truncated: read " + std::to_string(job.done) + " of "
                            + std::to_string(job.expected) + " bytes");
+    for (size_t i = 0; i < job.got.size(); ++i)
+      if (job.got[i] < job.want[i]) {
+        job.io->bad_link = job.io->link_of[i];
+        break;
+      }
+  }
   if (job.err) {
     read_failed(job);
     return;
@@ -260,21 +325,33 @@ void ssd_tier::read_done(read_job& job) {
   e.ns = h.ns;
   e.session = h.session;
   e.tokens.assign(h.tokens.begin(), h.tokens.begin() + p);
-  size_t i = 0;
-  auto take = [&] {
+  auto take = [&](size_t i) {
     auto b = std::move(io.bufs[i]).freeze();
-    auto v = view{std::move(b), 0, io.need[i]};
-    ++i;
-    return std::vector<view>{std::move(v)};
+    return view{std::move(b), 0, io.need[i]};
   };
-  for (auto& l : h.layers) {
-    auto tokens = l.kind == layer_kind::object ? l.tokens : p;
-    e.layers.push_back(layer_state{l.kind, l.bytes_per_token, l.window, tokens,
-                                   l.min_offset, take()});
+  // Payload i of link k, layer l is at k * layers + l (link-major); a
+  // layer's rows are its links' pieces in chain order.
+  auto layers = h.layers.size();
+  for (size_t l = 0; l < layers; ++l) {
+    auto& li = h.layers[l];
+    std::vector<view> segs;
+    for (size_t k = 0; k < io.links.size(); ++k) {
+      segs.push_back(take(k * layers + l));
+      // Where these rows came from: a later write of an entry extended
+      // from them may leave them to this file (`proven_by_origin`).
+      if (li.kind == layer_kind::kv && segs.back().buf && cfg_.delta_files)
+        remember_origin(segs.back().buf, io.links[k].name,
+                        io.links[k].header->write_id, l,
+                        io.links[k].header->parent_tokens);
+    }
+    auto tokens = li.kind == layer_kind::object ? li.tokens : p;
+    e.layers.push_back(layer_state{li.kind, li.bytes_per_token, li.window,
+                                   tokens, li.min_offset, std::move(segs)});
   }
   if (p == h.tokens.size())
-    for (auto& a : h.attachments)
-      e.attachments.push_back(attachment{a.name, take()});
+    for (size_t a = 0; a < h.attachments.size(); ++a)
+      e.attachments.push_back(attachment{h.attachments[a].name,
+                                         {take(io.links.size() * layers + a)}});
   ++stats_.restores_ok;
   auto waiters = std::move(job.waiters);
   if (job.leases > 0)
@@ -287,9 +364,15 @@ void ssd_tier::read_done(read_job& job) {
 
 void ssd_tier::read_failed(read_job& job) {
   auto err = std::move(job.err);
-  auto& name = job.key.name;
+  // The file to blame: the link an open or a verification failed on (a
+  // delta's parent, say), else the matched file. Removing or forgetting a
+  // link takes its children along: the chain is never served in part.
+  size_t k = job.io->bad_link;
+  if (k >= job.io->links.size())
+    k = job.io->links.size() - 1;
+  auto name = job.io->links[k].name;
   auto* f = index_.file(name);
-  bool same = f && f->header->header_sum == job.io->header->header_sum;
+  bool same = f && f->header->header_sum == job.io->links[k].header->header_sum;
   if (same && err == ec::corrupt_data) {
     log("ssd: removing corrupt file " + name + ": " + reason(err));
     ++stats_.corrupt_removed;

@@ -2,6 +2,7 @@
 // payload writes -> fsync -> rename -> directory fsync -> index.
 #include "tiers/ssd/ssd_jobs.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace kvtier::tiers::ssd {
@@ -145,6 +146,33 @@ void ssd_tier::start_write(write_item& item) {
   io->header.request = item.request;
   io->header.attempt = item.attempt;
   io->header.write_id = next_write_id_++;
+  if (item.kind == key_kind::prefix) {
+    count_new_tokens(item.state);
+    auto c = delta_parent(item.state);
+    if (c.parent && proven_by_origin(item.state, c)) {
+      // The shared rows are the very buffers read from the chain: a delta.
+      auto h = layout(item.state, cfg_.fingerprint, cfg_.alignment,
+                      cfg_.checksum_chunk, c.parent->name, c.tokens);
+      h.write_id = io->header.write_id;
+      h.parent_write_id = c.parent->header->write_id;
+      io->header = std::move(h);
+    } else if (c.parent && c.tokens == c.parent->header->tokens.size()) {
+      // A strict prefix file: the prepare op proves the shared rows by
+      // their checksums and lays the header out.
+      for (auto* link : c.chain)
+        io->chain.push_back(link->header);
+      io->fingerprint = cfg_.fingerprint;
+      io->alignment = cfg_.alignment;
+      io->checksum_chunk = cfg_.checksum_chunk;
+    } else {
+      c.parent = nullptr; // nothing proves the rows: whole
+    }
+    if (c.parent) {
+      io->parent = c.parent->name;
+      ++pins_[c.parent->name];
+      job->pinned = c.parent->name;
+    }
+  }
   job->io = io;
   auto& ref = *job;
   writes_.emplace(job->tag, std::move(job));
@@ -154,10 +182,161 @@ void ssd_tier::start_write(write_item& item) {
     if (!f)
       return f.error();
     io->out = std::move(*f);
+    if (!io->chain.empty()) {
+      // Wrong state is the worst failure: the file may leave rows to its
+      // parent chain only when the entry's own rows are those very bytes.
+      bool same =
+        std::all_of(io->chain.begin(), io->chain.end(), [&](auto& link) {
+          return holds_rows_of(io->state, *link);
+        });
+      if (same) {
+        auto& parent = *io->chain.back();
+        auto h = layout(io->state, io->fingerprint, io->alignment,
+                        io->checksum_chunk, io->parent, parent.tokens.size());
+        h.kind = io->header.kind;
+        h.write_id = io->header.write_id;
+        h.parent_write_id = parent.write_id;
+        io->header = std::move(h);
+      } else {
+        io->refused = true;
+      }
+    }
     return caf::error{};
   });
   op.keep = io;
   submit(std::move(op));
+}
+
+ssd_tier::delta_choice ssd_tier::delta_parent(const entry& e) const {
+  delta_choice c;
+  if (!cfg_.delta_files || cfg_.max_chain < 2)
+    return c;
+  for (auto& l : e.layers)
+    if (l.kind != layer_kind::kv)
+      return c; // only kv rows can be left to a parent
+  // The file sharing the longest prefix with the entry (a strict prefix
+  // file, or one the entry branches off inside), and of its chain the
+  // links that serve rows below that length.
+  auto m = index_.find(e.tokens, e.ns);
+  if (!m || m->length == 0 || m->length >= e.tokens.size()
+      || m->name == file_name(e.ns, e.tokens))
+    return c; // nothing shared, or a rewrite of the key itself: whole
+  for (auto* link : chain_of(m->name)) {
+    if (!c.chain.empty() && link->header->parent_tokens >= m->length)
+      break;
+    c.chain.push_back(link);
+  }
+  if (c.chain.empty() || c.chain.size() + 1 > cfg_.max_chain)
+    return {}; // at the chain bound: written whole
+  c.parent = c.chain.back();
+  c.tokens = m->length;
+  return c;
+}
+
+void ssd_tier::remember_origin(const buffer_ref& buf, const std::string& name,
+                               uint64_t write_id, size_t layer,
+                               uint64_t first_row) {
+  auto& v = origins_[buf->id()];
+  v.push_back(row_origin{name, write_id, layer, first_row, buf});
+  if (v.size() > 4)
+    v.erase(v.begin()); // the newest files a buffer went to are enough
+  // Prune the dead now and then: amortized O(1) per buffer remembered.
+  if (origins_.size() >= 2 * origins_pruned_at_ + 64) {
+    std::erase_if(origins_, [](auto& kv) {
+      return kv.second.empty() || kv.second.front().buf.expired();
+    });
+    origins_pruned_at_ = origins_.size();
+  }
+}
+
+void ssd_tier::remember_written(const std::string& name, const entry_header& h,
+                                const entry& e) {
+  for (size_t l = 0; l < e.layers.size() && l < h.layers.size(); ++l) {
+    auto& layer = e.layers[l];
+    uint64_t bpt = layer.bytes_per_token;
+    if (layer.kind != layer_kind::kv || bpt == 0)
+      continue;
+    uint64_t row = 0;
+    for (auto& seg : layer.segments) {
+      if (!seg.buf || seg.offset % bpt != 0 || seg.length % bpt != 0)
+        break;
+      // Only the rows this file holds (a delta's start past its parent).
+      if (row + seg.length / bpt > h.parent_tokens)
+        remember_origin(seg.buf, name, h.write_id, l, row - seg.offset / bpt);
+      row += seg.length / bpt;
+    }
+  }
+}
+
+bool ssd_tier::proven_by_origin(const entry& e, const delta_choice& c) const {
+  // Buffers are immutable and their ids never reused: a view of a buffer
+  // a restore read from file X at write id W, or a write wrote X's rows
+  // from, holds X's bytes. Each row [0, c.tokens) must be one of the link
+  // that serves it in the chain the child names (a row of another link,
+  // or past a link's cut, could be another branch's bytes).
+  for (size_t l = 0; l < e.layers.size(); ++l) {
+    auto& layer = e.layers[l];
+    uint64_t bpt = layer.bytes_per_token;
+    if (bpt == 0)
+      return false;
+    uint64_t pos = 0;
+    for (auto& seg : layer.segments) {
+      if (pos >= c.tokens)
+        break;
+      if (!seg.buf || seg.offset % bpt != 0 || seg.length % bpt != 0)
+        return false;
+      auto o = origins_.find(seg.buf->id());
+      if (o == origins_.end())
+        return false;
+      // The segment starts at row `seg_row`, byte seg.offset of its buffer.
+      auto seg_row = pos;
+      auto seg_end = std::min(pos + seg.length / bpt, c.tokens);
+      while (pos < seg_end) {
+        size_t i = c.chain.size();
+        while (i > 0 && c.chain[i - 1]->header->parent_tokens > pos)
+          --i;
+        if (i == 0)
+          return false;
+        auto* link = c.chain[i - 1];
+        uint64_t cut =
+          i < c.chain.size() ? c.chain[i]->header->parent_tokens : c.tokens;
+        bool known = std::any_of(
+          o->second.begin(), o->second.end(), [&](const row_origin& r) {
+            return r.name == link->name && r.write_id == link->header->write_id
+                   && r.layer == l && r.first_row + seg.offset / bpt == seg_row;
+          });
+        if (!known)
+          return false;
+        pos = std::min(seg_end, cut);
+      }
+    }
+    if (pos < c.tokens)
+      return false;
+  }
+  return true;
+}
+
+void ssd_tier::count_new_tokens(const entry& e) {
+  uint64_t bpt = 0;
+  for (auto& l : e.layers)
+    if (l.kind == layer_kind::kv || l.kind == layer_kind::ring)
+      bpt += l.bytes_per_token;
+  uint64_t known = 0;
+  auto files = index_.prefix_files(e.ns, e.tokens);
+  if (!files.empty())
+    known = files.front()->header->tokens.size();
+  if (auto m = index_.find(e.tokens, e.ns))
+    known = std::max(known, m->length);
+  stats_.new_token_bytes += (e.tokens.size() - known) * bpt;
+}
+
+void ssd_tier::unpin(write_job& job) {
+  if (job.pinned.empty())
+    return;
+  auto p = pins_.find(job.pinned);
+  if (p != pins_.end() && --p->second == 0)
+    pins_.erase(p);
+  job.pinned.clear();
 }
 
 void ssd_tier::write_range(write_job& job, uint64_t off, const std::byte* p,
@@ -227,7 +406,8 @@ void ssd_tier::write_stage(write_job& job) {
       op.keep = job.io;
       submit(std::move(op));
       for (size_t i = 0; i < io.state.layers.size(); ++i)
-        payload(io.header.layers[i].payload, io.state.layers[i].segments);
+        payload(io.header.layers[i].payload,
+                payload_segments(io.header, io.state, i));
       for (size_t i = 0; i < io.state.attachments.size(); ++i)
         payload(io.header.attachments[i].payload,
                 io.state.attachments[i].segments);
@@ -267,8 +447,9 @@ void ssd_tier::on_write(uint64_t tag, io_completion& c) {
     job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
   }
   if (sub == 1 && !job.err) { // checksums known: the header can go
+    // Its own bytes only: the zeros up to the first payload are a hole.
     auto& hb = job.io->header_bytes;
-    write_range(job, 0, hb->data(), hb->size());
+    write_range(job, 0, hb->data(), job.io->header.header_length);
   }
   if (job.outstanding > 0)
     return;
@@ -281,15 +462,42 @@ void ssd_tier::on_write(uint64_t tag, io_completion& c) {
     return;
   }
   switch (job.stage) {
-    case write_step::prepare: job.created = true; break;
+    case write_step::prepare:
+      job.created = true;
+      if (job.io->refused) {
+        ++stats_.delta_refused;
+        log("ssd: writing " + job.name
+            + " whole: its rows differ from its "
+              "parent "
+            + job.io->parent + "'s");
+        unpin(job);
+      }
+      break;
     case write_step::data: break;
     case write_step::sync: job.io->out.reset(); break; // closes the file
     case write_step::rename:
       job.renamed = true;
-      // The older file of this key is gone from disk: forget it now.
-      index_.erase(job.name);
+      // The older file of this key is gone from disk: forget it now (its
+      // delta children were cut from it: they go, reported gone).
+      unindex(job.name, false, removal_reason::gone, removal_reason::gone);
       break;
-    case write_step::sync_dir: write_done(job); return;
+    case write_step::sync_dir:
+      if (!job.io->header.parent.empty()) {
+        auto* p = index_.file(job.io->header.parent);
+        if (!p || p->header->write_id != job.io->header.parent_write_id) {
+          // Its parent left (or was rewritten) while it was written: the
+          // file names bytes that are gone. Not stored; a retry writes it
+          // again, whole or over another parent.
+          job.orphan = true;
+          job.err =
+            make_error(ec::io_error, "its delta parent " + job.io->header.parent
+                                       + " left during the write");
+          write_failed(job);
+          return;
+        }
+      }
+      write_done(job);
+      return;
   }
   job.stage = static_cast<write_step>(static_cast<int>(job.stage) + 1);
   job.done = job.expected = 0;
@@ -300,7 +508,22 @@ void ssd_tier::write_done(write_job& job) {
   auto header = std::make_shared<const entry_header>(job.io->header);
   auto bytes = header->file_length;
   auto name = job.name;
-  index_.insert(ssd_file{name, std::move(header), bytes});
+  if (header->kind == key_kind::prefix) {
+    uint64_t handed = header->header_length;
+    for (auto& l : header->layers)
+      handed += l.payload.length;
+    for (auto& a : header->attachments)
+      handed += a.payload.length;
+    if (job.io->padding)
+      handed += job.io->padding->size();
+    stats_.prefix_bytes_written += handed;
+  }
+  if (!header->parent.empty())
+    ++stats_.delta_files;
+  if (header->kind == key_kind::prefix && cfg_.delta_files)
+    remember_written(name, *header, job.io->state);
+  unpin(job);
+  index_file(ssd_file{name, std::move(header), bytes});
   touch_file(name); // the most recently used, also after a restart
   ++stats_.writes_ok;
   stats_.bytes_written += bytes;
@@ -347,14 +570,18 @@ void ssd_tier::write_failed(write_job& job) {
   auto err =
     make_error(code, std::string{"write failed at "} + to_string(job.stage)
                        + ": " + context_of(job.err));
+  unpin(job);
   bool covered = covered_write_finished(job.tag, job.name, job.renamed);
-  if (job.renamed && !covered) {
+  bool orphan = job.orphan && job.renamed && !covered;
+  if (job.renamed && !covered && !job.orphan) {
     // Only the directory sync failed: the file is whole and readable under
     // its final name, so serve it; the item stays queued until a retry
     // makes the name durable.
     auto header = std::make_shared<const entry_header>(job.io->header);
     auto bytes = header->file_length;
-    index_.insert(ssd_file{job.name, std::move(header), bytes});
+    index_file(ssd_file{job.name, std::move(header), bytes});
+  } else if (job.renamed) {
+    // An orphaned delta (below) or a covered write: not served.
   } else if (job.created) {
     auto tag = next_tag_++;
     chore_what_[tag] = "remove temp file " + job.io->temp_path;
@@ -390,6 +617,8 @@ void ssd_tier::write_failed(write_job& job) {
     if (closed_)
       abandon(id); // no retry will come: released, not kept
   }
+  if (orphan)
+    remove_file(name, removal_reason::gone); // never indexed: no report
   pump();
   resume_removals();
   maybe_finish_flush();
@@ -397,6 +626,10 @@ void ssd_tier::write_failed(write_job& job) {
 
 void ssd_tier::supersede_ancestors(const std::string& name) {
   for (auto& a : index_.superseded_by(name)) {
+    // A delta parent (of this file or another) serves its children's
+    // rows: it stays; it goes by the cap once it has none.
+    if (pinned_or_parent(a))
+      continue;
     ++stats_.files_superseded;
     remove_file(a, removal_reason::superseded);
   }
@@ -410,12 +643,22 @@ void ssd_tier::evict_over_cap(const std::string& keep,
     if (tags && tag != 0)
       tags->insert(tag);
   };
-  for (auto& name : index_.over_cap(cfg_.byte_cap, keep))
-    evict(name);
+  // Least recently used among the files nothing depends on, one at a
+  // time: a delta parent becomes a candidate once its last child went.
+  auto is_held = [this](const std::string& n) { return pinned_or_parent(n); };
+  for (;;) {
+    auto names = index_.over_cap(cfg_.byte_cap, keep, is_held);
+    if (names.empty())
+      break;
+    evict(names.front());
+  }
   // The file just written alone over a cap lowered since it was queued:
   // it goes too, so the files stay under the cap.
-  if (index_.bytes() > cfg_.byte_cap && !keep.empty() && index_.file(keep))
+  if (index_.bytes() > cfg_.byte_cap && !keep.empty() && index_.file(keep)
+      && !pinned_or_parent(keep)) {
     evict(keep);
+    evict_over_cap({}, tags); // its parents may go now
+  }
 }
 
 uint64_t ssd_tier::set_byte_cap(uint64_t bytes,
