@@ -338,6 +338,13 @@ uint64_t ssd_tier::stamp() {
   return last_stamp_;
 }
 
+void ssd_tier::use_chain(const std::string& name) {
+  for (auto* link : chain_of(name)) {
+    index_.touch(link->name);
+    touch_file(link->name);
+  }
+}
+
 void ssd_tier::touch_file(const std::string& name) {
   auto ns = stamp();
   auto [t, fresh] = touching_.try_emplace(name);
@@ -683,6 +690,15 @@ std::vector<const ssd_file*> ssd_tier::chain_of(const std::string& name) const {
   }
   std::reverse(out.begin(), out.end());
   return out;
+}
+
+std::vector<const ssd_file*>
+ssd_tier::serving_below(std::vector<const ssd_file*> chain, uint64_t p) {
+  size_t n = 0;
+  while (n < chain.size() && (n == 0 || chain[n]->header->parent_tokens < p))
+    ++n;
+  chain.resize(n);
+  return chain;
 }
 
 uint64_t ssd_tier::remove_file(const std::string& name, removal_reason why) {

@@ -537,6 +537,10 @@ private:
   /// name runs at a time; a newer one waits for it). Advisory: a failure
   /// is logged and changes nothing else.
   void touch_file(const std::string& name);
+  /// A restore's or prefetch's use of `name`: every link of its chain is
+  /// made the most recently used, root first, in the index and its mtime,
+  /// so the file stays the most recent and its ancestors just behind it.
+  void use_chain(const std::string& name);
   void submit_touch(const std::string& name, uint64_t ns);
   void touch_done(uint64_t tag, const io_completion& c);
   /// Drops `name` from the index and reports it (`on_remove`); its delta
@@ -553,6 +557,10 @@ private:
   bool pinned_or_parent(const std::string& name) const;
   /// The files a restore of `name` reads, root first (itself last).
   std::vector<const ssd_file*> chain_of(const std::string& name) const;
+  /// The first links of `chain` (root first) that serve rows below `p`: up
+  /// to the link holding row p - 1, the root at least.
+  static std::vector<const ssd_file*>
+  serving_below(std::vector<const ssd_file*> chain, uint64_t p);
   /// A delta's parent and how many of its rows the child leaves to its
   /// chain (`start_write`).
   struct delta_choice {

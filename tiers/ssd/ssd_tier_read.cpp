@@ -21,12 +21,7 @@ std::optional<entry> ssd_tier::queued(const storage_key& key) const {
 
 void ssd_tier::restore(const ssd_match& m, restore_callback cb) {
   read_key key{m.name, m.length};
-  // A delta's chain is used with it: root first, so it stays the most
-  // recent and its ancestors just behind it.
-  for (auto* link : chain_of(m.name)) {
-    index_.touch(link->name);
-    touch_file(link->name);
-  }
+  use_chain(m.name);
   if (auto h = held_.find(key); h != held_.end()) {
     ++stats_.coalesced;
     cb(h->second.state);
@@ -54,10 +49,7 @@ std::optional<uint64_t> ssd_tier::prefetch(const ssd_match& m,
   if (closed_ || m.length <= better_than)
     return std::nullopt; // closed: nothing is held for a lease any more
   read_key key{m.name, m.length};
-  for (auto* link : chain_of(m.name)) {
-    index_.touch(link->name);
-    touch_file(link->name);
-  }
+  use_chain(m.name);
   auto lease = next_lease_++;
   leases_.emplace(lease, key);
   if (auto h = held_.find(key); h != held_.end()) {
@@ -110,14 +102,10 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
   // up to the link that holds row p - 1 (a partial restore may stop early).
   auto chain = chain_of(m.name);
   if (chain.empty() || chain.back()->header != m.header)
-    chain.assign(1, nullptr); // not indexed as matched: read it alone
-  for (auto* f : chain) {
-    auto h = f ? f->header : m.header;
-    if (h->parent_tokens >= p && !io->links.empty())
-      break;
-    io->links.push_back(
-      {f ? f->name : m.name, path(f ? f->name : m.name), h, {}});
-  }
+    io->links.push_back({m.name, path(m.name), m.header, {}}); // read alone
+  else
+    for (auto* f : serving_below(std::move(chain), p))
+      io->links.push_back({f->name, path(f->name), f->header, {}});
   auto& h = *m.header;
   if (io->links.size() == 1 && io->links[0].header == m.header) {
     for (auto& l : h.layers) {

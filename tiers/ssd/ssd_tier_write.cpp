@@ -221,11 +221,7 @@ ssd_tier::delta_choice ssd_tier::delta_parent(const entry& e) const {
   if (!m || m->length == 0 || m->length >= e.tokens.size()
       || m->name == file_name(e.ns, e.tokens))
     return c; // nothing shared, or a rewrite of the key itself: whole
-  for (auto* link : chain_of(m->name)) {
-    if (!c.chain.empty() && link->header->parent_tokens >= m->length)
-      break;
-    c.chain.push_back(link);
-  }
+  c.chain = serving_below(chain_of(m->name), m->length);
   if (c.chain.empty() || c.chain.size() + 1 > cfg_.max_chain)
     return {}; // at the chain bound: written whole
   c.parent = c.chain.back();
