@@ -25,12 +25,16 @@
 // 64 MiB = 512 tokens, 1 GiB = 8192 tokens. Each figure is the best of
 // `--reps` runs (both sides alike, interleaved, alternating which goes
 // first, each after a sync() so earlier writeback stays outside the timed
-// region). Usage:
-//   bench_ssd [--quick] [--json] [--check] [--dir DIR]
+// region).
+// `--trace` prints each timed spill's completions as they arrive (data
+// writes, checksums, the prepare/fsync/rename/directory-fsync steps), to
+// see where a spill's time goes. Usage:
+//   bench_ssd [--quick] [--json] [--check] [--trace] [--dir DIR]
 //             [--engine auto|uring|threads] [--reps N] [--window OPS]
 //             [--op-mib MIB]
 #include "runtime/tools/oracle.hpp"
 #include "tiers/ssd/counted_engine.hpp"
+#include "tiers/ssd/ssd_jobs.hpp"
 #include "tiers/ssd/ssd_tier.hpp"
 
 #include <nlohmann/json.hpp>
@@ -61,6 +65,7 @@ struct options {
   bool quick = false;
   bool json = false;
   bool check = false;
+  bool trace = false;
   std::string dir;
   std::string engine = "auto";
   int reps = 5;
@@ -168,9 +173,25 @@ struct bench_tier {
   }
   void drive() {
     while (tier->busy())
-      for (auto& c : q.wait(std::chrono::milliseconds(50)))
+      for (auto& c : q.wait(std::chrono::milliseconds(50))) {
+        if (trace_from)
+          trace(c);
         tier->handle(std::move(c));
+      }
   }
+  /// --trace: one line per completion of a timed spill, since its start
+  /// (the low bits of a write's tag say what it was: ssd_jobs.hpp).
+  void trace(const io_completion& c) const {
+    auto sub = c.tag & ((uint64_t{1} << sub_bits) - 1);
+    auto ms =
+      std::chrono::duration<double, std::milli>(clk::now() - *trace_from);
+    std::printf("  %8.3f ms  %s %zu B\n", ms.count(),
+                sub == 2   ? "data write"
+                : sub == 1 ? "checksums "
+                           : "step      ",
+                c.bytes);
+  }
+  std::optional<clk::time_point> trace_from;
   posix_file_system fs;
   completion_queue q;
   std::unique_ptr<io_engine> engine;
@@ -231,15 +252,22 @@ uint64_t proc_io(const std::string& field) {
   return 0;
 }
 
-clk::duration spill(bench_tier& b, const entry& e) {
+clk::duration spill(bench_tier& b, const entry& e, bool trace) {
   ::sync();
   auto t0 = clk::now();
+  if (trace)
+    b.trace_from = t0;
   bool durable = false;
   if (!b.tier->enqueue(e, write_reason::spill))
     throw std::runtime_error("enqueue refused");
   b.tier->flush([&](const durability_evidence& ev) { durable = ev.durable; });
   b.drive();
   auto d = clk::now() - t0;
+  b.trace_from.reset();
+  if (trace)
+    std::printf("  spill of %llu bytes durable after %.3f ms\n",
+                static_cast<unsigned long long>(e.byte_length()),
+                std::chrono::duration<double, std::milli>(d).count());
   if (!durable)
     throw std::runtime_error("spill was not durable");
   auto prompt = e.tokens;
@@ -303,7 +331,7 @@ std::vector<row> measure(const options& o, bench_tier& b,
     bool raw_first = rep % 2 == 0;
     if (raw_first)
       raw_w = std::min(raw_w, raw_write(raw_path, e));
-    spill_t = std::min(spill_t, spill(b, e));
+    spill_t = std::min(spill_t, spill(b, e, o.trace));
     if (!raw_first)
       raw_w = std::min(raw_w, raw_write(raw_path, e));
     if (raw_first)
@@ -334,6 +362,8 @@ std::optional<options> parse(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--quick")
       o.quick = true;
+    else if (a == "--trace")
+      o.trace = true;
     else if (a == "--json")
       o.json = true;
     else if (a == "--check")

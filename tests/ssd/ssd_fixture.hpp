@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/tools/oracle.hpp"
+#include "tiers/ssd/counted_engine.hpp"
 #include "tiers/ssd/faulty_file_system.hpp"
 #include "tiers/ssd/memory_file_system.hpp"
 #include "tiers/ssd/ssd_tier.hpp"
@@ -86,7 +87,9 @@ public:
     fs_ = fs;
     auto e = make_io_engine(b.engine, queue.sink());
     BOOST_REQUIRE(e);
-    engine = std::move(*e);
+    auto c = std::make_unique<counted_engine>(std::move(*e));
+    counted = c.get();
+    engine = std::move(c);
     cfg.dir = dir_;
     cfg_ = cfg;
     reopen();
@@ -190,6 +193,8 @@ public:
   posix_file_system posix_;
   completion_queue queue;
   std::unique_ptr<io_engine> engine;
+  /// `engine`, counting the ops the tier hands it.
+  counted_engine* counted = nullptr;
   std::unique_ptr<ssd_tier> tier;
 
 private:

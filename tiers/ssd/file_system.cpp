@@ -1,17 +1,35 @@
 #include "tiers/ssd/file_system.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 namespace kvtier::tiers::ssd {
 
 file::~file() = default;
+
+caf::expected<size_t>
+file::write_gathered_at(uint64_t offset,
+                        std::span<const std::span<const std::byte>> pieces) {
+  size_t done = 0;
+  for (auto piece : pieces) {
+    auto n = write_at(offset + done, piece);
+    if (!n)
+      return n;
+    done += *n;
+    if (*n < piece.size())
+      break; // short: the caller sees the count
+  }
+  return done;
+}
 
 file_system::~file_system() = default;
 
@@ -75,6 +93,43 @@ public:
       if (n < 0)
         return errno_error(errno, "write " + path_);
       done += static_cast<size_t>(n);
+    }
+    return done;
+  }
+
+  caf::expected<size_t> write_gathered_at(
+    uint64_t offset,
+    std::span<const std::span<const std::byte>> pieces) override {
+    size_t done = 0;
+    size_t i = 0, skip = 0; // next piece, and bytes of it already written
+    std::vector<iovec> iov;
+    while (i < pieces.size()) {
+      iov.clear();
+      for (auto k = i; k < pieces.size() && iov.size() < IOV_MAX; ++k) {
+        auto from = k == i ? skip : 0;
+        iov.push_back({const_cast<std::byte*>(pieces[k].data()) + from,
+                       pieces[k].size() - from});
+      }
+      auto n = ::pwritev(fd_, iov.data(), static_cast<int>(iov.size()),
+                         static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return errno_error(errno, "write " + path_);
+      if (n == 0)
+        break;
+      done += static_cast<size_t>(n);
+      for (auto left = static_cast<size_t>(n); left > 0 && i < pieces.size();) {
+        auto here = std::min(left, pieces[i].size() - skip);
+        left -= here;
+        skip += here;
+        if (skip == pieces[i].size()) {
+          ++i;
+          skip = 0;
+        }
+      }
+      while (i < pieces.size() && pieces[i].empty())
+        ++i;
     }
     return done;
   }

@@ -22,6 +22,11 @@
 // `ec::not_found` (ENOENT) and `ec::io_error` (everything else, retryable).
 // Not an error: a read that stops at end of file (it returns fewer bytes),
 // a write that writes fewer bytes than asked (callers check the count).
+//
+// Gathered writes: `write_gathered_at` writes pieces lying in different
+// buffers to one run of the file in one call (pwritev on the real disk),
+// so an entry whose layers sit in separate buffers but next to each other
+// in its file is written in ops of the tier's op size, not one op a layer.
 #pragma once
 
 #include "messages/error.hpp"
@@ -48,6 +53,14 @@ public:
   /// Writes up to `src.size()` bytes at `offset`; returns how many.
   virtual caf::expected<size_t> write_at(uint64_t offset,
                                          std::span<const std::byte> src) = 0;
+
+  /// Writes the concatenation of `pieces` at `offset`; returns how many
+  /// bytes, stopping after the first piece written short. The default
+  /// writes piece by piece with `write_at` (so a faulty twin sees each
+  /// piece as one write); the POSIX file uses pwritev.
+  virtual caf::expected<size_t>
+  write_gathered_at(uint64_t offset,
+                    std::span<const std::span<const std::byte>> pieces);
 
   /// Makes written bytes durable (fsync).
   virtual caf::error sync() = 0;

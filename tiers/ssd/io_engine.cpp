@@ -21,7 +21,9 @@ io_completion run_now(const io_op& op) {
       break;
     }
     case io_kind::write: {
-      auto n = op.target->write_at(op.offset, {op.data, op.length});
+      auto n = op.pieces.empty()
+                 ? op.target->write_at(op.offset, {op.data, op.length})
+                 : op.target->write_gathered_at(op.offset, op.pieces);
       if (n)
         c.bytes = *n;
       else

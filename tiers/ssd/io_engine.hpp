@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -49,6 +50,10 @@ struct io_op {
   std::shared_ptr<const void> keep;
   /// Returned unchanged in the completion.
   uint64_t tag = 0;
+  /// A gathered write (`file::write_gathered_at`): when not empty, the
+  /// write's source is these pieces in order, `length` their total and
+  /// `data` unused. One op however many pieces.
+  std::vector<std::span<const std::byte>> pieces;
 };
 
 /// The outcome of one op. A read that stops at end of file is no error: it

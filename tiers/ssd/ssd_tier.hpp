@@ -461,9 +461,18 @@ private:
   void pump();
   void start_write(write_item& item);
   void write_stage(write_job& job);
-  void pad_to_file_length(write_job& job);
-  void write_range(write_job& job, uint64_t off, const std::byte* p,
-                   uint64_t len);
+  /// Bytes to write at a file offset: a payload segment, the header, the
+  /// padding.
+  struct write_piece {
+    uint64_t offset = 0;
+    const std::byte* data = nullptr;
+    uint64_t length = 0;
+  };
+  void pad_to_file_length(write_job& job, std::vector<write_piece>& out);
+  /// Queues `pieces` (in file order) as write ops of at most
+  /// `max_op_bytes`, each one run of adjacent file bytes gathered from as
+  /// many pieces as it spans (so an op is the tier's op size, not a layer).
+  void queue_writes(write_job& job, std::span<const write_piece> pieces);
   void write_done(write_job& job);
   void write_failed(write_job& job);
   /// Lets go of the delta parent `job` pinned, if any.

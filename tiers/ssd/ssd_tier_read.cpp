@@ -203,7 +203,8 @@ void ssd_tier::read_stage(read_job& job) {
                                          n,
                                          {},
                                          job.io,
-                                         op_tag(job.tag, i + 1)});
+                                         op_tag(job.tag, i + 1),
+                                         {}});
       done += n;
     }
   }

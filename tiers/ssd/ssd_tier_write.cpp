@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <span>
 
 namespace kvtier::tiers::ssd {
 
@@ -335,26 +337,51 @@ void ssd_tier::unpin(write_job& job) {
   job.pinned.clear();
 }
 
-void ssd_tier::write_range(write_job& job, uint64_t off, const std::byte* p,
-                           uint64_t len) {
-  for (uint64_t done = 0; done < len;) {
-    auto n = std::min<uint64_t>(len - done, cfg_.max_op_bytes);
+void ssd_tier::queue_writes(write_job& job,
+                            std::span<const write_piece> pieces) {
+  uint64_t max = cfg_.max_op_bytes;
+  std::optional<io_op> op;
+  uint64_t end = 0; // file offset just past `op`'s bytes
+  auto close = [&] {
+    if (!op)
+      return;
+    if (op->pieces.size() == 1) { // a plain write
+      op->data = const_cast<std::byte*>(op->pieces.front().data());
+      op->pieces.clear();
+    }
     ++job.outstanding;
-    job.expected += n;
-    job.window.backlog.push_back(io_op{io_kind::write,
-                                       job.io->out,
-                                       off + done,
-                                       const_cast<std::byte*>(p + done),
-                                       n,
-                                       {},
-                                       job.io,
-                                       op_tag(job.tag, 2)});
-    done += n;
-  }
-  job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
+    job.expected += op->length;
+    job.window.backlog.push_back(std::move(*op));
+    op.reset();
+  };
+  for (auto& w : pieces)
+    for (uint64_t done = 0; done < w.length;) {
+      if (op && (w.offset + done != end || op->length == max))
+        close();
+      if (!op) {
+        op = io_op{io_kind::write,
+                   job.io->out,
+                   w.offset + done,
+                   nullptr,
+                   0,
+                   {},
+                   job.io,
+                   op_tag(job.tag, 2),
+                   {}};
+        end = w.offset + done;
+      }
+      auto n = std::min(w.length - done, max - op->length);
+      op->pieces.push_back({w.data + done, n});
+      op->length += n;
+      end += n;
+      done += n;
+    }
+  close();
+  job.window.feed(cfg_.ops_per_entry, [this](io_op o) { submit(o); });
 }
 
-void ssd_tier::pad_to_file_length(write_job& job) {
+void ssd_tier::pad_to_file_length(write_job& job,
+                                  std::vector<write_piece>& out) {
   // Empty payloads at the end sit at an aligned offset past the last byte
   // written, and the file length names that offset: zeros fill the gap
   // (less than one alignment), so the file is as long as its header says.
@@ -373,15 +400,16 @@ void ssd_tier::pad_to_file_length(write_job& job) {
   buffer_builder zeros(h.file_length - end);
   std::memset(zeros.data(), 0, zeros.size());
   job.io->padding = std::move(zeros).freeze();
-  write_range(job, end, job.io->padding->data(), job.io->padding->size());
+  out.push_back({end, job.io->padding->data(), job.io->padding->size()});
 }
 
 void ssd_tier::write_stage(write_job& job) {
   auto& io = *job.io;
+  std::vector<write_piece> pieces;
   auto payload = [&](const payload_info& pi, const std::vector<view>& segs) {
     uint64_t off = pi.offset;
     for (auto& s : segs) {
-      write_range(job, off, s.bytes().data(), s.length);
+      pieces.push_back({off, s.bytes().data(), s.length});
       off += s.length;
     }
   };
@@ -407,12 +435,20 @@ void ssd_tier::write_stage(write_job& job) {
       for (size_t i = 0; i < io.state.attachments.size(); ++i)
         payload(io.header.attachments[i].payload,
                 io.state.attachments[i].segments);
-      pad_to_file_length(job);
+      pad_to_file_length(job, pieces);
+      queue_writes(job, pieces);
       break;
     }
     case write_step::sync:
-      submit(io_op{
-        io_kind::sync, io.out, 0, nullptr, 0, {}, job.io, op_tag(job.tag, 0)});
+      submit(io_op{io_kind::sync,
+                   io.out,
+                   0,
+                   nullptr,
+                   0,
+                   {},
+                   job.io,
+                   op_tag(job.tag, 0),
+                   {}});
       break;
     case write_step::rename:
       submit(
@@ -445,7 +481,8 @@ void ssd_tier::on_write(uint64_t tag, io_completion& c) {
   if (sub == 1 && !job.err) { // checksums known: the header can go
     // Its own bytes only: the zeros up to the first payload are a hole.
     auto& hb = job.io->header_bytes;
-    write_range(job, 0, hb->data(), job.io->header.header_length);
+    write_piece header{0, hb->data(), job.io->header.header_length};
+    queue_writes(job, {&header, 1});
   }
   if (job.outstanding > 0)
     return;

@@ -7,12 +7,14 @@
 
 #include <liburing.h>
 
+#include <climits>
 #include <cstring>
 #include <deque>
 #include <thread>
 #include <unordered_map>
 
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 namespace kvtier::tiers::ssd {
@@ -83,7 +85,28 @@ private:
   struct pending {
     io_op op;
     size_t done = 0;
+    /// A gathered write's iovecs for its part in the ring (they must
+    /// stay valid until that part completes).
+    std::vector<iovec> iov;
   };
+
+  /// `p`'s gathered pieces past its first `p.done` bytes, as iovecs (at
+  /// most IOV_MAX: a partial completion submits the rest).
+  static void gather(pending& p) {
+    p.iov.clear();
+    size_t skip = p.done;
+    for (auto piece : p.op.pieces) {
+      if (skip >= piece.size()) {
+        skip -= piece.size();
+        continue;
+      }
+      if (p.iov.size() == IOV_MAX)
+        break;
+      p.iov.push_back(
+        {const_cast<std::byte*>(piece.data()) + skip, piece.size() - skip});
+      skip = 0;
+    }
+  }
 
   void wake() {
     uint64_t one = 1;
@@ -110,7 +133,12 @@ private:
       static_cast<unsigned>(std::min<size_t>(op.length - p.done, 1u << 30));
     if (op.kind == io_kind::read)
       io_uring_prep_read(sqe, fd, op.data + p.done, left, op.offset + p.done);
-    else if (op.kind == io_kind::write)
+    else if (op.kind == io_kind::write && !op.pieces.empty()) {
+      gather(p);
+      io_uring_prep_writev(sqe, fd, p.iov.data(),
+                           static_cast<unsigned>(p.iov.size()),
+                           op.offset + p.done);
+    } else if (op.kind == io_kind::write)
       io_uring_prep_write(sqe, fd, op.data + p.done, left, op.offset + p.done);
     else
       io_uring_prep_fsync(sqe, fd, 0);
@@ -124,7 +152,7 @@ private:
       std::lock_guard guard{mtx_};
       for (auto& op : incoming_) {
         auto key = next_key_++;
-        live_.emplace(key, pending{std::move(op), 0});
+        live_.emplace(key, pending{std::move(op), 0, {}});
         waiting_.push_back(key);
       }
       incoming_.clear();
