@@ -123,21 +123,29 @@ void check_after_crash(const std::string& dir, tally& t,
   }
 }
 
-} // namespace
-
-BOOST_AUTO_TEST_CASE(sigkilled_writer_leaves_only_whole_verifiable_entries) {
+/// `n` runs of the writer on one directory, each killed after `min_lines`
+/// to `min_lines + spread - 1` lines and up to 4 ms more, then checked.
+tally kill_and_check(int n, crash::mode m, unsigned seed, int min_lines,
+                     int spread) {
   scratch_dir dir;
-  std::mt19937 rng{12345};
-  auto n = iterations();
+  std::mt19937 rng{seed};
   tally t;
   for (int i = 0; i < n; ++i) {
     BOOST_TEST_CONTEXT("iteration " << i) {
       run_and_kill(dir.path, static_cast<uint64_t>(i),
-                   1 + static_cast<int>(rng() % 12),
-                   static_cast<int>(rng() % 4000));
-      check_after_crash(dir.path, t);
+                   min_lines + static_cast<int>(rng() % spread),
+                   static_cast<int>(rng() % 4000), m);
+      check_after_crash(dir.path, t, m);
     }
   }
+  return t;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(sigkilled_writer_leaves_only_whole_verifiable_entries) {
+  auto n = iterations();
+  auto t = kill_and_check(n, crash::mode::every_kind, 12345, 1, 12);
   BOOST_TEST_MESSAGE(n << " kills: " << t.verified << " entries verified, "
                        << t.temps << " interrupted writes cleaned up, "
                        << t.corrupt << " corrupt files removed");
@@ -153,18 +161,8 @@ BOOST_AUTO_TEST_CASE(sigkilled_delta_writer_leaves_only_whole_chains) {
   // wrong state. Every file left is indexed whole (its chain resolved) or
   // removed by the scan; every saved prefix restores through its chain
   // and verifies, deltas among them.
-  scratch_dir dir;
-  std::mt19937 rng{54321};
   auto n = iterations();
-  tally t;
-  for (int i = 0; i < n; ++i) {
-    BOOST_TEST_CONTEXT("iteration " << i) {
-      run_and_kill(dir.path, static_cast<uint64_t>(i),
-                   4 + static_cast<int>(rng() % 30),
-                   static_cast<int>(rng() % 4000), crash::mode::delta);
-      check_after_crash(dir.path, t, crash::mode::delta);
-    }
-  }
+  auto t = kill_and_check(n, crash::mode::delta, 54321, 4, 30);
   BOOST_TEST_MESSAGE(n << " kills with delta files: " << t.verified
                        << " entries verified (" << t.deltas << " deltas), "
                        << t.temps << " interrupted writes cleaned up, "
