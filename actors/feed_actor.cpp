@@ -124,49 +124,78 @@ void write_key(capnp::List<uint32_t>::Builder out,
     out.set(static_cast<unsigned>(i), k[i]);
 }
 
+/// One entry of the table at the current seq: its key and what each tier
+/// holds of it (null: nothing).
+struct holding {
+  const feed_state::key* k = nullptr;
+  const feed_state::held* ram = nullptr;
+  const feed_state::held* ssd = nullptr;
+};
+
 /// The table at the current seq: RAM and SSD merged by key.
-void write_snapshot(msg::FeedSnapshot::Builder b, const feed_state& st) {
+std::vector<holding> holdings_of(const feed_state& st) {
+  std::vector<holding> out;
+  auto& ram = st.tables[0];
+  auto& ssd = st.tables[1];
+  for (auto r = ram.begin(), s = ssd.begin();
+       r != ram.end() || s != ssd.end();) {
+    bool take_r = r != ram.end() && (s == ssd.end() || !(s->first < r->first));
+    bool take_s = s != ssd.end() && (r == ram.end() || !(r->first < s->first));
+    holding h;
+    h.k = take_r ? &r->first : &s->first;
+    if (take_r)
+      h.ram = &(r++)->second;
+    if (take_s)
+      h.ssd = &(s++)->second;
+    out.push_back(h);
+  }
+  return out;
+}
+
+/// Where each snapshot part starts in `all` (and, last, its end): parts of
+/// at most `budget` bytes of keys and fields; an entry alone over it is a
+/// part of its own. One part for an empty table.
+std::vector<size_t> part_bounds(const std::vector<holding>& all,
+                                size_t budget) {
+  std::vector<size_t> out{0};
+  size_t bytes = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    auto b = 64 + all[i].k->ns.size() + 4 * all[i].k->tokens.size();
+    if (bytes > 0 && bytes + b > budget) {
+      out.push_back(i);
+      bytes = 0;
+    }
+    bytes += b;
+  }
+  out.push_back(all.size());
+  return out;
+}
+
+/// Part `part` of `parts` of the snapshot: `all[first, last)`.
+void write_snapshot(msg::FeedSnapshot::Builder b, const feed_state& st,
+                    const std::vector<holding>& all, size_t first, size_t last,
+                    size_t part, size_t parts) {
   b.setNode(st.cfg.node);
   b.setIncarnation(st.cfg.incarnation);
   b.setSeq(st.seq);
-  auto& ram = st.tables[0];
-  auto& ssd = st.tables[1];
-  size_t n = 0;
-  for (auto r = ram.begin(), s = ssd.begin(); r != ram.end() || s != ssd.end();
-       ++n) {
-    if (r == ram.end())
-      ++s;
-    else if (s == ssd.end() || r->first < s->first)
-      ++r;
-    else if (s->first < r->first)
-      ++s;
-    else
-      ++r, ++s;
-  }
-  auto list = b.initEntries(static_cast<unsigned>(n));
-  unsigned i = 0;
-  for (auto r = ram.begin(), s = ssd.begin(); r != ram.end() || s != ssd.end();
-       ++i) {
-    auto h = list[i];
-    bool take_r = r != ram.end() && (s == ssd.end() || !(s->first < r->first));
-    bool take_s = s != ssd.end() && (r == ram.end() || !(r->first < s->first));
-    auto& k = take_r ? r->first : s->first;
-    h.setNs(k.ns);
-    write_key(h.initKey(static_cast<unsigned>(k.tokens.size())), k.tokens);
-    bool trim = false;
-    if (take_r) {
+  b.setPart(static_cast<uint32_t>(part));
+  b.setParts(static_cast<uint32_t>(parts));
+  auto list = b.initEntries(static_cast<unsigned>(last - first));
+  for (size_t i = first; i < last; ++i) {
+    auto h = list[static_cast<unsigned>(i - first)];
+    auto& x = all[i];
+    h.setNs(x.k->ns);
+    write_key(h.initKey(static_cast<unsigned>(x.k->tokens.size())),
+              x.k->tokens);
+    if (x.ram) {
       h.setInRam(true);
-      h.setRamBytes(r->second.bytes);
-      trim = r->second.trimmable;
-      ++r;
+      h.setRamBytes(x.ram->bytes);
     }
-    if (take_s) {
+    if (x.ssd) {
       h.setInSsd(true);
-      h.setSsdBytes(s->second.bytes);
-      trim = trim || s->second.trimmable;
-      ++s;
+      h.setSsdBytes(x.ssd->bytes);
     }
-    h.setTrimmable(trim);
+    h.setTrimmable((x.ram && x.ram->trimmable) || (x.ssd && x.ssd->trimmable));
   }
 }
 
@@ -289,7 +318,21 @@ on_subscribe(feed_pointer self, const sealed<msg::SubscribeFeed>& m) {
         [](const feed_event& e, uint64_t s) { return e.seq < s; });
       write_batch(d.root().initFollowing(), st, first, st.ring.end());
     } else {
-      write_snapshot(d.root().initSnapshot(), st);
+      // Parts after the first go to the subscriber now, the first with
+      // the reply: it holds the snapshot once it has them all, in
+      // whichever order they arrive.
+      auto all = holdings_of(st);
+      auto bounds = part_bounds(all, st.cfg.snapshot_part_bytes);
+      auto parts = bounds.size() - 1;
+      for (size_t p = 1; p < parts; ++p) {
+        msg::draft<msg::FeedSnapshot> part;
+        write_snapshot(part.root(), st, all, bounds[p], bounds[p + 1], p,
+                       parts);
+        caf::send_as(caf::actor_cast<caf::actor>(self), sender,
+                     std::move(part).seal());
+      }
+      write_snapshot(d.root().initSnapshot(), st, all, bounds[0], bounds[1], 0,
+                     parts);
     }
     subscribe(self, sender, st.seq + 1);
     return std::move(d).seal();

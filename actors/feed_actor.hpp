@@ -17,7 +17,9 @@
 // answers `following` with the events from fromSeq when the ring holds them
 // all without a hole (and the subscriber names this feed's incarnation),
 // else `snapshot`: the table itself at the current seq, consistent by
-// construction; events from seq + 1 follow either way. Prefix entries only.
+// construction, in parts of `snapshot_part_bytes` (the reply carries the
+// first; the others are pushed to the subscriber as FeedSnapshot messages
+// before it); events from seq + 1 follow either way. Prefix entries only.
 //
 // Test hook: `feed_skip_atom` (local senders only; a remote one is refused
 // and counted) makes the feed skip sequence numbers so a follower sees a
@@ -47,8 +49,13 @@ struct feed_limits {
   /// Events in any FeedBatch a receiver accepts (a `following` reply
   /// carries up to the ring's length).
   static constexpr size_t max_events = 1u << 20;
-  /// Entries of a snapshot a receiver accepts.
+  /// Entries of a snapshot a receiver accepts (all parts together).
   static constexpr size_t max_entries = 1u << 21;
+  /// Bytes of keys and fields in one snapshot part a feed sends (an entry
+  /// larger than that alone is a part of its own), and the parts of one
+  /// snapshot a receiver accepts.
+  static constexpr size_t snapshot_part_bytes = size_t{4} << 20;
+  static constexpr size_t max_snapshot_parts = 1u << 16;
   /// Bytes of a namespace.
   static constexpr size_t max_ns_bytes = 4096;
   /// Tokens of a key.
@@ -88,6 +95,8 @@ struct feed_config {
   size_t ring = 4096;
   /// Local subscribers from the first event on (the put observer).
   std::vector<caf::actor> subscribers;
+  /// Bytes of one snapshot part (tests make it small).
+  size_t snapshot_part_bytes = feed_limits::snapshot_part_bytes;
 };
 
 struct feed_state {

@@ -57,11 +57,17 @@ struct FeedHolding {
 }
 
 struct FeedSnapshot {
-  # Everything a node holds, current at `seq` (events from seq + 1 follow).
+  # Everything a node holds, current at `seq` (events from seq + 1 follow),
+  # in `parts` parts of a few MiB each, so a large table never needs one
+  # giant message: the SubscribeFeedReply carries one part and the feed
+  # pushes the others to the subscriber; every part names the same node,
+  # incarnation and seq, and the snapshot holds once all have arrived.
   node @0 :Text;
   incarnation @1 :UInt64;
   seq @2 :UInt64;
   entries @3 :List(FeedHolding);
+  part @4 :UInt32;         # this part's index, from 0
+  parts @5 :UInt32;        # parts in all (0: one, from a sender before parts)
 }
 
 struct SubscribeFeed {

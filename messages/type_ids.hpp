@@ -74,6 +74,7 @@ class actor_system_config;
   X(ClusterLeave) X(ClusterLeaveReply)                                         \
   X(ListMembers) X(ListMembersReply)                                           \
   X(FeedBatch) X(SubscribeFeed) X(SubscribeFeedReply)                         \
+  X(FeedSnapshot)                                                              \
   X(RouteRequest) X(RouteRequestReply)                                         \
   X(PeerHoldings) X(PeerHoldingsReply)                                         \
   X(NodeLoad)                                                                  \

@@ -10,7 +10,9 @@
 
 #include <kj/exception.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 
 namespace kvtier::cluster {
 
@@ -190,11 +192,23 @@ uint64_t feed_sequence::last(const std::string& node) const {
 
 namespace {
 
+/// The parts of one node's snapshot gathered so far.
+struct snapshot_parts {
+  uint64_t incarnation = 0;
+  uint64_t seq = 0;
+  std::vector<bool> have;
+  size_t got = 0;
+  size_t entries = 0;
+  std::vector<actors::directory_item> items;
+};
+
 struct follower_state {
   feed_sequence seq;
   caf::actor target;
   std::map<std::string, caf::actor> handles;
   caf::duration deadline;
+  /// Snapshots whose parts are still arriving, by node.
+  std::map<std::string, snapshot_parts> assembling;
 
   static inline const char* name = "kvtier.feed-follower";
 };
@@ -214,6 +228,50 @@ void handle(follower_actor* self, const std::string& node, follow_step step) {
     subscribe(self, node);
   else if (step.verdict == follow_verdict::apply && st.target)
     self->send(st.target, std::move(step.batch));
+}
+
+/// A part of `node`'s snapshot (the reply's, or one its feed pushed):
+/// gathered until every part of that (incarnation, seq) is there, then
+/// applied as one snapshot. A part of another snapshot starts over.
+void on_part(follower_actor* self, const std::string& node,
+             msg::FeedSnapshot::Reader s) {
+  using actors::feed_limits;
+  auto& st = self->state;
+  auto fail = [&](const std::string& why) {
+    st.assembling.erase(node);
+    st.seq.subscribe_failed(node);
+    refuse(self, "a snapshot of " + node + ": " + why);
+  };
+  size_t parts = std::max<uint32_t>(s.getParts(), 1);
+  size_t part = s.getPart();
+  if (parts > feed_limits::max_snapshot_parts || part >= parts)
+    return fail("part " + std::to_string(part) + " of " + std::to_string(parts)
+                + " (at most " + std::to_string(feed_limits::max_snapshot_parts)
+                + ")");
+  auto& a = st.assembling[node];
+  if (a.have.size() != parts || a.incarnation != s.getIncarnation()
+      || a.seq != s.getSeq())
+    a = snapshot_parts{
+      s.getIncarnation(), s.getSeq(), std::vector<bool>(parts), 0, 0, {}};
+  if (a.have[part])
+    return; // sent again (a subscription retried): the same bytes
+  auto items = read_snapshot(s);
+  if (!items)
+    return fail(self->system().render(items.error()));
+  a.entries += s.getEntries().size();
+  if (a.entries > feed_limits::max_entries)
+    return fail("over " + std::to_string(feed_limits::max_entries)
+                + " entries");
+  a.items.insert(a.items.end(), std::make_move_iterator(items->begin()),
+                 std::make_move_iterator(items->end()));
+  a.have[part] = true;
+  if (++a.got < parts)
+    return;
+  auto done = std::move(a);
+  st.assembling.erase(node);
+  handle(self, node,
+         st.seq.on_snapshot(node, done.incarnation, done.seq,
+                            std::move(done.items)));
 }
 
 /// The reply of a subscription to `node` through `h`.
@@ -238,14 +296,11 @@ void on_reply(follower_actor* self, const std::string& node,
                                         b.getFirstSeq(), *events));
     }
     auto s = r.getSnapshot();
-    auto items = read_snapshot(s);
-    if (!items || s.getNode() != node) {
+    if (s.getNode() != node) {
       st.seq.subscribe_failed(node);
-      return refuse(self, "a snapshot of " + node);
+      return refuse(self, "a snapshot of " + node + " naming another node");
     }
-    handle(self, node,
-           st.seq.on_snapshot(node, s.getIncarnation(), s.getSeq(),
-                              std::move(*items)));
+    on_part(self, node, s);
   } catch (const kj::Exception& e) {
     st.seq.subscribe_failed(node);
     refuse(self, "a reply of " + node + ": " + e.getDescription().cStr());
@@ -290,6 +345,7 @@ caf::behavior follower(follower_actor* self, caf::actor target,
     },
     [self](actors::peer_down_atom, const std::string& node) {
       self->state.handles.erase(node);
+      self->state.assembling.erase(node);
       self->state.seq.forget(node);
     },
     // Every cluster listener hears the peers' loads; routing is the peer
@@ -316,6 +372,24 @@ caf::behavior follower(follower_actor* self, caf::actor target,
           st.seq.on_batch(node, b.getIncarnation(), b.getFirstSeq(), *events));
       } catch (const kj::Exception& e) {
         refuse(self, std::string{"a batch: "} + e.getDescription().cStr());
+      }
+    },
+    [self](const msg::sealed<msg::FeedSnapshot>& m) {
+      // A snapshot part the feed pushed beside its reply.
+      auto& st = self->state;
+      try {
+        auto s = m.root();
+        std::string node = s.getNode().cStr();
+        auto i = st.handles.find(node);
+        auto& sender = self->current_sender();
+        if (i == st.handles.end() || !sender
+            || sender->node() != i->second.node())
+          return refuse(self, "a snapshot part naming node '" + node
+                                + "' from another sender");
+        on_part(self, node, s);
+      } catch (const kj::Exception& e) {
+        refuse(self,
+               std::string{"a snapshot part: "} + e.getDescription().cStr());
       }
     },
     [self](follower_stats_atom) { return self->state.seq.counts(); },

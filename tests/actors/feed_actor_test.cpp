@@ -14,6 +14,7 @@
 #include "messages/error.hpp"
 
 #include <map>
+#include <set>
 
 using namespace kvtier;
 using actors::feed_change;
@@ -46,11 +47,14 @@ sealed<msg::SubscribeFeed> subscribe_msg(uint64_t from, uint64_t inc) {
 struct fixture : testing::kvtier_fixture<> {
   actors::feed_actor feed;
 
-  void spawn_feed(size_t ring = 8) {
+  void
+  spawn_feed(size_t ring = 8,
+             size_t part_bytes = actors::feed_limits::snapshot_part_bytes) {
     actors::feed_config cfg;
     cfg.node = "a";
     cfg.incarnation = 7;
     cfg.ring = ring;
+    cfg.snapshot_part_bytes = part_bytes;
     feed = sys.spawn(actors::feed, cfg);
     drain();
   }
@@ -163,6 +167,61 @@ BOOST_AUTO_TEST_CASE(the_ring_keeps_the_last_events_and_replays_the_missing) {
   drain();
   BOOST_CHECK((seqs(next_batch().second) == std::vector<uint64_t>{7}));
   BOOST_CHECK(!self->has_next_message());
+}
+
+BOOST_AUTO_TEST_CASE(a_large_snapshot_comes_in_parts_that_add_up_to_the_table) {
+  // Parts of at most 300 bytes of keys and fields (an entry of 10 tokens
+  // counts 106): the reply carries part 0, the other parts are pushed to
+  // the subscriber before it, all at the same seq; together they are the
+  // table, each entry once. One entry over the budget is a part alone.
+  spawn_feed(4, 300);
+  std::set<std::vector<uint32_t>> want;
+  for (uint32_t i = 0; i < 20; ++i) {
+    std::vector<uint32_t> key(10, i);
+    want.insert(key);
+    put("ns", key);
+  }
+  std::vector<uint32_t> big(200, 99); // 866 bytes alone
+  want.insert(big);
+  put("ns", big);
+  drain();
+  self->send(feed, subscribe_msg(0, 7));
+  drain();
+  std::set<uint32_t> parts_seen;
+  std::multiset<std::vector<uint32_t>> got;
+  uint32_t parts = 0;
+  bool replied = false;
+  auto take = [&](msg::FeedSnapshot::Reader s, bool pushed) {
+    BOOST_CHECK_EQUAL(std::string{s.getNode().cStr()}, "a");
+    BOOST_CHECK_EQUAL(s.getSeq(), 21u);
+    BOOST_CHECK(parts == 0 || parts == s.getParts());
+    parts = s.getParts();
+    BOOST_CHECK_EQUAL(s.getPart() == 0, !pushed);
+    BOOST_CHECK(parts_seen.insert(s.getPart()).second);
+    for (auto h : s.getEntries()) {
+      std::vector<uint32_t> k;
+      for (auto t : h.getKey())
+        k.push_back(t);
+      got.insert(k);
+    }
+  };
+  while (self->has_next_message())
+    self->receive(
+      [&](const sealed<msg::FeedSnapshot>& m) {
+        BOOST_CHECK(!replied); // pushed before the reply
+        take(m.root(), true);
+      },
+      [&](const sealed<msg::SubscribeFeedReply>& r) {
+        BOOST_REQUIRE(r.root().isSnapshot());
+        replied = true;
+        take(r.root().getSnapshot(), false);
+      });
+  BOOST_CHECK(replied);
+  BOOST_CHECK_EQUAL(parts, 11u); // 10 of two entries, the big one alone
+  BOOST_CHECK_EQUAL(parts_seen.size(), parts);
+  BOOST_CHECK(got.size() == want.size());
+  BOOST_CHECK(
+    (std::set<std::vector<uint32_t>>(got.begin(), got.end()) == want));
 }
 
 BOOST_AUTO_TEST_CASE(a_snapshot_is_the_table_at_its_seq) {

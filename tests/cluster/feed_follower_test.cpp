@@ -9,12 +9,14 @@
 #define BOOST_TEST_MODULE cluster_feed_follower
 #include "tests/cluster/node_process.hpp"
 
+#include "actors/feed_actor.hpp"
 #include "runtime/cluster/feed_follower.hpp"
 #include "runtime/service/spawn.hpp"
 #include "tiers/peer_directory.hpp"
 
 #include <caf/scoped_actor.hpp>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -185,17 +187,27 @@ using holding = std::tuple<std::string, std::vector<uint32_t>, uint8_t>;
 std::map<holding, uint64_t> held_by(caf::actor_system& sys,
                                     const caf::actor& feed) {
   std::map<holding, uint64_t> out;
+  auto add = [&](msg::FeedSnapshot::Reader s) {
+    auto items = cluster::read_snapshot(s);
+    BOOST_REQUIRE(items);
+    for (auto& it : *items)
+      out[{it.ns, it.key, it.tier}] = it.bytes;
+  };
   caf::scoped_actor self{sys};
   msg::draft<msg::SubscribeFeed> d;
+  uint32_t parts = 1;
   self->request(feed, std::chrono::seconds(5), std::move(d).seal())
     .receive(
       [&](const msg::sealed<msg::SubscribeFeedReply>& r) {
-        auto items = cluster::read_snapshot(r.root().getSnapshot());
-        BOOST_REQUIRE(items);
-        for (auto& it : *items)
-          out[{it.ns, it.key, it.tier}] = it.bytes;
+        parts = std::max<uint32_t>(1, r.root().getSnapshot().getParts());
+        add(r.root().getSnapshot());
       },
       [&](caf::error& err) { BOOST_FAIL(describe(err)); });
+  for (uint32_t i = 1; i < parts; ++i) // pushed before the reply
+    self->receive(
+      [&](const msg::sealed<msg::FeedSnapshot>& m) { add(m.root()); },
+      caf::after(std::chrono::seconds(5)) >>
+        [&] { BOOST_FAIL("a snapshot part did not come"); });
   return out;
 }
 
@@ -227,9 +239,14 @@ struct two_nodes {
       stopper_a->send_exit(feed, caf::exit_reason::user_shutdown);
   }
 
-  void start_a() {
+  /// `part_bytes`: A's feed sends snapshots in parts that small.
+  void start_a(size_t part_bytes = actors::feed_limits::snapshot_part_bytes) {
     auto o = node_opts("A");
-    feed = runtime::spawn_feed(sys_a, o);
+    actors::feed_config fc;
+    fc.node = o.cluster_node_id;
+    fc.ring = static_cast<size_t>(o.cluster_feed_ring);
+    fc.snapshot_part_bytes = part_bytes;
+    feed = sys_a.spawn(actors::feed, std::move(fc));
     auto n = cluster::node::start(sys_a, o, "fp-1");
     BOOST_REQUIRE_MESSAGE(static_cast<bool>(n),
                           (n ? std::string{} : describe(n.error())));
@@ -355,4 +372,29 @@ BOOST_AUTO_TEST_CASE(a_peers_events_and_snapshot_reach_the_directory) {
     },
     5000ms));
   BOOST_TEST(t.replaces == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_snapshot_in_many_parts_reaches_the_directory_whole) {
+  // A's feed cuts its snapshot into parts of 256 bytes (two or three
+  // entries each): B's follower gathers every part over the middleman and
+  // applies them as one snapshot (one replace), nothing refused.
+  two_nodes t;
+  t.start_a(256);
+  for (uint32_t i = 0; i < 60; ++i)
+    t.tell(msg::FeedKind::PUT, {i, i + 1, i + 2, i + 3, i + 4, i + 5});
+  t.tell(msg::FeedKind::DURABLE, {7, 8, 9, 10, 11, 12}, 70);
+  t.start_b();
+  BOOST_TEST(wait_for([&] { return t.in_sync() && t.replaces == 1; }, 5000ms));
+  BOOST_TEST(t.model.size() == 61u);
+  auto n = t.counts();
+  BOOST_TEST(n.snapshots == 1u);
+  BOOST_TEST(n.refused == 0u);
+  // And events follow on after it.
+  t.tell(msg::FeedKind::EVICT, {0, 1, 2, 3, 4, 5});
+  BOOST_TEST(wait_for(
+    [&] {
+      return t.in_sync() && t.model.count({"ns", {0, 1, 2, 3, 4, 5}, 0}) == 0;
+    },
+    5000ms));
+  BOOST_TEST(t.replaces == 1u);
 }
