@@ -186,7 +186,8 @@ struct bench_tier {
     auto ms =
       std::chrono::duration<double, std::milli>(clk::now() - *trace_from);
     std::printf("  %8.3f ms  %s %zu B\n", ms.count(),
-                sub == 2   ? "data write"
+                sub == 3   ? "writeback "
+                : sub == 2 ? "data write"
                 : sub == 1 ? "checksums "
                            : "step      ",
                 c.bytes);

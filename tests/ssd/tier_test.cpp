@@ -124,6 +124,42 @@ BOOST_AUTO_TEST_CASE(layers_in_separate_buffers_are_written_in_full_ops) {
     cfg);
 }
 
+BOOST_AUTO_TEST_CASE(every_data_write_starts_the_writeback_of_its_file) {
+  // After each data write the tier asks the OS to start writing the file
+  // back (a hint, so the final fsync waits for less); off, it never does.
+  // The memory file system counts the hints per file; the file still
+  // reads back as written either way.
+  model_geometry g{"many-layers", {}};
+  for (int i = 0; i < 32; ++i)
+    g.layers.push_back({layer_kind::kv, 1024, 0, 0}); // 64 tokens: 64 KiB
+  runtime::oracle_engine o{g};
+  for (bool on : {true, false}) {
+    BOOST_TEST_CONTEXT("start_writeback " << on) {
+      scratch_dir dir;
+      ssd_config cfg;
+      cfg.max_op_bytes = 512 << 10;
+      cfg.start_writeback = on;
+      world w{{fs_kind::memory, engine_choice::threads}, dir.path, cfg};
+      auto before = w.counted->counts();
+      w.store(o.prefill("ns", tokens(64)));
+      auto writes = w.counted->counts().writes - before.writes;
+      BOOST_TEST(writes >= 5u); // 2 MiB in 512 KiB ops, and the header
+      auto names = w.files();
+      BOOST_REQUIRE_EQUAL(names.size(), 1u);
+      auto hints =
+        w.memory_.writebacks_started(join_path(w.tier->root(), names[0]));
+      BOOST_TEST(hints == (on ? writes : 0u));
+      auto prompt = tokens(64);
+      prompt.push_back(999999);
+      auto m = w.tier->find(prompt, "ns");
+      BOOST_REQUIRE(m);
+      auto e = w.restore(*m);
+      BOOST_REQUIRE(e);
+      check_verified(o, *e);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(partial_restore_reads_only_the_prefix_chunks) {
   model_geometry g{
     "wide", {{layer_kind::kv, 1024, 0, 0}, {layer_kind::ring, 1024, 128, 0}}};

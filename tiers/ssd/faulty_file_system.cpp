@@ -68,6 +68,12 @@ public:
     return inner_->sync();
   }
 
+  // A hint, not an operation faults count (so `inject_any` numbering is
+  // the same with or without it): forwarded as it is.
+  void start_writeback() noexcept override {
+    inner_->start_writeback();
+  }
+
   caf::expected<uint64_t> size() override {
     return inner_->size();
   }

@@ -65,6 +65,13 @@ public:
   /// Makes written bytes durable (fsync).
   virtual caf::error sync() = 0;
 
+  /// Asks the OS to start writing the file's dirty pages to the device now,
+  /// without waiting for them (sync_file_range WRITE over the whole file),
+  /// so a later `sync` has less left to do. A hint: it makes nothing
+  /// durable and reports nothing (a failure shows at `sync`). The default
+  /// does nothing.
+  virtual void start_writeback() noexcept {}
+
   /// Current length in bytes.
   virtual caf::expected<uint64_t> size() = 0;
 

@@ -1,6 +1,7 @@
 #include "tiers/ssd/memory_file_system.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 
@@ -13,6 +14,8 @@ struct memory_file_system::inode {
   std::vector<std::byte> synced;
   /// Nanoseconds since the epoch; metadata, kept across a power loss.
   uint64_t mtime = 0;
+  /// `start_writeback` calls (tests count the hints).
+  std::atomic<uint64_t> writebacks = 0;
 };
 
 namespace {
@@ -65,6 +68,11 @@ public:
     std::lock_guard guard{node_->mtx};
     node_->synced = node_->data;
     return {};
+  }
+
+  void start_writeback() noexcept override {
+    // Nothing becomes durable (the model keeps only what `sync` made so).
+    ++node_->writebacks;
   }
 
   caf::expected<uint64_t> size() override {
@@ -244,6 +252,12 @@ memory_file_system::contents(const std::string& path) {
     return make_error(ec::not_found, path);
   std::lock_guard file_guard{i->second->mtx};
   return i->second->data;
+}
+
+uint64_t memory_file_system::writebacks_started(const std::string& path) {
+  std::lock_guard guard{mtx_};
+  auto i = live_.find(path);
+  return i == live_.end() ? 0 : i->second->writebacks.load();
 }
 
 caf::error memory_file_system::overwrite(const std::string& path,

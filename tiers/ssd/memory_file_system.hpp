@@ -54,6 +54,10 @@ public:
   /// Replaces the live (and durable) bytes of `path`.
   caf::error overwrite(const std::string& path, std::vector<std::byte> bytes);
 
+  /// How many times `file::start_writeback` was called on the file now
+  /// named `path` (it follows renames); 0 for no such file.
+  uint64_t writebacks_started(const std::string& path);
+
 private:
   using table = std::map<std::string, std::shared_ptr<inode>>;
 

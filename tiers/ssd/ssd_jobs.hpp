@@ -14,7 +14,9 @@
 
 namespace kvtier::tiers::ssd {
 
-/// An op's tag: the job's id above `sub_bits`, which op of the job below.
+/// An op's tag: the job's id above `sub_bits`, which op of the job below
+/// (a write's: 0 a step, 1 its checksums, 2 a data write, 3 a writeback
+/// hint; a read's: ssd_tier_read.cpp).
 inline constexpr int sub_bits = 24;
 
 inline uint64_t op_tag(uint64_t job, uint64_t sub) {

@@ -189,6 +189,11 @@ struct ssd_config {
   /// stream per file lets kernel readahead work; concurrent reads of one
   /// file measured 45-65% of a sequential raw read here, one 65-100%.
   uint32_t ops_per_entry = 1;
+  /// After each data write of a file, ask the OS to start writing it back
+  /// (`file::start_writeback`, sync_file_range), so the disk works while
+  /// the rest is copied and the final fsync waits for less: a 64 MiB spill
+  /// measured about a third shorter here. False: the fsync starts it all.
+  bool start_writeback = true;
   /// Delta files (docs/ssd-format.md, "Delta files"): a prefix entry that
   /// extends a durable prefix file of its namespace is written as a file
   /// naming that parent and holding only the rows past it, when every
