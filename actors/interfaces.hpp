@@ -293,7 +293,8 @@ using peer_down_atom = caf::atom_constant<caf::atom("kvtpeerdn")>;
 
 /// A peer's heartbeat: its node id, HOST:PORT and load (msg::NodeLoad);
 /// told to every cluster listener of a node (the peer tier keeps it for
-/// routing).
+/// routing). Without the load: its address, told right after its
+/// peer_up_atom, so routes name where it is before its first heartbeat.
 using peer_load_atom = caf::atom_constant<caf::atom("kvtpeerld")>;
 
 /// Once the node is published: this node's id and HOST:PORT as its peers
@@ -370,6 +371,8 @@ using peer_tier_actor = cold_tier_actor::extend<
   // A peer's heartbeat: its address and load, for routing.
   caf::reacts_to<peer_load_atom, std::string, std::string,
                  sealed<msg::NodeLoad>>,
+  // A peer just up: its address, before any heartbeat.
+  caf::reacts_to<peer_load_atom, std::string, std::string>,
   // Every up peer's longest usable prefixes of a prompt, and its load.
   KVTIER_CALL(PeerHoldings)>;
 

@@ -806,6 +806,13 @@ peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
         return;
       self->state.loads[node] = {address, load};
     },
+    [self](peer_load_atom, const std::string& node,
+           const std::string& address) {
+      // Right after its peer_up: where it is, its load still unknown.
+      if (from_elsewhere(self) || self->state.peers.count(node) == 0)
+        return;
+      self->state.loads[node].first = address;
+    },
     [self](const sealed<msg::PeerHoldings>& m)
       -> caf::result<sealed<msg::PeerHoldingsReply>> {
       if (from_elsewhere(self))

@@ -62,7 +62,8 @@ struct acquired_state {
 /// One node as `route` weighed it (docs/cluster.md "Routing").
 struct route_option {
   std::string node_id;
-  /// HOST:PORT of its node actor (empty: not known yet, or no cluster).
+  /// HOST:PORT of its node actor, known from the moment the peer is up
+  /// (empty: no cluster).
   std::string address;
   /// Where its reused prefix would come from: ram or ssd (its own), peer
   /// (a fetch), none.

@@ -352,6 +352,7 @@ caf::behavior follower(follower_actor* self, caf::actor target,
     // tier's business, not the follower's.
     [](actors::peer_load_atom, const std::string&, const std::string&,
        const msg::sealed<msg::NodeLoad>&) {},
+    [](actors::peer_load_atom, const std::string&, const std::string&) {},
     [self](const msg::sealed<msg::FeedBatch>& m) {
       auto& st = self->state;
       try {

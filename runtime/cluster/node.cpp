@@ -153,10 +153,14 @@ hook_slot::view current_hooks(node_actor* self) {
   return {slot.hooks, slot.listeners};
 }
 
-void fire_up(node_actor* self, const std::string& id, const caf::actor& h) {
+void fire_up(node_actor* self, const std::string& id,
+             const std::string& address, const caf::actor& h) {
   auto now = current_hooks(self);
-  for (auto& l : now.listeners)
+  for (auto& l : now.listeners) {
     self->send(l, actors::peer_up_atom::value, id, h);
+    // Its address now (routes name it), its load with its heartbeats.
+    self->send(l, actors::peer_load_atom::value, id, address);
+  }
   if (now.hooks.up)
     now.hooks.up(id, h);
 }
@@ -220,7 +224,7 @@ void peer_up(node_actor* self, const identity& them, const caf::actor& h) {
   if (changed) {
     log(self, "peer " + them.node_id + " at " + them.address + " is up",
         log::level::info);
-    fire_up(self, them.node_id, h);
+    fire_up(self, them.node_id, them.address, h);
   }
 }
 

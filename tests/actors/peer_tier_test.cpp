@@ -430,6 +430,22 @@ BOOST_AUTO_TEST_CASE(route_sends_a_prompt_to_the_node_holding_its_prefix) {
   BOOST_CHECK_EQUAL(a.report().peer.served, 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_route_names_a_peers_address_before_its_first_heartbeat) {
+  // A beats only every 20 s: B knows where A is from the moment A is up,
+  // not from A's first heartbeat, and says so in a route (no load yet).
+  a.opts.cluster_heartbeat_ms = 20000;
+  a.opts.cluster_down_after_ms = 60000;
+  a.start();
+  b.opts.route_load_weight = 0;
+  start_b();
+  auto r = b.svc->route(seq(100, 7000), "n");
+  BOOST_REQUIRE_MESSAGE(r, why(r));
+  BOOST_REQUIRE_EQUAL(r->options.size(), 2u);
+  for (auto& o : r->options)
+    if (o.node_id == "a")
+      BOOST_CHECK_EQUAL(o.address, a.svc->cluster()->address());
+}
+
 BOOST_AUTO_TEST_CASE(route_spreads_prompts_nobody_holds_by_recent_load) {
   start_b();
   std::map<std::string, int> chosen;
