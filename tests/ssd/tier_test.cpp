@@ -91,15 +91,31 @@ BOOST_AUTO_TEST_CASE(large_payloads_read_in_many_ops_are_byte_exact) {
     cfg);
 }
 
+/// 32 kv layers of 1 KiB per token (64 KiB each at 64 tokens).
+model_geometry many_layers() {
+  model_geometry g{"many-layers", {}};
+  for (int i = 0; i < 32; ++i)
+    g.layers.push_back({layer_kind::kv, 1024, 0, 0});
+  return g;
+}
+
+/// The entry of the first `n` tokens in "ns" restores whole and verified.
+void reads_back_whole(world& w, const runtime::oracle_engine& o, size_t n) {
+  auto prompt = tokens(n);
+  prompt.push_back(999999);
+  auto m = w.tier->find(prompt, "ns");
+  BOOST_REQUIRE(m);
+  auto e = w.restore(*m);
+  BOOST_REQUIRE(e);
+  check_verified(o, *e);
+}
+
 BOOST_AUTO_TEST_CASE(layers_in_separate_buffers_are_written_in_full_ops) {
   // 32 layers of 64 KiB, each in a buffer of its own but next to each
   // other in the file: the tier writes them as ops of its op size
   // (gathered from several buffers), not an op a layer, and the file
   // reads back as written.
-  model_geometry g{"many-layers", {}};
-  for (int i = 0; i < 32; ++i)
-    g.layers.push_back({layer_kind::kv, 1024, 0, 0}); // 64 tokens: 64 KiB
-  runtime::oracle_engine o{g};
+  runtime::oracle_engine o{many_layers()};
   ssd_config cfg;
   cfg.max_op_bytes = 512 << 10;
   on_every_backend(
@@ -113,13 +129,7 @@ BOOST_AUTO_TEST_CASE(layers_in_separate_buffers_are_written_in_full_ops) {
       BOOST_TEST(written >= (2u << 20));
       BOOST_TEST(c.writes - before.writes
                  <= (written + cfg.max_op_bytes - 1) / cfg.max_op_bytes + 1);
-      auto prompt = tokens(64);
-      prompt.push_back(999999);
-      auto m = w.tier->find(prompt, "ns");
-      BOOST_REQUIRE(m);
-      auto e = w.restore(*m);
-      BOOST_REQUIRE(e);
-      check_verified(o, *e);
+      reads_back_whole(w, o, 64);
     },
     cfg);
 }
@@ -129,10 +139,7 @@ BOOST_AUTO_TEST_CASE(every_data_write_starts_the_writeback_of_its_file) {
   // back (a hint, so the final fsync waits for less); off, it never does.
   // The memory file system counts the hints per file; the file still
   // reads back as written either way.
-  model_geometry g{"many-layers", {}};
-  for (int i = 0; i < 32; ++i)
-    g.layers.push_back({layer_kind::kv, 1024, 0, 0}); // 64 tokens: 64 KiB
-  runtime::oracle_engine o{g};
+  runtime::oracle_engine o{many_layers()};
   for (bool on : {true, false}) {
     BOOST_TEST_CONTEXT("start_writeback " << on) {
       scratch_dir dir;
@@ -149,13 +156,7 @@ BOOST_AUTO_TEST_CASE(every_data_write_starts_the_writeback_of_its_file) {
       auto hints =
         w.memory_.writebacks_started(join_path(w.tier->root(), names[0]));
       BOOST_TEST(hints == (on ? writes : 0u));
-      auto prompt = tokens(64);
-      prompt.push_back(999999);
-      auto m = w.tier->find(prompt, "ns");
-      BOOST_REQUIRE(m);
-      auto e = w.restore(*m);
-      BOOST_REQUIRE(e);
-      check_verified(o, *e);
+      reads_back_whole(w, o, 64);
     }
   }
 }
