@@ -66,7 +66,7 @@ sealed<msg::AcquireStateReply> lend(ram_tier_pointer self,
     d.root().setUsableTokens(hit->length);
     // Cut as it is written: no trimmed copy of the donor's views first;
     // keyed by the prompt (the tier keeps the donor's key in its index).
-    tiers::write_entry(d, d.root().initEntry(), *hit->donor, hit->donor_length,
+    tiers::write_entry(d, d.root().initEntry(), hit->donor, hit->ns,
                        prompt.span().first(hit->length));
     spill(self, std::move(hit->evicted)); // a leaving donor came back
   } else {

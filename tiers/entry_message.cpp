@@ -295,6 +295,61 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e,
     out.getSession().setNone();
 }
 
+void write_entry(msg::draft_base& d, msg::Entry::Builder out,
+                 const stored_state& body, const std::string& ns,
+                 std::span<const token> key) {
+  auto n = key.size();
+  KVTIER_ASSERT(n <= body.length());
+  bool whole = n == body.length();
+  out.setNs(text(ns));
+  write_tokens(out.initTokens(n), key);
+  auto layers = out.initLayers(body.layer_count());
+  for (uint32_t i = 0; i < body.layer_count(); ++i) {
+    auto l = body.layer(i);
+    auto desc = layers[i].initDescriptor();
+    desc.setKind(static_cast<msg::LayerKind>(l.kind));
+    desc.setBytesPerToken(l.bytes_per_token);
+    desc.setWindow(l.window);
+    desc.setMinOffset(l.min_offset);
+    if (whole) { // as `write_descriptor` and `write_segments`
+      uint64_t bytes = 0;
+      for (auto& s : l.segments)
+        bytes += s.length;
+      desc.setTokens(l.tokens);
+      desc.setByteLength(bytes);
+      auto segs = layers[i].initSegments(l.segments.size());
+      for (uint32_t j = 0; j < l.segments.size(); ++j)
+        d.set_payload(segs[j], l.segments[j]);
+      continue;
+    }
+    // Below its length every layer is kv or an unwrapped ring (the only
+    // kinds that trim): its first n token rows, as `layer_state::trimmed`.
+    KVTIER_ASSERT(l.can_trim_to(n));
+    auto bytes = n * l.bytes_per_token;
+    desc.setTokens(n);
+    desc.setByteLength(bytes);
+    uint32_t k = 0;
+    for (uint64_t left = bytes; left > 0 && k < l.segments.size(); ++k)
+      left -= std::min(left, l.segments[k].length);
+    auto segs = layers[i].initSegments(k);
+    uint64_t left = bytes;
+    for (uint32_t j = 0; j < k; ++j) {
+      auto take = std::min(left, l.segments[j].length);
+      d.set_payload(segs[j], l.segments[j].sub(0, take));
+      left -= take;
+    }
+  }
+  if (whole) // exact-boundary: only at the full length
+    write_attachments(d, out.initAttachments(body.attachments().size()),
+                      body.attachments());
+  else
+    out.initAttachments(0);
+  if (body.session())
+    out.getSession().setId(text(*body.session()));
+  else
+    out.getSession().setNone();
+}
+
 caf::error check_layers(const model_geometry& g, msg::Entry::Reader in) {
   auto layers = in.getLayers();
   if (layers.size() != g.layers.size())

@@ -18,6 +18,7 @@
 #include "tiers/geometry.hpp"
 #include "tiers/state.hpp"
 #include "tiers/storage_key.hpp"
+#include "tiers/stored_state.hpp"
 
 #include <optional>
 #include <span>
@@ -33,8 +34,17 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e);
 void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e,
                  uint64_t n);
 
+/// Writes the stored state `body` (what a RAM hit lends: `ram_hit::donor`)
+/// in `ns`, cut to `key.size()` tokens and keyed by `key`, as the
+/// 4-argument form would for the same state held as an entry keyed by a
+/// key that starts with `key`. Every layer must trim to `key.size()`
+/// (`key.size() <= body.length()`).
+void write_entry(msg::draft_base& d, msg::Entry::Builder out,
+                 const stored_state& body, const std::string& ns,
+                 std::span<const token> key);
+
 /// Writes `body`, a state of `length` tokens whose own `tokens` are not
-/// read (a RAM tier keeps keys in its index: `ram_hit::donor`), cut to
+/// read, cut to
 /// `key.size()` tokens and keyed by `key`, as the 4-argument form would
 /// for the same state keyed by a key that starts with `key`. Every layer
 /// must trim to `key.size()` (`key.size() <= length`).

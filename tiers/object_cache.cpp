@@ -22,21 +22,23 @@ put_result ram_tier::put_object(std::string key,
                       .serial = 0,
                       .released = {}});
   put_result out;
-  auto r = emplace(record{.is_object = true,
-                          .durable = durable,
-                          .object_key = key,
-                          .object = std::move(tensors)},
-                   bufs, now);
+  record init;
+  init.is_object = true;
+  init.durable = durable;
+  init.more = std::make_unique<ram_record_extras>(
+    ram_record_extras{{}, {}, key, std::move(tensors)});
+  auto r = emplace(std::move(init), bufs, now);
   auto [it, fresh] = objects_.try_emplace(std::move(key), r);
   if (!fresh) {
     auto old = it->second;
     it->second = r;
-    r->leases = std::move(old->leases); // interests follow the key
+    // Interests follow the key.
+    rec(r).more->leases = std::move(rec(old).extras().leases);
     drop(old);
     ++counters_.replacements;
     out.replaced = true;
   }
-  out.serial = r->serial;
+  out.serial = rec(r).serial;
   out.evicted = evict_over_cap(r);
   out.kept = true;
   return out;
@@ -51,30 +53,30 @@ std::optional<std::vector<attachment>> ram_tier::object(const std::string& key,
   }
   ++counters_.object_hits;
   touch(o->second, now);
-  return o->second->object;
+  return rec(o->second).more->object;
 }
 
 std::optional<ram_object> ram_tier::peek_object(const std::string& key) const {
   auto o = objects_.find(key);
   if (o == objects_.end())
     return std::nullopt;
-  auto& r = *o->second;
-  return ram_object{r.serial, r.durable, r.object};
+  auto& r = rec(o->second);
+  return ram_object{r.serial, r.durable, r.more->object};
 }
 
 std::vector<std::string> ram_tier::undurable_objects() const {
   std::vector<std::string> out;
-  for (auto& r : lru_)
-    if (r.is_object && !r.durable)
-      out.push_back(r.object_key);
+  for (auto id = lru_.head; id != record::none; id = rec(id).next)
+    if (auto& r = rec(id); r.is_object && !r.durable)
+      out.push_back(r.more->object_key);
   return out;
 }
 
 bool ram_tier::object_not_durable(const std::string& key) {
   auto o = objects_.find(key);
-  if (o == objects_.end() || !o->second->durable)
+  if (o == objects_.end() || !rec(o->second).durable)
     return false;
-  o->second->durable = false;
+  rec(o->second).durable = false;
   ++counters_.backing_lost;
   return true;
 }

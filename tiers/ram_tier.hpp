@@ -69,11 +69,11 @@
 
 #include "tiers/byte_ledger.hpp"
 #include "tiers/prefix_index.hpp"
+#include "tiers/ram_records.hpp"
 #include "tiers/ram_types.hpp"
 #include "tiers/state.hpp"
 
 #include <functional>
-#include <list>
 #include <optional>
 #include <span>
 #include <string>
@@ -288,40 +288,27 @@ public:
   }
 
 private:
-  struct record {
-    bool is_object = false;
-    bool durable = false;
-    bool writing = false; // the owner has a write of it out
-    bool leaving = false; // in `leaving_`: evicted, write pending
-    // How it will be reported when it leaves the index; whether it was.
-    ram_change_kind gone_as = ram_change_kind::evicted;
-    bool announced_gone = false;
-    // A prefix entry's body (empty for an object), shared with lent hits:
-    // its state without tokens, whose only copy is the index's path to
-    // `ref` (`key_of`, `keyed`).
-    std::shared_ptr<const entry> state = std::make_shared<const entry>();
-    uint64_t last_used = 0;
-    uint64_t serial = 0;
-    entry_ref ref{};
-    uint64_t file_tokens = 0;       // of the SSD file behind `durable`
-    std::vector<uint64_t> leases{}; // interests holding it
-    std::vector<uint64_t> pins{};   // protections (empty: unprotected)
-    std::string object_key{};
-    std::vector<attachment> object{};
-  };
-  using record_it = std::list<record>::iterator;
+  using record = ram_record;
+  using record_id = ram_record::id;
 
-  record_it emplace(record rec, const std::vector<buffer_ref>& bufs,
+  record& rec(record_id r) noexcept {
+    return records_[r];
+  }
+  const record& rec(record_id r) const noexcept {
+    return records_[r];
+  }
+  /// A new record on the LRU (resident) or the leaving list.
+  record_id emplace(record&& init, const std::vector<buffer_ref>& bufs,
                     uint64_t now, bool resident = true);
-  spill_order take(record_it r);
+  spill_order take(record_id r);
   /// Turns a resident item into a leaving one; its spill order.
-  spill_order leave(record_it r);
+  spill_order leave(record_id r);
   /// Whether an evicted `r` leaves (waits for its write) or is dropped.
-  bool leaves(record_it r) const;
+  bool leaves(record_id r) const;
   /// A leaving item becomes resident again.
-  void rejoin(record_it r, uint64_t now);
+  void rejoin(record_id r, uint64_t now);
   /// Bytes dropping `r` would free now (buffers only it holds anywhere).
-  uint64_t would_free(record_it r) const;
+  uint64_t would_free(record_id r) const;
   /// The buffers of `r`'s state (what the ledgers hold for it: the state
   /// is immutable while held, so the record keeps no list of them).
   static std::vector<buffer_ref> buffers_of(const record& r);
@@ -341,30 +328,34 @@ private:
   entry keyed(const record& r) const;
   /// Removes `r`; `released` receives the buffers no item holds any more
   /// (`refs`: r's buffers, when its state was moved out already).
-  uint64_t drop(record_it r, std::vector<released_buffer>* released = nullptr,
+  uint64_t drop(record_id r, std::vector<released_buffer>* released = nullptr,
                 std::vector<buffer_ref> refs = {});
-  void touch(record_it r, uint64_t now);
-  bool protects(record_it r) const;
-  void pin(record_it r, uint64_t id);
-  record_it victim(record_it skip);
-  record_it lru_where(bool (ram_tier::*ok)(record_it) const, record_it skip);
-  bool evictable(record_it r) const;
-  bool unleased(record_it r) const;
-  bool any(record_it r) const;
-  std::vector<spill_order> evict_over_cap(record_it keep);
-  size_t supersede(record_it r);
+  void touch(record_id r, uint64_t now);
+  bool protects(record_id r) const;
+  void pin(record_id r, uint64_t id);
+  record_id victim(record_id skip);
+  record_id lru_where(bool (ram_tier::*ok)(record_id) const, record_id skip);
+  bool evictable(record_id r) const;
+  bool unleased(record_id r) const;
+  bool any(record_id r) const;
+  std::vector<spill_order> evict_over_cap(record_id keep);
+  size_t supersede(record_id r);
   void notify(const token_seq& tokens, const std::string& ns);
   /// Tells the change observer of `r` (stored, or `r.gone_as` once);
   /// `tokens`: its key when the caller has it, else rebuilt from the index.
   void announce(record& r, bool gone, const token_seq* tokens = nullptr);
-  record_it find(const ram_key& key) const;
+  /// Moves `from`'s leases to `to` (a put replacing `from`'s key).
+  static void adopt_leases(record& to, record& from);
+  /// The record of `key`, or `ram_record::none`.
+  record_id find(const ram_key& key) const;
 
   uint64_t capacity_;
   bool cold_;
-  std::list<record> lru_;     // resident; front: least recently used
-  std::list<record> leaving_; // leaving, oldest first
-  prefix_index<record_it> index_;
-  std::unordered_map<std::string, record_it> objects_;
+  ram_records records_;
+  ram_record_list lru_;     // resident; head: least recently used
+  ram_record_list leaving_; // leaving, oldest first
+  prefix_index<record_id> index_;
+  std::unordered_map<std::string, record_id> objects_;
   std::unordered_map<uint64_t, std::vector<ram_key>> leases_;
   byte_ledger ledger_;   // every item
   byte_ledger resident_; // resident items (the cap)

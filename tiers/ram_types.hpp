@@ -5,6 +5,7 @@
 #pragma once
 
 #include "tiers/state.hpp"
+#include "tiers/stored_state.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -61,10 +62,10 @@ struct spill_order {
   std::vector<released_buffer> released;
 };
 
-/// What a RAM lookup lends: the donor itself, shared with the tier (one
-/// reference for the whole entry, whatever its layer count: the lookup
-/// does no per-layer work), and the usable length. `state(prompt)` cuts
-/// the views to that length when they are wanted (O(layers)); a writer
+/// What a RAM lookup lends: the donor's stored state itself, shared with
+/// the tier (one reference for the whole entry, whatever its layer count:
+/// the lookup does no per-layer work), and the usable length. `state(prompt)`
+/// cuts the views to that length when they are wanted (O(layers)); a writer
 /// that can cut as it goes (`write_entry` with a length and a key) never
 /// builds them. While a hit is held the donor's buffers stay alive, as
 /// lent views do.
@@ -73,10 +74,12 @@ struct spill_order {
 /// tokens: what is lent is keyed by the prompt the lookup answered, whose
 /// first `length` tokens are the donor's own (that is what matched).
 struct ram_hit {
-  /// The donor's whole state (never null in a hit) as the tier stores it:
-  /// layers, attachments, session and namespace, but `tokens` empty (its
-  /// length is `donor_length`).
-  std::shared_ptr<const entry> donor;
+  /// The donor's whole state (never null in a hit) as the tier stores it
+  /// (tiers/stored_state.hpp): layers, attachments and session, no tokens
+  /// (its length is `donor_length`).
+  stored_state donor;
+  /// The donor's namespace (the tier keeps it in its index).
+  std::string ns;
   /// The usable prefix length p (<= donor->size()).
   uint64_t length = 0;
   /// The donor's own length (> length when it is served trimmed).
