@@ -13,7 +13,8 @@
 // (exact) or f <= p < L (trimmed). `longest_usable` returns the largest such
 // p over the namespace; among equally long candidates one needing no trim
 // wins, then the most recently used. Recency is the index's own: a stamp
-// from a per-index counter, renewed by `insert` and `touch`. The owner
+// from a per-index counter, renewed by `insert` and `touch` (an owner may
+// ask for stamps of at least a value of its own clock). The owner
 // touches what it serves; `longest_usable` itself changes nothing, so a
 // peek is free of side effects.
 //
@@ -28,16 +29,20 @@
 // beside it, so nothing shifts the siblings and no pass over the children
 // is needed to learn what is left below after an erase (a node of at most
 // 32 children keeps them in a sorted array).
-// Memory: edges hold runs of tokens, so a shared prefix is stored once.
+// Memory: edges hold runs of tokens, so a shared prefix is stored once; a
+// handle of at most 8 bytes that copies as bytes (an id, an iterator) is
+// kept in the entry's node, any other in a slot beside the tree.
 #pragma once
 
 #include "tiers/prefix_tree.hpp"
 #include "tiers/state.hpp"
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -68,10 +73,10 @@ public:
 
   /// Inserts or replaces (ns, key) with `h`; the entry becomes the most
   /// recently used. `key` must not be empty.
+  /// `at`: the least recency stamp it may get (see `touch`).
   insert_result insert(std::string_view ns, std::span<const token> key,
-                       Handle h, uint64_t floor) {
-    auto slot = take_slot(std::move(h));
-    auto r = tree_.insert(ns, key, slot, floor);
+                       Handle h, uint64_t floor, uint64_t at = 0) {
+    auto r = tree_.insert(ns, key, take_slot(std::move(h)), floor, at);
     insert_result out{r.ref, std::nullopt};
     if (r.replaced)
       out.replaced = give_slot(*r.replaced);
@@ -104,9 +109,11 @@ public:
     return match{m->ref, m->length, m->needs_trim};
   }
 
-  /// Makes `ref` the most recently used entry (for tie-breaks).
-  void touch(entry_ref ref) {
-    tree_.touch(ref);
+  /// Makes `ref` the most recently used entry (for tie-breaks), with a
+  /// stamp of at least `at` (an owner whose stamps follow its clock reads
+  /// the time of last use back from `stamp`).
+  void touch(entry_ref ref, uint64_t at = 0) {
+    tree_.touch(ref, at);
   }
 
   /// Entries whose keys are strict prefixes of `ref`'s, nearest first.
@@ -127,11 +134,26 @@ public:
     return tree_.descendants(ns, key);
   }
 
-  Handle& handle(entry_ref ref) {
-    return *slots_[tree_.value(ref)];
+  /// The entry's handle: a copy for a handle kept in the node, else a
+  /// reference (see `in_node`).
+  decltype(auto) handle(entry_ref ref) {
+    if constexpr (in_node)
+      return from_value(tree_.value(ref));
+    else
+      return static_cast<Handle&>(*slots_[tree_.value(ref)]);
   }
-  const Handle& handle(entry_ref ref) const {
-    return *slots_[tree_.value(ref)];
+  decltype(auto) handle(entry_ref ref) const {
+    if constexpr (in_node)
+      return from_value(tree_.value(ref));
+    else
+      return static_cast<const Handle&>(*slots_[tree_.value(ref)]);
+  }
+  /// Replaces the entry's handle.
+  void set_handle(entry_ref ref, Handle h) {
+    if constexpr (in_node)
+      tree_.set_value(ref, to_value(h));
+    else
+      *slots_[tree_.value(ref)] = std::move(h);
   }
 
   /// The entry's key, rebuilt from the tree's edges (O(length)).
@@ -174,8 +196,27 @@ public:
     free_.clear();
   }
 
+  /// A handle of at most 8 bytes that copies as bytes is kept in the
+  /// tree's node itself; any other in a slot the node names.
+  static constexpr bool in_node =
+    sizeof(Handle) <= sizeof(uint64_t) && std::is_trivially_copyable_v<Handle>;
+
 private:
+  static uint64_t to_value(const Handle& h) noexcept {
+    uint64_t v = 0;
+    std::memcpy(&v, &h, sizeof(Handle));
+    return v;
+  }
+  static Handle from_value(uint64_t v) noexcept {
+    Handle h;
+    // Trivially copyable: its bytes are all there is to it.
+    std::memcpy(static_cast<void*>(&h), &v, sizeof(Handle));
+    return h;
+  }
+
   uint64_t take_slot(Handle h) {
+    if constexpr (in_node)
+      return to_value(h);
     if (free_.empty()) {
       slots_.emplace_back(std::move(h));
       return slots_.size() - 1;
@@ -187,6 +228,8 @@ private:
   }
 
   Handle give_slot(uint64_t s) {
+    if constexpr (in_node)
+      return from_value(s);
     Handle h = std::move(*slots_[s]);
     slots_[s].reset();
     free_.push_back(s);

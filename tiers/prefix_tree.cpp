@@ -712,7 +712,8 @@ node* prefix_tree::make_path(std::string_view ns, std::span<const token> key) {
 
 prefix_tree::insert_result prefix_tree::insert(std::string_view ns,
                                                std::span<const token> key,
-                                               uint64_t value, uint64_t floor) {
+                                               uint64_t value, uint64_t floor,
+                                               uint64_t at) {
   KVTIER_ASSERT(!key.empty() && key.size() < no_floor);
   auto n = make_path(ns, key);
   insert_result out{entry_ref{n}, std::nullopt};
@@ -728,7 +729,7 @@ prefix_tree::insert_result prefix_tree::insert(std::string_view ns,
   n->has_entry = true;
   n->value = value;
   n->floor = static_cast<uint32_t>(std::min<uint64_t>(floor, key.size()));
-  n->stamp = ++clock_;
+  n->stamp = next_stamp(at);
   if (n->trimmable())
     add_up(n);
   return out;
@@ -840,10 +841,15 @@ prefix_tree::longest_usable(std::string_view ns,
   return std::nullopt;
 }
 
-void prefix_tree::touch(entry_ref ref) {
+uint64_t prefix_tree::next_stamp(uint64_t at) noexcept {
+  clock_ = std::max(clock_ + 1, at);
+  return clock_;
+}
+
+void prefix_tree::touch(entry_ref ref, uint64_t at) {
   auto e = as_node(ref.node_);
   KVTIER_ASSERT(e && e->has_entry);
-  e->stamp = ++clock_;
+  e->stamp = next_stamp(at);
   if (e->trimmable())
     for (node *a = e->parent, *c = e; a; c = a, a = a->parent) {
       if (a->children.wide())
@@ -943,6 +949,10 @@ uint64_t prefix_tree::stamp(entry_ref ref) const {
 
 uint64_t prefix_tree::value(entry_ref ref) const {
   return as_node(ref.node_)->value;
+}
+
+void prefix_tree::set_value(entry_ref ref, uint64_t v) {
+  as_node(ref.node_)->value = v;
 }
 
 uint64_t prefix_tree::memory_bytes() const {

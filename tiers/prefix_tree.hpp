@@ -75,9 +75,10 @@ public:
 
   /// Inserts (or replaces) the entry `key` in `ns`, makes it the most
   /// recently used. `floor` is clamped to [0, len(key)]. `key` must not be
-  /// empty and shorter than 2^32 tokens.
+  /// empty and shorter than 2^32 tokens. `at`: the least stamp it may get
+  /// (see `touch`).
   insert_result insert(std::string_view ns, std::span<const token> key,
-                       uint64_t value, uint64_t floor);
+                       uint64_t value, uint64_t floor, uint64_t at = 0);
 
   /// Removes `ref` (must be live); returns its value.
   uint64_t erase(entry_ref ref);
@@ -91,8 +92,10 @@ public:
   std::optional<usable_match> longest_usable(std::string_view ns,
                                              std::span<const token> pr) const;
 
-  /// Makes `ref` the most recently used (a fresh, highest stamp).
-  void touch(entry_ref ref);
+  /// Makes `ref` the most recently used: a fresh stamp, above every
+  /// other and at least `at` (an owner passing stamps that grow with its
+  /// clock can read the time of last use back from `stamp`).
+  void touch(entry_ref ref, uint64_t at = 0);
 
   /// Entries whose keys are strict prefixes of `ref`'s, nearest first.
   std::vector<entry_ref> ancestors(entry_ref ref) const;
@@ -114,6 +117,8 @@ public:
   uint64_t floor(entry_ref ref) const;
   uint64_t stamp(entry_ref ref) const;
   uint64_t value(entry_ref ref) const;
+  /// Changes the entry's value in place.
+  void set_value(entry_ref ref, uint64_t v);
 
   /// Number of entries.
   size_t size() const noexcept {
@@ -147,6 +152,8 @@ private:
   void remove_up(node* e, uint32_t floor);
   void unlink(node* e);
   void merge_into_child(node* n);
+  /// A fresh stamp above every other, at least `at`.
+  uint64_t next_stamp(uint64_t at) noexcept;
 
   std::map<std::string, std::unique_ptr<root_node>, std::less<>> roots_;
   size_t entries_ = 0;

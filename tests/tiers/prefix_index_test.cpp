@@ -145,6 +145,56 @@ BOOST_AUTO_TEST_CASE(replace_erase_and_structure) {
   BOOST_TEST(ix.token_count() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(small_handles_live_in_the_node) {
+  // A handle of at most 8 bytes that copies as bytes is kept in the node;
+  // it is handed back whole by lookups, replacements, erases and set_handle.
+  struct pair32 {
+    uint32_t id = 0;
+    uint32_t serial = 0;
+  };
+  static_assert(prefix_index<pair32>::in_node);
+  static_assert(prefix_index<char>::in_node);
+  static_assert(!prefix_index<std::string>::in_node);
+  prefix_index<pair32> ix;
+  auto a = ix.insert("a", seq({1, 2, 3}), pair32{7, 0xdeadbeef}, trims);
+  ix.insert("a", seq({1, 2, 4}), pair32{8, 1}, trims);
+  BOOST_TEST(ix.handle(a.ref).id == 7u);
+  BOOST_TEST(ix.handle(a.ref).serial == 0xdeadbeefu);
+  auto m = ix.longest_usable("a", seq({1, 2, 3, 9}));
+  BOOST_REQUIRE(m);
+  BOOST_TEST(ix.handle(m->ref).id == 7u);
+  ix.set_handle(a.ref, pair32{9, 2});
+  auto r = ix.insert("a", seq({1, 2, 3}), pair32{10, 3}, trims);
+  BOOST_REQUIRE(r.replaced);
+  BOOST_TEST(r.replaced->id == 9u, "the replaced handle, as set last");
+  BOOST_TEST(r.replaced->serial == 2u);
+  auto gone = ix.erase("a", seq({1, 2, 4}));
+  BOOST_REQUIRE(gone);
+  BOOST_TEST(gone->id == 8u);
+  BOOST_TEST(gone->serial == 1u);
+  BOOST_TEST(ix.handle(ix.find("a", seq({1, 2, 3}))).id == 10u);
+}
+
+BOOST_AUTO_TEST_CASE(stamps_follow_the_owners_clock_and_stay_unique) {
+  // An owner asking for stamps of at least its clock reads the time of the
+  // last use back; stamps still rise with every insert and touch, so the
+  // most recently used wins ties whatever the clock says.
+  index_t ix;
+  auto x = ix.insert("a", seq({1, 2, 3, 7}), "x", trims, 1000 << 4).ref;
+  auto y = ix.insert("a", seq({1, 2, 3, 8}), "y", trims, 1000 << 4).ref;
+  BOOST_TEST(ix.stamp(x) >> 4 == 1000u);
+  BOOST_TEST(ix.stamp(y) >> 4 == 1000u);
+  BOOST_TEST(ix.stamp(y) > ix.stamp(x));
+  ix.touch(x, 2000 << 4);
+  BOOST_TEST(ix.stamp(x) >> 4 == 2000u);
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"x", 3, true}));
+  ix.touch(y, 5); // a clock behind: still the newest stamp
+  BOOST_TEST(ix.stamp(y) > ix.stamp(x));
+  BOOST_TEST((lookup(ix, "a", seq({1, 2, 3, 9})) == answer{"y", 3, true}));
+  ix.touch(x); // no clock: the next stamp
+  BOOST_TEST(ix.stamp(x) == ix.stamp(y) + 1);
+}
+
 BOOST_AUTO_TEST_CASE(prefixes_walk_the_key_whether_or_not_it_is_held) {
   index_t ix;
   ix.insert("a", seq({1, 2}), "p", trims);
