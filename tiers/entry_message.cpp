@@ -313,13 +313,13 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out,
     desc.setMinOffset(l.min_offset);
     if (whole) { // as `write_descriptor` and `write_segments`
       uint64_t bytes = 0;
-      for (auto& s : l.segments)
-        bytes += s.length;
+      for (size_t j = 0; j < l.segment_count(); ++j)
+        bytes += l.segment_length(j);
       desc.setTokens(l.tokens);
       desc.setByteLength(bytes);
-      auto segs = layers[i].initSegments(l.segments.size());
-      for (uint32_t j = 0; j < l.segments.size(); ++j)
-        d.set_payload(segs[j], l.segments[j]);
+      auto segs = layers[i].initSegments(l.segment_count());
+      for (uint32_t j = 0; j < l.segment_count(); ++j)
+        d.set_payload(segs[j], l.segment(j));
       continue;
     }
     // Below its length every layer is kv or an unwrapped ring (the only
@@ -329,13 +329,13 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out,
     desc.setTokens(n);
     desc.setByteLength(bytes);
     uint32_t k = 0;
-    for (uint64_t left = bytes; left > 0 && k < l.segments.size(); ++k)
-      left -= std::min(left, l.segments[k].length);
+    for (uint64_t left = bytes; left > 0 && k < l.segment_count(); ++k)
+      left -= std::min(left, l.segment_length(k));
     auto segs = layers[i].initSegments(k);
     uint64_t left = bytes;
     for (uint32_t j = 0; j < k; ++j) {
-      auto take = std::min(left, l.segments[j].length);
-      d.set_payload(segs[j], l.segments[j].sub(0, take));
+      auto take = std::min(left, l.segment_length(j));
+      d.set_payload(segs[j], l.segment(j).sub(0, take));
       left -= take;
     }
   }

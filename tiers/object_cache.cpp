@@ -22,23 +22,25 @@ put_result ram_tier::put_object(std::string key,
                       .serial = 0,
                       .released = {}});
   put_result out;
-  record init;
-  init.is_object = true;
-  init.durable = durable;
-  init.more = std::make_unique<ram_record_extras>(
-    ram_record_extras{{}, {}, key, std::move(tensors)});
-  auto r = emplace(std::move(init), bufs, now);
+  ram_flags flags;
+  flags.is_object = true;
+  flags.durable = durable;
+  auto r = emplace(record{}, flags, bufs);
+  auto& x = records_.extras(r);
+  x.object_key = key;
+  x.object = std::move(tensors);
+  x.serial = next_serial();
+  x.last_used = now;
   auto [it, fresh] = objects_.try_emplace(std::move(key), r);
   if (!fresh) {
     auto old = it->second;
     it->second = r;
-    // Interests follow the key.
-    rec(r).more->leases = std::move(rec(old).extras().leases);
+    adopt_leases(r, old); // interests follow the key
     drop(old);
     ++counters_.replacements;
     out.replaced = true;
   }
-  out.serial = rec(r).serial;
+  out.serial = x.serial;
   out.evicted = evict_over_cap(r);
   out.kept = true;
   return out;
@@ -53,30 +55,31 @@ std::optional<std::vector<attachment>> ram_tier::object(const std::string& key,
   }
   ++counters_.object_hits;
   touch(o->second, now);
-  return rec(o->second).more->object;
+  return records_.find_extras(o->second)->object;
 }
 
 std::optional<ram_object> ram_tier::peek_object(const std::string& key) const {
   auto o = objects_.find(key);
   if (o == objects_.end())
     return std::nullopt;
-  auto& r = rec(o->second);
-  return ram_object{r.serial, r.durable, r.more->object};
+  auto r = o->second;
+  return ram_object{serial_of(r), fl(r).durable,
+                    records_.find_extras(r)->object};
 }
 
 std::vector<std::string> ram_tier::undurable_objects() const {
   std::vector<std::string> out;
   for (auto id = lru_.head; id != record::none; id = rec(id).next)
-    if (auto& r = rec(id); r.is_object && !r.durable)
-      out.push_back(r.more->object_key);
+    if (auto f = fl(id); f.is_object && !f.durable)
+      out.push_back(records_.find_extras(id)->object_key);
   return out;
 }
 
 bool ram_tier::object_not_durable(const std::string& key) {
   auto o = objects_.find(key);
-  if (o == objects_.end() || !rec(o->second).durable)
+  if (o == objects_.end() || !fl(o->second).durable)
     return false;
-  rec(o->second).durable = false;
+  fl(o->second).durable = false;
   ++counters_.backing_lost;
   return true;
 }

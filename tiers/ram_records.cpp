@@ -1,5 +1,7 @@
 #include "tiers/ram_records.hpp"
 
+#include <utility>
+
 namespace kvtier::tiers {
 
 ram_records::id ram_records::make() {
@@ -18,9 +20,40 @@ ram_records::id ram_records::make() {
 }
 
 void ram_records::free(id r) {
-  (*this)[r] = ram_record{}; // its state and extras go now
+  (*this)[r] = ram_record{}; // its state goes now
+  if (flags(r).has_extras)
+    extras_.erase(r);
+  flags(r) = ram_flags{};
   free_.push_back(r);
   --live_;
+}
+
+ram_record_extras& ram_records::extras(id r) {
+  auto& x = extras_[r];
+  flags(r).has_extras = true;
+  return x;
+}
+
+const ram_record_extras* ram_records::find_extras(id r) const noexcept {
+  if (!flags(r).has_extras)
+    return nullptr;
+  auto it = extras_.find(r);
+  KVTIER_ASSERT(it != extras_.end());
+  return &it->second;
+}
+
+ram_record_extras* ram_records::find_extras(id r) noexcept {
+  return const_cast<ram_record_extras*>(std::as_const(*this).find_extras(r));
+}
+
+void ram_records::shrink(id r) noexcept {
+  auto& f = flags(r);
+  if (!f.has_extras || f.is_object)
+    return;
+  if (auto it = extras_.find(r); it != extras_.end() && it->second.empty()) {
+    extras_.erase(it);
+    f.has_extras = false;
+  }
 }
 
 void ram_records::link_back(ram_record_list& l, id r) noexcept {
@@ -52,6 +85,7 @@ void ram_records::unlink(ram_record_list& l, id r) noexcept {
 void ram_records::clear() noexcept {
   chunks_.clear();
   free_.clear();
+  extras_.clear();
   made_ = 0;
   live_ = 0;
 }

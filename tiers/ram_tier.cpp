@@ -12,32 +12,94 @@ ram_tier::ram_tier(uint64_t capacity_bytes, bool cold_tier)
   : capacity_(capacity_bytes)
   , cold_(cold_tier) {}
 
-ram_key ram_tier::key_of(const record& r) const {
-  if (r.is_object)
-    return {true, r.more->object_key, {}};
-  return {false, index_.ns(r.ref), index_.key(r.ref)};
+namespace {
+
+/// Stamps the RAM tier asks of its index per millisecond of its clock: the
+/// index stamps an entry at least `now << stamp_shift`, so the time of its
+/// last use is its stamp shifted back (exact unless more than 2^20 uses
+/// fall in one millisecond, which would make it look used a little later).
+constexpr unsigned stamp_shift = 20;
+/// Clocks past this (2^43 ms, 278 years) read as this.
+constexpr uint64_t latest_stamped_ms = (uint64_t{1} << 43) - 1;
+
+uint64_t stamp_at(uint64_t now) noexcept {
+  return std::min(now, latest_stamped_ms) << stamp_shift;
 }
 
-uint64_t ram_tier::length_of(const record& r) const {
-  return r.is_object ? 0 : index_.length(r.ref);
+const std::vector<uint64_t> no_ids;
+
+} // namespace
+
+const std::vector<uint64_t>& ram_tier::leases(record_id r) const noexcept {
+  auto* x = records_.find_extras(r);
+  return x ? x->leases : no_ids;
 }
 
-entry ram_tier::keyed(const record& r) const {
-  if (r.is_object)
+const std::vector<uint64_t>& ram_tier::pins(record_id r) const noexcept {
+  auto* x = records_.find_extras(r);
+  return x ? x->pins : no_ids;
+}
+
+uint64_t ram_tier::serial_of(record_id r) const {
+  if (fl(r).is_object)
+    return records_.find_extras(r)->serial;
+  return index_.handle(rec(r).ref).serial;
+}
+
+uint64_t ram_tier::last_used(record_id r) const {
+  if (fl(r).is_object)
+    return records_.find_extras(r)->last_used;
+  return index_.stamp(rec(r).ref) >> stamp_shift;
+}
+
+uint64_t ram_tier::file_tokens(record_id r) const {
+  auto* x = records_.find_extras(r);
+  return x && x->file_tokens > 0 ? x->file_tokens : length_of(r);
+}
+
+void ram_tier::set_file_tokens(record_id r, uint64_t n) {
+  // Keys are shorter than 2^32 tokens (the prefix tree's limit, checked at
+  // `put`), and so are files.
+  KVTIER_ASSERT(n < ram_record::none);
+  if (n != 0 && n != length_of(r)) {
+    records_.extras(r).file_tokens = static_cast<uint32_t>(n);
+  } else if (auto* x = records_.find_extras(r)) {
+    x->file_tokens = 0;
+    records_.shrink(r);
+  }
+}
+
+uint32_t ram_tier::next_serial() noexcept {
+  if (++serials_ == 0) // 0 means "any" to `begin_write`
+    ++serials_;
+  return serials_;
+}
+
+ram_key ram_tier::key_of(record_id r) const {
+  if (fl(r).is_object)
+    return {true, records_.find_extras(r)->object_key, {}};
+  return {false, index_.ns(rec(r).ref), index_.key(rec(r).ref)};
+}
+
+uint64_t ram_tier::length_of(record_id r) const {
+  return fl(r).is_object ? 0 : index_.length(rec(r).ref);
+}
+
+entry ram_tier::keyed(record_id r) const {
+  if (fl(r).is_object)
     return {};
   // The body holds no tokens: its key is the index's path to `ref`.
-  return r.state.keyed(index_.ns(r.ref), index_.key(r.ref));
+  auto ref = rec(r).ref;
+  return rec(r).state.keyed(index_.ns(ref), index_.key(ref));
 }
 
-ram_tier::record_id ram_tier::emplace(record&& init,
+ram_tier::record_id ram_tier::emplace(record&& init, ram_flags flags,
                                       const std::vector<buffer_ref>& bufs,
-                                      uint64_t now, bool resident) {
+                                      bool resident) {
   auto id = records_.make();
-  auto& r = rec(id);
-  r = std::move(init);
-  r.last_used = now;
-  r.serial = ++serials_;
-  r.leaving = !resident;
+  rec(id) = std::move(init);
+  flags.leaving = !resident;
+  fl(id) = flags;
   ledger_.hold(bufs);
   if (resident)
     resident_.hold(bufs);
@@ -45,14 +107,34 @@ ram_tier::record_id ram_tier::emplace(record&& init,
   return id;
 }
 
-std::vector<buffer_ref> ram_tier::buffers_of(const record& r) {
+bool ram_tier::index_entry(record_id id, std::string_view ns,
+                           std::span<const token> key, uint64_t floor,
+                           uint64_t now) {
+  auto ins =
+    index_.insert(ns, key, ram_handle{id, next_serial()}, floor, stamp_at(now));
+  rec(id).ref = ins.ref;
+  if (!ins.replaced)
+    return false;
+  auto old = ins.replaced->record;
+  rec(old).ref = entry_ref{}; // the index already points at id
+  adopt_leases(id, old);      // interests follow the key
+  if (!pins(old).empty()) {   // and so do protections
+    records_.extras(id).pins = std::move(records_.extras(old).pins);
+    records_.extras(old).pins.clear();
+  }
+  drop(old); // its pins are id's now: protected_ is unchanged
+  ++counters_.replacements;
+  return true;
+}
+
+std::vector<buffer_ref> ram_tier::buffers_of(record_id r) const {
   std::vector<buffer_ref> out;
-  if (r.is_object) {
+  if (fl(r).is_object) {
     entry holder; // collect_buffers walks entries
-    holder.attachments = r.more->object;
+    holder.attachments = records_.find_extras(r)->object;
     collect_buffers(holder, out);
   } else {
-    r.state.collect_buffers(out);
+    rec(r).state.collect_buffers(out);
   }
   return out;
 }
@@ -68,24 +150,25 @@ std::vector<uint64_t> ram_tier::ids_of(const std::vector<buffer_ref>& bufs) {
 uint64_t ram_tier::drop(record_id id, std::vector<released_buffer>* released,
                         std::vector<buffer_ref> refs) {
   auto& r = rec(id);
-  if (r.is_object) {
-    auto o = objects_.find(r.more->object_key);
+  auto f = fl(id);
+  if (f.is_object) {
+    auto o = objects_.find(records_.find_extras(id)->object_key);
     if (o != objects_.end() && o->second == id)
       objects_.erase(o);
   } else if (r.ref) {
-    announce(r, true);
+    announce(id, true);
     index_.erase(r.ref);
   }
-  if (!r.pins().empty())
+  if (!pins(id).empty())
     --protected_;
   // The ledger's ids come from the state itself (immutable while held), so
   // the record keeps no list of them.
   if (refs.empty())
-    refs = buffers_of(r);
+    refs = buffers_of(id);
   auto ids = ids_of(refs);
   std::vector<uint64_t> gone;
   auto freed = ledger_.release(ids, released ? &gone : nullptr);
-  if (!r.leaving)
+  if (!f.leaving)
     resident_.release(ids);
   if (released && !gone.empty()) {
     std::unordered_map<uint64_t, const buffer_ref*> by_id;
@@ -95,66 +178,67 @@ uint64_t ram_tier::drop(record_id id, std::vector<released_buffer>* released,
       if (auto b = by_id.find(id); b != by_id.end())
         released->push_back({*b->second, (*b->second)->size()});
   }
-  records_.unlink(r.leaving ? leaving_ : lru_, id);
+  records_.unlink(f.leaving ? leaving_ : lru_, id);
   records_.free(id);
   return freed;
 }
 
 spill_order ram_tier::take(record_id id) {
   auto& r = rec(id);
+  auto object = fl(id).is_object;
   spill_order out;
-  out.key = key_of(r);
-  out.needs_spill = !r.durable;
-  out.serial = r.serial;
-  auto refs = buffers_of(r); // for the weak refs of what the tier lets go
-  if (!r.is_object && r.ref)
-    announce(r, true); // before its state moves out
+  out.key = key_of(id);
+  out.needs_spill = !fl(id).durable;
+  out.serial = serial_of(id);
+  auto refs = buffers_of(id); // for the weak refs of what the tier lets go
+  if (!object && r.ref)
+    announce(id, true); // before its state moves out
   // Moved out when no lent hit shares it still, else copied (views); keyed
   // from the index (the body holds no tokens).
-  if (!r.is_object)
+  if (!object)
     out.state =
       std::move(r.state).release(out.key.name, token_seq(out.key.tokens));
   else
-    out.object = std::move(r.more->object);
+    out.object = std::move(records_.extras(id).object);
   drop(id, &out.released, std::move(refs));
   return out;
 }
 
 bool ram_tier::leaves(record_id id) const {
-  auto& r = rec(id);
-  return cold_ && !r.is_object && !r.durable;
+  return cold_ && !fl(id).is_object && !fl(id).durable;
 }
 
 spill_order ram_tier::leave(record_id id) {
   auto& r = rec(id);
+  auto& f = fl(id);
   spill_order out;
-  out.key = key_of(r);
+  out.key = key_of(id);
   out.state = r.state.keyed(out.key.name, token_seq(out.key.tokens));
-  out.serial = r.serial;
+  out.serial = serial_of(id);
   out.leaving = true;
-  out.needs_spill = !r.writing;
-  r.writing = true;
-  if (!r.pins().empty()) { // protection leaves with residency
-    r.more->pins.clear();
-    r.shrink();
+  out.needs_spill = !f.writing;
+  f.writing = true;
+  if (!pins(id).empty()) { // protection leaves with residency
+    records_.extras(id).pins.clear();
+    records_.shrink(id);
     --protected_;
   }
-  resident_.release(ids_of(buffers_of(r)));
-  r.leaving = true;
+  resident_.release(ids_of(buffers_of(id)));
+  f.leaving = true;
   records_.unlink(lru_, id);
   records_.link_back(leaving_, id);
   return out;
 }
 
 void ram_tier::rejoin(record_id id, uint64_t now) {
-  auto& r = rec(id);
-  resident_.hold(buffers_of(r));
-  r.leaving = false;
-  r.gone_as = ram_change_kind::evicted; // resident again: evicted later
+  resident_.hold(buffers_of(id));
+  auto& f = fl(id);
+  f.leaving = false;
+  // Resident again: evicted later.
+  f.gone_as = static_cast<uint8_t>(ram_change_kind::evicted);
   records_.unlink(leaving_, id);
   records_.link_back(lru_, id);
-  r.last_used = now;
-  index_.touch(r.ref);
+  index_.touch(rec(id).ref, stamp_at(now));
   ++counters_.rejoined;
 }
 
@@ -163,46 +247,43 @@ uint64_t ram_tier::would_free(record_id id) const {
   // the tier does: its only references are r's own views (and `refs`).
   auto& r = rec(id);
   std::unordered_map<uint64_t, long> views;
-  auto count = [&](const std::vector<view>& segs) {
-    for (auto& s : segs)
-      if (s.buf)
-        ++views[s.buf->id()];
+  auto count = [&](const view& s) {
+    if (s.buf)
+      ++views[s.buf->id()];
   };
-  if (r.is_object) {
-    for (auto& a : r.more->object)
-      count(a.segments);
+  if (fl(id).is_object) {
+    for (auto& a : records_.find_extras(id)->object)
+      for (auto& s : a.segments)
+        count(s);
   } else {
     if (r.state.use_count() > 1)
       return 0; // a lent hit shares the whole entry: all of it stays
-    r.state.for_each_view([&](const view& s) {
-      if (s.buf)
-        ++views[s.buf->id()];
-    });
+    r.state.for_each_view(count);
   }
   uint64_t n = 0;
-  for (auto& b : buffers_of(r))
+  for (auto& b : buffers_of(id))
     if (ledger_.holders(b->id()) == 1 && b.use_count() == views[b->id()] + 1)
       n += b->size();
   return n;
 }
 
 void ram_tier::touch(record_id id, uint64_t now) {
-  auto& r = rec(id);
   records_.unlink(lru_, id);
   records_.link_back(lru_, id);
-  r.last_used = now;
-  if (!r.is_object)
-    index_.touch(r.ref);
+  if (fl(id).is_object)
+    records_.extras(id).last_used = now;
+  else
+    index_.touch(rec(id).ref, stamp_at(now));
 }
 
 bool ram_tier::protects(record_id r) const {
-  return !rec(r).pins().empty();
+  return !pins(r).empty();
 }
 
 void ram_tier::pin(record_id r, uint64_t id) {
-  if (rec(r).pins().empty())
+  if (pins(r).empty())
     ++protected_;
-  rec(r).extras().pins.push_back(id);
+  records_.extras(r).pins.push_back(id);
 }
 
 bool ram_tier::any(record_id) const {
@@ -210,11 +291,11 @@ bool ram_tier::any(record_id) const {
 }
 
 bool ram_tier::unleased(record_id r) const {
-  return rec(r).leases().empty();
+  return leases(r).empty();
 }
 
 bool ram_tier::evictable(record_id r) const {
-  return rec(r).leases().empty() && !protects(r);
+  return !fl(r).has_extras || (leases(r).empty() && !protects(r));
 }
 
 ram_tier::record_id ram_tier::lru_where(bool (ram_tier::*ok)(record_id) const,
@@ -252,19 +333,19 @@ std::vector<spill_order> ram_tier::evict_over_cap(record_id keep) {
 size_t ram_tier::supersede(record_id id) {
   auto ref = rec(id).ref;
   auto floor = index_.floor(ref);
-  if (floor >= length_of(rec(id)))
+  if (floor >= length_of(id))
     return 0; // untrimmable: shorter ancestors must survive
   size_t n = 0;
   for (auto a : index_.ancestors(ref)) {
     if (index_.length(a) < floor)
       break; // ancestors come nearest first: the rest are shorter still
-    auto old = index_.handle(a);
-    rec(old).gone_as = ram_change_kind::superseded;
+    auto old = index_.handle(a).record;
+    fl(old).gone_as = static_cast<uint8_t>(ram_change_kind::superseded);
     ++n;
-    if (cold_ && rec(old).writing) {
+    if (cold_ && fl(old).writing) {
       // Its write still holds its bytes: it stays findable (leaving)
       // until that write settles, then leaves without a second one.
-      if (!rec(old).leaving)
+      if (!fl(old).leaving)
         leave(old);
       continue;
     }
@@ -273,18 +354,20 @@ size_t ram_tier::supersede(record_id id) {
   return n;
 }
 
-void ram_tier::announce(record& r, bool gone, const token_seq* tokens) {
-  if (!changes_ || (gone && r.announced_gone))
+void ram_tier::announce(record_id id, bool gone, const token_seq* tokens) {
+  auto& f = fl(id);
+  if (!changes_ || (gone && f.announced_gone))
     return;
   if (gone)
-    r.announced_gone = true;
+    f.announced_gone = true;
+  auto& r = rec(id);
   token_seq rebuilt;
   if (!tokens) // the key from the index (the body holds none)
     rebuilt = index_.key(r.ref);
-  changes_(ram_change{gone ? r.gone_as : ram_change_kind::stored,
-                      index_.ns(r.ref), tokens ? *tokens : rebuilt,
-                      r.state.layer_bytes(),
-                      index_.floor(r.ref) < index_.length(r.ref)});
+  changes_(ram_change{
+    gone ? static_cast<ram_change_kind>(f.gone_as) : ram_change_kind::stored,
+    index_.ns(r.ref), tokens ? *tokens : rebuilt, r.state.layer_bytes(),
+    index_.floor(r.ref) < index_.length(r.ref)});
 }
 
 void ram_tier::notify(const token_seq& tokens, const std::string& ns) {
@@ -314,25 +397,17 @@ put_result ram_tier::hold_oversize(entry&& e,
   auto floor = trim_floor(e);
   auto ns = std::move(e.ns);
   record init;
-  init.writing = true;
-  init.state = stored_state::of(std::move(e)); // no tokens: the index has them
+  init.state = stored_state::of(std::move(e), layouts_); // no tokens
   auto key = std::move(e.tokens);
-  auto id = emplace(std::move(init), bufs, now, false);
-  auto& r = rec(id);
-  auto ins = index_.insert(ns, key, id, floor);
-  r.ref = ins.ref;
-  if (ins.replaced) {
-    auto old = *ins.replaced;
-    rec(old).ref = entry_ref{};
-    adopt_leases(r, rec(old));
-    drop(old);
-    ++counters_.replacements;
-  }
-  announce(r, false, &key); // held (servable) until its write settles
+  ram_flags flags;
+  flags.writing = true;
+  auto id = emplace(std::move(init), flags, bufs, false);
+  index_entry(id, ns, key, floor, now);
+  announce(id, false, &key); // held (servable) until its write settles
   spill_order s;
+  s.serial = serial_of(id);
   s.key = {false, ns, key};
-  s.state = r.state.keyed(std::move(ns), std::move(key));
-  s.serial = r.serial;
+  s.state = rec(id).state.keyed(std::move(ns), std::move(key));
   s.leaving = true;
   put_result out;
   out.evicted.push_back(std::move(s));
@@ -367,36 +442,22 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
   // The key is held once, in the index: the stored body has no tokens.
   auto ns = std::move(e.ns);
   record init;
-  init.durable = durable;
-  init.state = stored_state::of(std::move(e));
+  init.state = stored_state::of(std::move(e), layouts_);
   auto key = std::move(e.tokens);
-  auto id = emplace(std::move(init), bufs, now);
-  auto& r = rec(id);
-  auto ins = index_.insert(ns, key, id, floor);
-  r.ref = ins.ref;
-  r.file_tokens = durable ? static_cast<uint32_t>(key.size()) : 0;
-  if (ins.replaced) {
-    auto& old = rec(*ins.replaced);
-    old.ref = entry_ref{};     // the index already points at r
-    adopt_leases(r, old);      // interests follow the key
-    if (!old.pins().empty()) { // and so do protections
-      r.extras().pins = std::move(old.more->pins);
-      old.more->pins.clear();
-    }
-    drop(*ins.replaced); // its pins are r's now: protected_ is unchanged
-    ++counters_.replacements;
-    out.replaced = true;
-  }
+  ram_flags flags;
+  flags.durable = durable; // a file of its own length
+  auto id = emplace(std::move(init), flags, bufs);
+  out.replaced = index_entry(id, ns, key, floor, now);
   if (p == protection::pin) {
     out.pin = ++pins_;
     pin(id, out.pin);
   }
-  out.serial = r.serial;
+  out.serial = serial_of(id);
   out.superseded = supersede(id);
   counters_.supersessions += out.superseded;
   out.evicted = evict_over_cap(id);
   out.kept = true;
-  announce(r, false, &key);
+  announce(id, false, &key);
   notify(key, ns);
   return out;
 }
@@ -413,7 +474,8 @@ ram_tier::lookup(std::span<const token> prompt, std::string_view ns,
       ++counters_.session_misses;
     return std::nullopt;
   }
-  auto id = index_.handle(m->ref); // it trims to m->length (its floor says)
+  // It trims to m->length (its floor says).
+  auto [id, serial] = index_.handle(m->ref);
   auto& r = rec(id);
   ++counters_.hits;
   if (session)
@@ -422,15 +484,15 @@ ram_tier::lookup(std::span<const token> prompt, std::string_view ns,
   // Lent as the donor itself (one shared reference, whatever its layer
   // count) and the usable length; views are cut when asked for.
   ram_hit out{
-    r.state, index_.ns(m->ref), m->length, index_.length(m->ref), r.serial, {}};
-  if (!r.leaving) {
+    r.state, index_.ns(m->ref), m->length, index_.length(m->ref), serial, {}};
+  if (!fl(id).leaving) {
     touch(id, now);
-  } else if (distinct_bytes(buffers_of(r)) <= capacity_) {
+  } else if (distinct_bytes(buffers_of(id)) <= capacity_) {
     rejoin(id, now); // in use again: resident, its write carries on
     out.evicted = evict_over_cap(id);
   } else {
-    r.last_used = now; // too large to be resident: it stays leaving
-    index_.touch(r.ref);
+    index_.touch(r.ref, stamp_at(now)); // too large to be resident: it
+                                        // stays leaving
   }
   return out;
 }
@@ -442,10 +504,10 @@ std::optional<entry> ram_tier::export_prefix(std::span<const token> prompt,
   auto m = index_.longest_usable(ns, prompt);
   if (!m || m->length <= better_than)
     return std::nullopt;
-  auto id = index_.handle(m->ref);
+  auto id = index_.handle(m->ref).record;
   // The index offers only lengths the donor trims to (its floor says).
   auto served = rec(id).state.keyed(std::string{ns}, prompt.first(m->length));
-  if (!rec(id).leaving)
+  if (!fl(id).leaving)
     touch(id, now);
   return served;
 }
@@ -468,25 +530,14 @@ ram_tier::record_id ram_tier::find(const ram_key& key) const {
     return o == objects_.end() ? record::none : o->second;
   }
   auto ref = index_.find(key.name, key.tokens);
-  return ref ? index_.handle(ref) : record::none;
+  return ref ? index_.handle(ref).record : record::none;
 }
 
-namespace {
-
-/// A file's length as a record keeps it: keys are shorter than 2^32
-/// tokens (the prefix tree's limit, checked at `put`), and so are files.
-uint32_t narrow_tokens(uint64_t n) {
-  KVTIER_ASSERT(n < ram_record::none);
-  return static_cast<uint32_t>(n);
-}
-
-} // namespace
-
-void ram_tier::adopt_leases(record& to, record& from) {
-  if (from.leases().empty())
+void ram_tier::adopt_leases(record_id to, record_id from) {
+  if (leases(from).empty())
     return;
-  to.extras().leases = std::move(from.more->leases);
-  from.more->leases.clear();
+  records_.extras(to).leases = std::move(records_.extras(from).leases);
+  records_.extras(from).leases.clear();
 }
 
 bool ram_tier::mark_durable(const ram_key& key, bool durable,
@@ -494,11 +545,9 @@ bool ram_tier::mark_durable(const ram_key& key, bool durable,
   auto id = find(key);
   if (id == record::none)
     return false;
-  auto& r = rec(id);
-  r.durable = durable;
-  r.file_tokens = !durable          ? 0
-                  : file_tokens > 0 ? narrow_tokens(file_tokens)
-                                    : narrow_tokens(length_of(r));
+  fl(id).durable = durable;
+  if (!fl(id).is_object)
+    set_file_tokens(id, durable ? file_tokens : 0);
   return true;
 }
 
@@ -506,10 +555,10 @@ size_t ram_tier::mark_not_durable(std::string_view ns,
                                   std::span<const token> tokens) {
   size_t n = 0;
   for (auto ref : index_.prefixes(ns, tokens)) {
-    auto& r = rec(index_.handle(ref));
-    if (r.durable && r.file_tokens == tokens.size()) {
-      r.durable = false;
-      r.file_tokens = 0;
+    auto id = index_.handle(ref).record;
+    if (fl(id).durable && file_tokens(id) == tokens.size()) {
+      fl(id).durable = false;
+      set_file_tokens(id, 0);
       ++n;
     }
   }
@@ -519,10 +568,11 @@ size_t ram_tier::mark_not_durable(std::string_view ns,
 
 std::vector<ram_key> ram_tier::idle(uint64_t now, uint64_t idle_ms) const {
   std::vector<ram_key> out;
-  for (auto id = lru_.head; id != record::none; id = rec(id).next)
-    if (auto& r = rec(id); r.leases().empty() && r.last_used <= now
-                           && now - r.last_used >= idle_ms)
-      out.push_back(key_of(r));
+  for (auto id = lru_.head; id != record::none; id = rec(id).next) {
+    auto used = last_used(id);
+    if (leases(id).empty() && used <= now && now - used >= idle_ms)
+      out.push_back(key_of(id));
+  }
   return out;
 }
 
@@ -530,15 +580,15 @@ std::optional<ram_item> ram_tier::item(const ram_key& key) const {
   auto id = find(key);
   if (id == record::none)
     return std::nullopt;
-  auto& r = rec(id);
-  return ram_item{r.serial, r.durable, keyed(r), r.leaving, r.writing};
+  auto f = fl(id);
+  return ram_item{serial_of(id), f.durable, keyed(id), f.leaving, f.writing};
 }
 
 std::vector<ram_key> ram_tier::undurable() const {
   std::vector<ram_key> out;
   for (auto id = lru_.head; id != record::none; id = rec(id).next)
-    if (auto& r = rec(id); !r.is_object && !r.durable && !r.writing)
-      out.push_back(key_of(r));
+    if (auto f = fl(id); !f.is_object && !f.durable && !f.writing)
+      out.push_back(key_of(id));
   return out;
 }
 
@@ -547,12 +597,12 @@ std::optional<ram_item> ram_tier::begin_write(const ram_key& key,
   auto id = find(key);
   if (id == record::none)
     return std::nullopt;
-  auto& r = rec(id);
-  if (r.is_object || r.durable || r.writing
-      || (serial != 0 && r.serial != serial))
+  auto& f = fl(id);
+  if (f.is_object || f.durable || f.writing
+      || (serial != 0 && serial_of(id) != serial))
     return std::nullopt;
-  r.writing = true;
-  return ram_item{r.serial, r.durable, keyed(r), r.leaving, r.writing};
+  f.writing = true;
+  return ram_item{serial_of(id), f.durable, keyed(id), f.leaving, f.writing};
 }
 
 std::optional<spill_order> ram_tier::write_settled(const ram_key& key,
@@ -560,21 +610,20 @@ std::optional<spill_order> ram_tier::write_settled(const ram_key& key,
                                                    write_result result,
                                                    uint64_t file_tokens) {
   auto id = find(key);
-  if (id == record::none || rec(id).serial != serial
+  if (id == record::none || serial_of(id) != serial
       || result == write_result::failed)
     return std::nullopt;
-  auto& r = rec(id);
-  r.writing = false;
+  auto& f = fl(id);
+  f.writing = false;
   bool durable = result == write_result::durable;
-  if (r.leaving) {
+  if (f.leaving) {
     if (!durable)
       ++counters_.leaving_dropped;
     return take(id); // durable elsewhere, or dropped by the SSD's policy
   }
   if (durable) {
-    r.durable = true;
-    r.file_tokens = file_tokens > 0 ? narrow_tokens(file_tokens)
-                                    : narrow_tokens(length_of(r));
+    f.durable = true;
+    set_file_tokens(id, file_tokens);
   }
   return std::nullopt;
 }
@@ -583,7 +632,7 @@ std::optional<spill_order> ram_tier::remove(const ram_key& key) {
   auto id = find(key);
   if (id == record::none)
     return std::nullopt;
-  rec(id).gone_as = ram_change_kind::demoted;
+  fl(id).gone_as = static_cast<uint8_t>(ram_change_kind::demoted);
   return take(id);
 }
 
@@ -606,9 +655,9 @@ reclaim_counts& ram_tier::reclaim_pass(reclaim_counts& out, uint64_t want,
     auto next = rec(r).next;
     // A write out holds the bytes anyway (and will make the item durable).
     // Durable objects go with the durable pass; optional state is entries.
-    auto& x = rec(r);
-    bool candidate = (durable_pass || !x.is_object) && x.durable == durable_pass
-                     && evictable(r) && !x.writing;
+    auto f = fl(r);
+    bool candidate = (durable_pass || !f.is_object) && f.durable == durable_pass
+                     && evictable(r) && !f.writing;
     if (candidate && (order == reclaim_order::lru || would_free(r) > 0)) {
       std::vector<released_buffer> rel;
       auto ledger = drop(r, &rel);
@@ -641,7 +690,7 @@ bool ram_tier::add_interest(const ram_key& key, uint64_t lease) {
   auto r = find(key);
   if (r == record::none)
     return false;
-  rec(r).extras().leases.push_back(lease);
+  records_.extras(r).leases.push_back(lease);
   leases_[lease].push_back(key);
   return true;
 }
@@ -652,13 +701,12 @@ void ram_tier::drop_interest(uint64_t lease) {
     return;
   for (auto& key : l->second) {
     auto id = find(key); // maybe gone, or another item under the same key
-    if (id == record::none || rec(id).leases().empty())
+    if (id == record::none || leases(id).empty())
       continue;
-    auto& r = rec(id);
-    auto& held = r.more->leases;
+    auto& held = records_.extras(id).leases;
     if (auto it = std::find(held.begin(), held.end(), lease); it != held.end())
       held.erase(it);
-    r.shrink();
+    records_.shrink(id);
   }
   leases_.erase(l);
 }
@@ -669,7 +717,7 @@ std::optional<uint64_t> ram_tier::protect(std::string_view ns,
   if (!ref)
     return std::nullopt;
   auto id = ++pins_;
-  pin(index_.handle(ref), id);
+  pin(index_.handle(ref).record, id);
   return id;
 }
 
@@ -678,31 +726,31 @@ bool ram_tier::unprotect(std::string_view ns, std::span<const token> tokens,
   auto ref = index_.find(ns, tokens);
   if (!ref)
     return false;
-  auto& r = rec(index_.handle(ref));
-  if (r.pins().empty())
+  auto id = index_.handle(ref).record;
+  if (pins(id).empty())
     return false;
-  auto& pins = r.more->pins;
-  auto it = std::find(pins.begin(), pins.end(), pin);
-  if (it == pins.end())
+  auto& held = records_.extras(id).pins;
+  auto it = std::find(held.begin(), held.end(), pin);
+  if (it == held.end())
     return false;
-  pins.erase(it);
-  if (pins.empty())
+  held.erase(it);
+  if (held.empty())
     --protected_;
-  r.shrink();
+  records_.shrink(id);
   return true;
 }
 
 bool ram_tier::is_protected(std::string_view ns,
                             std::span<const token> tokens) const {
   auto ref = index_.find(ns, tokens);
-  return ref && protects(index_.handle(ref));
+  return ref && protects(index_.handle(ref).record);
 }
 
 void ram_tier::clear() {
   for (auto* list : {&lru_, &leaving_})
     for (auto id = list->head; id != record::none; id = rec(id).next)
-      if (auto& r = rec(id); !r.is_object && r.ref)
-        announce(r, true);
+      if (!fl(id).is_object && rec(id).ref)
+        announce(id, true);
   index_.clear();
   objects_.clear();
   protected_ = 0;

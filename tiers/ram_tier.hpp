@@ -297,9 +297,32 @@ private:
   const record& rec(record_id r) const noexcept {
     return records_[r];
   }
+  ram_flags& fl(record_id r) noexcept {
+    return records_.flags(r);
+  }
+  const ram_flags& fl(record_id r) const noexcept {
+    return records_.flags(r);
+  }
+  const std::vector<uint64_t>& leases(record_id r) const noexcept;
+  const std::vector<uint64_t>& pins(record_id r) const noexcept;
+  /// The item's serial (an entry's is in its index handle).
+  uint64_t serial_of(record_id r) const;
+  /// When the item was last used (an entry's index stamp says).
+  uint64_t last_used(record_id r) const;
+  /// Tokens of the SSD file behind a durable entry.
+  uint64_t file_tokens(record_id r) const;
+  /// Records that a durable entry's file has `n` tokens (0: its own).
+  void set_file_tokens(record_id r, uint64_t n);
+  /// A fresh serial (never 0).
+  uint32_t next_serial() noexcept;
   /// A new record on the LRU (resident) or the leaving list.
-  record_id emplace(record&& init, const std::vector<buffer_ref>& bufs,
-                    uint64_t now, bool resident = true);
+  record_id emplace(record&& init, ram_flags flags,
+                    const std::vector<buffer_ref>& bufs, bool resident = true);
+  /// Indexes the new prefix entry `id` under (ns, key), stamped `now`;
+  /// what it replaced goes (its leases and pins follow the key). Returns
+  /// whether it replaced an item.
+  bool index_entry(record_id id, std::string_view ns,
+                   std::span<const token> key, uint64_t floor, uint64_t now);
   spill_order take(record_id r);
   /// Turns a resident item into a leaving one; its spill order.
   spill_order leave(record_id r);
@@ -311,7 +334,7 @@ private:
   uint64_t would_free(record_id r) const;
   /// The buffers of `r`'s state (what the ledgers hold for it: the state
   /// is immutable while held, so the record keeps no list of them).
-  static std::vector<buffer_ref> buffers_of(const record& r);
+  std::vector<buffer_ref> buffers_of(record_id r) const;
   static std::vector<uint64_t> ids_of(const std::vector<buffer_ref>& bufs);
   reclaim_counts& reclaim_pass(reclaim_counts& out, uint64_t want,
                                reclaim_order order, bool durable_pass);
@@ -321,11 +344,11 @@ private:
   put_result hold_oversize(entry&& e, const std::vector<buffer_ref>& bufs,
                            uint64_t now);
   /// The item's key; a prefix entry's tokens rebuilt from the index.
-  ram_key key_of(const record& r) const;
+  ram_key key_of(record_id r) const;
   /// A prefix entry's length (its node's depth in the index).
-  uint64_t length_of(const record& r) const;
+  uint64_t length_of(record_id r) const;
   /// The item's state with its key (a prefix entry's body keyed again).
-  entry keyed(const record& r) const;
+  entry keyed(record_id r) const;
   /// Removes `r`; `released` receives the buffers no item holds any more
   /// (`refs`: r's buffers, when its state was moved out already).
   uint64_t drop(record_id r, std::vector<released_buffer>* released = nullptr,
@@ -341,11 +364,11 @@ private:
   std::vector<spill_order> evict_over_cap(record_id keep);
   size_t supersede(record_id r);
   void notify(const token_seq& tokens, const std::string& ns);
-  /// Tells the change observer of `r` (stored, or `r.gone_as` once);
+  /// Tells the change observer of `r` (stored, or its `gone_as` once);
   /// `tokens`: its key when the caller has it, else rebuilt from the index.
-  void announce(record& r, bool gone, const token_seq* tokens = nullptr);
+  void announce(record_id r, bool gone, const token_seq* tokens = nullptr);
   /// Moves `from`'s leases to `to` (a put replacing `from`'s key).
-  static void adopt_leases(record& to, record& from);
+  void adopt_leases(record_id to, record_id from);
   /// The record of `key`, or `ram_record::none`.
   record_id find(const ram_key& key) const;
 
@@ -354,14 +377,15 @@ private:
   ram_records records_;
   ram_record_list lru_;     // resident; head: least recently used
   ram_record_list leaving_; // leaving, oldest first
-  prefix_index<record_id> index_;
+  prefix_index<ram_handle> index_;
+  body_layouts layouts_;
   std::unordered_map<std::string, record_id> objects_;
   std::unordered_map<uint64_t, std::vector<ram_key>> leases_;
   byte_ledger ledger_;   // every item
   byte_ledger resident_; // resident items (the cap)
   put_observer observer_;
   change_observer changes_;
-  uint64_t serials_ = 0;
+  uint32_t serials_ = 0;
   uint64_t pins_ = 0;      // pin ids handed out
   uint64_t protected_ = 0; // records carrying a pin
   mutable ram_counters counters_;

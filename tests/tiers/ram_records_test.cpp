@@ -59,8 +59,12 @@ entry kv_entry(token_seq key, std::byte fill, uint64_t min_offset = 0) {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(a_record_stays_small) {
-  // The point of the slab: most items carry no extras (docs/ram-tier.md).
-  BOOST_TEST(sizeof(ram_record) <= 64u);
+  // The point of the slab: a record is its body, its place in the index
+  // and its two links; the rest is a byte of flags beside it, the index
+  // handle, or extras most items lack (docs/ram-tier.md).
+  BOOST_TEST(sizeof(ram_record) == 24u);
+  BOOST_TEST(sizeof(ram_handle) == 8u);
+  BOOST_TEST(prefix_index<ram_handle>::in_node);
 }
 
 BOOST_AUTO_TEST_CASE(lists_keep_order_through_unlinks) {
@@ -88,6 +92,7 @@ BOOST_AUTO_TEST_CASE(lists_keep_order_through_unlinks) {
 
 BOOST_AUTO_TEST_CASE(a_reused_id_is_a_fresh_record) {
   ram_records s;
+  body_layouts layouts;
   auto r = s.make();
   auto buf = buffer::copy_of(std::vector<std::byte>(8));
   std::weak_ptr<const buffer> watch = buf;
@@ -95,12 +100,11 @@ BOOST_AUTO_TEST_CASE(a_reused_id_is_a_fresh_record) {
     entry e;
     e.tokens = {1};
     e.layers.push_back(layer_state::kv(8, 1, {view::of(std::move(buf))}));
-    s[r].state = stored_state::of(std::move(e));
+    s[r].state = stored_state::of(std::move(e), layouts);
   }
-  s[r].serial = 7;
-  s[r].durable = true;
-  s[r].file_tokens = 9;
-  s[r].extras().pins.push_back(3);
+  s.flags(r).durable = true;
+  s.extras(r).file_tokens = 9;
+  s.extras(r).pins.push_back(3);
   s.free(r);
   BOOST_TEST(watch.expired(), "freeing a record lets go of its state");
   BOOST_TEST(s.live() == 0u);
@@ -108,11 +112,10 @@ BOOST_AUTO_TEST_CASE(a_reused_id_is_a_fresh_record) {
   BOOST_TEST(again == r, "a freed id is reused");
   auto& x = s[again];
   BOOST_TEST(!x.state);
-  BOOST_TEST(!x.more);
-  BOOST_TEST(x.serial == 0u);
-  BOOST_TEST(!x.durable);
-  BOOST_TEST(x.file_tokens == 0u);
-  BOOST_TEST(x.pins().empty());
+  BOOST_TEST(!x.ref);
+  BOOST_TEST(!bool{s.flags(again).durable});
+  BOOST_TEST(!bool{s.flags(again).has_extras});
+  BOOST_TEST(!s.find_extras(again), "the old extras went with it");
   BOOST_TEST(x.prev == ram_record::none);
   BOOST_TEST(x.next == ram_record::none);
 }
@@ -123,7 +126,7 @@ BOOST_AUTO_TEST_CASE(records_stay_put_across_chunks) {
   std::vector<const ram_record*> where;
   for (int i = 0; i < 3000; ++i) { // three chunks
     made.push_back(s.make());
-    s[made.back()].serial = i + 1;
+    s.extras(made.back()).file_tokens = i + 1;
     where.push_back(&s[made.back()]);
   }
   BOOST_TEST(std::set<rid>(made.begin(), made.end()).size() == made.size());
@@ -134,25 +137,32 @@ BOOST_AUTO_TEST_CASE(records_stay_put_across_chunks) {
   BOOST_TEST(s.live() == 3000u);
   for (int i = 1; i < 3000; i += 2) {
     BOOST_TEST(&s[made[i]] == where[i]);
-    BOOST_TEST(s[made[i]].serial == static_cast<uint64_t>(i + 1));
+    BOOST_REQUIRE(s.find_extras(made[i]));
+    BOOST_TEST(s.find_extras(made[i])->file_tokens
+               == static_cast<uint32_t>(i + 1));
   }
 }
 
 BOOST_AUTO_TEST_CASE(extras_come_and_go) {
   ram_records s;
   auto r = s.make();
-  BOOST_TEST(s[r].leases().empty());
-  s[r].extras().leases.push_back(1);
-  BOOST_TEST(s[r].leases().size() == 1u);
-  s[r].shrink();
-  BOOST_TEST(static_cast<bool>(s[r].more), "still holds a lease");
-  s[r].more->leases.clear();
-  s[r].shrink();
-  BOOST_TEST(!s[r].more);
-  s[r].is_object = true; // an object keeps its extras (key, tensors)
-  s[r].extras();
-  s[r].shrink();
-  BOOST_TEST(static_cast<bool>(s[r].more));
+  BOOST_TEST(!s.find_extras(r));
+  s.extras(r).leases.push_back(1);
+  BOOST_TEST(s.find_extras(r)->leases.size() == 1u);
+  s.shrink(r);
+  BOOST_TEST(bool{s.flags(r).has_extras}, "still holds a lease");
+  s.extras(r).leases.clear();
+  s.extras(r).file_tokens = 5;
+  s.shrink(r);
+  BOOST_TEST(bool{s.flags(r).has_extras}, "still names a longer file");
+  s.extras(r).file_tokens = 0;
+  s.shrink(r);
+  BOOST_TEST(!bool{s.flags(r).has_extras});
+  BOOST_TEST(!s.find_extras(r));
+  s.flags(r).is_object = true; // an object keeps its extras (key, tensors)
+  s.extras(r);
+  s.shrink(r);
+  BOOST_TEST(bool{s.flags(r).has_extras});
 }
 
 // A record freed by a removal and reused by the next put names the new

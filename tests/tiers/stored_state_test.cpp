@@ -85,10 +85,11 @@ void same(const entry& a, const entry& b) {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(a_body_round_trips_every_layer_kind) {
+  body_layouts layouts;
   auto e = every_kind(12, false);
   BOOST_REQUIRE(!e.validate());
   auto copy = e;
-  auto s = stored_state::of(std::move(e));
+  auto s = stored_state::of(std::move(e), layouts);
   BOOST_TEST(s.length() == 12u);
   BOOST_TEST(s.layer_count() == copy.layers.size());
   BOOST_TEST(s.layer_bytes() == copy.byte_length() - 7);
@@ -104,9 +105,10 @@ BOOST_AUTO_TEST_CASE(a_body_round_trips_every_layer_kind) {
 }
 
 BOOST_AUTO_TEST_CASE(a_body_trims_like_entry_trimmed) {
+  body_layouts layouts;
   auto e = every_kind(12, true);
   auto copy = e;
-  auto s = stored_state::of(std::move(e));
+  auto s = stored_state::of(std::move(e), layouts);
   for (uint64_t n = 3; n < 12; ++n) {
     auto want = copy.trimmed(n);
     BOOST_REQUIRE(want);
@@ -116,6 +118,7 @@ BOOST_AUTO_TEST_CASE(a_body_trims_like_entry_trimmed) {
 }
 
 BOOST_AUTO_TEST_CASE(a_body_keeps_its_buffers_alive) {
+  body_layouts layouts;
   auto e = every_kind(12, false);
   std::vector<std::weak_ptr<const buffer>> watch;
   std::vector<buffer_ref> bufs;
@@ -124,7 +127,7 @@ BOOST_AUTO_TEST_CASE(a_body_keeps_its_buffers_alive) {
     watch.emplace_back(b);
   auto want = bufs.size();
   bufs.clear();
-  auto s = stored_state::of(std::move(e));
+  auto s = stored_state::of(std::move(e), layouts);
   e = entry{}; // nothing of the entry is left
   std::vector<buffer_ref> again;
   s.collect_buffers(again);
@@ -144,9 +147,10 @@ BOOST_AUTO_TEST_CASE(a_body_keeps_its_buffers_alive) {
 }
 
 BOOST_AUTO_TEST_CASE(release_moves_only_an_unshared_body) {
+  body_layouts layouts;
   auto e = every_kind(12, false);
   auto copy = e;
-  auto s = stored_state::of(std::move(e));
+  auto s = stored_state::of(std::move(e), layouts);
   auto lent = s;
   auto out = std::move(s).release("ns", run(12));
   BOOST_TEST(!s);
@@ -158,9 +162,10 @@ BOOST_AUTO_TEST_CASE(release_moves_only_an_unshared_body) {
 }
 
 BOOST_AUTO_TEST_CASE(written_as_the_entry_form_writes) {
+  body_layouts layouts;
   auto e = every_kind(12, true);
   auto copy = e;
-  auto s = stored_state::of(std::move(e));
+  auto s = stored_state::of(std::move(e), layouts);
   for (uint64_t n : {12, 9, 3}) {
     auto key = std::span{copy.tokens}.first(n);
     msg::draft<msg::SaveCheckpoint> a, b;
@@ -188,6 +193,68 @@ BOOST_AUTO_TEST_CASE(written_as_the_entry_form_writes) {
 
 BOOST_AUTO_TEST_CASE(a_plain_body_is_one_small_allocation) {
   // One kv layer in one view, no attachments, no session: what most
-  // entries of the bench_memory mixes are.
-  BOOST_TEST(stored_state::footprint(1, 1) <= 88u);
+  // entries of the bench_memory mixes are. Its body is the header, the
+  // view's offset and its buffer reference (the length follows from the
+  // entry's), nothing of the layer's geometry.
+  body_layouts layouts;
+  auto buf = counting_buffer(64);
+  for (uint64_t min_offset : {uint64_t{0}, uint64_t{8}}) {
+    entry e;
+    e.tokens = run(8);
+    e.layers.push_back(layer_state::kv(8, 8, {view{buf, 0, 64}}, min_offset));
+    auto s = stored_state::of(std::move(e), layouts);
+    BOOST_TEST(s.footprint() == 40u);
+    BOOST_TEST(s.layer(0).min_offset == min_offset);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bodies_of_one_shape_share_a_layout) {
+  // Every entry of one geometry shares one layout, whatever its length,
+  // offsets or buffers; a new shape makes a new one, and a layout no body
+  // uses goes once enough new shapes came in.
+  body_layouts layouts;
+  std::vector<stored_state> held;
+  auto buf = counting_buffer(1 << 16);
+  for (size_t n = 1; n < 200; ++n) {
+    entry e;
+    e.tokens = run(n);
+    for (int layer = 0; layer < 32; ++layer)
+      e.layers.push_back(
+        layer_state::kv(16, n, {view{buf, n, 8 * n}, view{buf, 0, 8 * n}}));
+    held.push_back(stored_state::of(std::move(e), layouts));
+  }
+  BOOST_TEST(layouts.size() == 1u);
+  // 32 layers of two segments: 16 header + 32 x (3 words + 2 references).
+  BOOST_TEST(held.back().footprint() == 16u + 32 * (3 * 8 + 2 * 16));
+  for (size_t i = 0; i < held.size(); ++i) {
+    auto n = i + 1;
+    auto l = held[i].layer(31);
+    BOOST_REQUIRE(l.segment_count() == 2u);
+    BOOST_TEST(l.segment(0).offset == n);
+    BOOST_TEST(l.segment(0).length == 8 * n);
+    BOOST_TEST(l.segment(1).offset == 0u);
+    BOOST_TEST(l.segment(1).length == 8 * n, "derived from the length");
+  }
+  held.clear(); // the shape is unused now
+  for (uint32_t bpt = 1; bpt <= 200; ++bpt) {
+    entry e;
+    e.tokens = run(2);
+    e.layers.push_back(layer_state::kv(bpt, 2, {view{buf, 0, 2 * bpt}}));
+    held.push_back(stored_state::of(std::move(e), layouts));
+  }
+  BOOST_TEST(layouts.size() <= 200u, "unused layouts were dropped");
+  BOOST_TEST(layouts.size() >= 64u);
+  for (uint32_t bpt = 1; bpt <= 200; ++bpt)
+    BOOST_TEST(held[bpt - 1].layer(0).bytes_per_token == bpt);
+}
+
+BOOST_AUTO_TEST_CASE(a_body_outlives_its_layouts_owner) {
+  auto e = every_kind(12, false);
+  auto copy = e;
+  stored_state s;
+  {
+    body_layouts layouts;
+    s = stored_state::of(std::move(e), layouts);
+  }
+  same(s.keyed("ns", copy.tokens), copy);
 }
