@@ -409,11 +409,20 @@ BOOST_AUTO_TEST_CASE(without_an_interval_checkpoints_are_disposed) {
 }
 
 BOOST_AUTO_TEST_CASE(prefetch_coalesces_racing_reads_and_interest_holds) {
+  tiers::ssd::faulty_file_system faulty{memory};
+  fs = &faulty;
   start();
   put("ns", seq(1000));
   BOOST_CHECK_EQUAL(*svc->demote_idle(0), 1u);
+  // The first prefetch's read is held on the disk until the second has
+  // joined it: without the hold, a second prefetch arriving after the read
+  // was installed finds RAM holding the prefix and (rightly) reads nothing.
+  faulty.inject(tiers::ssd::fs_op::read, 1, tiers::ssd::fault_kind::stall);
   auto a = svc->prefetch_async(seq(1001), "ns");
+  BOOST_REQUIRE(testing::eventually([&] { return faulty.stalled() == 1; }));
   auto b = svc->prefetch_async(seq(1001), "ns");
+  BOOST_REQUIRE(testing::eventually([&] { return report().ssd.coalesced; }));
+  faulty.release();
   auto la = a.get();
   auto lb = b.get();
   BOOST_REQUIRE(la && lb);
