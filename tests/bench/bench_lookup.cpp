@@ -49,6 +49,7 @@
 #include <iomanip>
 #include <malloc.h>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -604,92 +605,136 @@ void run_fanout(bool quick, size_t only_n, int rounds_asked) {
 
 // ---- the full RAM hit ----------------------------------------------------
 
+/// One tier of `layers`-layer entries and its exact and trimmed prompts.
+struct hit_setup {
+  size_t layers;
+  ram_tier tier{uint64_t{1} << 40};
+  std::vector<token_seq> exact, trimmed;
+  uint64_t now = 1;
+
+  const std::vector<token_seq>& prompts(bool exact_donor) const {
+    return exact_donor ? exact : trimmed;
+  }
+};
+
+/// 1000 conversations on one system prompt: exact donors of 960 tokens
+/// (prompt = donor + 64 fresh) and trim donors of 2048 tokens (prompt =
+/// first 960 + 64 fresh: served trimmed).
+void fill_hit(hit_setup& h, size_t prompt_len, size_t conversations) {
+  std::mt19937_64 rng(3);
+  auto system = random_run(rng, 512);
+  for (size_t c = 0; c < conversations; ++c) {
+    auto k = system;
+    auto own = random_run(rng, 2048 - system.size());
+    k.insert(k.end(), own.begin(), own.end());
+    bool exact = c % 2 == 0;
+    auto key = exact ? token_seq(k.begin(), k.begin() + 960) : k;
+    if (!h.tier.put(make_entry("bench", key, h.layers, 16), 0)->kept)
+      std::exit(1);
+    if (c < 2 * prompts_per_size) {
+      auto pr = token_seq(k.begin(), k.begin() + 960);
+      auto tail = random_run(rng, prompt_len - 960);
+      pr.insert(pr.end(), tail.begin(), tail.end());
+      (exact ? h.exact : h.trimmed).push_back(std::move(pr));
+    }
+  }
+  for (bool exact : {true, false})
+    for (auto& p : h.prompts(exact)) {
+      auto hit = h.tier.lookup(p, "bench", std::nullopt, h.now);
+      if (!hit || hit->size() != 960 || hit->state(p).layers.size() != h.layers
+          || (hit->donor_length == 960) != exact) {
+        std::fprintf(stderr, "bench_lookup: unexpected RAM hit\n");
+        std::exit(1);
+      }
+    }
+}
+
+/// One lookup of every prompt (of `exact` donors) in `h`.
+void lookups(hit_setup& h, bool exact) {
+  ++h.now;
+  for (auto& p : h.prompts(exact))
+    sink = sink
+           + static_cast<int>(
+             h.tier.lookup(p, "bench", std::nullopt, h.now)->donor_length);
+}
+
 void run_hit(const options& o) {
   constexpr size_t prompt_len = 1024;
   constexpr size_t conversations = 1000;
+  constexpr int rounds = 7;
   std::printf("\nfull RAM hit: ram_tier::lookup of a %zu-token prompt, "
-              "%zu entries held, ns per lookup (median)\n",
-              prompt_len, conversations);
+              "%zu entries held, ns per lookup (lookup and one_pass: the "
+              "least of %d medians, the four cases timed in turn; walk "
+              "and +state(): one median)\n",
+              prompt_len, conversations, rounds);
   std::printf("%7s %6s %10s %10s %10s %10s %8s %8s %10s\n", "layers", "kind",
               "lookup", "walk", "rest", "one_pass", "x_pass", "rest/l",
               "+state()");
-  std::map<std::pair<size_t, bool>, double> full;
+  // Both tiers are held at once and the four (layers, donor) cases are
+  // timed in turn, round after round, so a slow moment of the machine
+  // falls on every case alike; each case keeps its best round.
+  std::vector<std::unique_ptr<hit_setup>> setups;
   for (size_t layers : {32, 80}) {
-    std::mt19937_64 rng(3);
-    ram_tier t(uint64_t{1} << 40);
-    auto system = random_run(rng, 512);
-    // Exact donors: 960 tokens (prompt = donor + 64 fresh); trim donors:
-    // 2048 tokens (prompt = first 960 + 64 fresh: served trimmed).
-    std::vector<token_seq> exact_prompts, trim_prompts;
-    for (size_t c = 0; c < conversations; ++c) {
-      auto k = system;
-      auto own = random_run(rng, 2048 - system.size());
-      k.insert(k.end(), own.begin(), own.end());
-      bool exact = c % 2 == 0;
-      auto key = exact ? token_seq(k.begin(), k.begin() + 960) : k;
-      if (!t.put(make_entry("bench", key, layers, 16), 0)->kept)
-        std::exit(1);
-      if (c < 2 * prompts_per_size) {
-        auto pr = token_seq(k.begin(), k.begin() + 960);
-        auto tail = random_run(rng, prompt_len - 960);
-        pr.insert(pr.end(), tail.begin(), tail.end());
-        (exact ? exact_prompts : trim_prompts).push_back(std::move(pr));
-      }
-    }
-    for (bool exact : {true, false}) {
-      auto& prompts = exact ? exact_prompts : trim_prompts;
-      auto copies = prompts;
-      uint64_t now = 1;
-      for (auto& p : prompts) {
-        auto h = t.lookup(p, "bench", std::nullopt, now);
-        if (!h || h->size() != 960 || h->state(p).layers.size() != layers
-            || (h->donor_length == 960) != exact) {
-          std::fprintf(stderr, "bench_lookup: unexpected RAM hit\n");
-          std::exit(1);
-        }
-      }
-      auto lookups = [&] {
-        ++now;
-        for (auto& p : prompts)
-          sink = sink
-                 + static_cast<int>(
-                   t.lookup(p, "bench", std::nullopt, now)->donor_length);
-      };
+    setups.push_back(std::make_unique<hit_setup>());
+    setups.back()->layers = layers;
+    fill_hit(*setups.back(), prompt_len, conversations);
+  }
+  for (auto& h : setups)
+    for (bool exact : {true, false})
       for (int w = 0; w < 1000; ++w) // warm: the first rows ran cold
-        lookups();
-      auto lookup = ns_per_call(lookups, o.budget_s, 20);
+        lookups(*h, exact);
+  // Per case: the best round of the lookup and of one pass over its
+  // prompts (timed in the same turn).
+  std::map<std::pair<size_t, bool>, std::pair<double, double>> best;
+  for (int r = 0; r < rounds; ++r)
+    for (auto& h : setups)
+      for (bool exact : {true, false}) {
+        auto& prompts = h->prompts(exact);
+        auto copies = prompts;
+        auto ns = ns_per_call([&] { lookups(*h, exact); }, o.budget_s / 2, 10);
+        auto pass =
+          one_pass_ns(prompts, copies, prompt_len, o.budget_s / 2, 10);
+        auto [at, fresh] =
+          best.try_emplace({h->layers, exact}, std::pair{ns, pass});
+        if (!fresh)
+          at->second = {std::min(at->second.first, ns),
+                        std::min(at->second.second, pass)};
+      }
+  for (auto& h : setups)
+    for (bool exact : {true, false}) {
+      auto& prompts = h->prompts(exact);
       auto with_views = ns_per_call(
         [&] {
-          ++now;
+          ++h->now;
           for (auto& p : prompts)
             sink = sink
-                   + static_cast<int>(t.lookup(p, "bench", std::nullopt, now)
-                                        ->state(p)
-                                        .layers.size());
+                   + static_cast<int>(
+                     h->tier.lookup(p, "bench", std::nullopt, h->now)
+                       ->state(p)
+                       .layers.size());
         },
         o.budget_s, 20);
       auto walk = ns_per_call(
         [&] {
           for (auto& p : prompts)
-            sink = sink + static_cast<int>(t.peek_prefix_len(p, "bench"));
+            sink = sink + static_cast<int>(h->tier.peek_prefix_len(p, "bench"));
         },
         o.budget_s, 20);
-      auto pass = one_pass_ns(prompts, copies, prompt_len, o.budget_s, 20);
-      full[{layers, exact}] = lookup;
+      auto [lookup, pass] = best[{h->layers, exact}];
       std::printf("%7zu %6s %10.0f %10.0f %10.0f %10.0f %8.2f %8.2f %10.0f\n",
-                  layers, exact ? "exact" : "trim", lookup, walk, lookup - walk,
-                  pass, lookup / pass, (lookup - walk) / layers, with_views);
+                  h->layers, exact ? "exact" : "trim", lookup, walk,
+                  lookup - walk, pass, lookup / pass,
+                  (lookup - walk) / h->layers, with_views);
       std::fflush(stdout);
-      if (layers == 32)
+      if (h->layers == 32)
         verdict(std::string{"full RAM hit ("} + (exact ? "exact" : "trimmed")
                   + "), 1k tokens x 32 layers / one pass over the prompt",
                 lookup / pass, 3.0);
       else
         verdict(std::string{"full RAM hit ("} + (exact ? "exact" : "trimmed")
                   + "), 80 layers / 32 layers",
-                lookup / full[{32, exact}], 1.5);
+                lookup / best[{32, exact}].first, 1.5);
     }
-  }
 }
 
 } // namespace
