@@ -323,7 +323,7 @@ sealed<msg::FindPrefixReply> find(ssd_tier_pointer self, capnp::Text::Reader ns,
   auto hit = tier(self).find(prompt.span(), ns.cStr());
   if (hit && hit->length > better_than) {
     d.root().setUsableTokens(hit->length);
-    tiers::write_key(d.root().initKey(), hit->header->ns, hit->header->tokens);
+    tiers::write_key(d.root().initKey(), tier(self).key_of(*hit));
   }
   return std::move(d).seal();
 }
@@ -379,7 +379,7 @@ restore(ssd_tier_pointer self, msg::RestoreEntry::Reader m) {
   };
   auto h = std::make_shared<how>();
   auto before = tier(self).stats().coalesced;
-  auto file_key = match->header->key();
+  auto file_key = tier(self).key_of(*match);
   tier(self).restore(
     *match, [self, rp, h, file_key](caf::expected<tiers::entry> e) mutable {
       // Durable as of this reply: a later removal of the file is reported

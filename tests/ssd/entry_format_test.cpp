@@ -313,24 +313,38 @@ BOOST_AUTO_TEST_CASE(
   runtime::oracle_engine o{kv_geometry(), 16};
   auto parent = whole_of(o.prefill("ns", upto(6)));
   auto child = o.prefill("ns", upto(10));
-  BOOST_TEST(holds_rows_of(child, parent));
+  BOOST_TEST(holds_rows_of(child, parent, parent.tokens));
   // A delta link: the child holds rows [6, 10) of a longer entry.
   auto longer = o.prefill("ns", upto(14));
-  BOOST_TEST(holds_rows_of(longer, delta_of(child, parent)));
+  auto link = delta_of(child, parent);
+  BOOST_TEST(holds_rows_of(longer, link, child.tokens));
+  // The key comes with the header or from the SSD index (which keeps the
+  // key, not the header's copy): another key than the entry's is refused,
+  // and so is a key of another length than the header says.
+  auto keyless = parent;
+  keyless.tokens.clear();
+  BOOST_TEST(!keyless.keyed());
+  BOOST_TEST(holds_rows_of(child, keyless, parent.tokens));
+  auto off_by_one = parent.tokens;
+  off_by_one[3] += 1;
+  BOOST_TEST(!holds_rows_of(child, keyless, off_by_one));
+  BOOST_TEST(!holds_rows_of(child, keyless, std::span{parent.tokens}.first(5)));
   // Other bytes in the shared rows (another namespace's state under the
   // same tokens): refused.
   auto alien = o.prefill("ns2", upto(10));
   alien.ns = "ns";
-  BOOST_TEST(!holds_rows_of(alien, parent));
+  BOOST_TEST(!holds_rows_of(alien, parent, parent.tokens));
   // Not a strict prefix, another namespace: refused.
-  BOOST_TEST(!holds_rows_of(o.prefill("ns", upto(6)), parent));
-  BOOST_TEST(!holds_rows_of(o.prefill("other", upto(10)), parent));
+  BOOST_TEST(!holds_rows_of(o.prefill("ns", upto(6)), parent, parent.tokens));
+  BOOST_TEST(
+    !holds_rows_of(o.prefill("other", upto(10)), parent, parent.tokens));
   // A parent of another geometry: refused.
   runtime::oracle_engine wide{
     model_geometry{"kv2w",
                    {{layer_kind::kv, 32, 0, 0}, {layer_kind::kv, 8, 0, 0}}},
     16};
-  BOOST_TEST(!holds_rows_of(wide.prefill("ns", upto(10)), parent));
+  BOOST_TEST(
+    !holds_rows_of(wide.prefill("ns", upto(10)), parent, parent.tokens));
 }
 
 BOOST_AUTO_TEST_CASE(a_delta_header_breaking_a_rule_is_refused) {
@@ -350,7 +364,7 @@ BOOST_AUTO_TEST_CASE(a_delta_header_breaking_a_rule_is_refused) {
   auto set = [&](size_t at, uint64_t v, int width) {
     auto b = bytes;
     for (int i = 0; i < width; ++i)
-      b[at + i] = std::byte(static_cast<uint8_t>(v >> (8 * i)));
+      b.at(at + i) = std::byte(static_cast<uint8_t>(v >> (8 * i)));
     return fix(b);
   };
   BOOST_TEST(static_cast<bool>(decode(fix(bytes))));

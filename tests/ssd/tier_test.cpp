@@ -2,6 +2,7 @@
 #include "tests/ssd/ssd_fixture.hpp"
 
 #include <map>
+#include <set>
 
 using namespace kvtier;
 using namespace kvtier::tiers;
@@ -310,6 +311,62 @@ BOOST_AUTO_TEST_CASE(restart_recovers_the_index_from_headers) {
     BOOST_TEST(e->tokens == tokens(14, 400));
     check_verified(o, *e);
   });
+}
+
+// Issue #15 item 2 on SSD: a prefix file's key is held once, by the index;
+// the header the index keeps has no tokens, and every place a key leaves
+// the tier (a match's storage key, the restored entry, `saved_prefixes`, a
+// removal event) rebuilds it from the index, also after a restart and for
+// a file a delta stands on.
+BOOST_AUTO_TEST_CASE(a_prefix_files_key_is_kept_once_by_the_index) {
+  // kv layers: a file serves shorter prompts trimmed.
+  runtime::oracle_engine o{
+    model_geometry{"kv",
+                   {{layer_kind::kv, 16, 0, 0}, {layer_kind::kv, 8, 0, 0}}},
+    40};
+  std::vector<remove_event> removed;
+  ssd_config cfg;
+  cfg.on_remove = [&](const remove_event& e) { removed.push_back(e); };
+  on_every_backend(
+    [&](world& w) {
+      removed.clear();
+      for (token salt = 0; salt < 3; ++salt)
+        w.store(o.prefill("ns", tokens(12 + salt, salt * 100)));
+      for (int pass = 0; pass < 2; ++pass) { // as written, then rescanned
+        BOOST_TEST_CONTEXT("pass " << pass) {
+          for (token salt = 0; salt < 3; ++salt) {
+            auto key = tokens(12 + salt, salt * 100);
+            auto m = w.tier->find(storage_key::prefix("ns", key));
+            BOOST_REQUIRE(m);
+            BOOST_TEST(!m->header->keyed(), "the index keeps the key");
+            BOOST_TEST(m->header->tokens.empty());
+            BOOST_TEST(m->header->token_count == key.size());
+            BOOST_TEST(w.tier->key_of(*m).tokens == key);
+            auto cut = w.tier->find(tokens(8, salt * 100), "ns");
+            BOOST_REQUIRE(cut);
+            auto e = w.restore(*cut);
+            BOOST_REQUIRE(e);
+            BOOST_TEST(e->tokens == tokens(7, salt * 100));
+            check_verified(o, *e);
+          }
+          auto saved = w.tier->saved_prefixes();
+          BOOST_REQUIRE(saved.size() == 3u);
+          std::set<token_seq> keys;
+          for (auto& p : saved)
+            keys.insert(p.tokens);
+          BOOST_TEST((keys
+                      == std::set<token_seq>{tokens(12), tokens(13, 100),
+                                             tokens(14, 200)}));
+          w.reopen();
+        }
+      }
+      BOOST_REQUIRE(w.tier->erase("ns", tokens(13, 100)));
+      w.flush();
+      BOOST_REQUIRE(removed.size() == 1u);
+      BOOST_TEST(removed[0].ns == "ns");
+      BOOST_TEST(removed[0].tokens == tokens(13, 100));
+    },
+    cfg);
 }
 
 BOOST_AUTO_TEST_CASE(the_owner_hears_what_became_of_every_write) {

@@ -142,6 +142,7 @@ uint64_t entry_header::payload_start() const noexcept {
 }
 
 storage_key entry_header::key() const {
+  KVTIER_ASSERT(keyed());
   return {kind, ns, tokens, request, attempt};
 }
 
@@ -159,6 +160,7 @@ entry_header layout(const entry& e, const std::string& fingerprint,
   h.ns = e.ns;
   h.session = e.session;
   h.tokens = e.tokens;
+  h.token_count = e.tokens.size();
   h.parent = parent;
   h.parent_tokens = parent_tokens;
   // Bytes of layer `l` this file holds: a delta holds rows past the parent.
@@ -241,12 +243,13 @@ void compute_checksums(entry_header& h, const entry& e) {
       sums_of(e.attachments[i].segments, h.checksum_chunk);
 }
 
-bool holds_rows_of(const entry& e, const entry_header& link) {
-  auto n = link.tokens.size();
+bool holds_rows_of(const entry& e, const entry_header& link,
+                   std::span<const token> link_key) {
+  auto n = link.token_count;
   if (!link.tokens_resolved || link.kind != key_kind::prefix || e.ns != link.ns
-      || n >= e.tokens.size() || link.parent_tokens >= n
+      || link_key.size() != n || n >= e.tokens.size() || link.parent_tokens >= n
       || e.layers.size() != link.layers.size()
-      || !std::equal(link.tokens.begin(), link.tokens.end(), e.tokens.begin()))
+      || !std::equal(link_key.begin(), link_key.end(), e.tokens.begin()))
     return false;
   for (size_t i = 0; i < e.layers.size(); ++i) {
     auto& mine = e.layers[i];
@@ -280,8 +283,9 @@ caf::error resolve_parent(entry_header& child, const entry_header& parent) {
   if (parent.fingerprint != child.fingerprint || parent.ns != child.ns
       || parent.kind != key_kind::prefix)
     return bad("its parent holds another namespace or kind");
-  if (parent.tokens.size() < child.parent_tokens)
-    return bad("its parent holds " + std::to_string(parent.tokens.size())
+  KVTIER_ASSERT(parent.keyed() && child.keyed());
+  if (parent.token_count < child.parent_tokens)
+    return bad("its parent holds " + std::to_string(parent.token_count)
                + " tokens, the file names "
                + std::to_string(child.parent_tokens));
   if (parent.layers.size() != child.layers.size())
@@ -310,6 +314,7 @@ buffer_ref encode(entry_header& h) {
   w.u32(static_cast<uint32_t>(h.layers.size()));
   w.u32(static_cast<uint32_t>(h.attachments.size()));
   w.u32(static_cast<uint32_t>(h.kind));
+  KVTIER_ASSERT(h.keyed());
   w.u64(h.tokens.size());
   w.u64(h.file_length);
   w.u64(h.write_id);
@@ -582,6 +587,7 @@ caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
   if (auto err = check_key(h, kind, ntokens))
     return err;
   h.tokens.resize(ntokens);
+  h.token_count = ntokens;
   if (auto err = check_delta(h))
     return err;
   // A delta's first parent_tokens tokens are its parent's: 0 until
@@ -680,9 +686,9 @@ uint64_t restore_bytes(const layer_info& l, uint64_t p) noexcept {
 }
 
 bool can_restore(const entry_header& h, uint64_t p) noexcept {
-  if (p > h.tokens.size())
+  if (p > h.token_count)
     return false;
-  if (p == h.tokens.size())
+  if (p == h.token_count)
     return true;
   for (auto& l : h.layers) {
     layer_state probe{l.kind,   l.bytes_per_token, l.window,

@@ -102,6 +102,11 @@ struct entry_header {
   uint64_t parent_write_id = 0;
   uint64_t parent_tokens = 0;
   bool tokens_resolved = true;
+  /// Tokens the entry encodes (its length).
+  uint64_t token_count = 0;
+  /// The key's tokens: `token_count` of them, or none in a prefix file's
+  /// header the SSD index holds (the index keeps the key once, on its
+  /// edges: `ssd_index::key`). `keyed()` says which.
   token_seq tokens;
   std::vector<layer_info> layers;
   std::vector<attachment_info> attachments;
@@ -116,7 +121,13 @@ struct entry_header {
   /// Offset of the first payload (the header padded to the alignment).
   uint64_t payload_start() const noexcept;
 
-  /// The storage key the header names (kind, ns, tokens, owner).
+  /// Whether `tokens` holds the key (not a header the index keeps).
+  bool keyed() const noexcept {
+    return tokens.size() == token_count;
+  }
+
+  /// The storage key the header names (kind, ns, tokens, owner); the
+  /// header must be `keyed()`.
   storage_key key() const;
 };
 
@@ -140,12 +151,14 @@ std::vector<view> payload_segments(const entry_header& h, const entry& e,
 /// file: from the rows it holds).
 void compute_checksums(entry_header& h, const entry& e);
 
-/// Whether `e` holds exactly the rows the file `link` holds: same ns,
-/// `link`'s (resolved) tokens a prefix of `e`'s, every layer kv with the
-/// same bytes per token, and `e`'s rows [link.parent_tokens, len(link))
-/// hashing, in `link`'s checksum chunks, to `link`'s checksum tables. How
-/// the writer proves a delta's shared rows are its parent chain's bytes.
-bool holds_rows_of(const entry& e, const entry_header& link);
+/// Whether `e` holds exactly the rows the file `link` keyed by `link_key`
+/// holds: same ns, `link_key` (the link's resolved tokens) a prefix of
+/// `e`'s, every layer kv with the same bytes per token, and `e`'s rows
+/// [link.parent_tokens, len(link)) hashing, in `link`'s checksum chunks,
+/// to `link`'s checksum tables. How the writer proves a delta's shared
+/// rows are its parent chain's bytes.
+bool holds_rows_of(const entry& e, const entry_header& link,
+                   std::span<const token> link_key);
 
 /// Fills a delta header's first `parent_tokens` tokens from its parent's
 /// (resolved) header, after checking that the parent is the one it names:

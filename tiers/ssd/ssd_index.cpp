@@ -1,19 +1,38 @@
 #include "tiers/ssd/ssd_index.hpp"
 
+#include "messages/assert.hpp"
+
 #include <algorithm>
 
 namespace kvtier::tiers::ssd {
 
 uint64_t header_floor(const entry_header& h) {
-  entry probe;
-  probe.tokens = h.tokens;
-  for (auto& l : h.layers)
-    probe.layers.push_back(
-      {l.kind, l.bytes_per_token, l.window, l.tokens, l.min_offset, {}});
-  // Attachments are exact-boundary: they never block a trim (they are
-  // dropped from trimmed restores), as in `entry::trimmed`.
-  return trim_floor(probe);
+  // As `trim_floor`. Attachments are exact-boundary: they never block a
+  // trim (they are dropped from trimmed restores), as in `entry::trimmed`.
+  uint64_t f = 0;
+  for (auto& l : h.layers) {
+    layer_state probe{l.kind, l.bytes_per_token, l.window, l.tokens, 0, {}};
+    bool trims = l.kind == layer_kind::kv
+                 || (l.kind == layer_kind::ring && !probe.wrapped());
+    if (!trims || l.tokens != h.token_count)
+      return h.token_count;
+    f = std::max(f, l.min_offset);
+  }
+  return std::min(f, h.token_count);
 }
+
+namespace {
+
+/// `f` with a header carrying `key` again (what leaves the index).
+ssd_file keyed(ssd_file f, token_seq key) {
+  auto h = std::make_shared<entry_header>(*f.header);
+  h->tokens = std::move(key);
+  KVTIER_ASSERT(h->keyed());
+  f.header = std::move(h);
+  return f;
+}
+
+} // namespace
 
 std::optional<ssd_file> ssd_index::insert(ssd_file f) {
   auto name = f.name;
@@ -27,12 +46,19 @@ std::optional<ssd_file> ssd_index::insert(ssd_file f) {
     bytes_ += bytes;
     return replaced;
   }
+  KVTIER_ASSERT(header->keyed());
+  // The key is kept once, on the index's edges: the header held here has
+  // no copy of its tokens.
+  auto keyless = std::make_shared<entry_header>();
+  *keyless = *header;
+  keyless->tokens = token_seq{};
+  f.header = std::move(keyless);
   auto r = index_.insert(header->ns, header->tokens, std::move(f),
                          header_floor(*header));
   if (r.replaced) {
     // Same key under another name: only possible for a hash collision or
     // a renamed file; the newer one wins either way.
-    auto old = std::move(*r.replaced);
+    auto old = keyed(std::move(*r.replaced), header->tokens);
     auto i = by_name_.find(old.name);
     if (i != by_name_.end()) {
       lru_.erase(i->second.lru);
@@ -51,8 +77,13 @@ std::optional<ssd_file> ssd_index::erase(const std::string& name) {
   auto i = by_name_.find(name);
   if (i == by_name_.end())
     return std::nullopt;
-  auto f =
-    i->second.exact ? std::move(*i->second.exact) : index_.erase(i->second.ref);
+  ssd_file f;
+  if (i->second.exact) {
+    f = std::move(*i->second.exact);
+  } else {
+    auto key = index_.key(i->second.ref); // before the entry goes
+    f = keyed(index_.erase(i->second.ref), std::move(key));
+  }
   lru_.erase(i->second.lru);
   by_name_.erase(i);
   bytes_ -= f.bytes;
@@ -80,9 +111,20 @@ const ssd_file* ssd_index::file(const std::string& name) const {
 }
 
 const ssd_file* ssd_index::file(const storage_key& key) const {
+  if (key.kind == key_kind::prefix) {
+    auto ref = index_.find(key.ns, key.tokens);
+    return ref ? &index_.handle(ref) : nullptr;
+  }
   auto* f = file(file_name(key));
   // The name is a hash of the key: the header decides.
   return f && f->header->key().same_key(key) ? f : nullptr;
+}
+
+token_seq ssd_index::key(const std::string& name) const {
+  auto i = by_name_.find(name);
+  KVTIER_ASSERT(i != by_name_.end());
+  return i->second.exact ? i->second.exact->header->tokens
+                         : index_.key(i->second.ref);
 }
 
 bool ssd_index::contains(std::string_view ns,
@@ -164,9 +206,9 @@ std::vector<saved_prefix> ssd_index::saved() const {
   std::vector<saved_prefix> out;
   out.reserve(by_name_.size());
   for (auto& name : lru_) {
-    auto& h = *file(name)->header;
-    if (h.kind == key_kind::prefix)
-      out.push_back({h.ns, h.tokens});
+    auto& s = by_name_.at(name);
+    if (!s.exact) // a prefix file: its key is the index's
+      out.push_back({index_.ns(s.ref), index_.key(s.ref)});
   }
   return out;
 }

@@ -11,6 +11,11 @@
 // only. All share the LRU list and the byte count (the cap covers every
 // file).
 //
+// A prefix file's key is held once, on the prefix index's edges: the header
+// kept for it has no copy of its tokens (issue #15 item 2, as the RAM tier
+// does), and `key` rebuilds them where they are needed (removal events,
+// `saved`, the restored entry, a delta's proof).
+//
 // Only files that are durable (renamed into place) are indexed: a pending
 // write is not "on SSD". Recency for byte-cap eviction is an LRU list kept
 // here: `insert` and `touch` make a file the most recently used; `find`
@@ -30,6 +35,10 @@ namespace kvtier::tiers::ssd {
 /// One indexed entry file.
 struct ssd_file {
   std::string name;
+  /// Its header. A prefix file's, as the index holds it, has no tokens
+  /// (`entry_header::keyed` is false): its key is the index's
+  /// (`ssd_index::key`). A file leaving the index (`erase`, a replaced
+  /// one) comes back keyed.
   std::shared_ptr<const entry_header> header;
   /// Bytes the file occupies (its file length).
   uint64_t bytes = 0;
@@ -56,8 +65,12 @@ public:
   /// returns a file it replaced (same key).
   std::optional<ssd_file> insert(ssd_file f);
 
-  /// Forgets the file `name`; returns it.
+  /// Forgets the file `name`; returns it (keyed).
   std::optional<ssd_file> erase(const std::string& name);
+
+  /// The key tokens of the indexed file `name` (rebuilt from the index's
+  /// edges for a prefix file: O(length)).
+  token_seq key(const std::string& name) const;
 
   /// The best usable prefix file for `prompt` in `ns` (no recency change).
   /// Never a checkpoint file.

@@ -60,6 +60,8 @@ struct write_io {
   /// header out as a delta; `refused` when they are not (written whole).
   std::string parent;
   std::vector<std::shared_ptr<const entry_header>> chain;
+  /// Each link's key (the index keeps it, not the header).
+  std::vector<token_seq> chain_keys;
   std::string fingerprint;
   uint32_t alignment = 0;
   uint32_t checksum_chunk = 0;
@@ -115,6 +117,9 @@ struct read_io {
   std::shared_ptr<const model_geometry> geometry;
   std::string fingerprint;
   std::shared_ptr<const entry_header> header;
+  /// The restored entry's tokens: the file's first p (from the index,
+  /// which keeps a prefix file's key, when the read starts).
+  token_seq tokens;
   file_ref in;
   /// One per payload restored: layers, then attachments when exact.
   std::vector<const payload_info*> payloads;

@@ -393,7 +393,14 @@ std::optional<ssd_match> ssd_tier::find(const storage_key& key) const {
   auto* f = index_.file(key);
   if (!f)
     return std::nullopt;
-  return ssd_match{f->name, f->header, f->header->tokens.size(), false};
+  return ssd_match{f->name, f->header, f->header->token_count, false};
+}
+
+storage_key ssd_tier::key_of(const ssd_match& m) const {
+  auto& h = *m.header;
+  if (h.keyed())
+    return h.key();
+  return storage_key::prefix(h.ns, index_.key(m.name));
 }
 
 bool ssd_tier::contains(std::string_view ns,

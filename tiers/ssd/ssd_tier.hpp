@@ -283,6 +283,10 @@ public:
   /// restore.
   std::optional<ssd_match> find(const storage_key& key) const;
 
+  /// The storage key of the file a match names (a prefix file's tokens are
+  /// rebuilt from the index: O(length)); the file must be indexed.
+  storage_key key_of(const ssd_match& m) const;
+
   /// The newest write of exactly `key` the write-behind queue holds
   /// (queued, being written, or failed and kept for a retry), as views of
   /// its buffers; no I/O. A pending write is not on SSD, but its bytes are

@@ -98,6 +98,8 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
   io->fingerprint = cfg_.fingerprint;
   io->header = m.header;
   auto p = m.length;
+  io->tokens = index_.key(m.name);
+  io->tokens.resize(p);
   // The files holding rows [0, p): a whole file alone, or the delta chain
   // up to the link that holds row p - 1 (a partial restore may stop early).
   auto chain = chain_of(m.name);
@@ -121,7 +123,7 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
       // A link serves rows from its own start up to where the next link
       // starts (a child may branch off inside its parent).
       auto lo = lh.parent_tokens;
-      auto hi = std::min<uint64_t>(p, lh.tokens.size());
+      auto hi = std::min<uint64_t>(p, lh.token_count);
       if (k + 1 < io->links.size())
         hi = std::min(hi, io->links[k + 1].header->parent_tokens);
       for (auto& l : lh.layers) {
@@ -131,7 +133,7 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
       }
     }
   }
-  if (p == h.tokens.size())
+  if (p == h.token_count)
     for (auto& a : h.attachments) {
       io->payloads.push_back(&a.payload);
       io->need.push_back(a.payload.length);
@@ -313,7 +315,7 @@ void ssd_tier::read_done(read_job& job) {
   entry e;
   e.ns = h.ns;
   e.session = h.session;
-  e.tokens.assign(h.tokens.begin(), h.tokens.begin() + p);
+  e.tokens = std::move(io.tokens);
   auto take = [&](size_t i) {
     auto b = std::move(io.bufs[i]).freeze();
     return view{std::move(b), 0, io.need[i]};
@@ -337,7 +339,7 @@ void ssd_tier::read_done(read_job& job) {
     e.layers.push_back(layer_state{li.kind, li.bytes_per_token, li.window,
                                    tokens, li.min_offset, std::move(segs)});
   }
-  if (p == h.tokens.size())
+  if (p == h.token_count)
     for (size_t a = 0; a < h.attachments.size(); ++a)
       e.attachments.push_back(attachment{h.attachments[a].name,
                                          {take(io.links.size() * layers + a)}});

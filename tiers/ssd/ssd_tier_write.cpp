@@ -158,11 +158,13 @@ void ssd_tier::start_write(write_item& item) {
       h.write_id = io->header.write_id;
       h.parent_write_id = c.parent->header->write_id;
       io->header = std::move(h);
-    } else if (c.parent && c.tokens == c.parent->header->tokens.size()) {
+    } else if (c.parent && c.tokens == c.parent->header->token_count) {
       // A strict prefix file: the prepare op proves the shared rows by
       // their checksums and lays the header out.
-      for (auto* link : c.chain)
+      for (auto* link : c.chain) {
         io->chain.push_back(link->header);
+        io->chain_keys.push_back(index_.key(link->name));
+      }
       io->fingerprint = cfg_.fingerprint;
       io->alignment = cfg_.alignment;
       io->checksum_chunk = cfg_.checksum_chunk;
@@ -187,14 +189,13 @@ void ssd_tier::start_write(write_item& item) {
     if (!io->chain.empty()) {
       // Wrong state is the worst failure: the file may leave rows to its
       // parent chain only when the entry's own rows are those very bytes.
-      bool same =
-        std::all_of(io->chain.begin(), io->chain.end(), [&](auto& link) {
-          return holds_rows_of(io->state, *link);
-        });
+      bool same = true;
+      for (size_t k = 0; k < io->chain.size() && same; ++k)
+        same = holds_rows_of(io->state, *io->chain[k], io->chain_keys[k]);
       if (same) {
         auto& parent = *io->chain.back();
         auto h = layout(io->state, io->fingerprint, io->alignment,
-                        io->checksum_chunk, io->parent, parent.tokens.size());
+                        io->checksum_chunk, io->parent, parent.token_count);
         h.kind = io->header.kind;
         h.write_id = io->header.write_id;
         h.parent_write_id = parent.write_id;
@@ -322,7 +323,7 @@ void ssd_tier::count_new_tokens(const entry& e) {
   uint64_t known = 0;
   auto files = index_.prefix_files(e.ns, e.tokens);
   if (!files.empty())
-    known = files.front()->header->tokens.size();
+    known = files.front()->header->token_count;
   if (auto m = index_.find(e.tokens, e.ns))
     known = std::max(known, m->length);
   stats_.new_token_bytes += (e.tokens.size() - known) * bpt;
