@@ -224,7 +224,7 @@ static_assert(sizeof(buffer_ref) % sizeof(uint64_t) == 0);
 
 view stored_layer::segment(size_t j) const {
   KVTIER_ASSERT(j < count_);
-  return view{bufs_[j], words_[2 * j], segment_length(j)};
+  return view{bufs_[j], segment_offset(j), segment_length(j)};
 }
 
 uint64_t stored_layer::segment_length(size_t j) const noexcept {
@@ -253,7 +253,7 @@ layer_state stored_layer::cut(uint64_t n) const {
   for (size_t j = 0; j < count_ && left > 0; ++j) {
     auto len = segment_length(j);
     auto take = std::min(left, len);
-    out.segments.push_back(view{bufs_[j], words_[2 * j], take});
+    out.segments.push_back(view{bufs_[j], segment_offset(j), take});
     if (n != tokens)
       left -= take;
   }
@@ -430,13 +430,23 @@ entry stored_state::release(std::string ns, token_seq&& key) && {
     *this = stored_state{};
     return out;
   }
-  auto out = keyed_cut(std::move(ns), std::move(key));
-  // The only handle: the views may take the body's references instead of
-  // copies of them (the body goes below).
+  // The only handle: the views take the body's references (the body goes
+  // below), in its order: layer by layer, segment by segment.
+  entry out;
+  out.ns = std::move(ns);
+  out.tokens = std::move(key);
+  out.layers.reserve(layer_count());
   auto* bufs = body_->bufs();
-  for (auto& l : out.layers)
-    for (auto& s : l.segments)
-      s.buf = std::move(*bufs++);
+  for (size_t i = 0; i < layer_count(); ++i) {
+    auto l = layer(i);
+    layer_state s{l.kind,   l.bytes_per_token, l.window,
+                  l.tokens, l.min_offset,      {}};
+    s.segments.reserve(l.segment_count());
+    for (size_t j = 0; j < l.segment_count(); ++j)
+      s.segments.push_back(
+        view{std::move(*bufs++), l.segment_offset(j), l.segment_length(j)});
+    out.layers.push_back(std::move(s));
+  }
   if (auto* r = body_->layout->rare ? body_->more() : nullptr) {
     out.attachments = std::move(r->attachments);
     out.session = std::move(r->session);

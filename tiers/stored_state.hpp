@@ -76,6 +76,9 @@ struct stored_layer {
   }
   /// Segment `j` as a view (its buffer reference copied).
   view segment(size_t j) const;
+  uint64_t segment_offset(size_t j) const noexcept {
+    return words_[2 * j];
+  }
   uint64_t segment_length(size_t j) const noexcept;
 
   /// As `layer_state::can_trim_to`.
