@@ -200,6 +200,7 @@ BOOST_AUTO_TEST_CASE(a_completed_release_leaves_no_file_of_a_queued_write) {
   start();
   BOOST_CHECK(get("ns", prompt, 42).source != state_source::checkpoint);
   BOOST_CHECK_EQUAL(report().ssd.files, 0u);
+  svc.reset(); // before `faulty` goes
 }
 
 BOOST_AUTO_TEST_CASE(a_reused_request_id_never_resumes_another_prompts_state) {
@@ -445,6 +446,7 @@ BOOST_AUTO_TEST_CASE(prefetch_coalesces_racing_reads_and_interest_holds) {
   for (tiers::token t = 5; t <= 8; ++t)
     put("ns", seq(1000, 100000 * t));
   BOOST_CHECK_EQUAL(*svc->peek_prefix_len(seq(1001), "ns"), 0u);
+  svc.reset(); // before `faulty` goes: its spills may still be writing
 }
 
 BOOST_AUTO_TEST_CASE(an_untrimmable_cold_entry_is_never_restored) {
