@@ -168,7 +168,8 @@ struct ram_object {
 struct put_result {
   bool kept = false;
   /// Identity of the stored item: the tier's count of puts that stored one
-  /// (1, 2, ...); 0 when not kept.
+  /// (1, 2, ..., 32 bits wide, never 0: a number comes back after 2^32
+  /// puts); 0 when not kept.
   uint64_t serial = 0;
   /// An item with the same key was replaced (removed without spill).
   bool replaced = false;
