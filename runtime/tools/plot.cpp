@@ -122,9 +122,13 @@ void reference(std::ostringstream& o, const chart& c,
 }
 
 std::string with_commas(uint64_t v) {
-  auto s = std::to_string(v);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
-    s.insert(static_cast<size_t>(i), ",");
+  auto digits = std::to_string(v);
+  std::string s;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      s += ',';
+    s += digits[i];
+  }
   return s;
 }
 
