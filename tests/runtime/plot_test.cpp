@@ -79,6 +79,8 @@ BOOST_AUTO_TEST_CASE(the_chart_has_a_legend_ticks_and_the_caps) {
                    "LRU reference 0.3732", "infinite cache 0.3736"})
     BOOST_TEST(has(t, row), row);
   BOOST_TEST(!has(t, "from peers 0.0000")); // no cluster: no peer line
+  // Counts are grouped in thousands.
+  BOOST_TEST(has(t, "requests replayed (of 12,031)"), svg);
   // One line sample per legend row: 3 solid, 2 dashed, beside the text.
   std::regex sample{"<line x1='([0-9.]+)' y1='([0-9.]+)' x2='([0-9.]+)' "
                     "y2='\\2' stroke='(#[0-9a-f]{6})'"};
