@@ -53,6 +53,11 @@ namespace kvtier::tiers {
 /// `e.can_trim_to(n)` holds exactly for floor <= n <= len(e).
 uint64_t trim_floor(const entry& e) noexcept;
 
+/// The same for a state of `length` tokens with `layers` (their segments
+/// are not read).
+uint64_t trim_floor(uint64_t length,
+                    std::span<const layer_state> layers) noexcept;
+
 template <class Handle>
 class prefix_index {
 public:

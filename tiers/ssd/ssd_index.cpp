@@ -7,18 +7,14 @@
 namespace kvtier::tiers::ssd {
 
 uint64_t header_floor(const entry_header& h) {
-  // As `trim_floor`. Attachments are exact-boundary: they never block a
-  // trim (they are dropped from trimmed restores), as in `entry::trimmed`.
-  uint64_t f = 0;
-  for (auto& l : h.layers) {
-    layer_state probe{l.kind, l.bytes_per_token, l.window, l.tokens, 0, {}};
-    bool trims = l.kind == layer_kind::kv
-                 || (l.kind == layer_kind::ring && !probe.wrapped());
-    if (!trims || l.tokens != h.token_count)
-      return h.token_count;
-    f = std::max(f, l.min_offset);
-  }
-  return std::min(f, h.token_count);
+  std::vector<layer_state> layers;
+  layers.reserve(h.layers.size());
+  for (auto& l : h.layers)
+    layers.push_back(
+      {l.kind, l.bytes_per_token, l.window, l.tokens, l.min_offset, {}});
+  // Attachments are exact-boundary: they never block a trim (they are
+  // dropped from trimmed restores), as in `entry::trimmed`.
+  return trim_floor(h.token_count, layers);
 }
 
 namespace {
