@@ -2,6 +2,7 @@
 
 #include "messages/assert.hpp"
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 #include <new>
@@ -57,13 +58,16 @@ void* small_allocate(size_t bytes) {
   auto& c = the_pool().by_size[class_of(bytes)];
   auto size = (class_of(bytes) + 1) * grain;
   std::lock_guard<std::mutex> guard(c.m);
-  ++c.blocks;
   if (auto* f = c.free) {
     c.free = f->next;
+    ++c.blocks;
     return f;
   }
   if (c.bump == nullptr || c.end - c.bump < static_cast<ptrdiff_t>(size)) {
-    c.slabs.reserve(c.slabs.size() + 1); // may throw: nothing changed yet
+    // Either may throw; nothing has changed yet. The list of slabs grows
+    // geometrically (reserving one more each time copied it per slab).
+    if (c.slabs.size() == c.slabs.capacity())
+      c.slabs.reserve(std::max<size_t>(16, 2 * c.slabs.capacity()));
     auto* slab = static_cast<std::byte*>(::operator new(slab_bytes));
     c.slabs.push_back(slab);
     c.bump = slab;
@@ -71,6 +75,7 @@ void* small_allocate(size_t bytes) {
   }
   auto* out = c.bump;
   c.bump += size;
+  ++c.blocks;
   return out;
 }
 
