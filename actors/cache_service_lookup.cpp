@@ -136,24 +136,29 @@ void serve_cold(self_ptr self, const lookup_ptr& s) {
   d.root().setUsableTokens(found.getUsableTokens());
   d.root().setRequestId(s->request.root().getRequest().getId());
   auto tag = s->cold[i].tag;
+  auto* h = tag == msg::Tier::PEER ? &self->state.latency->remote_fetch
+                                   : &self->state.latency->restore;
   auto started = std::chrono::steady_clock::now();
   self->request(s->cold[i].actor, tier_timeout(self), std::move(d).seal())
     .then(
-      [self, s, tag, started](const sealed<msg::RestoreEntryReply>& r) {
+      [self, s, tag, h, started](const sealed<msg::RestoreEntryReply>& r) {
         auto e = r.root().isEntry() ? tiers::read_entry(r, r.root().getEntry())
                                     : caf::expected<tiers::entry>{caf::error{}};
-        if (!r.root().isEntry() || !e || !fits_model(self, *e))
+        if (!r.root().isEntry() || !e || !fits_model(self, *e)) {
+          h->fail();
           return serve_cold(self, s);
+        }
         // Installed before the answer, so the next acquire finds it in RAM.
         auto out = answer(tag, e->size(), &*e);
-        auto* h = tag == msg::Tier::PEER ? &self->state.latency->remote_fetch
-                                         : &self->state.latency->restore;
         install(self, *e, tag, 0, [s, out, h, started] {
           h->observe(std::chrono::steady_clock::now() - started);
           deliver(s, out);
         });
       },
-      [self, s](const caf::error&) { serve_cold(self, s); });
+      [self, s, h](const caf::error&) {
+        h->fail();
+        serve_cold(self, s);
+      });
 }
 
 void decide(self_ptr self, const lookup_ptr& s) {

@@ -325,9 +325,11 @@ struct service_report {
 
 /// How long calls took (`service::latency`; Prometheus histograms on the
 /// HTTP endpoint, docs/operations.md): acquire and publish as the API's
-/// callers saw them (answered calls only), and the SSD restores and peer
-/// fetches of acquires, from the facade's request to the tier until the
-/// entry was installed in RAM.
+/// callers saw them, and the SSD restores and peer fetches of acquires,
+/// from the facade's request to the tier until the entry was installed in
+/// RAM. The buckets hold calls that succeeded; each snapshot's `failed`
+/// counts the calls that did not (errors, missed deadlines, restores that
+/// delivered nothing).
 struct latency_report {
   tiers::latency_histogram::snapshot acquire, publish, restore, remote_fetch;
 };

@@ -19,6 +19,10 @@ void latency_histogram::observe(
   observe(std::chrono::duration<double>(d).count());
 }
 
+void latency_histogram::fail() noexcept {
+  failed_.fetch_add(1, std::memory_order_relaxed);
+}
+
 latency_histogram::snapshot latency_histogram::read() const {
   snapshot s;
   s.counts.reserve(counts_.size());
@@ -29,6 +33,7 @@ latency_histogram::snapshot latency_histogram::read() const {
     s.count += c; // consistent with the buckets, whatever raced
   s.sum_seconds =
     static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
+  s.failed = failed_.load(std::memory_order_relaxed);
   return s;
 }
 

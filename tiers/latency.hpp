@@ -1,6 +1,8 @@
 // latency_histogram: how long a kind of call took, as cumulative-ready
 // bucket counts (Prometheus histogram semantics: docs/operations.md
-// "Metrics"), with fixed bounds from 50 µs to 10 s. Lock-free: any thread
+// "Metrics"), with fixed bounds from 50 µs to 10 s, and beside them the
+// calls of the same kind that failed (errors and missed deadlines: their
+// time says little, so they are counted, not timed). Lock-free: any thread
 // observes, any thread snapshots (each counter is atomic on its own, so a
 // snapshot taken while others observe may be off by the observations in
 // flight, never torn).
@@ -30,16 +32,21 @@ public:
     std::vector<uint64_t> counts;
     uint64_t count = 0;
     double sum_seconds = 0;
+    /// Calls that failed (not in the buckets).
+    uint64_t failed = 0;
   };
 
   void observe(double seconds) noexcept;
   void observe(std::chrono::steady_clock::duration d) noexcept;
+  /// One call failed.
+  void fail() noexcept;
   snapshot read() const;
 
 private:
   std::array<std::atomic<uint64_t>, bounds.size() + 1> counts_{};
   /// Sum in nanoseconds (an atomic integer: no lost updates).
   std::atomic<uint64_t> sum_ns_{0};
+  std::atomic<uint64_t> failed_{0};
 };
 
 struct latency_book {

@@ -273,6 +273,11 @@ std::string metrics_text(const scrape& s) {
     std::vector<double> counts(h.counts.begin(), h.counts.end());
     counts.resize(bounds.size() + 1);
     fam.Add({}, bounds).ObserveMultiple(counts, h.sum_seconds);
+    counter("kvtier_call_failures_total",
+            "calls that failed or missed their deadline, by the histogram "
+            "they are left out of")
+      ->Add({{"call", f.key}})
+      .Increment(static_cast<double>(h.failed));
   }
   counter("kvtier_http_requests_total", "requests the HTTP endpoint answered")
     ->Add({})
@@ -327,6 +332,7 @@ nlohmann::json stats_json(const scrape& s) {
         buckets.push_back({"+Inf", cumulative});
     }
     latency[f.key] = {{"count", h.count},
+                      {"failed", h.failed},
                       {"sum_seconds", h.sum_seconds},
                       {"buckets", std::move(buckets)}};
   }

@@ -232,15 +232,36 @@ auto service::subscribe_events(std::function<void(const feed_event&)> f)
 namespace {
 
 /// `conv`, timing the call from now until its answer into `which` of
-/// `book` (which the returned function keeps alive).
+/// `book` (which it keeps alive); a call that fails (an error answer, a
+/// reply `conv` refuses, a missed deadline) is counted there instead
+/// (`service_impl::note_failure`).
 template <class Conv>
-auto timed(std::shared_ptr<tiers::latency_book> book,
-           tiers::latency_histogram tiers::latency_book::*which, Conv conv) {
-  return [book = std::move(book), which, conv,
-          start = std::chrono::steady_clock::now()](const auto& reply) {
-    ((*book).*which).observe(std::chrono::steady_clock::now() - start);
-    return conv(reply);
-  };
+struct timed_conv {
+  std::shared_ptr<tiers::latency_book> book;
+  tiers::latency_histogram tiers::latency_book::*which;
+  Conv conv;
+  std::chrono::steady_clock::time_point start;
+
+  template <class Reply>
+  auto operator()(const Reply& reply) const {
+    auto out = conv(reply);
+    if (out)
+      ((*book).*which).observe(std::chrono::steady_clock::now() - start);
+    else
+      failed();
+    return out;
+  }
+
+  void failed() const noexcept {
+    ((*book).*which).fail();
+  }
+};
+
+template <class Conv>
+timed_conv<Conv> timed(std::shared_ptr<tiers::latency_book> book,
+                       tiers::latency_histogram tiers::latency_book::*which,
+                       Conv conv) {
+  return {std::move(book), which, conv, std::chrono::steady_clock::now()};
 }
 
 } // namespace

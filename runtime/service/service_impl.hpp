@@ -175,6 +175,14 @@ struct service::impl {
                                      + to_string(timeout));
   }
 
+  /// Tells a conversion that counts its call's failures (`timed`) that the
+  /// call failed before a reply reached it.
+  template <class Conv>
+  static void note_failure(const Conv& conv) noexcept {
+    if constexpr (requires { conv.failed(); })
+      conv.failed();
+  }
+
   /// Sends `m` to the facade and waits; `conv` turns the reply into T.
   template <class T, class Req, class Conv>
   caf::expected<T> call(codec::sealed<Req> m, Conv conv) {
@@ -202,12 +210,14 @@ struct service::impl {
     auto on_reply = [&](const reply& r) { out = conv(r); };
     auto on_error = [&](caf::error& err) {
       out = timed_out(std::move(err), timeout);
+      note_failure(conv);
     };
     if (timeout.valid())
       (*self)->varargs_receive(
         rc, id, on_reply, on_error, caf::after(timeout) >> [&] {
           late = true;
           out = timed_out(caf::sec::request_timeout, timeout);
+          note_failure(conv);
         });
     else
       (*self)->varargs_receive(rc, id, on_reply, on_error);
@@ -252,8 +262,9 @@ struct service::impl {
             cancel_timeout(self, id);
             p->set(conv(r));
           },
-          [self, id, p, timeout](caf::error& err) {
+          [self, id, conv, p, timeout](caf::error& err) {
             cancel_timeout(self, id);
+            note_failure(conv);
             p->set(timed_out(std::move(err), timeout));
           });
       });

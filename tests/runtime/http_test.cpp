@@ -156,6 +156,43 @@ BOOST_AUTO_TEST_CASE(histograms_time_acquires_publishes_and_restores) {
   BOOST_CHECK(
     has_line(m, "kvtier_acquire_duration_seconds_bucket{le=\"+Inf\"} 3"));
   BOOST_CHECK(has_line(m, "kvtier_peer_fetch_duration_seconds_count 0"));
+  BOOST_CHECK(has_line(m, "kvtier_call_failures_total{call=\"acquire\"} 0"));
+}
+
+BOOST_AUTO_TEST_CASE(failed_calls_are_counted_not_timed) {
+  start();
+  put("ns", seq(300));
+  // A publish of another model's shape is refused.
+  auto wrong = oracle->prefill("ns", seq(40));
+  wrong.layers.pop_back();
+  BOOST_REQUIRE(!svc->publish(request(2, seq(40)), std::move(wrong)));
+  // A restore whose read fails: the acquire falls back (here to a miss)
+  // and succeeds; the restore is counted as failed.
+  BOOST_REQUIRE_EQUAL(*svc->demote_idle(0), 1u);
+  faulty.inject(tiers::ssd::fs_op::read, 1, tiers::ssd::fault_kind::eio);
+  BOOST_CHECK(get("ns", seq(301)).source == runtime::state_source::none);
+  faulty.clear();
+  auto l = svc->latency();
+  BOOST_CHECK_EQUAL(l.publish.count, 1u);
+  BOOST_CHECK_EQUAL(l.publish.failed, 1u);
+  BOOST_CHECK_EQUAL(l.acquire.count, 1u);
+  BOOST_CHECK_EQUAL(l.acquire.failed, 0u);
+  BOOST_CHECK_EQUAL(l.restore.count, 0u);
+  BOOST_CHECK_EQUAL(l.restore.failed, 1u);
+  auto m = call("GET", "/metrics").body;
+  BOOST_CHECK(has_line(m, "kvtier_publish_duration_seconds_count 1"));
+  BOOST_CHECK(has_line(m, "kvtier_call_failures_total{call=\"publish\"} 1"));
+  BOOST_CHECK(has_line(m, "kvtier_call_failures_total{call=\"restore\"} 1"));
+  BOOST_CHECK(
+    has_line(m, "kvtier_call_failures_total{call=\"remote_fetch\"} 0"));
+  BOOST_CHECK_EQUAL(
+    body_of(call("GET", "/stats"))["latency"]["publish"]["failed"], 1);
+  // A call the closed service refuses.
+  BOOST_REQUIRE(svc->close());
+  BOOST_CHECK(!svc->acquire(request(3, seq(301)), "ns"));
+  BOOST_CHECK(!svc->acquire_async(request(4, seq(301)), "ns").get());
+  BOOST_CHECK_EQUAL(svc->latency().acquire.failed, 2u);
+  BOOST_CHECK_EQUAL(svc->latency().acquire.count, 1u);
 }
 
 BOOST_AUTO_TEST_CASE(admin_routes_need_the_token_when_one_is_set) {
@@ -429,6 +466,7 @@ BOOST_AUTO_TEST_CASE(histogram_buckets_are_cumulative) {
   BOOST_CHECK(has_line(text, "kvtier_acquire_duration_seconds_count 3"));
   auto j = http::stats_json(s)["latency"]["acquire"];
   BOOST_CHECK_EQUAL(j["count"], 3);
+  BOOST_CHECK_EQUAL(j["failed"], 0);
   double sum = j["sum_seconds"];
   BOOST_CHECK_CLOSE(sum, 20.00303, 0.001);
 }
