@@ -243,7 +243,8 @@ bool stored_layer::can_trim_to(uint64_t n) const noexcept {
   }
 }
 
-layer_state stored_layer::cut(uint64_t n) const {
+template <class Ref>
+layer_state stored_layer::cut_with(uint64_t n, Ref&& ref) const {
   KVTIER_ASSERT(can_trim_to(n));
   layer_state out{kind, bytes_per_token, window, n, min_offset, {}};
   // The first n token rows (all of them at the full length), as
@@ -253,11 +254,16 @@ layer_state stored_layer::cut(uint64_t n) const {
   for (size_t j = 0; j < count_ && left > 0; ++j) {
     auto len = segment_length(j);
     auto take = std::min(left, len);
-    out.segments.push_back(view{bufs_[j], segment_offset(j), take});
+    out.segments.push_back(view{ref(j), segment_offset(j), take});
     if (n != tokens)
       left -= take;
   }
   return out;
+}
+
+layer_state stored_layer::cut(uint64_t n) const {
+  return cut_with(n,
+                  [this](size_t j) -> const buffer_ref& { return bufs_[j]; });
 }
 
 stored_state stored_state::of(entry&& e, body_layouts& layouts) {
@@ -439,13 +445,9 @@ entry stored_state::release(std::string ns, token_seq&& key) && {
   auto* bufs = body_->bufs();
   for (size_t i = 0; i < layer_count(); ++i) {
     auto l = layer(i);
-    layer_state s{l.kind,   l.bytes_per_token, l.window,
-                  l.tokens, l.min_offset,      {}};
-    s.segments.reserve(l.segment_count());
-    for (size_t j = 0; j < l.segment_count(); ++j)
-      s.segments.push_back(
-        view{std::move(*bufs++), l.segment_offset(j), l.segment_length(j)});
-    out.layers.push_back(std::move(s));
+    out.layers.push_back(
+      l.cut_with(l.tokens, [bufs](size_t j) { return std::move(bufs[j]); }));
+    bufs += l.segment_count();
   }
   if (auto* r = body_->layout->rare ? body_->more() : nullptr) {
     out.attachments = std::move(r->attachments);

@@ -89,6 +89,11 @@ struct stored_layer {
 
 private:
   friend class stored_state;
+  /// `cut(n)`, segment j's buffer reference made by `ref(j)` (a copy, or
+  /// the body's own when the body goes: `stored_state::release`).
+  template <class Ref>
+  layer_state cut_with(uint64_t n, Ref&& ref) const;
+
   const buffer_ref* bufs_ = nullptr;
   const uint64_t* words_ = nullptr; // offset, length per segment
   uint32_t count_ = 0;
