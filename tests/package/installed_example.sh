@@ -20,7 +20,7 @@ step() { # NAME LOG COMMAND...: run, show the log when it fails
 step "cmake --install" "$work/install.log" \
   "$cmake" --install "$build" --prefix "$work/prefix"
 for f in include/kvtier/runtime/service.hpp include/kvtier/messages/common.capnp.h \
-         lib/libkvtier.a lib/cmake/kvtier/kvtier-config.cmake \
+         lib/libkvtier.so lib/cmake/kvtier/kvtier-config.cmake \
          lib/cmake/kvtier/kvtier-targets.cmake lib/pkgconfig/kvtier.pc bin/kvtier; do
   test -e "$work/prefix/$f" || { echo "installed_example: $f not installed"; exit 1; }
 done
