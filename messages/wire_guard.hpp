@@ -49,7 +49,20 @@ struct wire_guard {
   /// Messages that failed to decode (malformed, wrong root type, over the
   /// reader limits).
   std::atomic<uint64_t> undecodable{0};
+  /// Frames a connection to the node's port announced beyond what it may
+  /// send (runtime/cluster/frame_guard.hpp): over `handshake_max_bytes`
+  /// before its handshake, over `max_bytes` (plus the frame's envelope)
+  /// after it. The connection is closed before anything is allocated.
+  std::atomic<uint64_t> oversized_frames{0};
+  /// Frame headers on the node's port that are not CAF's protocol (an
+  /// unknown operation, or fields its rules forbid): the connection is
+  /// closed.
+  std::atomic<uint64_t> garbage_frames{0};
 };
+
+/// The most a connection may announce for a frame before its handshake is
+/// done: CAF's handshakes are a few hundred bytes.
+inline constexpr uint64_t handshake_max_bytes = uint64_t{64} << 10;
 
 /// The guard of the system `ctx` runs in (the default one for none).
 wire_guard& guard_of(caf::execution_unit* ctx);
