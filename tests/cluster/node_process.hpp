@@ -102,6 +102,10 @@ public:
   bool running() const {
     return child_ && child_->running();
   }
+  /// Its process id (-1 when not started).
+  pid_t pid() const {
+    return child_ ? child_->pid() : -1;
+  }
 
   /// SIGTERM, then the exit status within `bound` (else SIGKILL and -1).
   int stop(ms bound = 8000ms) {
