@@ -1,4 +1,6 @@
 #include "runtime/cluster/node.hpp"
+
+#include "runtime/cluster/frame_guard.hpp"
 #include "runtime/service/service_codec.hpp"
 
 #include "actors/codec.hpp"
@@ -6,13 +8,13 @@
 #include "messages/log.hpp"
 #include "messages/type_ids.hpp"
 
+#include "messages/caller_actor.hpp"
 #include <caf/actor_cast.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/function_view.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 #include <caf/openssl/publish.hpp>
-#include <caf/scoped_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include <kj/exception.h>
@@ -676,7 +678,7 @@ members_view view_of(const sealed<msg::ListMembersReply>& reply) {
 
 caf::expected<members_view> ask_members(caf::actor_system& sys,
                                         const caf::actor& a, millis timeout) {
-  caf::scoped_actor self{sys};
+  kvtier::caller_actor self{sys};
   caf::expected<members_view> out = make_error(ec::timeout, "no answer");
   msg::draft<msg::ListMembers> d;
   self->request(a, caf::duration{timeout}, std::move(d).seal())
@@ -792,12 +794,11 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
     o.cluster_tls
       ? caf::openssl::publish(n->actor_, static_cast<uint16_t>(o.cluster_port),
                               o.cluster_listen_address.c_str(), true)
-      : sys.middleman().publish(n->actor_,
-                                static_cast<uint16_t>(o.cluster_port),
-                                o.cluster_listen_address.c_str(), true);
+      : publish_guarded(sys, n->actor_, static_cast<uint16_t>(o.cluster_port),
+                        o.cluster_listen_address, n->guard_->shared());
   // The node actor takes control messages from actors of this process only
   // (an anonymous message may be a peer's).
-  caf::scoped_actor local{sys};
+  kvtier::caller_actor local{sys};
   if (!port) {
     local->send_exit(n->actor_, caf::exit_reason::user_shutdown);
     return make_error(ec::io_error, "cannot listen on "
@@ -818,24 +819,28 @@ node::~node() {
   if (tls_) {
     // (caf/openssl/unpublish.hpp does not compile in 0.17.6: ask the
     // OpenSSL manager's middleman actor directly.)
-    auto f = caf::make_function_view(sys_->openssl_manager().actor_handle());
-    static_cast<void>(f(caf::unpublish_atom_v,
-                        caf::actor_cast<caf::actor_addr>(actor_), port_));
+    {
+      auto f = caf::make_function_view(sys_->openssl_manager().actor_handle());
+      static_cast<void>(f(caf::unpublish_atom_v,
+                          caf::actor_cast<caf::actor_addr>(actor_), port_));
+    }
+    forget_thread_logger(*sys_); // the view's scoped actor set it
+
   } else {
     sys_->middleman().unpublish(actor_, port_);
   }
-  caf::scoped_actor local{*sys_};
+  kvtier::caller_actor local{*sys_};
   local->send_exit(actor_, caf::exit_reason::user_shutdown);
 }
 
 void node::attach(node_delegates d) {
-  caf::scoped_actor local{*sys_};
+  kvtier::caller_actor local{*sys_};
   local->send(actor_, attach_atom::value, std::move(d.feed), std::move(d.serve),
               std::move(d.admin), std::move(d.load));
 }
 
 void node::attach_agent(caf::actor agent) {
-  caf::scoped_actor local{*sys_};
+  kvtier::caller_actor local{*sys_};
   local->send(actor_, attach_atom::value, std::move(agent));
 }
 
@@ -850,7 +855,7 @@ caf::expected<members_view> node::members(millis timeout) {
 
 caf::expected<size_t> node::leave(millis timeout) {
   left_ = true;
-  caf::scoped_actor self{*sys_};
+  kvtier::caller_actor self{*sys_};
   caf::expected<size_t> out = make_error(ec::timeout, "leave unanswered");
   self
     ->request(actor_, caf::duration{timeout + millis{500}}, leave_atom::value,
@@ -876,7 +881,7 @@ caf::expected<caf::actor> connect_node(caf::actor_system& sys,
   if (!hp)
     return make_error(ec::invalid_argument,
                       "\"" + address + "\" is not HOST:PORT");
-  caf::scoped_actor self{sys};
+  kvtier::caller_actor self{sys};
   auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
                                       : sys.middleman().actor_handle();
   caf::expected<caf::actor> out = make_error(ec::timeout, "no answer");
@@ -891,7 +896,13 @@ caf::expected<caf::actor> connect_node(caf::actor_system& sys,
         else
           out = make_error(ec::not_found, "no actor published at " + address);
       },
-      [&](caf::error& err) { out = std::move(err); });
+      [&](caf::error& err) {
+        out = err == caf::sec::request_timeout ? make_error(
+                ec::timeout, "no CAF handshake from " + address + " within "
+                               + std::to_string(timeout.count())
+                               + " ms (is a kvtier node listening there?)")
+                                               : std::move(err);
+      });
   return out;
 }
 
@@ -910,7 +921,7 @@ query_route(caf::actor_system& sys, const caf::actor& node,
             millis timeout, uint32_t max_new_tokens) {
   if (!node)
     return make_error(ec::invalid_argument, "query_route: no node actor");
-  caf::scoped_actor self{sys};
+  kvtier::caller_actor self{sys};
   caf::expected<runtime::route_decision> out =
     make_error(ec::timeout, "the node did not answer the route request "
                             "within "

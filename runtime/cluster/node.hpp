@@ -229,8 +229,17 @@ struct client_config : caf::actor_system_config {
   explicit client_config(const tls_files& tls = {});
 };
 
+// The client helpers below block the calling thread until the answer or
+// their deadline. They may run on any system with the middleman, a
+// service's own included (`service::system()`: the service can be destroyed
+// from any thread afterwards, messages/caller_actor.hpp), but never on a
+// thread of that system's own (an actor's handler, a feed callback): there
+// the answer could wait for the very thread that waits for it.
+
 /// Connects to the node actor at `address` (HOST:PORT) through the OpenSSL
-/// module when `sys` has one, else the middleman, within `timeout`.
+/// module when `sys` has one, else the middleman, within `timeout`
+/// (`ec::timeout` naming the address when nothing there completes CAF's
+/// handshake).
 caf::expected<caf::actor> connect_node(caf::actor_system& sys,
                                        const std::string& address,
                                        millis timeout);

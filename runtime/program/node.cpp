@@ -10,7 +10,7 @@
 
 #include <caf/io/middleman.hpp>
 
-#include <caf/scoped_actor.hpp>
+#include "messages/caller_actor.hpp"
 
 #include <csignal>
 #include <cstdio>
@@ -122,7 +122,7 @@ int node_command(kvtier_config& cfg, const std::vector<std::string>& args,
       // The agent calls the service: it goes first (a step in flight ends
       // with the service's answer, bounded by the storage deadline).
       n->attach_agent(caf::actor{});
-      caf::scoped_actor waiter{svc.system()};
+      kvtier::caller_actor waiter{svc.system()};
       waiter->send_exit(replay_agent, caf::exit_reason::user_shutdown);
       waiter->wait_for(replay_agent);
     }

@@ -4,7 +4,7 @@
 
 #include "tiers/entry_message.hpp"
 
-#include <caf/scoped_actor.hpp>
+#include "messages/caller_actor.hpp"
 
 namespace kvtier::runtime {
 
@@ -23,6 +23,8 @@ service::service(service_options opts, service_parts parts)
   if (!impl_->start_error)
     impl_->start(parts);
   impl_->start_http(*this);
+  // Any thread may destroy the service (messages/caller_actor.hpp).
+  forget_thread_logger(*impl_->sys);
 }
 
 service::service(kvtier_config& cfg, service_parts parts)
@@ -34,6 +36,7 @@ service::service(kvtier_config& cfg, service_parts parts)
   impl_->sys = impl_->own_sys.get();
   impl_->start(parts);
   impl_->start_http(*this);
+  forget_thread_logger(*impl_->sys);
 }
 
 service::service(caf::actor_system& sys, service_options opts,
@@ -56,7 +59,7 @@ service::~service() {
   auto& h = impl_->handles;
   // Stopped by an actor of this process: the actors peers can reach
   // ignore anonymous exit messages (actors/codec.hpp guard_signals).
-  caf::scoped_actor stopper{*impl_->sys};
+  kvtier::caller_actor stopper{*impl_->sys};
   stopper->send_exit(h.facade, caf::exit_reason::user_shutdown);
   stopper->send_exit(h.tiers.ram, caf::exit_reason::user_shutdown);
   stopper->send_exit(h.tiers.admission, caf::exit_reason::user_shutdown);
@@ -84,7 +87,7 @@ service::~service() {
     // The SSD actor's tier holds the directory's lock until the actor's
     // state goes: wait for that, so the directory is free once this
     // returns (a restart in a caller's actor system finds it unlocked).
-    caf::scoped_actor self{*impl_->sys};
+    kvtier::caller_actor self{*impl_->sys};
     self->monitor(h.tiers.ssd);
     self->send_exit(h.tiers.ssd, caf::exit_reason::user_shutdown);
     self->receive([](const caf::down_msg&) {},
@@ -213,7 +216,7 @@ auto service::subscribe_events(std::function<void(const feed_event&)> f)
     std::lock_guard<std::mutex> guard{impl_->pool_mtx};
     impl_->listeners.push_back(listener);
   }
-  caf::scoped_actor self{*impl_->sys};
+  kvtier::caller_actor self{*impl_->sys};
   caf::error err;
   self
     ->request(impl_->handles.feed, impl_->api_timeout(),

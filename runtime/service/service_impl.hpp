@@ -10,11 +10,11 @@
 #include "runtime/service/service_codec.hpp"
 #include "runtime/service/spawn.hpp"
 
+#include "messages/caller_actor.hpp"
 #include <caf/actor_clock.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/event_based_actor.hpp>
-#include <caf/scoped_actor.hpp>
 #include <caf/sec.hpp>
 
 #include <functional>
@@ -76,12 +76,12 @@ struct service::impl {
   /// 8 us of a 10 us echo here (bench_service prints both), so blocking
   /// calls borrow one. Each is used by one thread at a time.
   std::mutex pool_mtx;
-  std::vector<std::unique_ptr<caf::scoped_actor>> pool;
+  std::vector<std::unique_ptr<kvtier::caller_actor>> pool;
   /// The listeners of `subscribe_events` (stopped with the service; under
   /// pool_mtx).
   std::vector<caf::actor> listeners;
 
-  std::unique_ptr<caf::scoped_actor> borrow() {
+  std::unique_ptr<kvtier::caller_actor> borrow() {
     {
       std::lock_guard<std::mutex> guard{pool_mtx};
       if (!pool.empty()) {
@@ -90,10 +90,10 @@ struct service::impl {
         return out;
       }
     }
-    return std::make_unique<caf::scoped_actor>(*sys);
+    return std::make_unique<kvtier::caller_actor>(*sys);
   }
 
-  void give_back(std::unique_ptr<caf::scoped_actor> self) {
+  void give_back(std::unique_ptr<kvtier::caller_actor> self) {
     std::lock_guard<std::mutex> guard{pool_mtx};
     pool.push_back(std::move(self));
   }
@@ -153,7 +153,7 @@ struct service::impl {
     // Route answers name this node as its peers know it.
     // From an actor of this process: the facade and the feed take these
     // from local senders only (an anonymous message is not trusted).
-    caf::scoped_actor local{*sys};
+    kvtier::caller_actor local{*sys};
     local->send(handles.facade, actors::node_name_atom::value, node->node_id(),
                 node->address());
     // Batches and snapshots name the node as its peers know it.

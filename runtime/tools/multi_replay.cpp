@@ -7,8 +7,8 @@
 #include "runtime/tools/node_spawn.hpp"
 #include "runtime/tools/simulate.hpp"
 
+#include "messages/caller_actor.hpp"
 #include <caf/actor_system.hpp>
-#include <caf/scoped_actor.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -132,7 +132,7 @@ caf::error wait_full(caf::actor_system& sys, const cluster_run& run) {
 template <class Reply, class Root>
 caf::expected<sealed<Reply>> ask(caf::actor_system& sys, const caf::actor& to,
                                  const sealed<Root>& m, ms deadline) {
-  caf::scoped_actor self{sys};
+  kvtier::caller_actor self{sys};
   caf::expected<sealed<Reply>> out = make_error(ec::timeout, "unanswered");
   self->request(to, caf::duration{deadline}, m)
     .receive([&](const sealed<Reply>& r) { out = r; },

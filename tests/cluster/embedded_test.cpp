@@ -12,6 +12,7 @@
 
 #include <caf/scoped_actor.hpp>
 
+#include <future>
 #include <mutex>
 
 using namespace kvtier;
@@ -213,4 +214,42 @@ BOOST_AUTO_TEST_CASE(a_callers_actor_system_without_the_middleman_is_refused) {
   BOOST_TEST(describe(err).find("middleman") != std::string::npos,
              describe(err));
   BOOST_TEST(svc.cluster() == nullptr);
+}
+
+BOOST_FIXTURE_TEST_CASE(
+  a_service_that_asks_its_own_cluster_is_destroyed_within_its_deadline,
+  fixture) {
+  // The client helpers called from the service's own actor system: asking
+  // a peer and asking itself; then the service must go within 30 s (it
+  // never returned before: the actor system waited on a blocked actor).
+  start();
+  auto* n = svc->cluster();
+  BOOST_REQUIRE(n);
+  node_settings s;
+  s.node_id = "a";
+  s.joins = {n->address()};
+  node_process a{dir.path, s};
+  BOOST_REQUIRE(wait_for(
+    [&] { return up_at(*n) == std::vector<std::string>{"a"}; }, 5000ms));
+  auto peer = cluster::query_members(svc->system(), a.address(), 5000ms);
+  BOOST_TEST(static_cast<bool>(peer), (peer ? "" : describe(peer.error())));
+  if (peer)
+    BOOST_TEST(peer->in_state(peer_state::up)
+               == std::vector<std::string>{"emb"});
+  auto self = cluster::query_members(svc->system(), n->address(), 5000ms);
+  BOOST_TEST(static_cast<bool>(self), (self ? "" : describe(self.error())));
+  if (self)
+    BOOST_TEST(self->in_state(peer_state::up) == std::vector<std::string>{"a"});
+  auto remote = cluster::connect_node(svc->system(), a.address(), 5000ms);
+  BOOST_REQUIRE(remote);
+  auto routed =
+    cluster::query_route(svc->system(), *remote, seq(16), "ns", 5000ms);
+  BOOST_TEST(static_cast<bool>(routed),
+             (routed ? "" : describe(routed.error())));
+  auto gone = std::async(std::launch::async, [&] { svc.reset(); });
+  if (gone.wait_for(30s) != std::future_status::ready) {
+    BOOST_ERROR("the service was not destroyed within 30 s");
+    std::_Exit(1); // the destructor hangs: nothing else can be tested here
+  }
+  BOOST_TEST(a.stop() == 0, a.log());
 }

@@ -8,6 +8,7 @@
 #include "tests/runtime/service_fixture.hpp"
 
 #include <atomic>
+#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -156,4 +157,34 @@ BOOST_FIXTURE_TEST_CASE(engines_share_one_service_and_every_state_is_exact,
   BOOST_CHECK_EQUAL(first->failed, 0u);
   BOOST_CHECK_EQUAL(first->pending, 0u);
   BOOST_CHECK(svc->flush()->durable);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_service_goes_from_any_thread_while_its_callers_live,
+                        service_fixture) {
+  // Built on this thread, called from four others that stay alive, then
+  // destroyed from a fifth: the destructor returns (it waited forever while
+  // any thread that had called the service lived on).
+  start();
+  std::atomic<int> done{0};
+  std::atomic<bool> leave{false};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 4; ++i)
+    callers.emplace_back([&, i] {
+      auto p = seq(32, static_cast<tiers::token>(1000 * i + 1));
+      auto r = request(static_cast<uint64_t>(i + 1), p);
+      static_cast<void>(svc->publish(r, oracle->prefill("ns", p)));
+      static_cast<void>(svc->acquire(r, "ns"));
+      ++done;
+      while (!leave)
+        std::this_thread::sleep_for(milliseconds(5));
+    });
+  BOOST_REQUIRE(testing::eventually([&] { return done == 4; }, seconds(60)));
+  auto gone = std::async(std::launch::async, [&] { svc.reset(); });
+  auto returned = gone.wait_for(seconds(30)) == std::future_status::ready;
+  leave = true;
+  for (auto& t : callers)
+    t.join();
+  BOOST_TEST(returned, "the service was not destroyed within 30 s");
+  if (!returned)
+    gone.wait(); // the callers are gone now: it returns
 }
