@@ -247,7 +247,21 @@ release(self_ptr self, const sealed<msg::ReleaseRequest>& m) {
               d.root().setRemovalError(c.root().getRemovalError());
               rp.deliver(std::move(d).seal());
             },
-            [rp, a](const caf::error&) mutable { rp.deliver(a); });
+            [self, rp, a, m](const caf::error& err) mutable {
+              // Late or failed: the admission part stands; the checkpoint
+              // part is reported as not settled, never as nothing.
+              msg::draft<msg::ReleaseRequestReply> d;
+              d.root().setReleasedBytes(a.root().getReleasedBytes());
+              bool completed = m.root().getCompleted();
+              d.root().setRemovalPending(completed);
+              write_error(d.root().initRemovalError(),
+                          timed_out(self, err,
+                                    completed
+                                      ? "the checkpoints actor (the removal "
+                                        "is not durable yet; it goes on)"
+                                      : "the checkpoints actor"));
+              rp.deliver(std::move(d).seal());
+            });
       },
       [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   return rp;

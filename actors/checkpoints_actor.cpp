@@ -121,6 +121,14 @@ find(checkpoints_pointer self, msg::FindCheckpoint::Reader m) {
   return none();
 }
 
+/// How long a completed release waits for the SSD tier's removal before it
+/// answers "pending": two fifths of the storage deadline, inside the half
+/// the facade waits for this actor (actors/cache_service.hpp,
+/// `tier_timeout`), so the facade always hears the answer.
+std::chrono::milliseconds release_window(std::chrono::milliseconds deadline) {
+  return std::max(deadline * 2 / 5, std::chrono::milliseconds{1});
+}
+
 /// Settles a completed release once every identity's removal answered.
 struct release_wait {
   caf::typed_response_promise<sealed<msg::ReleaseRequestReply>> rp;
@@ -169,17 +177,29 @@ release(checkpoints_pointer self, msg::ReleaseRequest::Reader m) {
   w->rp = self->make_response_promise<sealed<msg::ReleaseRequestReply>>();
   w->removed = n;
   w->left = ids.size();
+  auto within = release_window(st.deadline);
   for (auto& id : ids) {
     msg::draft<msg::RemoveCheckpoints> rm;
     rm.root().setRequest(id.request);
     rm.root().setNs(id.ns);
-    self->request(st.ssd, st.deadline, std::move(rm).seal())
+    self->request(st.ssd, within, std::move(rm).seal())
       .then(
         [w](const sealed<msg::RemoveCheckpointsReply>& x) {
           w->one(x.root().getDurable() ? caf::error{}
                                        : read_error(x.root().getError()));
         },
-        [w](caf::error& err) { w->one(std::move(err)); });
+        [w, within, rq = id.request](caf::error& err) {
+          // Late: the SSD tier goes on with the removal (its record makes
+          // it durable, or a flush retries it); the answer says so.
+          if (err == caf::sec::request_timeout)
+            err = make_error(ec::timeout,
+                             "removing the checkpoints of request "
+                               + std::to_string(rq) + " was not durable within "
+                               + std::to_string(within.count())
+                               + " ms; the SSD tier goes on with it and "
+                                 "flush() reports it while it is pending");
+          w->one(std::move(err));
+        });
   }
   return w->rp;
 }

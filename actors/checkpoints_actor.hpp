@@ -34,8 +34,10 @@ struct checkpoints_state {
   tiers::checkpoint_store store;
   ssd_tier_actor ssd;
   /// How long the SSD may take to answer a request (the storage deadline):
-  /// a late erase or find is treated as failed, a late removal stays
-  /// pending (the next flush retries it).
+  /// a late erase or find is treated as failed. A completed release waits
+  /// two fifths of it for the removal and then answers that the removal is
+  /// pending (`ec::timeout` in its removal error); the SSD tier finishes it
+  /// or a flush retries it, and reports it until it is durable.
   std::chrono::milliseconds deadline{10000};
   /// checkpoint_every_tokens; 0 keeps none.
   uint64_t every = 0;

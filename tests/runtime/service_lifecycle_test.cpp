@@ -340,6 +340,40 @@ BOOST_AUTO_TEST_CASE(a_completed_generation_whose_unlink_fails_never_returns) {
   svc.reset(); // before `faulty` goes
 }
 
+BOOST_AUTO_TEST_CASE(a_removal_slower_than_the_deadline_is_reported_pending) {
+  // The removal record's fsync stalls past every deadline of the release:
+  // the answer says the removal is pending and why, never "nothing".
+  opts.checkpoint_every_tokens = 16;
+  opts.storage_deadline_ms = 1000;
+  tiers::ssd::faulty_file_system faulty{memory};
+  fs = &faulty;
+  start();
+  auto p = seq(100);
+  auto r = request(42, p, 64);
+  BOOST_REQUIRE(*svc->checkpoint(
+    r, oracle->prefill("ns", cat(p, oracle->generate("ns", p, 16)))));
+  BOOST_CHECK(svc->flush()->durable);
+  faulty.inject(tiers::ssd::fs_op::sync, 1, tiers::ssd::fault_kind::stall);
+  auto rel = svc->release(r, true);
+  BOOST_REQUIRE(rel);
+  BOOST_CHECK(rel->removal_pending);
+  BOOST_CHECK_NE(rel->removal_error.find("not durable"), std::string::npos);
+  BOOST_TEST_MESSAGE("removal_error: " << rel->removal_error);
+  // Never served again, whatever the disk does.
+  BOOST_CHECK(get("ns", p, 42).source != state_source::checkpoint);
+  faulty.release();
+  // Once the disk answers, the removal settles: a flush finds nothing
+  // pending, and a restart never resumes the generation.
+  BOOST_CHECK(testing::eventually([&] {
+    auto f = svc->flush();
+    return f && f->durable && f->removals_pending == 0;
+  }));
+  start();
+  BOOST_CHECK(get("ns", p, 42).source != state_source::checkpoint);
+  BOOST_CHECK_EQUAL(report().checkpoints.held, 0u);
+  svc.reset(); // before `faulty` goes
+}
+
 BOOST_AUTO_TEST_CASE(a_crash_between_release_and_unlink_never_resumes) {
   opts.checkpoint_every_tokens = 16;
   tiers::ssd::faulty_file_system faulty{memory};
