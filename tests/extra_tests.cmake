@@ -46,7 +46,7 @@ else()
   set(KVTIER_CLUSTER_TIMEOUT 90)
 endif()
 foreach(name nodes embedded feed_follower peer_nodes security replay_nodes
-    frame_guard
+    port_guard
     http_node)
   target_compile_definitions(test_cluster_${name}_test PRIVATE
     KVTIER_PROGRAM="$<TARGET_FILE:kvtier_program>")

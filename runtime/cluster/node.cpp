@@ -1,6 +1,6 @@
 #include "runtime/cluster/node.hpp"
 
-#include "runtime/cluster/frame_guard.hpp"
+#include "runtime/cluster/port_guard.hpp"
 #include "runtime/service/service_codec.hpp"
 
 #include "actors/codec.hpp"
@@ -14,7 +14,6 @@
 #include <caf/function_view.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
-#include <caf/openssl/publish.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include <kj/exception.h>
@@ -790,12 +789,9 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
     std::make_unique<msg::guard_scope>(sys, o.cluster_max_message_bytes);
   n->actor_ = spawn_node_actor(sys, identity_of(o, fingerprint), timing_of(o),
                                n->hooks_, policy_of(o), n->guard_->shared());
-  auto port =
-    o.cluster_tls
-      ? caf::openssl::publish(n->actor_, static_cast<uint16_t>(o.cluster_port),
-                              o.cluster_listen_address.c_str(), true)
-      : publish_guarded(sys, n->actor_, static_cast<uint16_t>(o.cluster_port),
-                        o.cluster_listen_address, n->guard_->shared());
+  auto port = publish_guarded(
+    sys, n->actor_, static_cast<uint16_t>(o.cluster_port),
+    o.cluster_listen_address, o.cluster_tls, n->guard_->shared());
   // The node actor takes control messages from actors of this process only
   // (an anonymous message may be a peer's).
   kvtier::caller_actor local{sys};

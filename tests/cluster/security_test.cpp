@@ -18,9 +18,16 @@
 
 #include <caf/scoped_actor.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <random>
+#include <thread>
 
 using namespace kvtier;
 using namespace kvtier::test;
@@ -181,6 +188,66 @@ BOOST_FIXTURE_TEST_CASE(tls_peers_of_the_clusters_ca_join_and_serve_byte_exact,
   BOOST_REQUIRE(v);
   BOOST_TEST(v->in_state(peer_state::up) == std::vector<std::string>{"b"});
   BOOST_TEST(!view(*a));
+  BOOST_TEST(a->stop() == 0, a->log());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_flood_of_failing_handshakes_leaves_members_served,
+                        fixture) {
+  // A member (the embedded service b) and a certified client keep their
+  // connections to a while another local process opens plaintext
+  // connections to a's TLS port as fast as it can. Every refused handshake
+  // used to leave OpenSSL errors on a's I/O thread that the next read of an
+  // established connection took for its own, so CAF closed it: every
+  // certified ask timed out and b was marked down.
+  auto a = writer("a", 1, certs.lines("node1"));
+  use_tls("node2");
+  opts.cluster_peers = {a->address()};
+  start();
+  BOOST_REQUIRE(wait_for(
+    [&] { return up_here() == std::vector<std::string>{"a"}; }, 5000ms));
+  client_config ccfg{certs.files("client")};
+  caf::actor_system client{ccfg};
+  BOOST_REQUIRE(wait_for(
+    [&] {
+      return static_cast<bool>(
+        cluster::query_members(client, a->address(), 5000ms));
+    },
+    20000ms));
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> floods{0};
+  std::thread rogue([&] {
+    unsigned char h[32] = {0x01, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xF0};
+    while (!stop) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in sa{};
+      sa.sin_family = AF_INET;
+      sa.sin_port = htons(a->port());
+      sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+        static_cast<void>(::send(fd, h, sizeof h, MSG_NOSIGNAL));
+        ++floods;
+      }
+      ::close(fd);
+    }
+  });
+  // For 3 s of flood: every ask on the established connection answered
+  // (each may take the whole 5 s on a busy machine), and b stays up.
+  auto until = std::chrono::steady_clock::now() + 3000ms;
+  size_t asks = 0, failed = 0;
+  std::string first;
+  while (std::chrono::steady_clock::now() < until) {
+    auto v = cluster::query_members(client, a->address(), 5000ms);
+    ++asks;
+    if (!v && failed++ == 0)
+      first = describe(v.error());
+    if (up_here() != std::vector<std::string>{"a"} && failed++ == 0)
+      first = "b saw a go down";
+  }
+  stop = true;
+  rogue.join();
+  BOOST_TEST_MESSAGE(asks << " asks during " << floods << " flood connections");
+  BOOST_TEST(floods > 50u);
+  BOOST_TEST(failed == 0u, first);
   BOOST_TEST(a->stop() == 0, a->log());
 }
 

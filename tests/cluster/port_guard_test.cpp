@@ -1,12 +1,12 @@
 // What a local process that is not a peer can make a node do through its
-// port without TLS (runtime/cluster/frame_guard.hpp, docs/cluster.md
+// port without TLS (runtime/cluster/port_guard.hpp, docs/cluster.md
 // "Security"): a CAF frame header announcing a 4 GiB payload before any
 // handshake, garbage, and a frame over `cluster.max-message-bytes` after a
 // real handshake. Each is refused before anything is allocated: the node's
 // peak RSS stays put, it keeps answering member queries, and its peer keeps
 // it up. `kvtier node` processes on loopback (node_process.hpp); every wait
 // is bounded.
-#define BOOST_TEST_MODULE cluster_frame_guard
+#define BOOST_TEST_MODULE cluster_port_guard
 #include "tests/cluster/node_process.hpp"
 
 #include "messages/wire_guard.hpp"
