@@ -152,10 +152,15 @@ tiers::entry decode(runtime::service& svc, const runtime::state_request& r,
   return state;
 }
 
+/// `seq` followed by `n` tokens counting up from `from`.
+tiers::token_seq followed(tiers::token_seq seq, tiers::token from, int n) {
+  for (int i = 0; i < n; ++i)
+    seq.push_back(from + i);
+  return seq;
+}
+
 void run(runtime::service& svc) {
-  tiers::token_seq first;
-  for (tiers::token t = 0; t < 100; ++t)
-    first.push_back(1000 + t);
+  auto first = followed({}, 1000, 100);
 
   // Request 1: nothing to reuse.
   runtime::state_request r1{1, first, 16, std::nullopt};
@@ -169,9 +174,7 @@ void run(runtime::service& svc) {
   check(svc.release(r1, true), "release 1");
 
   // Request 2: extends request 1's lent state, decodes, is interrupted.
-  auto second = first;
-  for (tiers::token t = 0; t < 20; ++t)
-    second.push_back(5000 + t);
+  auto second = followed(first, 5000, 20);
   runtime::state_request r2{2, second, 16, std::nullopt};
   auto got2 = start(svc, r2);
   if (!got2)
@@ -216,8 +219,7 @@ void run(runtime::service& svc) {
 
   // Request 3: the whole conversation is reused; its rows are still
   // request 1's buffer for the first 100 tokens.
-  auto follow_up = conversation;
-  follow_up.push_back(6000);
+  auto follow_up = followed(conversation, 6000, 1);
   runtime::state_request r3{3, follow_up, 16, std::nullopt};
   auto got3 = start(svc, r3);
   if (!got3)
