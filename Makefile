@@ -15,8 +15,10 @@ all: build
 deps:
 	@.ci/install-deps
 
+CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	$(CONFIGURE)
 
 configure: $(BUILD)/CMakeCache.txt
 
@@ -37,9 +39,24 @@ test-busy: build
 ## of the conversation trace replayed with every state verified, RAM 256 MiB
 ## and SSD 1 GiB, both below its working set, so RAM evicts and the SSD
 ## serves a share (docs/replay.md); writes demo-data/replay.json and
-## demo-data/replay.svg.
-demo: build
-	$(BUILD)/bin/kvtier demo
+## demo-data/replay.svg. Builds only what it runs (the library and the
+## kvtier program: no tests, benchmarks or example); the configure and
+## build output goes to $(DEMO_LOG), a progress line shows on a terminal,
+## and the log's tail is printed when the build fails.
+DEMO_LOG = $(BUILD)/demo-build.log
+demo: deps
+	@mkdir -p $(BUILD); start=$$(date +%s); \
+	echo "kvtier: building the library and the kvtier program ($(JOBS) jobs; output in $(DEMO_LOG))"; \
+	{ { [ -f $(BUILD)/CMakeCache.txt ] || $(CONFIGURE); } && \
+	  cmake --build $(BUILD) -j $(JOBS) --target kvtier_program; \
+	  echo $$? > $(DEMO_LOG).rc; } 2>&1 | tee $(DEMO_LOG) | \
+	  awk -v tty=$$([ -t 1 ] && echo 1) '/^\[ *[0-9]+%\]/ && tty { \
+	    printf "\r%-79.79s", $$0; fflush() } END { if (tty) printf "\r%79s\r", "" }'; \
+	rc=$$(cat $(DEMO_LOG).rc); rm -f $(DEMO_LOG).rc; \
+	if [ "$$rc" != 0 ]; then tail -n 40 $(DEMO_LOG); \
+	  echo "kvtier: the build failed; all of its output is in $(DEMO_LOG)"; exit 1; fi; \
+	echo "kvtier: built in $$(( $$(date +%s) - start )) s"
+	@$(BUILD)/bin/kvtier demo
 
 ## Long replays kept out of `make demo`: the synthetic Mooncake trace and the
 ## 71 merged WEKA agent sessions, each with its JSON report and chart.

@@ -15,8 +15,8 @@
 // options are plain values to copy anywhere.
 #pragma once
 
-#include "messages/error.hpp"
-#include "tiers/model_identity.hpp"
+#include "../messages/error.hpp"
+#include "../tiers/model_identity.hpp"
 
 #include <caf/actor_system_config.hpp>
 

@@ -24,8 +24,8 @@
 // holds no buffer; what `acquire` lent the engine stays valid.
 #pragma once
 
-#include "runtime/config.hpp"
-#include "runtime/service_types.hpp"
+#include "config.hpp"
+#include "service_types.hpp"
 
 #include <caf/actor_system.hpp>
 

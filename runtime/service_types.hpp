@@ -8,8 +8,8 @@
 // returns successfully, and stays the caller's when it fails.
 #pragma once
 
-#include "tiers/latency.hpp"
-#include "tiers/state.hpp"
+#include "../tiers/latency.hpp"
+#include "../tiers/state.hpp"
 
 #include <cstdint>
 #include <optional>

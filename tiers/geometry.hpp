@@ -18,7 +18,7 @@
 // (tiers/model_identity.hpp).
 #pragma once
 
-#include "tiers/state.hpp"
+#include "state.hpp"
 
 #include <string>
 #include <string_view>

@@ -10,7 +10,7 @@
 // Plain values; copy freely, use from any thread.
 #pragma once
 
-#include "tiers/geometry.hpp"
+#include "geometry.hpp"
 
 #include <string>
 

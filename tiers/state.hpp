@@ -23,8 +23,8 @@
 // copy buffer references, not bytes); they are safe to hand across threads.
 #pragma once
 
-#include "messages/buffer.hpp"
-#include "messages/error.hpp"
+#include "../messages/buffer.hpp"
+#include "../messages/error.hpp"
 
 #include <cstdint>
 #include <optional>
