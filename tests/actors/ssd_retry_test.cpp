@@ -13,13 +13,11 @@
 // Before the CAF test DSL, whose `inject` macro would eat the method's name.
 #include "tiers/ssd/faulty_file_system.hpp"
 
-#include "tests/actors/inline_engine.hpp"
+#include "tests/actors/inline_ssd.hpp"
 #include "tests/caf_bridge.hpp"
 
-#include "actors/ssd_tier_actor.hpp"
 #include "runtime/tools/oracle.hpp"
 #include "tiers/entry_message.hpp"
-#include "tiers/ssd/memory_file_system.hpp"
 
 #include <chrono>
 #include <vector>
@@ -31,8 +29,6 @@ using std::chrono::milliseconds;
 namespace {
 
 namespace ssd = tiers::ssd;
-
-using testing::inline_engine;
 
 struct fixture : kvtier::testing::kvtier_fixture<> {
   runtime::oracle_engine oracle{*tiers::model_geometry::preset("tiny-dense")};
@@ -47,21 +43,13 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
   uint64_t creates_before = 0;
 
   fixture() {
-    auto parts = std::make_shared<actors::ssd_parts>();
-    parts->relay = std::make_shared<actors::completion_relay>();
-    parts->engine = std::make_unique<ssd::counted_engine>(
-      std::make_unique<inline_engine>(parts->relay->sink()));
-    parts->retry_backoff_ms = 100;
-    parts->write_attempts = 4;
     ssd::ssd_config cfg;
     cfg.dir = "/ssd";
     cfg.fingerprint = "tiny-dense";
     cfg.max_attempts = 4;
-    cfg.log = [](const std::string&) {};
-    parts->cap_bytes = cfg.byte_cap;
-    actors::route_reports(cfg, *parts);
-    parts->tier = std::make_unique<ssd::ssd_tier>(cfg, faulty, *parts->engine);
-    BOOST_REQUIRE(parts->tier->open());
+    auto parts = testing::inline_ssd(cfg, &faulty);
+    parts->retry_backoff_ms = 100;
+    parts->write_attempts = 4;
     ssd = sys.spawn(actors::ssd_tier, std::move(parts));
     drain();
     creates_before = faulty.count(ssd::fs_op::create);

@@ -10,14 +10,12 @@
 // bound saying how many snapshots still wait, and an evicted entry's
 // waiting write goes at once.
 #define BOOST_TEST_MODULE actors_write_backlog
-#include "tests/actors/inline_engine.hpp"
+#include "tests/actors/inline_ssd.hpp"
 #include "tests/caf_bridge.hpp"
 
 #include "actors/ram_tier_actor.hpp"
-#include "actors/ssd_tier_actor.hpp"
 #include "runtime/tools/oracle.hpp"
 #include "tiers/entry_message.hpp"
-#include "tiers/ssd/memory_file_system.hpp"
 
 #include <memory>
 
@@ -28,7 +26,6 @@ namespace {
 
 namespace ssd = tiers::ssd;
 
-using testing::inline_engine;
 using ram_impl = std::remove_pointer_t<actors::ram_tier_pointer>;
 
 /// Entries of 100 tokens of tiny-dense (25,600 bytes each).
@@ -66,22 +63,11 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
 
   /// A real SSD actor whose write-behind queue holds four entries.
   void start_real() {
-    auto parts = std::make_shared<actors::ssd_parts>();
-    parts->own_fs = std::make_unique<ssd::memory_file_system>();
-    parts->relay = std::make_shared<actors::completion_relay>();
-    parts->engine = std::make_unique<ssd::counted_engine>(
-      std::make_unique<inline_engine>(parts->relay->sink()));
     ssd::ssd_config cfg;
     cfg.dir = "/ssd";
     cfg.fingerprint = "tiny-dense";
     cfg.queue_cap = 4 * entry_bytes;
-    cfg.log = [](const std::string&) {};
-    parts->cap_bytes = cfg.byte_cap;
-    actors::route_reports(cfg, *parts);
-    parts->tier =
-      std::make_unique<ssd::ssd_tier>(cfg, *parts->own_fs, *parts->engine);
-    BOOST_REQUIRE(parts->tier->open());
-    ssd = sys.spawn(actors::ssd_tier, std::move(parts));
+    ssd = sys.spawn(actors::ssd_tier, testing::inline_ssd(cfg));
     ram = sys.spawn(actors::ram_tier, ram_config(), ssd, nullptr);
     self->send(ssd, actors::attach_ram_atom::value, ram);
     drain();
