@@ -152,7 +152,7 @@ cache_service_actor::behavior_type
 cache_service(cache_service_pointer self, service_actors tiers,
               tiers::model_geometry geometry, bool checkpoints_possible,
               uint64_t idle_ms, bool objects, uint64_t deadline_ms,
-              tiers::route_costs route,
+              uint64_t cold_wait_ms, tiers::route_costs route,
               std::shared_ptr<tiers::latency_book> latency) {
   auto& st = self->state;
   // A node actor forwards peers' route requests to it, so peers learn its
@@ -164,6 +164,7 @@ cache_service(cache_service_pointer self, service_actors tiers,
   st.route = route;
   st.routed = tiers::route_load{route.load_window};
   st.deadline_ms = deadline_ms;
+  st.cold_wait_ms = cold_wait_ms;
   st.tiers = std::move(tiers);
   st.geometry = std::move(geometry);
   st.checkpoints_possible = checkpoints_possible;
@@ -176,6 +177,10 @@ cache_service(cache_service_pointer self, service_actors tiers,
   return {
     [self](const sealed<msg::AcquireState>& m) {
       return ops::acquire(self, m);
+    },
+    [self](cold_wait_atom, uint64_t id) {
+      if (self->current_sender().get() == self->ctrl()) // its own timer only
+        ops::cold_wait_over(self, id);
     },
     [self, &t](const sealed<msg::PeekPrefix>& m) {
       return guarded<msg::PeekPrefixReply>(self, t.ram, m);

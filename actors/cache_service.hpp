@@ -9,7 +9,15 @@
 // possible at all; else RAM and every cold tier (`service_actors::cold`,
 // the SSD first) are asked at once, each under the tier deadline, and the
 // strictly-longer rule runs tier by tier: a cold tier's candidate is used
-// only when strictly longer than RAM's and every earlier cold tier's. The
+// only when strictly longer than RAM's and every earlier cold tier's.
+// These requests (and the winner's restore) are urgent (high priority,
+// with a `caf::duration` timeout, see `urgent_timeout`): they pass the
+// spill orders and completions queued in a tier's mailbox. Once RAM
+// answered with a usable prefix, the cold tiers' finds are waited for at
+// most `cold_wait_ms` more: a tier that has not answered by then is no
+// candidate for this acquire (the RAM hit is served; counted `coldLate`),
+// so a cold tier busy with a write backlog never holds a RAM hit up for
+// long. A RAM miss waits for them until the tier deadline. The
 // winner's entry is restored (the SSD coalesces it with reads in flight),
 // served, and installed into RAM as durable. A failed or late restore falls
 // back to the candidate it beat (the previous record holder), at last to
@@ -57,9 +65,11 @@
 #include "tiers/latency.hpp"
 #include "tiers/routing.hpp"
 
+#include <caf/duration.hpp>
 #include <caf/typed_response_promise.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -150,6 +160,15 @@ struct cache_service_state {
   /// Restores (from the SSD) and remote fetches (from a peer) of acquires,
   /// timed from the request to the tier until the entry is served.
   std::shared_ptr<tiers::latency_book> latency;
+  /// How long an acquire that RAM answered with a usable prefix waits for
+  /// the cold tiers' finds (`service.cold-wait-ms`; 0: the tier deadline).
+  uint64_t cold_wait_ms = 0;
+  /// Acquires served without a cold tier's answer that came too late for
+  /// that wait (`coldLate` in the report).
+  uint64_t cold_late = 0;
+  /// Those waits running, by id: what to do when one is over.
+  std::unordered_map<uint64_t, std::function<void()>> cold_waits;
+  uint64_t next_cold_wait = 1;
 };
 
 using cache_service_pointer =
@@ -166,7 +185,8 @@ std::chrono::milliseconds idle_period(uint64_t idle_ms);
 
 /// The behaviour. `idle_ms` > 0 starts the idle-demotion timer (when
 /// there is an SSD tier); `objects` false: object calls are refused
-/// (`ec::unsupported`); `deadline_ms` is the storage deadline; `route` the
+/// (`ec::unsupported`); `deadline_ms` is the storage deadline;
+/// `cold_wait_ms` how long a RAM hit waits for the cold tiers; `route` the
 /// routing cost model (route.* options); `latency` where restores and
 /// remote fetches are timed (a book of its own when null; CAF's spawn
 /// takes every argument, so pass a null one).
@@ -174,13 +194,20 @@ cache_service_actor::behavior_type
 cache_service(cache_service_pointer self, service_actors tiers,
               tiers::model_geometry geometry, bool checkpoints_possible,
               uint64_t idle_ms, bool objects, uint64_t deadline_ms,
-              tiers::route_costs route,
+              uint64_t cold_wait_ms, tiers::route_costs route,
               std::shared_ptr<tiers::latency_book> latency);
 
 /// How long one request of the facade to a tier may take.
 inline std::chrono::milliseconds tier_timeout(cache_service_pointer self) {
   return std::chrono::milliseconds{
     std::max<uint64_t>(self->state.deadline_ms / 2, 1)};
+}
+
+/// The same as a `caf::duration`, for a request that must keep its
+/// priority: CAF 0.17.6's `request<P>` overload taking a `std::chrono`
+/// timeout sends at normal priority whatever P says.
+inline caf::duration urgent_timeout(cache_service_pointer self) {
+  return caf::duration{tier_timeout(self)};
 }
 
 /// `err`, or for a request that timed out `ec::timeout` naming `what`.

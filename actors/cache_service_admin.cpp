@@ -36,35 +36,77 @@ void flush_without_ssd(self_ptr self, flush_done done) {
       [done](const caf::error&) { done(empty<msg::FlushStateReply>()); });
 }
 
+/// The SSD's flush evidence with what the RAM tier could not order in
+/// time: its snapshots still held (pending) and their error, or the error
+/// of a RAM tier that did not answer. Not durable then.
+sealed<msg::FlushStateReply> with_ram(const sealed<msg::FlushStateReply>& ssd,
+                                      const std::optional<caf::error>& failed,
+                                      const sealed<msg::FlushStateReply>& ram) {
+  auto held = ram.root().getResult();
+  if (!failed && held.getPending() == 0 && held.getErrors().size() == 0)
+    return ssd;
+  msg::draft<msg::FlushStateReply> d;
+  d.root().setResult(ssd.root().getResult());
+  auto out = d.root().getResult();
+  out.setDurable(false);
+  out.setPending(out.getPending() + held.getPending());
+  auto before = ssd.root().getResult().getErrors();
+  auto more = held.getErrors();
+  auto errs = out.initErrors(before.size() + more.size() + (failed ? 1 : 0));
+  uint32_t i = 0;
+  for (auto e : before)
+    errs.setWithCaveats(i++, e);
+  for (auto e : more)
+    errs.setWithCaveats(i++, e);
+  if (failed)
+    write_error(errs[i], *failed);
+  return std::move(d).seal();
+}
+
 /// Queues RAM and checkpoint snapshots, then asks the SSD to flush (the
-/// SSD mailbox holds the snapshot orders before the flush request).
+/// SSD mailbox holds the snapshot orders before the flush request). RAM
+/// answers once it sent its snapshot orders (it holds those the
+/// write-behind cap has no room for yet), or says how many it still held.
 void run_flush(self_ptr self, flush_done done) {
   auto& t = self->state.tiers;
   if (!t.ssd)
     return flush_without_ssd(self, std::move(done));
-  auto left = std::make_shared<int>(2);
-  auto then_ssd = [self, left, done] {
-    if (--*left > 0)
+  struct parts {
+    int left = 2;
+    sealed<msg::FlushStateReply> ram = empty<msg::FlushStateReply>();
+    std::optional<caf::error> ram_failed;
+  };
+  auto p = std::make_shared<parts>();
+  auto then_ssd = [self, p, done] {
+    if (--p->left > 0)
       return;
     self
       ->request(self->state.tiers.ssd, tier_timeout(self),
                 empty<msg::FlushState>())
-      .then([done](const sealed<msg::FlushStateReply>& r) { done(r); },
-            [self, done](const caf::error& err) {
-              msg::draft<msg::FlushStateReply> d;
-              write_error(d.root().initResult().initErrors(1)[0],
-                          timed_out(self, err, "the SSD tier's flush"));
-              done(std::move(d).seal());
-            });
+      .then(
+        [p, done](const sealed<msg::FlushStateReply>& r) {
+          done(with_ram(r, p->ram_failed, p->ram));
+        },
+        [self, p, done](const caf::error& err) {
+          msg::draft<msg::FlushStateReply> d;
+          write_error(d.root().initResult().initErrors(1)[0],
+                      timed_out(self, err, "the SSD tier's flush"));
+          done(with_ram(std::move(d).seal(), p->ram_failed, p->ram));
+        });
   };
-  for (auto queued : {0, 1}) {
-    auto req = queued == 0 ? self->request(t.ram, tier_timeout(self),
-                                           empty<msg::FlushState>())
-                           : self->request(t.checkpoints, tier_timeout(self),
-                                           empty<msg::FlushState>());
-    req.then([then_ssd](const sealed<msg::FlushStateReply>&) { then_ssd(); },
-             [then_ssd](const caf::error&) { then_ssd(); });
-  }
+  self->request(t.ram, tier_timeout(self), empty<msg::FlushState>())
+    .then(
+      [p, then_ssd](const sealed<msg::FlushStateReply>& r) {
+        p->ram = r;
+        then_ssd();
+      },
+      [self, p, then_ssd](const caf::error& err) {
+        p->ram_failed = timed_out(self, err, "the RAM tier's snapshots");
+        then_ssd();
+      });
+  self->request(t.checkpoints, tier_timeout(self), empty<msg::FlushState>())
+    .then([then_ssd](const sealed<msg::FlushStateReply>&) { then_ssd(); },
+          [then_ssd](const caf::error&) { then_ssd(); });
 }
 
 /// The close result: the flush's evidence, plus the writes the SSD tier
@@ -328,6 +370,7 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
         io.setWithCaveats(next++, x);
     }
     out.setDeadTiers(self->state.dead_tiers);
+    out.setColdLate(self->state.cold_late);
     out.setColdTiers(self->state.tiers.cold.size());
     out.setClosed(self->state.closing || self->state.closed.has_value());
     rp.deliver(std::move(d).seal());

@@ -17,8 +17,10 @@ using acquire_promise =
   caf::typed_response_promise<sealed<msg::AcquireStateReply>>;
 using found_reply = std::optional<sealed<msg::FindPrefixReply>>;
 
-/// Lookups jump the tiers' queues (spill replies, I/O completions): an
-/// acquire waits for them, background writes do not.
+/// Lookups jump the tiers' queues (spill orders and replies, I/O
+/// completions): an acquire waits for them, background writes do not.
+/// Always with `urgent_timeout` (a `caf::duration`): a `std::chrono`
+/// timeout would drop the priority.
 constexpr auto urgent = caf::message_priority::high;
 
 /// The strictly-longer rule, tier by tier: the indexes (into `found`) of
@@ -46,10 +48,15 @@ struct lookup {
   /// Candidates left to try, the winner last (record_holders).
   std::vector<size_t> chain;
   size_t left = 0;
+  /// The candidates are chosen (every tier answered, or the cold wait was
+  /// over): a late answer changes nothing.
+  bool decided = false;
   bool answered = false;
   /// The request's checkpoint did not extend its prompt: its tokens, said
   /// in the reply (0: none).
   uint64_t stale = 0;
+  /// Its wait for the cold tiers after RAM's hit (0: none).
+  uint64_t cold_wait = 0;
 };
 
 using lookup_ptr = std::shared_ptr<lookup>;
@@ -139,7 +146,9 @@ void serve_cold(self_ptr self, const lookup_ptr& s) {
   auto* h = tag == msg::Tier::PEER ? &self->state.latency->remote_fetch
                                    : &self->state.latency->restore;
   auto started = std::chrono::steady_clock::now();
-  self->request(s->cold[i].actor, tier_timeout(self), std::move(d).seal())
+  self
+    ->request<urgent>(s->cold[i].actor, urgent_timeout(self),
+                      std::move(d).seal())
     .then(
       [self, s, tag, h, started](const sealed<msg::RestoreEntryReply>& r) {
         auto e = r.root().isEntry() ? tiers::read_entry(r, r.root().getEntry())
@@ -161,15 +170,42 @@ void serve_cold(self_ptr self, const lookup_ptr& s) {
       });
 }
 
+/// Picks the candidates from the answers so far and serves the winner.
+void choose(self_ptr self, const lookup_ptr& s) {
+  s->decided = true;
+  if (s->cold_wait != 0)
+    self->state.cold_waits.erase(s->cold_wait);
+  s->chain = record_holders(s->found, s->ram->root().getUsableTokens());
+  serve_cold(self, s);
+}
+
 void decide(self_ptr self, const lookup_ptr& s) {
-  if (s->answered || --s->left > 0)
+  if (s->answered || s->decided || --s->left > 0)
     return;
   // Every tier answered (or failed, or missed its deadline). The cold
   // tiers' answers are waited for even when RAM's cannot be beaten:
   // answering first left their processing to run into the engine's next
-  // call (measured: that call then cost twice).
-  s->chain = record_holders(s->found, s->ram->root().getUsableTokens());
-  serve_cold(self, s);
+  // call (measured: that call then cost twice); a busy cold tier's for
+  // `cold_wait_ms` at most (`wait_for_cold`).
+  choose(self, s);
+}
+
+/// RAM answered with a usable prefix while cold tiers have not: they get
+/// `cold_wait_ms` more, then the lookup goes on without them.
+void wait_for_cold(self_ptr self, const lookup_ptr& s) {
+  auto& st = self->state;
+  if (s->decided || s->answered || st.cold_wait_ms == 0
+      || s->ram->root().getUsableTokens() == 0)
+    return;
+  s->cold_wait = st.next_cold_wait++;
+  st.cold_waits.emplace(s->cold_wait, [self, s] {
+    if (s->decided || s->answered)
+      return;
+    ++self->state.cold_late; // a shorter prefix may be served: counted
+    choose(self, s);
+  });
+  self->delayed_send(self, std::chrono::milliseconds{st.cold_wait_ms},
+                     cold_wait_atom::value, s->cold_wait);
 }
 
 /// The cold tiers' question for a prompt: candidates longer than
@@ -191,7 +227,7 @@ void find_all(self_ptr self, const std::vector<cold_tier_ref>& cold,
               const sealed<msg::FindPrefix>& q,
               std::function<void(size_t, found_reply)> done) {
   for (size_t i = 0; i < cold.size(); ++i)
-    self->request<urgent>(cold[i].actor, tier_timeout(self), q)
+    self->request<urgent>(cold[i].actor, urgent_timeout(self), q)
       .then([done, i](const sealed<msg::FindPrefixReply>& r) { done(i, r); },
             [done, i](const caf::error&) { done(i, std::nullopt); });
 }
@@ -203,11 +239,12 @@ void search_tiers(self_ptr self, const lookup_ptr& s) {
   s->cold = t.cold;
   s->found.resize(s->cold.size());
   s->left = 1 + s->cold.size();
-  self->request<urgent>(t.ram, tier_timeout(self), s->request)
+  self->request<urgent>(t.ram, urgent_timeout(self), s->request)
     .then(
       [self, s](const sealed<msg::AcquireStateReply>& r) {
         s->ram = r;
         decide(self, s);
+        wait_for_cold(self, s);
       },
       [s](caf::error& err) { deliver(s, std::move(err)); });
   if (s->cold.empty())
@@ -276,8 +313,8 @@ void read_cold(self_ptr self, const prefetch_ptr& p) {
                  : p->found[p->chain.back()]->root().getUsableTokens();
   auto tier = p->cold[i];
   self
-    ->request(tier.actor, tier_timeout(self),
-              cold_request(p->request.root(), floor))
+    ->request<urgent>(tier.actor, urgent_timeout(self),
+                      cold_request(p->request.root(), floor))
     .then(
       [self, p, tier](const sealed<msg::PrefetchPrefixReply>& r) {
         auto in = r.root();
@@ -376,6 +413,16 @@ acquire(self_ptr self, const sealed<msg::AcquireState>& m) {
   return s->rp;
 }
 
+void cold_wait_over(self_ptr self, uint64_t id) {
+  auto& waits = self->state.cold_waits;
+  auto w = waits.find(id);
+  if (w == waits.end())
+    return; // decided in time
+  auto fn = std::move(w->second);
+  waits.erase(w);
+  fn();
+}
+
 caf::result<sealed<msg::PrefetchPrefixReply>>
 prefetch(self_ptr self, const sealed<msg::PrefetchPrefix>& m) {
   if (self->state.closed)
@@ -394,8 +441,8 @@ prefetch(self_ptr self, const sealed<msg::PrefetchPrefix>& m) {
       p->cold = self->state.tiers.cold;
       p->rp = self->make_response_promise<sealed<msg::PrefetchPrefixReply>>();
       self
-        ->request(self->state.tiers.ram, tier_timeout(self),
-                  std::move(peek).seal())
+        ->request<urgent>(self->state.tiers.ram, urgent_timeout(self),
+                          std::move(peek).seal())
         .then(
           [self, p](const sealed<msg::PeekPrefixReply>& r) {
             p->ram_tokens = r.root().getTokens();

@@ -46,6 +46,9 @@ typename Inspector::result_type inspect(Inspector& f, io_done& x) {
 /// The timer tick of idle demotion (the facade sends it to itself).
 using idle_tick_atom = caf::atom_constant<caf::atom("kvtidletck")>;
 
+/// The facade's timer of one acquire's wait for the cold tiers (by id).
+using cold_wait_atom = caf::atom_constant<caf::atom("kvtcoldwt")>;
+
 /// The RAM actor's write-behind timer (it sends it to itself).
 using write_behind_atom = caf::atom_constant<caf::atom("kvtwbtick")>;
 
@@ -455,6 +458,8 @@ using cache_service_actor = caf::typed_actor<
   // Once published: this node's id and address (for route answers).
   caf::reacts_to<node_name_atom, std::string, std::string>,
   // The idle-demotion timer fired.
-  caf::reacts_to<idle_tick_atom>>;
+  caf::reacts_to<idle_tick_atom>,
+  // An acquire's wait for the cold tiers after RAM's hit is over (by id).
+  caf::reacts_to<cold_wait_atom, uint64_t>>;
 
 } // namespace kvtier::actors

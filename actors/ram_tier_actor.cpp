@@ -163,13 +163,13 @@ sealed<msg::UnprotectEntryReply> unprotect(ram_tier_pointer self,
 }
 
 /// Snapshots every entry and object not yet durable (each stays in RAM);
-/// replies once the orders are queued: the facade's flush to the SSD actor
+/// replies once the orders are sent: the facade's flush to the SSD actor
 /// follows them.
-sealed<msg::FlushStateReply> flush_snapshots(ram_tier_pointer self) {
-  auto reply = snapshot(self); // prefix entries (ram_ops)
+caf::result<sealed<msg::FlushStateReply>>
+flush_snapshots(ram_tier_pointer self) {
   if (self->state.ssd)
     ram_objects::snapshot(self);
-  return reply;
+  return snapshot(self); // prefix entries (ram_ops)
 }
 
 sealed<msg::ReadReportReply> report(ram_tier_pointer self) {

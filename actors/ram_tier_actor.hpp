@@ -16,6 +16,20 @@
 // dropped. One write per entry at a time (`begin_write`): eviction, flush
 // and demotion reuse a write already on its way.
 //
+// Pacing: the orders this actor has out (sent, not settled) stay under
+// `write_behind_cap_bytes`, the SSD tier's write-behind cap, so they are
+// never dropped there for want of room. A write of an entry that stays
+// resident while it waits (a flush snapshot, an idle demotion) is held here
+// until it fits (at least one is always out) and sent as earlier ones
+// settle, oldest first; a flush answers once its orders are all sent (the
+// facade's SSD flush follows them), or with how many are still held after
+// `deadline_ms` * 2 / 5. A write of an entry that left the cap (eviction,
+// or an evicted entry whose held write was waiting) goes at once: the SSD
+// tier's byte cap is what bounds those (it drops the oldest, and such an
+// entry leaves RAM). Write-behind orders a snapshot only when it fits and
+// nothing is held. A pressure relief takes at most as many victims as fit
+// under the cap's room (one at least).
+//
 // Write-behind: with `write_behind` set, every kept publish is snapshotted
 // `write_behind_delay_ms` after its put (when it is still resident, not
 // durable and no write of it is out), paced by a token bucket of
@@ -66,6 +80,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <unordered_map>
 
 namespace kvtier::actors {
@@ -129,10 +145,26 @@ struct ram_tier_state {
     msg::SpillReason reason = msg::SpillReason::SPILL;
     /// Told of every news of the write (demotion, relief).
     std::vector<std::function<void(const write_news&)>> waiters;
+    /// The state to write while the order is held (not sent yet).
+    std::optional<tiers::entry> unsent;
   };
   std::unordered_map<uint64_t, order> orders;
-  /// Bytes of the orders out (what write-behind stays under).
+  /// Order ids by item serial (a serial names one item; the key is checked).
+  std::unordered_multimap<uint64_t, uint64_t> order_of;
+  /// Bytes of the orders sent and not settled (what every order waits to
+  /// fit under: the SSD tier's write-behind cap).
   uint64_t order_bytes = 0;
+  /// Orders held until they fit (flush snapshots, demotions: their items
+  /// stay resident meanwhile), oldest first.
+  std::set<uint64_t> held;
+  /// Flushes waiting until their snapshot orders are all sent: the last
+  /// order of each, its promise, and its deadline's wait.
+  struct flush_wait {
+    uint64_t through = 0;
+    caf::typed_response_promise<sealed<msg::FlushStateReply>> rp;
+    uint64_t wait = 0;
+  };
+  std::vector<flush_wait> flush_waits;
 
   /// Kept publishes waiting for their write-behind snapshot, by due time.
   struct due_snapshot {

@@ -41,8 +41,10 @@ sealed<msg::ReclaimAtBoundaryReply> reclaim(ram_tier_pointer self,
                                             uint64_t target);
 
 /// Orders a snapshot of every resident entry not durable and without a
-/// write out; replies once queued (the facade's SSD flush follows them).
-sealed<msg::FlushStateReply> snapshot(ram_tier_pointer self);
+/// write out; replies once every one is sent (held orders go as room
+/// under the write-behind cap frees; the facade's SSD flush follows
+/// them), or at its bound with how many are still held (`pending`).
+caf::result<sealed<msg::FlushStateReply>> snapshot(ram_tier_pointer self);
 
 /// This actor's part of `stats()`.
 sealed<msg::ReadStatsReply> stats(ram_tier_pointer self);

@@ -9,8 +9,10 @@
 
 #include <caf/sec.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 
 namespace kvtier::actors::ram_ops {
 
@@ -33,7 +35,37 @@ sealed<msg::SpillEntry> spill_message(uint64_t id, msg::SpillReason reason,
   return std::move(d).seal();
 }
 
+/// Runs `on_timeout` after `ms` unless the wait is ended first.
+uint64_t start_wait(ram_tier_pointer self, uint64_t ms,
+                    std::function<void()> on_timeout) {
+  auto id = self->state.next_wait++;
+  self->state.waits.emplace(id, std::move(on_timeout));
+  self->delayed_send(self, milliseconds{ms}, wait_deadline_atom::value, id);
+  return id;
+}
+
+void end_wait(ram_tier_pointer self, uint64_t id) {
+  self->state.waits.erase(id);
+}
+
 void arm(ram_tier_pointer self);
+void send_held(ram_tier_pointer self);
+
+/// The order of item (`key`, `serial`) not settled yet, or null.
+ram_tier_state::order* order_of(ram_tier_pointer self, const ram_key& key,
+                                uint64_t serial, uint64_t* id = nullptr) {
+  auto& st = self->state;
+  auto [from, to] = st.order_of.equal_range(serial);
+  for (auto i = from; i != to; ++i) {
+    auto o = st.orders.find(i->second);
+    if (o != st.orders.end() && o->second.key == key) {
+      if (id)
+        *id = o->first;
+      return &o->second;
+    }
+  }
+  return nullptr;
+}
 
 /// Applies one outcome to order `id`: the tier first (a leaving entry
 /// whose write settled leaves, its bytes checked for life), then whoever
@@ -57,38 +89,121 @@ void settle(ram_tier_pointer self, uint64_t id, write_news n) {
     ++st.snapshots;
   auto waiters = o.waiters;
   if (n.final) {
-    st.order_bytes -= o.bytes;
+    if (o.unsent)
+      st.held.erase(id); // settled before it was sent (close)
+    else
+      st.order_bytes -= o.bytes;
+    auto [from, to] = st.order_of.equal_range(o.serial);
+    for (auto i = from; i != to; ++i)
+      if (i->second == id) {
+        st.order_of.erase(i);
+        break;
+      }
     st.orders.erase(it);
   }
   for (auto& w : waiters)
     w(n);
-  if (n.final)
-    arm(self); // write-behind may have waited for room
+  if (n.final) {
+    send_held(self); // room for held orders
+    arm(self);       // write-behind may have waited for room
+  }
 }
 
-/// Sends a write of `item` (already marked by `begin_write` or by the
-/// tier's eviction) and tracks it until its final outcome.
-void order_write(ram_tier_pointer self, const ram_key& key, uint64_t serial,
-                 const tiers::entry& state, msg::SpillReason reason,
-                 std::function<void(const write_news&)> waiter = {}) {
+/// Sends order `id` (held or new) with `state`.
+void send_order(ram_tier_pointer self, uint64_t id, const tiers::entry& state) {
   auto& st = self->state;
-  auto id = st.next_order++;
-  auto bytes = state.byte_length();
-  auto& o = st.orders[id];
-  o = {key, serial, bytes, reason, {}};
-  if (waiter)
-    o.waiters.push_back(std::move(waiter));
-  st.order_bytes += bytes;
+  auto& o = st.orders.at(id);
+  st.order_bytes += o.bytes;
   // The reply only acknowledges: every outcome comes as a SpillSettled.
   // A timeout changes nothing (the events still come); a dead SSD actor
   // will not write it: not stored.
-  self->request(st.ssd, deadline(self), spill_message(id, reason, state))
+  self->request(st.ssd, deadline(self), spill_message(id, o.reason, state))
     .then([](const sealed<msg::SpillEntryReply>&) {},
           [self, id](const caf::error& err) {
             if (err != caf::sec::request_timeout)
               settle(self, id,
                      write_news{msg::SpillOutcome::REFUSED, err, false, true});
           });
+}
+
+/// Sends held order `id` now, whatever the room (its entry left the cap).
+void send_now(ram_tier_pointer self, uint64_t id) {
+  auto& o = self->state.orders.at(id);
+  if (!o.unsent)
+    return;
+  auto state = std::move(*o.unsent);
+  o.unsent.reset();
+  self->state.held.erase(id);
+  send_order(self, id, state);
+}
+
+/// Whether the oldest held orders' flushes are answered: a flush waits
+/// until every order up to its last one is sent.
+void answer_flushes(ram_tier_pointer self) {
+  auto& st = self->state;
+  auto oldest = st.held.empty() ? UINT64_MAX : *st.held.begin();
+  std::vector<ram_tier_state::flush_wait> done;
+  std::erase_if(st.flush_waits, [&](auto& w) {
+    if (w.through >= oldest)
+      return false;
+    done.push_back(std::move(w));
+    return true;
+  });
+  for (auto& w : done) {
+    end_wait(self, w.wait);
+    w.rp.deliver(msg::draft<msg::FlushStateReply>{}.seal());
+  }
+}
+
+/// Sends held orders, oldest first, while they fit under the write-behind
+/// cap (one is always out when any is held).
+void send_held(ram_tier_pointer self) {
+  auto& st = self->state;
+  while (!st.held.empty()) {
+    auto id = *st.held.begin();
+    auto& o = st.orders.at(id);
+    if (st.order_bytes > 0
+        && st.order_bytes + o.bytes > st.cfg.write_behind_cap_bytes)
+      break; // a settled order sends more
+    send_now(self, id);
+  }
+  answer_flushes(self);
+}
+
+/// Orders a write of item (`key`, `serial`) (already marked by
+/// `begin_write` or by the tier's eviction) and tracks it until its final
+/// outcome. `held`: the item stays resident meanwhile, so the order may
+/// wait for room under the write-behind cap; otherwise it goes at once.
+/// Returns the order's id.
+uint64_t order_write(ram_tier_pointer self, const ram_key& key, uint64_t serial,
+                     const tiers::entry& state, msg::SpillReason reason,
+                     bool held,
+                     std::function<void(const write_news&)> waiter = {}) {
+  auto& st = self->state;
+  auto id = st.next_order++;
+  auto& o = st.orders[id];
+  o = {key, serial, state.byte_length(), reason, {}, std::nullopt};
+  if (waiter)
+    o.waiters.push_back(std::move(waiter));
+  st.order_of.emplace(serial, id);
+  if (!held) {
+    send_order(self, id, state);
+    return id;
+  }
+  o.unsent = state;
+  st.held.insert(id);
+  send_held(self);
+  return id;
+}
+
+/// Sends the held write of item (`key`, `serial`) at once, if any: the
+/// entry left the cap (evicted, or a relief victim).
+void promote(ram_tier_pointer self, const ram_key& key, uint64_t serial) {
+  uint64_t id = 0;
+  if (auto* o = order_of(self, key, serial, &id); o && o->unsent) {
+    send_now(self, id);
+    answer_flushes(self);
+  }
 }
 
 /// Calls `waiter` with the news of the write of item (`key`, `serial`):
@@ -98,14 +213,14 @@ void watch_write(ram_tier_pointer self, const ram_key& key, uint64_t serial,
                  msg::SpillReason reason,
                  std::function<void(const write_news&)> waiter) {
   if (auto item = tier(self).begin_write(key, serial)) {
-    order_write(self, key, serial, item->state, reason, std::move(waiter));
+    order_write(self, key, serial, item->state, reason, !item->leaving,
+                std::move(waiter));
     return;
   }
-  for (auto& [id, o] : self->state.orders)
-    if (o.key == key && o.serial == serial) {
-      o.waiters.push_back(std::move(waiter));
-      return;
-    }
+  if (auto* o = order_of(self, key, serial)) {
+    o->waiters.push_back(std::move(waiter));
+    return;
+  }
   auto item = tier(self).item(key);
   write_news n;
   n.final = true;
@@ -113,19 +228,6 @@ void watch_write(ram_tier_pointer self, const ram_key& key, uint64_t serial,
   n.outcome =
     n.durable ? msg::SpillOutcome::ALREADY_DURABLE : msg::SpillOutcome::REFUSED;
   waiter(n);
-}
-
-/// Runs `on_timeout` after `ms` unless the wait is ended first.
-uint64_t start_wait(ram_tier_pointer self, uint64_t ms,
-                    std::function<void()> on_timeout) {
-  auto id = self->state.next_wait++;
-  self->state.waits.emplace(id, std::move(on_timeout));
-  self->delayed_send(self, milliseconds{ms}, wait_deadline_atom::value, id);
-  return id;
-}
-
-void end_wait(ram_tier_pointer self, uint64_t id) {
-  self->state.waits.erase(id);
 }
 
 /// Refills the write-behind bucket: `bytes_per_s`, one second of burst.
@@ -173,7 +275,10 @@ void spill(ram_tier_pointer self, std::vector<tiers::spill_order> orders) {
     if (o.key.object && o.needs_spill)
       ram_objects::spill(self, o); // objects leave at once (see the header)
     else if (o.leaving && o.needs_spill)
-      order_write(self, o.key, o.serial, o.state, msg::SpillReason::SPILL);
+      order_write(self, o.key, o.serial, o.state, msg::SpillReason::SPILL,
+                  false);
+    else if (o.leaving)
+      promote(self, o.key, o.serial); // its held write goes now
 }
 
 void schedule_snapshot(ram_tier_pointer self, const ram_key& key,
@@ -200,8 +305,9 @@ void write_behind_tick(ram_tier_pointer self) {
       continue;
     }
     auto size = item->state.byte_length();
-    if (st.order_bytes > 0
-        && st.order_bytes + size > st.cfg.write_behind_cap_bytes) {
+    if (!st.held.empty()
+        || (st.order_bytes > 0
+            && st.order_bytes + size > st.cfg.write_behind_cap_bytes)) {
       full = true; // a settled write re-arms the timer
       break;
     }
@@ -209,7 +315,8 @@ void write_behind_tick(ram_tier_pointer self) {
       break;
     st.budget -= static_cast<double>(size);
     auto w = tier(self).begin_write(d.key, d.serial);
-    order_write(self, d.key, d.serial, w->state, msg::SpillReason::SNAPSHOT);
+    order_write(self, d.key, d.serial, w->state, msg::SpillReason::SNAPSHOT,
+                false);
     st.due.pop_front();
   }
   if (!full)
@@ -315,10 +422,17 @@ relieve(ram_tier_pointer self, uint64_t target, uint64_t deadline_ms) {
     r->rp.deliver(std::move(d).seal());
   };
   // Victims in LRU order until what will leave brings RAM to the target;
-  // a leaving victim's bytes go once its write settles.
+  // a leaving victim's bytes go once its write settles. Only as many
+  // victims as the write-behind cap has room for when they start (one at
+  // least): more would be dropped there unwritten.
   uint64_t expect = 0;
+  uint64_t room =
+    self->state.cfg.write_behind_cap_bytes
+    - std::min(self->state.cfg.write_behind_cap_bytes, self->state.order_bytes);
   std::vector<tiers::spill_order> leaving;
   while (tier(self).bytes() > target + expect) {
+    if (!leaving.empty() && room == 0)
+      break; // the caller asks again for the rest
     auto before = tier(self).bytes() - tier(self).resident_bytes();
     auto o = tier(self).pop_lru();
     if (!o)
@@ -331,6 +445,8 @@ relieve(ram_tier_pointer self, uint64_t target, uint64_t deadline_ms) {
       continue;
     }
     expect += tier(self).bytes() - tier(self).resident_bytes() - before;
+    if (o->needs_spill)
+      room -= std::min(room, o->state.byte_length());
     leaving.push_back(std::move(*o));
   }
   for (auto& o : leaving) {
@@ -349,11 +465,13 @@ relieve(ram_tier_pointer self, uint64_t target, uint64_t deadline_ms) {
       if (--r->pending == 0)
         answer();
     };
-    if (o.needs_spill)
+    if (o.needs_spill) {
       order_write(self, o.key, o.serial, o.state, msg::SpillReason::SPILL,
-                  waiter);
-    else
+                  false, waiter);
+    } else {
       watch_write(self, o.key, o.serial, msg::SpillReason::SPILL, waiter);
+      promote(self, o.key, o.serial); // it left the cap: a held write goes
+    }
     o.state = {};
   }
   if (r->pending == 0) {
@@ -382,17 +500,48 @@ sealed<msg::ReclaimAtBoundaryReply> reclaim(ram_tier_pointer self,
   return std::move(d).seal();
 }
 
-sealed<msg::FlushStateReply> snapshot(ram_tier_pointer self) {
-  if (self->state.ssd)
+caf::result<sealed<msg::FlushStateReply>> snapshot(ram_tier_pointer self) {
+  auto& st = self->state;
+  uint64_t through = 0;
+  if (st.ssd)
     for (auto& key : tier(self).undurable())
       if (auto item = tier(self).begin_write(key))
-        order_write(self, key, item->serial, item->state,
-                    msg::SpillReason::SNAPSHOT);
-  return msg::draft<msg::FlushStateReply>{}.seal();
+        through = order_write(self, key, item->serial, item->state,
+                              msg::SpillReason::SNAPSHOT, true);
+  if (st.held.empty() || *st.held.begin() > through)
+    return msg::draft<msg::FlushStateReply>{}.seal(); // every order is out
+  // Answered once the last of them is sent (`answer_flushes`), or at the
+  // bound with how many are still held: well before the facade's own
+  // deadline for this request (half the storage deadline).
+  auto rp = self->make_response_promise<sealed<msg::FlushStateReply>>();
+  auto bound = std::max<uint64_t>(st.cfg.deadline_ms * 2 / 5, 1);
+  auto wait = start_wait(self, bound, [self, through, bound] {
+    auto& st = self->state;
+    auto w = std::find_if(st.flush_waits.begin(), st.flush_waits.end(),
+                          [&](auto& x) { return x.through == through; });
+    if (w == st.flush_waits.end())
+      return;
+    auto rp = std::move(w->rp);
+    st.flush_waits.erase(w);
+    auto held = static_cast<uint64_t>(
+      std::distance(st.held.begin(), st.held.upper_bound(through)));
+    msg::draft<msg::FlushStateReply> d;
+    auto out = d.root().initResult();
+    out.setPending(held);
+    write_error(
+      out.initErrors(1)[0],
+      make_error(ec::timeout, std::to_string(held)
+                                + " snapshots still waited for room under the "
+                                  "write-behind cap after "
+                                + std::to_string(bound) + " ms"));
+    rp.deliver(std::move(d).seal());
+  });
+  st.flush_waits.push_back({through, rp, wait});
+  return rp;
 }
 
 sealed<msg::ReadStatsReply> stats(ram_tier_pointer self) {
-  uint64_t waiting = 0;
+  uint64_t waiting = self->state.held.size();
   for (auto& d : self->state.due) {
     auto item = tier(self).item(d.key);
     if (item && item->serial == d.serial && !item->durable && !item->writing
@@ -406,7 +555,15 @@ sealed<msg::ReadStatsReply> stats(ram_tier_pointer self) {
 }
 
 void clear_writes(ram_tier_pointer self) {
-  self->state.due.clear();
+  auto& st = self->state;
+  st.due.clear();
+  // Held orders are never sent: refused, their states released.
+  for (auto id : std::exchange(st.held, {}))
+    settle(self, id,
+           write_news{msg::SpillOutcome::REFUSED,
+                      make_error(ec::closed, "the RAM tier closed before the "
+                                             "write was ordered"),
+                      false, true});
 }
 
 } // namespace kvtier::actors::ram_ops

@@ -194,6 +194,14 @@ void written(ssd_tier_pointer self, const tiers::ssd::write_event& e) {
   if (e.outcome == write_outcome::failed && !tier(self).closed())
     self->delayed_send(self, backoff(self, e.attempts), retry_write_atom::value,
                        e.id);
+  if (st.flushing && st.flushing->awaiting.erase(e.id) > 0) {
+    // A write the flush waited for was tried again (or settled otherwise):
+    // once each was, the next round runs (from the mailbox: this runs
+    // inside the tier).
+    st.flushing->waited.insert(e.id);
+    if (st.flushing->awaiting.empty())
+      self->send(self, flush_round_atom::value);
+  }
 }
 
 msg::SsdEvictReason reason_of(tiers::ssd::removal_reason r) {
@@ -480,34 +488,44 @@ void flush_answer(ssd_tier_pointer self, tiers::ssd::durability_evidence ev) {
     rp.deliver(reply);
 }
 
-/// One round: the tier writes everything queued, retrying failed writes
-/// once; while some still fail and have attempts left, another round
-/// follows after the backoff (the tier keeps no clock).
+/// Whether the flush waits for failed writes' next attempts: every failed
+/// write with attempts left (each has its retry timer armed), or without
+/// an attempt limit each one it has not yet waited for once.
+bool await_retries(ssd_tier_pointer self) {
+  auto& run = *self->state.flushing;
+  if (tier(self).closed())
+    return false; // failed writes are released, not retried
+  bool limited = self->state.parts->write_attempts > 0;
+  for (auto id : tier(self).failed_writes())
+    if (limited || run.waited.count(id) == 0)
+      run.awaiting.insert(id);
+  return !run.awaiting.empty();
+}
+
+/// One round: the tier writes everything queued and answers once nothing
+/// runs; failed writes are not tried early. While some failed writes will
+/// be tried again, the flush waits for those attempts (`written`), then
+/// runs the next round.
 void flush_round(ssd_tier_pointer self) {
   self->state.flushing->in_round = true;
-  tier(self).flush([self](const tiers::ssd::durability_evidence& ev) {
-    auto& run = *self->state.flushing;
-    run.in_round = false;
-    run.dropped += ev.dropped;
-    run.given_up += ev.given_up;
-    if (ev.failed > 0 && run.rounds < self->state.parts->write_attempts
-        && !tier(self).closed()) {
-      ++run.rounds;
-      self->delayed_send(self, backoff(self, run.rounds),
-                         flush_round_atom::value);
-      return;
-    }
-    flush_answer(self, ev);
-  });
+  tier(self).flush(
+    [self](const tiers::ssd::durability_evidence& ev) {
+      auto& run = *self->state.flushing;
+      run.in_round = false;
+      run.dropped += ev.dropped;
+      run.given_up += ev.given_up;
+      if (ev.failed > 0 && await_retries(self))
+        return;
+      flush_answer(self, ev);
+    },
+    tiers::ssd::flush_retries::owner);
 }
 
 caf::result<sealed<msg::FlushStateReply>> flush(ssd_tier_pointer self) {
   auto rp = self->make_response_promise<sealed<msg::FlushStateReply>>();
   if (auto& run = self->state.flushing) {
-    // Join it; while it waits for a retry's backoff, retry now.
+    // Join it (also while it waits for retries: their clocks decide).
     run->waiters.push_back(rp);
-    if (!run->in_round)
-      flush_round(self);
     return rp;
   }
   self->state.flushing.emplace();
@@ -725,7 +743,8 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
     },
     [self](retry_write_atom, uint64_t id) { tier(self).retry(id); },
     [self](flush_round_atom) {
-      if (self->state.flushing && !self->state.flushing->in_round)
+      auto& run = self->state.flushing;
+      if (run && !run->in_round && run->awaiting.empty())
         flush_round(self);
     },
     [self](prefetch_deadline_atom, uint64_t lease) {

@@ -8,7 +8,7 @@
 //
 // Spill orders: each SpillEntry is answered when the tier reports on its
 // queued write (`ssd_config::on_write`): durable, failed (the item stays
-// queued for the retry a flush makes; the sender does not wait for that),
+// queued for its retry; the sender does not wait for that),
 // dropped over the write-behind cap, or superseded by a newer state of the
 // key; at once as alreadyDurable when an equal file is durable. The tier is
 // built, opened (the header-only scan, the one blocking step) and handed over
@@ -33,6 +33,13 @@
 // the attach, every prefix file held then (the start-up scan's) is told as
 // durable, so the feed's table includes them. Checkpoint and object files
 // are not told.
+//
+// Retries: each failed write has one clock, this actor's timer
+// (`retry_write_atom`, `retry_backoff_ms` doubling per failure). A flush
+// never tries a write early: it waits for the attempts those timers make
+// (`ssd_tier::flush` with `flush_retries::owner`), so a write gets the same
+// spread of attempts with or without a flush (docs/ssd-format.md
+// "Retries").
 //
 // EraseEntry also cancels the key's pending writes (`ssd_tier::erase`):
 // their spill orders are answered `cancelled`. RemoveCheckpoints (a
@@ -62,6 +69,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace kvtier::actors {
 
@@ -97,8 +105,9 @@ struct ssd_parts {
   uint64_t retry_backoff_ms = 100;
   /// How long a prefetch read may take before its lease ends.
   uint64_t deadline_ms = 10000;
-  /// Rounds a flush makes while writes fail and are retried (the tier's
-  /// `max_attempts`); 0: one round.
+  /// Attempts a write gets (the tier's `max_attempts`): a flush waits
+  /// for every failed write's retries until it is durable or given up;
+  /// 0 (no limit): for one more attempt of each.
   uint32_t write_attempts = 0;
   /// Where the tier's `on_write` reports go (set by the actor).
   std::function<void(const tiers::ssd::write_event&)> on_write;
@@ -128,12 +137,18 @@ struct ssd_tier_state {
     /// Told of every report as SpillSettled (orders with notify).
     caf::weak_actor_ptr notify;
   };
-  /// A flush that retries failing writes while it waits.
+  /// A flush that waits for failing writes' retries (each on its own
+  /// clock) while it runs.
   struct flush_run {
     std::vector<flush_promise> waiters;
-    uint32_t rounds = 0;
     /// A round runs (the tier's flush has not called back yet).
     bool in_round = false;
+    /// Failed writes whose next attempt the flush waits for; the next
+    /// round starts once each has been tried again.
+    std::unordered_set<uint64_t> awaiting;
+    /// Writes whose next attempt it already waited for (without an attempt
+    /// limit, each gets one).
+    std::unordered_set<uint64_t> waited;
     uint64_t dropped = 0;
     uint64_t given_up = 0;
     /// Distinct failures seen meanwhile: text -> (error, writes).

@@ -400,6 +400,9 @@ struct ReadReportReply {
   coldTiers @9 :UInt64;    # cold tier actors its lookups consult now
   peer @10 :PeerCounters;  # the peer tier's part (cluster.enabled only)
   closed @11 :Bool;        # close began: new work is refused (the facade)
+  coldLate @12 :UInt64;    # acquires whose RAM hit was served without a
+                           # cold tier that had not answered within
+                           # service.cold-wait-ms (the facade)
 }
 
 struct PeerCounters {

@@ -325,6 +325,9 @@ caf::error service_options::validate() const {
   if (auto e = check("service.storage-deadline-ms", storage_deadline_ms, 10,
                      3600 * 1000, "10 .. 3600000 (one hour)"))
     return e;
+  if (auto e =
+        check("service.cold-wait-ms", cold_wait_ms, 0, 60 * 1000, "0 .. 60000"))
+    return e;
   if (auto e = check("service.checkpoint-every-tokens", checkpoint_every_tokens,
                      0, uint64_t{1} << 20, "0 .. 1048576"))
     return e;
@@ -531,6 +534,10 @@ service_options replay_settings::apply(service_options o) const {
   // Always: the reference models no idle demotion (docs/replay.md).
   o.idle_demotion_ms = idle_demotion_ms;
   o.write_behind = o.write_behind && write_behind;
+  // Settled runs are the reference's: every acquire waits for the SSD's
+  // answer, however late a loaded machine makes it (no cold wait).
+  if (settle)
+    o.cold_wait_ms = 0;
   return o;
 }
 

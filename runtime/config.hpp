@@ -85,6 +85,10 @@ struct service_options {
   /// `service.storage-deadline-ms`: the longest any call waits on storage
   /// (docs/api.md "Deadlines").
   uint64_t storage_deadline_ms = 10000;
+  /// `service.cold-wait-ms`: how long an acquire that RAM answered with a
+  /// usable prefix waits for the cold tiers' finds (docs/api.md
+  /// "Deadlines"); 0: until the tier deadline.
+  uint64_t cold_wait_ms = 100;
   // [log] (docs/logging.md; messages/log.hpp)
   /// `log.level`: trace, debug, info, warn, error or off; the process-wide
   /// level of kvtier's log, set when a configuration loads and when a

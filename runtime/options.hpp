@@ -63,6 +63,8 @@
   X("service", "checkpoint-every-tokens", checkpoint_every_tokens, "0: none")  \
   X("service", "storage-deadline-ms", storage_deadline_ms,                     \
     "longest a call waits on storage")                                         \
+  X("service", "cold-wait-ms", cold_wait_ms,                                   \
+    "longest a RAM hit waits for the cold tiers' answers")                     \
   X("log", "level", log_level,                                                 \
     "trace, debug, info, warn, error or off (stderr)")                         \
   X("cluster", "enabled", cluster_enabled,                                     \

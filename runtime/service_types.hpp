@@ -294,6 +294,10 @@ struct service_report {
   /// Cold tier actors the facade's lookups consult now (the SSD tier, when
   /// configured), and those it saw go down and dropped (each once).
   uint64_t cold_tiers = 0, dead_tiers = 0;
+  /// Acquires whose RAM hit was served without waiting longer for a cold
+  /// tier that had not answered within `service.cold-wait-ms` (a longer
+  /// prefix it held was not used).
+  uint64_t cold_late = 0;
   /// Whether close began: the service refuses new work (/health says so).
   bool closed = false;
   struct admission_part {

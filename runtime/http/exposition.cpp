@@ -187,6 +187,7 @@ const std::vector<field>& fields() {
     KV_TOP(demotions, "kvtier_demotions_total", C, "entries idle demotion moved to SSD"),
     KV_TOP(cold_tiers, "kvtier_cold_tiers", G, "cold tiers lookups consult now"),
     KV_TOP(dead_tiers, "kvtier_dead_tiers_total", C, "cold tiers seen going down"),
+    KV_TOP(cold_late, "kvtier_acquire_cold_late_total", C, "RAM hits served without a cold tier that answered too late"),
     KV_TOP(closed, "kvtier_closed", G, "1 once close began (new work is refused)"),
   };
   return all;

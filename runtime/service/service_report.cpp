@@ -138,6 +138,7 @@ caf::expected<service_report> report(const sealed<msg::ReadReportReply>& r) {
   out.demotions = in.getDemotions();
   out.cold_tiers = in.getColdTiers();
   out.dead_tiers = in.getDeadTiers();
+  out.cold_late = in.getColdLate();
   out.closed = in.getClosed();
   admission_part(in.getAdmission(), out.admission);
   checkpoints_part(in.getCheckpoints(), out.checkpoints);

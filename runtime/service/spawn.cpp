@@ -262,7 +262,7 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   h.facade =
     sys.spawn(actors::cache_service, h.tiers, std::move(*g), possible,
               opts.idle_demotion_ms, opts.objects, opts.storage_deadline_ms,
-              route_costs_of(opts), h.latency);
+              opts.cold_wait_ms, route_costs_of(opts), h.latency);
   if (opts.cluster_enabled) {
     h.cluster.feed = caf::actor_cast<caf::actor>(h.feed);
     // The follower turns each peer's feed into directory batches for the

@@ -35,6 +35,8 @@ struct script {
   bool fail_restores = false;          // answers every restore `failed`
   bool silent_restores = false;        // answers finds, never restores
   int finds = 0, restores = 0, prefetches = 0;
+  /// Background messages handled, and how many of them before a find.
+  int noise = 0, noise_before_find = -1;
   uint64_t next_lease = 100;
   std::vector<uint64_t> released;
   std::vector<caf::response_promise> never; // kept: no answer ever comes
@@ -61,9 +63,12 @@ caf::behavior scripted_tier(caf::event_based_actor* self,
     return true;
   };
   return {
+    [sc](int) { ++sc->noise; }, // background work (spill orders, I/O)
     [sc, hold](const sealed<msg::FindPrefix>& m)
       -> caf::result<sealed<msg::FindPrefixReply>> {
       ++sc->finds;
+      if (sc->noise_before_find < 0)
+        sc->noise_before_find = sc->noise;
       if (hold())
         return caf::delegated<sealed<msg::FindPrefixReply>>{};
       auto e = sc->best(tiers::read_tokens(m.root().getPrompt()),
@@ -122,6 +127,8 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
   std::vector<std::shared_ptr<script>> scripts;
   std::vector<caf::actor> doubles;
   actors::cache_service_actor facade;
+  /// The facade's wait for the cold tiers after a RAM hit.
+  uint64_t cold_wait_ms = 100;
 
   ~fixture() {
     // A kept promise holds its actor: let the silent ones go.
@@ -144,9 +151,10 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
       t.cold.push_back({caf::actor_cast<actors::cold_tier_actor>(doubles[i]),
                         tags[i], "tier-" + std::to_string(i)});
     }
-    facade = sys.spawn(actors::cache_service, t, geometry, false, uint64_t{0},
-                       true, uint64_t{10000}, tiers::route_costs{},
-                       std::shared_ptr<tiers::latency_book>{});
+    facade =
+      sys.spawn(actors::cache_service, t, geometry, false, uint64_t{0}, true,
+                uint64_t{10000}, cold_wait_ms, tiers::route_costs{},
+                std::shared_ptr<tiers::latency_book>{});
     drain();
   }
 
@@ -158,9 +166,8 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     self->receive([](const sealed<msg::PublishStateReply>&) {});
   }
 
-  /// Acquires a 40-token prompt: the source and the served tokens, each
-  /// state checked byte for byte.
-  std::pair<msg::Tier, uint64_t> acquire() {
+  /// Sends an acquire of a 40-token prompt.
+  void send_acquire() {
     msg::draft<msg::AcquireState> d;
     auto q = d.root().initRequest();
     q.setId(7);
@@ -168,7 +175,19 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     auto prompt = seq(40);
     tiers::write_tokens(q.initPrompt(prompt.size()), prompt);
     self->send(facade, std::move(d).seal());
+  }
+
+  /// Acquires a 40-token prompt: the source and the served tokens, each
+  /// state checked byte for byte.
+  std::pair<msg::Tier, uint64_t> acquire() {
+    send_acquire();
     drain();
+    return answer();
+  }
+
+  /// The acquire's answer waiting for this test (fails without one).
+  std::pair<msg::Tier, uint64_t> answer() {
+    auto prompt = seq(40);
     std::pair<msg::Tier, uint64_t> out{msg::Tier::NONE, 0};
     self->receive(
       [&](const sealed<msg::AcquireStateReply>& r) {
@@ -248,6 +267,61 @@ BOOST_AUTO_TEST_CASE(a_silent_tier_is_no_candidate_and_the_acquire_answers) {
   // Silence is not death: the tier stays in the list.
   BOOST_CHECK_EQUAL(report().root().getColdTiers(), 3u);
   BOOST_CHECK_EQUAL(report().root().getDeadTiers(), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_ram_hit_waits_for_a_silent_cold_tier_only_briefly) {
+  start({{35}});
+  scripts[0]->silent = true; // e.g. busy with a write backlog
+  publish_to_ram(20);
+  send_acquire();
+  sched.run();
+  BOOST_CHECK(!self->has_next_message()); // the cold tier may answer yet
+  sched.advance_time(std::chrono::milliseconds{cold_wait_ms - 1});
+  sched.run();
+  BOOST_CHECK(!self->has_next_message());
+  // Then RAM's hit is served (not at the 5 s tier deadline), counted.
+  sched.advance_time(std::chrono::milliseconds{1});
+  sched.run();
+  BOOST_REQUIRE(self->has_next_message());
+  auto [source, tokens] = answer();
+  BOOST_CHECK(source == msg::Tier::RAM);
+  BOOST_CHECK_EQUAL(tokens, 20u);
+  BOOST_CHECK_EQUAL(report().root().getColdLate(), 1u);
+  // A tier that answers in time is waited for and wins as before.
+  scripts[0]->silent = false;
+  auto [later, n] = acquire();
+  BOOST_CHECK(later == msg::Tier::SSD);
+  BOOST_CHECK_EQUAL(n, 35u);
+  BOOST_CHECK_EQUAL(report().root().getColdLate(), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_ram_miss_waits_for_the_cold_tiers_until_the_deadline) {
+  start({{35}});
+  scripts[0]->silent = true;
+  send_acquire();
+  sched.run();
+  sched.advance_time(std::chrono::milliseconds{1000});
+  sched.run();
+  BOOST_CHECK(!self->has_next_message()); // no RAM hit: no short wait
+  drain();                                // the tier deadline
+  BOOST_CHECK(answer().first == msg::Tier::NONE);
+  BOOST_CHECK_EQUAL(report().root().getColdLate(), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(lookups_pass_the_background_work_queued_at_a_tier) {
+  start({{30}});
+  publish_to_ram(10);
+  // The acquire first, then a backlog at the cold tier: the find the
+  // facade sends it lands behind that backlog, and is handled first.
+  send_acquire();
+  for (int i = 0; i < 200; ++i)
+    self->send(doubles[0], i);
+  drain();
+  BOOST_CHECK_EQUAL(scripts[0]->noise, 200);
+  BOOST_CHECK_EQUAL(scripts[0]->noise_before_find, 0);
+  auto [source, tokens] = answer();
+  BOOST_CHECK(source == msg::Tier::SSD);
+  BOOST_CHECK_EQUAL(tokens, 30u);
 }
 
 BOOST_AUTO_TEST_CASE(a_dead_tier_is_dropped_counted_and_never_asked_again) {

@@ -6,7 +6,7 @@
 // cap), so a third evicts the least recently used. Every object served is
 // compared byte for byte with the one put.
 #define BOOST_TEST_MODULE actors_ram_objects
-#include "tests/actors/inline_engine.hpp"
+#include "tests/actors/inline_ssd.hpp"
 #include "tests/caf_bridge.hpp"
 
 #include "actors/cache_service.hpp"
@@ -22,8 +22,6 @@ namespace {
 
 namespace ssd = tiers::ssd;
 using tensors = std::vector<tiers::attachment>;
-
-using testing::inline_engine;
 
 using ram_impl = std::remove_pointer_t<actors::ram_tier_pointer>;
 using ssd_impl = std::remove_pointer_t<actors::ssd_tier_pointer>;
@@ -56,21 +54,10 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
   actors::ram_tier_actor ram;
 
   fixture() {
-    auto parts = std::make_shared<actors::ssd_parts>();
-    parts->own_fs = std::make_unique<ssd::memory_file_system>();
-    parts->relay = std::make_shared<actors::completion_relay>();
-    parts->engine = std::make_unique<ssd::counted_engine>(
-      std::make_unique<inline_engine>(parts->relay->sink()));
     ssd::ssd_config cfg;
     cfg.dir = "/ssd";
     cfg.fingerprint = "objects";
-    cfg.log = [](const std::string&) {};
-    parts->cap_bytes = cfg.byte_cap;
-    actors::route_reports(cfg, *parts);
-    parts->tier =
-      std::make_unique<ssd::ssd_tier>(cfg, *parts->own_fs, *parts->engine);
-    BOOST_REQUIRE(parts->tier->open());
-    ssd = sys.spawn(actors::ssd_tier, std::move(parts));
+    ssd = sys.spawn(actors::ssd_tier, testing::inline_ssd(cfg));
     ram =
       sys.spawn(actors::ram_tier,
                 actors::ram_tier_config{uint64_t{1} << 20, true}, ssd, nullptr);
@@ -303,8 +290,8 @@ BOOST_AUTO_TEST_CASE(without_objects_the_ram_actor_and_the_facade_refuse_them) {
   tiers.ram = no_objects;
   auto facade = sys.spawn(
     actors::cache_service, tiers, *tiers::model_geometry::preset("tiny-dense"),
-    false, uint64_t{0}, false, uint64_t{10000}, tiers::route_costs{},
-    std::shared_ptr<tiers::latency_book>{});
+    false, uint64_t{0}, false, uint64_t{10000}, uint64_t{100},
+    tiers::route_costs{}, std::shared_ptr<tiers::latency_book>{});
   drain();
   auto refused = [&](auto to) {
     self->send(to, put_message("a", object(1)));

@@ -9,10 +9,9 @@
 // Before the CAF test DSL, whose `inject` macro would eat the method's name.
 #include "tiers/ssd/faulty_file_system.hpp"
 
-#include "tests/actors/inline_engine.hpp"
+#include "tests/actors/inline_ssd.hpp"
 #include "tests/caf_bridge.hpp"
 
-#include "actors/ssd_tier_actor.hpp"
 #include "runtime/tools/oracle.hpp"
 #include "tiers/entry_message.hpp"
 #include "tiers/ssd/memory_file_system.hpp"
@@ -26,8 +25,6 @@ namespace {
 
 namespace ssd = tiers::ssd;
 
-using testing::inline_engine;
-
 struct fixture : kvtier::testing::kvtier_fixture<> {
   runtime::oracle_engine oracle{*tiers::model_geometry::preset("tiny-dense")};
   ssd::memory_file_system memory;
@@ -35,20 +32,11 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
   actors::ssd_tier_actor ssd;
 
   fixture() {
-    auto parts = std::make_shared<actors::ssd_parts>();
-    parts->relay = std::make_shared<actors::completion_relay>();
-    parts->engine = std::make_unique<ssd::counted_engine>(
-      std::make_unique<inline_engine>(parts->relay->sink()));
     ssd::ssd_config cfg;
     cfg.dir = "/ssd";
     cfg.fingerprint = "tiny-dense";
     cfg.writes_in_flight = 2;
-    cfg.log = [](const std::string&) {};
-    parts->cap_bytes = cfg.byte_cap;
-    actors::route_reports(cfg, *parts);
-    parts->tier = std::make_unique<ssd::ssd_tier>(cfg, faulty, *parts->engine);
-    BOOST_REQUIRE(parts->tier->open());
-    ssd = sys.spawn(actors::ssd_tier, std::move(parts));
+    ssd = sys.spawn(actors::ssd_tier, testing::inline_ssd(cfg, &faulty));
     drain();
   }
 

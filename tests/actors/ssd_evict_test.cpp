@@ -6,7 +6,7 @@
 // The SSD cap holds one 100-token entry, so each new file evicts the one
 // before. Also: a completed release cancels its checkpoint's writes.
 #define BOOST_TEST_MODULE actors_ssd_evict
-#include "tests/actors/inline_engine.hpp"
+#include "tests/actors/inline_ssd.hpp"
 #include "tests/caf_bridge.hpp"
 
 #include "actors/checkpoints_actor.hpp"
@@ -24,8 +24,6 @@ namespace {
 
 namespace ssd = tiers::ssd;
 
-using testing::inline_engine;
-
 using ram_impl = std::remove_pointer_t<actors::ram_tier_pointer>;
 using checkpoints_impl = std::remove_pointer_t<actors::checkpoints_pointer>;
 
@@ -36,11 +34,6 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
   actors::checkpoints_actor ckpt;
 
   fixture() {
-    auto parts = std::make_shared<actors::ssd_parts>();
-    parts->own_fs = std::make_unique<ssd::memory_file_system>();
-    parts->relay = std::make_shared<actors::completion_relay>();
-    parts->engine = std::make_unique<ssd::counted_engine>(
-      std::make_unique<inline_engine>(parts->relay->sink()));
     ssd::ssd_config cfg;
     cfg.dir = "/ssd";
     cfg.fingerprint = "tiny-dense";
@@ -48,13 +41,7 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
                            cfg.checksum_chunk)
                  .file_length;
     cfg.byte_cap = one * 3 / 2; // one 100-token file fits, two do not
-    cfg.log = [](const std::string&) {};
-    parts->cap_bytes = cfg.byte_cap;
-    actors::route_reports(cfg, *parts);
-    parts->tier =
-      std::make_unique<ssd::ssd_tier>(cfg, *parts->own_fs, *parts->engine);
-    BOOST_REQUIRE(parts->tier->open());
-    ssd = sys.spawn(actors::ssd_tier, std::move(parts));
+    ssd = sys.spawn(actors::ssd_tier, testing::inline_ssd(cfg));
     // 1 MiB: 4096 tokens of tiny-dense (256 bytes per token).
     ram =
       sys.spawn(actors::ram_tier,

@@ -71,6 +71,18 @@ BOOST_AUTO_TEST_CASE(scheduler_policy_is_checked_and_installed) {
   BOOST_TEST(dynamic_cast<affine*>(&sys2.scheduler()) == nullptr);
 }
 
+BOOST_AUTO_TEST_CASE(the_shipped_scheduler_bounds_an_actors_turn) {
+  // Unbounded (CAF's default), an actor with a deep mailbox (the SSD actor
+  // under a write backlog) kept its worker until the mailbox was empty,
+  // and the facade's reply it had queued on that worker waited for it.
+  kvtier_config cfg;
+  BOOST_REQUIRE(!load(cfg, runtime::embedded_default_config()));
+  caf::actor_system sys{cfg};
+  auto n = sys.scheduler().max_throughput();
+  BOOST_TEST(n >= 1u);
+  BOOST_TEST(n <= 1000u);
+}
+
 BOOST_AUTO_TEST_CASE(command_line_overrides_the_file) {
   kvtier_config cfg;
   auto err = load(cfg, runtime::embedded_default_config(),

@@ -121,6 +121,73 @@ BOOST_AUTO_TEST_CASE(cancel_takes_back_queued_and_failed_items_of_one_key) {
   BOOST_TEST(buffer::live_count() == live);
 }
 
+BOOST_AUTO_TEST_CASE(a_retried_item_goes_before_newer_items) {
+  // One retry clock per write: when its owner makes it writable again, it
+  // is the next to start, not queued behind what arrived meanwhile.
+  write_queue q{10000};
+  auto a = q.push("a", sized(1, 1), write_reason::spill).id;
+  q.push("b", sized(1, 2), write_reason::spill);
+  BOOST_REQUIRE(q.start_next()->id == a);
+  q.fail(a);
+  auto* b = q.start_next();
+  BOOST_REQUIRE(b);
+  BOOST_TEST(b->key == "b");
+  q.push("c", sized(1, 3), write_reason::spill);
+  BOOST_TEST(!q.retry(b->id)); // not failed
+  BOOST_TEST(q.failed_ids() == std::vector<uint64_t>{a});
+  BOOST_TEST(q.retry(a));
+  BOOST_TEST(!q.retry(a)); // writable already
+  auto* next = q.start_next();
+  BOOST_REQUIRE(next);
+  BOOST_TEST(next->id == a);
+  BOOST_TEST(next->attempts == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(counts_and_indexes_follow_every_change) {
+  write_queue q{100000};
+  storage_key ckpt{key_kind::checkpoint, "ns", {1}, 7, 1};
+  auto a = q.push("a", sized(1, 1), write_reason::snapshot).id;
+  auto b = q.push("b", sized(2, 2), write_reason::checkpoint, ckpt).id;
+  q.push("c", sized(3, 3), write_reason::demotion);
+  BOOST_TEST(q.count(write_reason::snapshot) == 1u);
+  BOOST_TEST(q.count(write_reason::checkpoint) == 1u);
+  BOOST_TEST(q.count(write_reason::demotion) == 1u);
+  BOOST_TEST(q.count(key_kind::checkpoint) == 1u);
+  BOOST_TEST(q.count(key_kind::prefix) == 2u);
+  BOOST_TEST(q.bytes() == 600u);
+  BOOST_TEST(q.active());
+  BOOST_REQUIRE(q.start_next()->id == a);
+  BOOST_TEST(q.in_flight() == 1u);
+  // A newer state of "a" while "a" is written: both are "a"'s items.
+  auto a2 = q.push("a", sized(1, 4), write_reason::snapshot).id;
+  auto of_a = q.items_of("a");
+  BOOST_REQUIRE(of_a.size() == 2u);
+  BOOST_TEST(of_a[0]->id == a);
+  BOOST_TEST(of_a[1]->id == a2);
+  BOOST_TEST(q.count(write_reason::snapshot) == 2u);
+  q.fail(a);
+  BOOST_TEST(q.in_flight() == 0u);
+  BOOST_TEST(q.failed() == 1u);
+  // b starts (a2 waits: its key is not in flight, but b is older).
+  BOOST_REQUIRE(q.start_next()->id == b);
+  BOOST_TEST(q.cancel("a").size() == 2u); // the failed and the queued one
+  BOOST_TEST(!q.holds("a"));
+  BOOST_TEST(q.items_of("a").empty());
+  BOOST_TEST(q.failed() == 0u);
+  BOOST_TEST(q.count(write_reason::snapshot) == 0u);
+  q.done(b);
+  BOOST_TEST(q.count(key_kind::checkpoint) == 0u);
+  BOOST_TEST(q.in_flight() == 0u);
+  BOOST_TEST(q.size() == 1u);
+  BOOST_TEST(q.bytes() == 300u);
+  auto taken = q.take(q.items().front().id);
+  BOOST_REQUIRE(taken);
+  BOOST_TEST(q.count(write_reason::demotion) == 0u);
+  BOOST_TEST(q.size() == 0u);
+  BOOST_TEST(q.bytes() == 0u);
+  BOOST_TEST(!q.active());
+}
+
 BOOST_AUTO_TEST_CASE(reasons_have_their_own_names_in_log_lines) {
   using kvtier::tiers::ssd::write_reason;
   BOOST_TEST(std::string{to_string(write_reason::spill)} == "spill");

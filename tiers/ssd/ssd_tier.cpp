@@ -461,8 +461,9 @@ std::vector<storage_key> ssd_tier::checkpoint_files() const {
   return out;
 }
 
-void ssd_tier::flush(flush_callback cb) {
-  stats_.writes_retried += queue_.retry_failed();
+void ssd_tier::flush(flush_callback cb, flush_retries retries) {
+  if (retries == flush_retries::now)
+    stats_.writes_retried += queue_.retry_failed();
   flushes_.push_back(std::move(cb));
   pump();
   // Pending removals are retried from their failed step.
@@ -500,10 +501,8 @@ void ssd_tier::maybe_finish_flush() {
 }
 
 bool ssd_tier::retry(uint64_t id) {
-  auto* item = queue_.find(id);
-  if (item == nullptr || !item->failed)
+  if (!queue_.retry(id))
     return false;
-  item->failed = false;
   ++stats_.writes_retried;
   pump();
   return true;
@@ -601,16 +600,12 @@ ssd_stats ssd_tier::stats() const {
 
 write_backlog ssd_tier::backlog() const {
   write_backlog b;
-  for (auto& i : queue_.items()) {
-    switch (i.reason) {
-      case write_reason::snapshot: ++b.snapshots; break;
-      case write_reason::checkpoint: ++b.checkpoints; break;
-      default: ++b.spills;
-    }
-    b.bytes += i.bytes;
-    if (i.failed)
-      ++b.retrying;
-  }
+  b.snapshots = queue_.count(write_reason::snapshot);
+  b.checkpoints = queue_.count(write_reason::checkpoint);
+  b.spills =
+    queue_.count(write_reason::spill) + queue_.count(write_reason::demotion);
+  b.bytes = queue_.bytes();
+  b.retrying = queue_.failed();
   return b;
 }
 

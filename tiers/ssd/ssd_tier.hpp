@@ -236,6 +236,14 @@ using restore_callback = std::function<void(caf::expected<entry>)>;
 
 using flush_callback = std::function<void(const durability_evidence&)>;
 
+/// What a flush does with failed writes (`ssd_tier::flush`).
+enum class flush_retries : uint8_t {
+  /// Makes every failed write writable again at once.
+  now,
+  /// Leaves them to the owner's retry clock (`ssd_tier::retry`).
+  owner,
+};
+
 /// Called once when a `remove_checkpoints` is durable (no error: a removal
 /// record is durable, or every file it covers is durably gone), or when it
 /// could not be made durable yet (the error; it stays pending and every
@@ -379,13 +387,17 @@ public:
   /// cancels it (its result is discarded, its buffers released).
   void release(uint64_t lease);
 
-  /// Writes everything queued (retrying failed items once), retries
-  /// pending checkpoint removals, and calls `cb` with the evidence when
-  /// nothing is left in flight; at once when idle. Concurrent flushes share
-  /// one result. The tier keeps no clock: an owner that wants a flush to
-  /// retry with backoff calls it again (the SSD actor does,
-  /// docs/ssd-format.md "Retries").
-  void flush(flush_callback cb);
+  /// Writes everything queued, retries pending checkpoint removals, and
+  /// calls `cb` with the evidence when nothing is left in flight; at once
+  /// when idle. Failed items are made writable first with
+  /// `flush_retries::now` (an owner without a clock: one more attempt
+  /// each); with `flush_retries::owner` they stay failed, waiting for the
+  /// owner's `retry`, and the flush does not wait for them (they count as
+  /// pending and failed). Concurrent flushes share one result. The tier
+  /// keeps no clock: an owner that retries on a backoff waits for its own
+  /// retries and flushes again (the SSD actor does, docs/ssd-format.md
+  /// "Retries").
+  void flush(flush_callback cb, flush_retries retries = flush_retries::now);
 
   /// Makes the failed item `id` writable again now (its owner's retry
   /// timer fired); false when it is not failed (written, given up, gone).
@@ -437,6 +449,12 @@ public:
 
   /// What the write-behind queue holds, by reason.
   write_backlog backlog() const;
+
+  /// The writes that failed and wait for their owner's `retry`, oldest
+  /// first.
+  std::vector<uint64_t> failed_writes() const {
+    return queue_.failed_ids();
+  }
 
   /// Bytes of buffers the tier's own work holds (not the entries it
   /// writes, which their owner holds): the headers of writes running and

@@ -11,9 +11,9 @@ std::optional<entry> ssd_tier::queued(const storage_key& key) const {
   // file goes once it finishes (only one write of a name runs at a time,
   // so `erase_after_` names exactly that one).
   bool erased = erase_after_.count(name) > 0;
-  for (auto& item : queue_.items())
-    if (item.key == name && !(item.in_flight && erased))
-      newest = &item;
+  for (auto* item : queue_.items_of(name))
+    if (!(item->in_flight && erased))
+      newest = item;
   if (newest == nullptr)
     return std::nullopt;
   return newest->state;

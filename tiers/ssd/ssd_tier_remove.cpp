@@ -93,9 +93,10 @@ void ssd_tier::remove_checkpoints(uint64_t request, std::string_view ns,
   };
   // Queued or failed writes are never written.
   std::set<std::string> queued;
-  for (auto& item : queue_.items())
-    if (!item.in_flight && ours(item.kind, item.request, item.state.ns))
-      queued.insert(item.key);
+  if (queue_.count(key_kind::checkpoint) > 0) // no walk of a prefix backlog
+    for (auto& item : queue_.items())
+      if (!item.in_flight && ours(item.kind, item.request, item.state.ns))
+        queued.insert(item.key);
   for (auto& name : queued)
     for (auto& item : queue_.cancel(name)) {
       ++stats_.writes_cancelled;
