@@ -150,6 +150,12 @@ struct cache_service_state {
   /// Restores (from the SSD) and remote fetches (from a peer) of acquires,
   /// timed from the request to the tier until the entry is served.
   std::shared_ptr<tiers::latency_book> latency;
+  /// The prompt tokens of the acquires answered (the report's
+  /// TokenCounters, their one home): served by where the state came from,
+  /// and computed (no state covered them).
+  struct token_tally {
+    uint64_t ram = 0, ssd = 0, peer = 0, checkpoint = 0, computed = 0;
+  } tokens;
 };
 
 using cache_service_pointer =
