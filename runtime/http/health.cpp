@@ -32,11 +32,14 @@ response health_of(const caf::expected<runtime::service_report>& report,
   if (!report) {
     out["status"] = "unavailable";
     out["error"] = describe(report.error());
+    out["reasons"] = {"the service did not report: "
+                      + out["error"].get<std::string>()};
     return answer(503, out);
   }
   auto& r = *report;
   if (r.closed) {
     out["status"] = "closed";
+    out["reasons"] = {"close began: the service refuses new work"};
     return answer(503, out);
   }
   auto reasons = nlohmann::json::array();

@@ -512,9 +512,12 @@ BOOST_AUTO_TEST_CASE(health_decides_from_the_report_and_the_peers) {
   auto [u_status, u] = verdict(make_error(ec::timeout, "no answer"));
   BOOST_CHECK_EQUAL(u_status, 503);
   BOOST_CHECK_EQUAL(u["status"], "unavailable");
+  BOOST_CHECK_EQUAL(u["reasons"].size(), 1u);
   auto closed = r;
   closed.closed = true;
   BOOST_CHECK_EQUAL(verdict(closed).second["status"], "closed");
+  BOOST_CHECK_EQUAL(verdict(closed).second["reasons"].size(), 1u);
+  BOOST_CHECK(ok["reasons"].empty());
   auto silent = r;
   silent.silent_tiers = {"ssd"};
   auto [s_status, s] = verdict(silent);
