@@ -169,6 +169,12 @@ struct cache_service_state {
   /// Those waits running, by id: what to do when one is over.
   std::unordered_map<uint64_t, std::function<void()>> cold_waits;
   uint64_t next_cold_wait = 1;
+  /// The prompt tokens of the acquires answered (the report's
+  /// TokenCounters, their one home): served by where the state came from,
+  /// and computed (no state covered them).
+  struct token_tally {
+    uint64_t ram = 0, ssd = 0, peer = 0, checkpoint = 0, computed = 0;
+  } tokens;
 };
 
 using cache_service_pointer =

@@ -327,9 +327,30 @@ keeps(self_ptr self, const sealed<msg::WouldKeep>& m) {
   return rp;
 }
 
+void count_tokens(self_ptr self, const sealed<msg::AcquireState>& request,
+                  msg::AcquireStateReply::Reader r) {
+  uint64_t prompt = 0;
+  try {
+    prompt = request.root().getRequest().getPrompt().size();
+  } catch (const kj::Exception&) {
+    return; // answered, so decoded before: not reached
+  }
+  auto served = std::min<uint64_t>(r.getUsableTokens(), prompt);
+  auto& t = self->state.tokens;
+  switch (r.getSource()) {
+    case msg::Tier::RAM: t.ram += served; break;
+    case msg::Tier::SSD: t.ssd += served; break;
+    case msg::Tier::PEER: t.peer += served; break;
+    case msg::Tier::CHECKPOINT: t.checkpoint += served; break;
+    default: served = 0; break;
+  }
+  t.computed += prompt - served;
+}
+
 caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
   struct parts {
     std::vector<sealed<msg::ReadReportReply>> got;
+    std::vector<std::string> silent;
     size_t left = 0;
   };
   auto p = std::make_shared<parts>();
@@ -373,9 +394,20 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
     out.setColdLate(self->state.cold_late);
     out.setColdTiers(self->state.tiers.cold.size());
     out.setClosed(self->state.closing || self->state.closed.has_value());
+    auto silent = out.initSilentTiers(p->silent.size());
+    for (size_t i = 0; i < p->silent.size(); ++i)
+      silent.set(i, p->silent[i]);
+    auto& t = self->state.tokens;
+    auto tokens = out.initTokens();
+    tokens.setRam(t.ram);
+    tokens.setSsd(t.ssd);
+    tokens.setPeer(t.peer);
+    tokens.setCheckpoint(t.checkpoint);
+    tokens.setComputed(t.computed);
     rp.deliver(std::move(d).seal());
   };
-  auto ask = [&](auto& to) {
+  // A tier that fails or misses the deadline is named, its part left zero.
+  auto ask = [&](auto& to, const char* name) {
     ++p->left;
     self->request(to, tier_timeout(self), empty<msg::ReadReport>())
       .then(
@@ -383,21 +415,23 @@ caf::result<sealed<msg::ReadReportReply>> report(self_ptr self) {
           p->got.push_back(r);
           merge();
         },
-        [merge](const caf::error&) mutable { merge(); });
+        [p, merge, name](const caf::error&) mutable {
+          p->silent.emplace_back(name);
+          merge();
+        });
   };
   auto& t = self->state.tiers;
-  ask(t.ram);
-  ask(t.admission);
-  ask(t.checkpoints);
+  ask(t.ram, "ram");
+  ask(t.admission, "admission");
+  ask(t.checkpoints, "checkpoints");
   if (t.sessions)
-    ask(t.sessions);
+    ask(t.sessions, "sessions");
   if (t.ssd)
-    ask(t.ssd);
-  for (auto& c : t.cold)
-    if (c.tag == msg::Tier::PEER) {
-      auto peer = caf::actor_cast<peer_tier_actor>(c.actor);
-      ask(peer);
-    }
+    ask(t.ssd, "ssd");
+  // (Not from `cold`: a tier that went down is gone from there, and must
+  // be named silent.)
+  if (t.peer)
+    ask(t.peer, "peer");
   return rp;
 }
 

@@ -39,6 +39,7 @@ std::vector<size_t> record_holders(const std::vector<found_reply>& found,
 
 /// One acquire in flight: what RAM and each cold tier answered so far.
 struct lookup {
+  self_ptr self = nullptr;
   sealed<msg::AcquireState> request;
   acquire_promise rp;
   std::optional<sealed<msg::AcquireStateReply>> ram;
@@ -96,6 +97,8 @@ void deliver(const lookup_ptr& s,
     return;
   if (r && s->stale > 0)
     r = with_stale(*r, s->stale);
+  if (r)
+    count_tokens(s->self, s->request, r->root());
   if (r)
     s->rp.deliver(std::move(*r));
   else
@@ -376,6 +379,7 @@ acquire(self_ptr self, const sealed<msg::AcquireState>& m) {
   if (self->state.closed)
     return closed_error();
   auto s = std::make_shared<lookup>();
+  s->self = self;
   s->request = m;
   s->rp = self->make_response_promise<sealed<msg::AcquireStateReply>>();
   if (!self->state.checkpoints_possible) {

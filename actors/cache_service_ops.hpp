@@ -46,8 +46,15 @@ release(self_ptr self, const sealed<msg::ReleaseRequest>& m);
 caf::result<sealed<msg::WouldKeepReply>> keeps(self_ptr self,
                                                const sealed<msg::WouldKeep>& m);
 
-/// Every tier's part of the report, merged.
+/// Every tier's part of the report, merged; the tiers that did not answer
+/// by the tier deadline are named in it (silentTiers).
 caf::result<sealed<msg::ReadReportReply>> report(self_ptr self);
+
+/// Counts an acquire's answer `r` to `request` in the token tally: its
+/// usable tokens (at most the prompt's) as served by its source, the rest
+/// of the prompt as computed.
+void count_tokens(self_ptr self, const sealed<msg::AcquireState>& request,
+                  msg::AcquireStateReply::Reader r);
 
 /// Saved prefixes on SSD, checkpoint files left out.
 caf::result<sealed<msg::ListSavedPrefixesReply>> saved(self_ptr self);

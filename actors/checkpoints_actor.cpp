@@ -256,6 +256,8 @@ sealed<msg::ReadReportReply> report(checkpoints_pointer self) {
   c.setResumed(st.resumed);
   c.setStale(st.stale);
   c.setRemoved(st.removed);
+  c.setEveryTokens(st.every);
+  c.setRamOnly(st.every > 0 && !st.ssd);
   return std::move(d).seal();
 }
 

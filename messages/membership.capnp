@@ -76,6 +76,8 @@ struct ListMembersReply {
   refusedUndecodable @8 :UInt64; # peer messages that failed to decode
   refusedAdmin @9 :UInt64;       # admin requests from remote senders refused
   refusedHandshake @10 :UInt64;  # our connection attempts closed in the (TLS) handshake
+  oversizedFrames @11 :UInt64;   # frames on the node's port announced over their bound (connection closed)
+  garbageFrames @12 :UInt64;     # frame headers on the node's port that are not CAF's protocol (closed)
 }
 
 struct NodeLoad {

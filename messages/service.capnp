@@ -353,6 +353,9 @@ struct CheckpointCounters {
   stale @4 :UInt64;        # acquires whose checkpoint did not extend the
                            # prompt (served through the prefix search)
   removed @5 :UInt64;      # identities removed by completed releases
+  everyTokens @6 :UInt64;  # service.checkpoint-every-tokens (0: none)
+  ramOnly @7 :Bool;        # an interval without an SSD tier: checkpoints
+                           # live in RAM only and none survives a restart
 }
 
 struct SessionCounters {
@@ -403,6 +406,22 @@ struct ReadReportReply {
   coldLate @12 :UInt64;    # acquires whose RAM hit was served without a
                            # cold tier that had not answered within
                            # service.cold-wait-ms (the facade)
+  silentTiers @13 :List(Text); # tiers that did not answer this report by
+                           # their deadline (their parts are zero): "ram",
+                           # "admission", "checkpoints", "sessions", "ssd",
+                           # "peer"
+  tokens @14 :TokenCounters; # prompt tokens of acquires (the facade)
+}
+
+struct TokenCounters {
+  # The facade's count of the prompt tokens its acquires answered: where the
+  # state it served came from, and what the engine was left to compute
+  # (served + computed = every prompt token of a successful acquire).
+  ram @0 :UInt64;          # served from RAM (a hit, or a prefetched donor)
+  ssd @1 :UInt64;          # restored from SSD by the acquire
+  peer @2 :UInt64;         # fetched from a peer by the acquire
+  checkpoint @3 :UInt64;   # the request's own checkpoint (its prompt part)
+  computed @4 :UInt64;     # prompt tokens no state covered
 }
 
 struct PeerCounters {
@@ -434,6 +453,9 @@ struct PeerCounters {
   feedRestartResyncs @24 :UInt64; # ... after a peer restarted
   refusedRemote @25 :UInt64; # messages to the peer tier from another
                            # process (it serves its own node only)
+  laneRefused @26 :UInt64; # bulk lane requests refused: unknown id, wrong
+                           # token, bad request (messages/bulk_lane.hpp)
+  laneFailed @27 :UInt64;  # bulk lane writes that broke or timed out
 }
 
 struct ListSavedPrefixes {

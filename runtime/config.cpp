@@ -95,6 +95,69 @@ std::string context_of(const caf::error& err) {
   return describe(err);
 }
 
+/// The edit distance of `a` and `b` (insertions, deletions, substitutions).
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      auto up = row[j];
+      row[j] = std::min(
+        {row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// The name of `known` nearest to `name` when it looks like a misspelling
+/// of it (at most 3 edits, and fewer than half the name), else "".
+std::string nearest(const std::string& name,
+                    const std::set<std::string>& known) {
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (auto& k : known)
+    if (auto d = distance(name, k); d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  return best_d <= 3 && 2 * best_d < std::max<size_t>(name.size(), 2) ? best
+                                                                      : "";
+}
+
+/// The sections CAF declares options in (`opts`' categories: [scheduler],
+/// [middleman], ...) and kvtier's own.
+std::set<std::string> known_sections(const caf::config_option_set& opts) {
+  std::set<std::string> out;
+  for (auto& o : opts)
+    out.emplace(o.category().begin(), o.category().end());
+  for (auto& [section, keys] : known_keys())
+    out.insert(section);
+  return out;
+}
+
+/// Every option name, "section.key", kvtier's and CAF's.
+std::set<std::string> known_names(const caf::config_option_set& opts) {
+  std::set<std::string> out;
+  for (auto& o : opts)
+    out.insert(std::string{o.category().begin(), o.category().end()} + "."
+               + std::string{o.long_name().begin(), o.long_name().end()});
+  return out;
+}
+
+/// "did you mean X? " when `name` is near one of `known`, else "".
+std::string did_you_mean(const std::string& name,
+                         const std::set<std::string>& known,
+                         const std::string& before = "",
+                         const std::string& after = "") {
+  auto n = nearest(name, known);
+  return n.empty() ? std::string{}
+                   : "did you mean " + before + n + after + "? ";
+}
+
 /// Section names in `ini` that CAF would ignore or kvtier does not know.
 /// Where line `n` of the configuration text came from: `FILE:LINE` for the
 /// file, the argument itself for the command line (`cli`: line number to
@@ -110,7 +173,8 @@ struct origin {
   }
 };
 
-caf::error check_sections(const std::string& ini, const origin& where) {
+caf::error check_sections(const std::string& ini, const origin& where,
+                          const std::set<std::string>& sections) {
   std::istringstream in(ini);
   std::string line, section;
   int n = 0;
@@ -126,6 +190,13 @@ caf::error check_sections(const std::string& ini, const origin& where) {
                           where.at(n) + ": section [" + section
                             + "] has a dot; use one level, e.g. ["
                             + section.substr(section.rfind('.') + 1) + "]");
+      // A section nobody reads would be skipped whole, its keys with it
+      // (a node without its SSD tier for [ssd_tier]).
+      if (sections.count(section) == 0)
+        return make_error(ec::invalid_config,
+                          where.at(n) + ": unknown section [" + section + "] ("
+                            + did_you_mean(section, sections, "[", "]")
+                            + "kvtier's are in conf/kvtier.conf)");
       continue;
     }
     auto keys = known_keys().find(section);
@@ -194,7 +265,53 @@ std::string expected_of(const caf::config_option& opt, const std::string& key) {
   if (type.find("list") != std::string::npos
       || type.find("vector") != std::string::npos)
     return "a list in [...]";
+  if (type == "atom")
+    return "a word of at most 10 characters";
+  if (type == "timespan")
+    return "a duration (e.g. 10ms, 2s)";
   return "a value of type " + type;
+}
+
+/// A command-line argument that is not one of kvtier's keys, before CAF
+/// reads it: refused in kvtier's words when CAF has no such option or its
+/// value is not of the option's type (CAF's own parser would answer
+/// "parser_error(not_an_option, ...)").
+caf::error check_caf_argument(const caf::config_option_set& opts,
+                              const std::string& a) {
+  if (a.rfind("--", 0) != 0)
+    return {};
+  auto eq = a.find('=');
+  auto name = a.substr(2, eq == std::string::npos ? eq : eq - 2);
+  auto* opt = opts.cli_long_name_lookup(name);
+  if (opt == nullptr) {
+    auto plain = name.substr(name.find('#') + 1); // without "caf#"
+    return make_error(ec::invalid_config,
+                      a + ": unknown option ("
+                        + did_you_mean(plain, known_names(opts), "--")
+                        + "`kvtier config` prints kvtier's options)");
+  }
+  std::string key{opt->long_name().begin(), opt->long_name().end()};
+  auto full =
+    std::string{opt->category().begin(), opt->category().end()} + "." + key;
+  if (eq == std::string::npos) {
+    if (opt->check(caf::config_value{true}) == caf::none)
+      return {};
+    return make_error(ec::invalid_config, a + ": expected "
+                                            + expected_of(*opt, key)
+                                            + " after '='");
+  }
+  auto text = a.substr(eq + 1);
+  auto value = caf::config_value::parse(text);
+  if ((value && opt->check(*value) == caf::none)
+      || opt->check(caf::config_value{text}) == caf::none
+      || (text.size() <= 10
+          && opt->check(caf::config_value{caf::atom_from_string(text)})
+               == caf::none))
+    return {};
+  return make_error(
+    ec::invalid_config,
+    a + ": " + full + ": expected " + expected_of(*opt, key) + ", not "
+      + (text.empty() ? std::string{"nothing"} : "'" + text + "'"));
 }
 
 /// String options that take one of a few words: "section.key" -> whether
@@ -578,6 +695,9 @@ caf::error kvtier_config::load(int argc, char** argv,
     auto dot = name.find('.');
     if (i == 0 || a.rfind("--", 0) != 0 || dot == std::string::npos
         || known_keys().count(name.substr(2, dot - 2)) == 0) {
+      if (i > 0)
+        if (auto err = check_caf_argument(custom_options_, a))
+          return err;
       rest.push_back(argv[i]);
       continue;
     }
@@ -585,10 +705,11 @@ caf::error kvtier_config::load(int argc, char** argv,
     auto key = name.substr(dot + 1);
     auto* opt = custom_options_.qualified_name_lookup(section, key);
     if (opt == nullptr)
-      return make_error(ec::invalid_config,
-                        name
-                          + ": unknown option (`kvtier config` prints "
-                            "every one)");
+      return make_error(
+        ec::invalid_config,
+        name + ": unknown option ("
+          + did_you_mean(name.substr(2), known_names(custom_options_), "--")
+          + "`kvtier config` prints every one)");
     bool boolean = opt->check(caf::config_value{true}) == caf::none;
     std::string value;
     if (eq == std::string::npos) {
@@ -612,7 +733,7 @@ caf::error kvtier_config::load(int argc, char** argv,
     lines += 2;
     where.cli[lines] = a;
   }
-  if (auto err = check_sections(text, where))
+  if (auto err = check_sections(text, where, known_sections(custom_options_)))
     return err;
   auto typed = typed_ini(text, custom_options_, where);
   if (!typed)

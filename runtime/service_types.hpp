@@ -283,6 +283,11 @@ struct service_report {
   struct checkpoints_part {
     uint64_t held = 0, saved = 0, disposed = 0, resumed = 0, stale = 0,
              removed = 0;
+    /// `service.checkpoint-every-tokens` (0: none).
+    uint64_t every_tokens = 0;
+    /// An interval without an SSD tier: checkpoints are kept in RAM only,
+    /// so none survives a restart (the start says so in the log too).
+    bool ram_only = false;
   } checkpoints;
   struct sessions_part {
     uint64_t open = 0, protected_entries = 0, closed = 0, opened = 0;
@@ -321,7 +326,33 @@ struct service_report {
     uint64_t feed_snapshots = 0, feed_gap_resyncs = 0, feed_restart_resyncs = 0;
     /// Messages to the peer tier from another process, refused.
     uint64_t refused_remote = 0;
+    /// The bulk lane's server side (messages/bulk_lane.hpp): requests
+    /// refused (unknown transfer, wrong token, bad request) and writes that
+    /// broke or timed out.
+    uint64_t lane_refused = 0, lane_failed = 0;
   } peer;
+  /// The node's port (cluster.enabled; messages/wire_guard.hpp), read from
+  /// its guard's counters: peer messages refused before decoding (over
+  /// cluster.max-message-bytes) and that failed to decode; frames the port
+  /// refused (announced over their bound; not CAF's protocol). The
+  /// configured peers (cluster.peers and --join), for /health.
+  struct node_part {
+    uint64_t refused_oversized = 0, refused_undecodable = 0,
+             oversized_frames = 0, garbage_frames = 0, configured_peers = 0;
+  } node;
+  /// Prompt tokens of the acquires the service answered (the facade counts
+  /// them once): served from RAM (a hit, also of a donor a prefetch
+  /// brought), restored from SSD or fetched from a peer by the acquire, the
+  /// request's own checkpoint (its prompt part), and computed (no state
+  /// covered them). served + computed = every prompt token acquired.
+  struct tokens_part {
+    uint64_t ram = 0, ssd = 0, peer = 0, checkpoint = 0, computed = 0;
+  } tokens;
+  /// Tiers that did not answer this report by their deadline (half of
+  /// `service.storage-deadline-ms`): "ram", "admission", "checkpoints",
+  /// "sessions", "ssd", "peer". Their parts above are zero; /health fails
+  /// on any.
+  std::vector<std::string> silent_tiers;
   /// Storage operations per tier: RAM (always zero) and SSD.
   io_counters ram_io;
   io_counters ssd_io;

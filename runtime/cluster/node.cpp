@@ -644,6 +644,8 @@ caf::behavior node_behavior(node_actor* self) {
       r.setRefusedUndecodable(g.undecodable.load());
       r.setRefusedAdmin(st.refused_admin);
       r.setRefusedHandshake(st.refused_handshake);
+      r.setOversizedFrames(g.oversized_frames.load());
+      r.setGarbageFrames(g.garbage_frames.load());
       return std::move(d).seal();
     },
   };
@@ -672,6 +674,8 @@ members_view view_of(const sealed<msg::ListMembersReply>& reply) {
   out.refused_undecodable = r.getRefusedUndecodable();
   out.refused_admin = r.getRefusedAdmin();
   out.refused_handshake = r.getRefusedHandshake();
+  out.oversized_frames = r.getOversizedFrames();
+  out.garbage_frames = r.getGarbageFrames();
   return out;
 }
 
@@ -797,12 +801,14 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
   kvtier::caller_actor local{sys};
   if (!port) {
     local->send_exit(n->actor_, caf::exit_reason::user_shutdown);
-    return make_error(ec::io_error, "cannot listen on "
-                                      + o.cluster_listen_address + ":"
-                                      + std::to_string(o.cluster_port) + ": "
-                                      + sys.render(port.error()));
+    return make_error(ec::io_error,
+                      "cluster.port = " + std::to_string(o.cluster_port)
+                        + ": cannot listen on " + o.cluster_listen_address + ":"
+                        + std::to_string(o.cluster_port) + ": "
+                        + sys.render(port.error()));
   }
   n->port_ = *port;
+  n->started_ = std::chrono::steady_clock::now();
   n->address_ = o.cluster_listen_address + ":" + std::to_string(*port);
   n->node_id_ = o.cluster_node_id.empty() ? n->address_ : o.cluster_node_id;
   local->send(n->actor_, start_atom::value, n->node_id_, n->address_, seeds);

@@ -45,6 +45,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -118,6 +119,10 @@ struct members_view {
   /// and ones that failed to decode (messages/wire_guard.hpp).
   uint64_t refused_oversized = 0;
   uint64_t refused_undecodable = 0;
+  /// Frames the node's port refused before CAF read them (the guard's
+  /// `oversized_frames` and `garbage_frames`): the connection was closed.
+  uint64_t oversized_frames = 0;
+  uint64_t garbage_frames = 0;
   /// Admin requests from remote senders refused (cluster.remote-admin off).
   uint64_t refused_admin = 0;
   /// This node's connection attempts that closed in the handshake: over
@@ -185,6 +190,15 @@ public:
   const caf::actor& actor() const noexcept {
     return actor_;
   }
+  /// The counters of what this node's port refused (atomics: read them
+  /// any time, from any thread; shared, so they may outlive the node).
+  const std::shared_ptr<msg::wire_guard>& guard() const noexcept {
+    return guard_->shared();
+  }
+  /// When the node was published (/health's grace for meeting peers).
+  std::chrono::steady_clock::time_point started() const noexcept {
+    return started_;
+  }
 
   /// Where peers' requests go from now on (replaces earlier ones; the
   /// agent stays).
@@ -216,6 +230,7 @@ private:
   std::string address_;
   std::string node_id_;
   std::unique_ptr<msg::guard_scope> guard_;
+  std::chrono::steady_clock::time_point started_;
   bool tls_ = false;
   millis down_after_{2000};
   bool left_ = false;

@@ -251,6 +251,11 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
       p.setServedNone(c.none);
       p.setServeRefused(c.refused);
       p.setServeBytes(c.bytes);
+      if (auto& lane = self->state.lane) {
+        auto l = lane->stats();
+        p.setLaneRefused(l.refused);
+        p.setLaneFailed(l.failed);
+      }
       return std::move(d).seal();
     },
     [self](serve_tick_atom) {

@@ -50,7 +50,7 @@ using serve_actor = caf::typed_actor<
   KVTIER_CALL(FetchChunk),
   // The peer is done or gives up: the offer's bytes go.
   KVTIER_CALL(CancelTransfer),
-  // The serving counters (ReadReportReply::peer's serve fields only).
+  // The serving counters (ReadReportReply::peer's serve and lane fields).
   KVTIER_CALL(ReadReport),
   // Expires offers nobody pulled for serve-idle-ms.
   caf::reacts_to<serve_tick_atom>,

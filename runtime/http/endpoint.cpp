@@ -282,8 +282,9 @@ endpoint::start(runtime::service& svc, endpoint_options opts) {
   if (!ec)
     a.listen(asio::socket_base::max_listen_connections, ec);
   if (ec)
-    return make_error(ec::io_error,
-                      "http: cannot listen on " + where + ": " + ec.message());
+    return make_error(ec::io_error, "http.port = " + std::to_string(o.port)
+                                      + ": cannot listen on " + where + ": "
+                                      + ec.message());
   auto bound = a.local_endpoint(ec);
   i->host = bound.address().to_string();
   i->port = bound.port();

@@ -134,6 +134,8 @@ const std::vector<field>& fields() {
     KV_FIELD("checkpoints", checkpoints, resumed, "kvtier_checkpoints_resumed_total", C, "acquires that resumed a checkpoint"),
     KV_FIELD("checkpoints", checkpoints, stale, "kvtier_checkpoints_stale_total", C, "acquires that found a stale checkpoint"),
     KV_FIELD("checkpoints", checkpoints, removed, "kvtier_checkpoints_removed_total", C, "checkpoint identities removed"),
+    KV_FIELD("checkpoints", checkpoints, every_tokens, "kvtier_checkpoints_every_tokens", G, "service.checkpoint-every-tokens (0: none)"),
+    KV_FIELD("checkpoints", checkpoints, ram_only, "kvtier_checkpoints_ram_only", G, "1: checkpoints are kept in RAM only (no SSD tier) and none survives a restart"),
     KV_FIELD("sessions", sessions, open, "kvtier_sessions_open", G, "sessions with affinity now"),
     KV_FIELD("sessions", sessions, protected_entries, "kvtier_sessions_protected_entries", G, "entries sessions pin in RAM"),
     KV_FIELD("sessions", sessions, opened, "kvtier_sessions_opened_total", C, "sessions opened"),
@@ -180,6 +182,20 @@ const std::vector<field>& fields() {
     KV_FIELD("peer", peer, feed_gap_resyncs, "kvtier_peer_feed_gap_resyncs_total", C, "snapshots after a gap in a peer's feed"),
     KV_FIELD("peer", peer, feed_restart_resyncs, "kvtier_peer_feed_restart_resyncs_total", C, "snapshots after a peer's restart"),
     KV_FIELD("peer", peer, refused_remote, "kvtier_peer_refused_remote_total", C, "messages from other processes the peer tier refused"),
+    KV_FIELD("peer", peer, lane_refused, "kvtier_peer_lane_refused_total", C, "bulk lane requests refused (unknown transfer, wrong token, bad request)"),
+    KV_FIELD("peer", peer, lane_failed, "kvtier_peer_lane_failed_total", C, "bulk lane writes that broke or timed out"),
+    // the node's port (cluster.enabled)
+    KV_LABELED("node", node, refused_oversized, "kvtier_node_refused_messages_total", "reason", "oversized", C, "peer messages refused before decoding, by reason"),
+    KV_LABELED("node", node, refused_undecodable, "kvtier_node_refused_messages_total", "reason", "undecodable", C, "peer messages refused before decoding, by reason"),
+    KV_LABELED("node", node, oversized_frames, "kvtier_node_refused_frames_total", "reason", "oversized", C, "frames the node's port refused (connection closed), by reason"),
+    KV_LABELED("node", node, garbage_frames, "kvtier_node_refused_frames_total", "reason", "garbage", C, "frames the node's port refused (connection closed), by reason"),
+    KV_FIELD("node", node, configured_peers, "kvtier_node_configured_peers", G, "peers the node was configured to join"),
+    // prompt tokens of acquires (the hit ratio: served / (served + computed))
+    KV_LABELED("tokens", tokens, ram, "kvtier_tokens_served_total", "tier", "ram", C, "prompt tokens acquires served from stored state, by where it came from"),
+    KV_LABELED("tokens", tokens, ssd, "kvtier_tokens_served_total", "tier", "ssd", C, "prompt tokens acquires served from stored state, by where it came from"),
+    KV_LABELED("tokens", tokens, peer, "kvtier_tokens_served_total", "tier", "peer", C, "prompt tokens acquires served from stored state, by where it came from"),
+    KV_LABELED("tokens", tokens, checkpoint, "kvtier_tokens_served_total", "tier", "checkpoint", C, "prompt tokens acquires served from stored state, by where it came from"),
+    KV_FIELD("tokens", tokens, computed, "kvtier_tokens_computed_total", C, "prompt tokens acquires left the engine to compute"),
     // storage operations
     KV_IO("ram", ram_io),
     KV_IO("ssd", ssd_io),
@@ -189,6 +205,9 @@ const std::vector<field>& fields() {
     KV_TOP(dead_tiers, "kvtier_dead_tiers_total", C, "cold tiers seen going down"),
     KV_TOP(cold_late, "kvtier_acquire_cold_late_total", C, "RAM hits served without a cold tier that answered too late"),
     KV_TOP(closed, "kvtier_closed", G, "1 once close began (new work is refused)"),
+    field{"", "silent_tiers", "kvtier_silent_tiers", nullptr, nullptr, G,
+          "tiers that did not answer the report by their deadline (their figures read 0)",
+          [](const service_report& r) -> uint64_t { return r.silent_tiers.size(); }},
   };
   return all;
 }
@@ -232,6 +251,14 @@ const std::vector<latency_field>& latency_fields() {
   return all;
 }
 // clang-format on
+
+/// The report's yes/no figures: JSON booleans in /stats, 0 or 1 in
+/// /metrics.
+bool is_flag(const field& f) {
+  std::string_view sec{f.section}, key{f.key};
+  return (sec.empty() && key == "closed")
+         || (sec == "checkpoints" && key == "ram_only");
+}
 
 } // namespace
 
@@ -312,11 +339,12 @@ nlohmann::json stats_json(const scrape& s) {
         break;
       start = dot + 1;
     }
-    if (sec.empty() && std::string_view{f.key} == "closed")
+    if (is_flag(f))
       (*at)[f.key] = f.get(s.report) != 0;
     else
       (*at)[f.key] = f.get(s.report);
   }
+  report["silent_tiers"] = s.report.silent_tiers; // the names, not a count
   json pending = json::object();
   for (auto& f : pending_fields())
     pending[f.key] = s.persistence.*f.member;

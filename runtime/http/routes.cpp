@@ -3,6 +3,7 @@
 #include "runtime/cluster/node.hpp"
 #include "runtime/http/endpoint.hpp"
 #include "runtime/http/exposition.hpp"
+#include "runtime/http/health.hpp"
 #include "runtime/service.hpp"
 
 #include "messages/error.hpp"
@@ -158,22 +159,13 @@ response stats(runtime::service& svc, const endpoint_counters* c) {
 }
 
 response health(runtime::service& svc) {
-  json out{{"status", "ok"}};
-  if (auto* n = svc.cluster()) {
-    out["node_id"] = n->node_id();
-    out["address"] = n->address();
-  }
-  auto rep = svc.report();
-  if (!rep) {
-    out["status"] = "unavailable";
-    out["error"] = describe(rep.error());
-    return json_response(503, out);
-  }
-  if (rep->closed) {
-    out["status"] = "closed";
-    return json_response(503, out);
-  }
-  return json_response(200, out);
+  std::optional<node_health> node;
+  if (auto* n = svc.cluster())
+    node = node_health{n->node_id(), n->address(),
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - n->started()),
+                       peer_grace(svc.options())};
+  return health_of(svc.report(), node);
 }
 
 response flush(runtime::service& svc) {

@@ -377,12 +377,12 @@ int demo_command(kvtier_config& cfg, const std::vector<std::string>& args) {
 }
 
 int inspect_command(kvtier_config&, const std::vector<std::string>& args) {
-  auto f = parse("inspect", args, {}, {"verify"}, 1);
+  auto f = parse("inspect", args, {}, {"verify", "quarantine"}, 1);
   if (!f)
     return 2;
   if (f->positional.size() != 1) {
-    complain("inspect",
-             "which directory? usage: kvtier inspect DIR [--verify]");
+    complain("inspect", "which directory? usage: kvtier inspect DIR "
+                        "[--verify] [--quarantine]");
     return 2;
   }
   tiers::ssd::posix_file_system fs;
@@ -390,6 +390,14 @@ int inspect_command(kvtier_config&, const std::vector<std::string>& args) {
   if (!r) {
     complain("inspect", reason(r.error()));
     return 2;
+  }
+  if (f->has("quarantine")) {
+    auto moved = quarantine(fs, *r);
+    if (!moved) {
+      std::fputs(render_inspect(*r).c_str(), stdout);
+      complain("inspect", "--quarantine: " + reason(moved.error()));
+      return 2;
+    }
   }
   std::fputs(render_inspect(*r).c_str(), stdout);
   return r->problems() == 0 ? 0 : 1;

@@ -16,38 +16,84 @@ namespace {
 
 using kvtier::runtime::kvtier_config;
 
-void usage() {
-  std::puts(
-    "usage: kvtier <command> [arguments] [--config-file=FILE]\n"
-    "              [--section.key=value ...]\n"
-    "\n"
-    "commands:\n"
-    "  replay [TRACE] [--simulate] [--json FILE] [--plot FILE.svg]\n"
-    "         [--no-verify] [--quiet]\n"
-    "             replay a request trace through the service (default: the\n"
-    "             [replay] trace); --simulate: the whole-prefix LRU reference\n"
-    "  replay [TRACE] --nodes N [--seed S] [--scenarios LIST]\n"
-    "         [--work-dir DIR] [--json FILE] [--plot FILE.svg] [--quiet]\n"
-    "             the trace across N node processes: routed, one node,\n"
-    "             random and round-robin placement (docs/replay.md)\n"
-    "  demo       the replay of the conversation trace on the default\n"
-    "             configuration, writing demo-data/replay.{json,svg}\n"
-    "  scenario FILE...\n"
-    "             run scripted engine scenarios (conf/scenarios/*.scn)\n"
-    "  inspect DIR [--verify]\n"
-    "             list what an SSD tier directory holds; --verify checks\n"
-    "             every payload checksum\n"
-    "  node [--config FILE] [--join HOST:PORT]... [--replay-agent]\n"
-    "             run a cluster node until SIGTERM (docs/cluster.md);\n"
-    "             --replay-agent: serve replay --nodes steps\n"
-    "  members HOST:PORT\n"
-    "             print a node's membership view\n"
-    "  config     validate the configuration and print the effective options\n"
-    "  version    print the version\n"
-    "  help       print this text\n"
-    "\n"
-    "Options override the embedded default configuration (conf/kvtier.conf),\n"
-    "or FILE when given; every key is listed there with its range.");
+/// One command in the usage text: its synopsis (each line after `kvtier`)
+/// and what it does.
+struct command_help {
+  const char* name;
+  const char* synopsis;
+  const char* text;
+};
+
+const command_help commands[] = {
+  {"replay",
+   "replay [TRACE] [--simulate] [--json FILE] [--plot FILE.svg]\n"
+   "       [--no-verify] [--no-settle] [--quiet] [--close]\n"
+   "replay [TRACE] --nodes N [--seed S] [--scenarios LIST]\n"
+   "       [--work-dir DIR] [--json FILE] [--plot FILE.svg] [--quiet]",
+   "replay a request trace through the service (default: the [replay]\n"
+   "trace); --simulate: the whole-prefix LRU reference; --nodes N: the\n"
+   "trace across N node processes: routed, one node, random and\n"
+   "round-robin placement (docs/replay.md)"},
+  {"demo", "demo [--json FILE] [--plot FILE.svg] [--no-verify] [--quiet]",
+   "the replay of the conversation trace on the default configuration,\n"
+   "writing demo-data/replay.{json,svg}"},
+  {"scenario", "scenario FILE...",
+   "run scripted engine scenarios (conf/scenarios/*.scn)"},
+  {"inspect", "inspect DIR [--verify] [--quarantine]",
+   "list what an SSD tier directory holds (DIR: the tier's directory, or\n"
+   "one model's <dir>/<fingerprint>/); --verify checks every payload\n"
+   "checksum; --quarantine moves corrupt files aside into\n"
+   "<fingerprint>/quarantine/ (refused while a service holds the\n"
+   "directory's LOCK; docs/ssd-format.md)"},
+  {"node", "node [--config FILE] [--join HOST:PORT]... [--replay-agent]",
+   "run a cluster node until SIGTERM or SIGINT, then flush, tell the peers\n"
+   "and exit (docs/cluster.md); prints \"kvtier node listening HOST:PORT\n"
+   "[http=HOST:PORT] node-id=NAME\" on stdout; --join: a peer to meet\n"
+   "(beside cluster.peers); --replay-agent: serve replay --nodes steps;\n"
+   "--http.enabled: the operator's endpoint (docs/operations.md)"},
+  {"members", "members HOST:PORT", "print a node's membership view"},
+  {"config", "config",
+   "validate the configuration and print the effective options"},
+  {"version", "version", "print the version"},
+  {"help", "help [COMMAND]", "print this text, or one command's"},
+};
+
+const command_help* find_command(const std::string& name) {
+  for (auto& c : commands)
+    if (name == c.name)
+      return &c;
+  return nullptr;
+}
+
+/// `text` with every line after the first indented by `indent` spaces.
+std::string indented(const char* text, size_t indent) {
+  std::string out;
+  for (const char* p = text; *p; ++p) {
+    out += *p;
+    if (*p == '\n')
+      out.append(indent, ' ');
+  }
+  return out;
+}
+
+const char* options_note =
+  "Options (--section.key=value, --config-file=FILE) override the embedded\n"
+  "default configuration (conf/kvtier.conf), or FILE when given; every key\n"
+  "is listed there with its range (kvtier config prints them).";
+
+void usage(std::FILE* out) {
+  std::fputs("usage: kvtier <command> [arguments] [--config-file=FILE]\n"
+             "              [--section.key=value ...]\n\ncommands:\n",
+             out);
+  for (auto& c : commands)
+    std::fprintf(out, "  %s\n      %s\n", indented(c.synopsis, 2).c_str(),
+                 indented(c.text, 6).c_str());
+  std::fprintf(out, "\n%s\n", options_note);
+}
+
+void command_usage(const command_help& c) {
+  std::printf("usage: kvtier %s\n\n%s\n\n%s\n",
+              indented(c.synopsis, 13).c_str(), c.text, options_note);
 }
 
 int print_config(kvtier_config& cfg) {
@@ -82,23 +128,47 @@ int print_config(kvtier_config& cfg) {
 } // namespace
 
 int main(int argc, char** argv) {
-  std::string cmd = argc > 1 ? argv[1] : "help";
+  if (argc < 2) {
+    // No command is a usage error: the text on stderr, exit 2.
+    usage(stderr);
+    return 2;
+  }
+  std::string cmd = argv[1];
   bool version = cmd == "version" || cmd == "--version";
   bool help = cmd == "help" || cmd == "--help" || cmd == "-h";
-  if ((version || help) && argc > 2) {
+  if ((version && argc > 2) || (help && argc > 3)) {
     kvtier::runtime::complain(version ? "version" : "help",
-                              std::string{"unexpected argument '"} + argv[2]
-                                + "'");
+                              std::string{"unexpected argument '"}
+                                + argv[version ? 2 : 3] + "'");
     return 2;
   }
   if (version) {
     std::printf("kvtier %s\n", KVTIER_VERSION);
     return 0;
   }
-  if (help) {
-    usage();
+  if (help && argc == 3) {
+    auto* c = find_command(argv[2]);
+    if (!c) {
+      kvtier::runtime::complain("help", std::string{"unknown command '"}
+                                          + argv[2]
+                                          + "' (kvtier help lists them)");
+      return 2;
+    }
+    command_usage(*c);
     return 0;
   }
+  if (help) {
+    usage(stdout);
+    return 0;
+  }
+  // `kvtier COMMAND --help` is `kvtier help COMMAND`.
+  if (auto* c = find_command(cmd))
+    for (int i = 2; i < argc; ++i)
+      if (std::string_view{argv[i]} == "--help"
+          || std::string_view{argv[i]} == "-h") {
+        command_usage(*c);
+        return 0;
+      }
   // `--section.key=value` and `--config-file=` configure; the rest is the
   // command's.
   std::vector<char*> args{argv[0]};

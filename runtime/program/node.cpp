@@ -177,7 +177,8 @@ int members_command(kvtier_config& cfg, const std::vector<std::string>& args) {
                 cluster::to_string(m.state));
   std::printf("refused model-identity=%llu node-id=%llu protocol=%llu "
               "bad-messages=%llu oversized=%llu undecodable=%llu "
-              "remote-admin=%llu handshake=%llu\n",
+              "remote-admin=%llu handshake=%llu oversized-frames=%llu "
+              "garbage-frames=%llu\n",
               static_cast<unsigned long long>(v->refused.model_identity),
               static_cast<unsigned long long>(v->refused.node_id),
               static_cast<unsigned long long>(v->refused.protocol),
@@ -185,7 +186,9 @@ int members_command(kvtier_config& cfg, const std::vector<std::string>& args) {
               static_cast<unsigned long long>(v->refused_oversized),
               static_cast<unsigned long long>(v->refused_undecodable),
               static_cast<unsigned long long>(v->refused_admin),
-              static_cast<unsigned long long>(v->refused_handshake));
+              static_cast<unsigned long long>(v->refused_handshake),
+              static_cast<unsigned long long>(v->oversized_frames),
+              static_cast<unsigned long long>(v->garbage_frames));
   return 0;
 }
 

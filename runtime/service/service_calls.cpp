@@ -331,14 +331,49 @@ auto service::stats_async() -> future<persistence_stats> {
                                               codec::pending);
 }
 
+namespace {
+
+/// The facade's report with the node's part (a cluster only): its port's
+/// refusal counters, read from the node's guard (their one home, the same
+/// `kvtier members` shows), and the peers it was configured to join.
+struct report_with_node {
+  std::shared_ptr<msg::wire_guard> guard;
+  uint64_t configured_peers = 0;
+
+  caf::expected<service_report>
+  operator()(const codec::sealed<msg::ReadReportReply>& r) const {
+    auto out = codec::report(r);
+    if (out && guard) {
+      auto& n = out->node;
+      n.refused_oversized = guard->oversized.load();
+      n.refused_undecodable = guard->undecodable.load();
+      n.oversized_frames = guard->oversized_frames.load();
+      n.garbage_frames = guard->garbage_frames.load();
+      n.configured_peers = configured_peers;
+    }
+    return out;
+  }
+};
+
+report_with_node report_conv(const cluster::node* node,
+                             const service_options& opts) {
+  if (!node)
+    return {};
+  return {node->guard(), opts.cluster_peers.size()};
+}
+
+} // namespace
+
 auto service::report() -> result<service_report> {
-  return impl_->call<service_report>(codec::empty<msg::ReadReport>(),
-                                     codec::report);
+  return impl_->call<service_report>(
+    codec::empty<msg::ReadReport>(),
+    report_conv(impl_->node.get(), impl_->opts));
 }
 
 auto service::report_async() -> future<service_report> {
-  return impl_->call_async<service_report>(codec::empty<msg::ReadReport>(),
-                                           codec::report);
+  return impl_->call_async<service_report>(
+    codec::empty<msg::ReadReport>(),
+    report_conv(impl_->node.get(), impl_->opts));
 }
 
 auto service::saved_prefixes() -> result<std::vector<saved_prefix>> {

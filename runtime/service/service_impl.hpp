@@ -7,6 +7,7 @@
 #include "runtime/cluster/node.hpp"
 #include "runtime/http/endpoint.hpp"
 #include "runtime/service.hpp"
+#include "runtime/service/ports.hpp"
 #include "runtime/service/service_codec.hpp"
 #include "runtime/service/spawn.hpp"
 
@@ -106,6 +107,12 @@ struct service::impl {
         return {[self](const async_call_ptr& c) { (*c)(self); }};
       },
       0);
+    // Before anything is created (the SSD directory): a port in use is a
+    // start error that leaves nothing behind.
+    if (auto err = check_ports(opts)) {
+      start_error = std::move(err);
+      return;
+    }
     auto h = spawn_service(*sys, opts, parts.fs, observer);
     if (!h) {
       start_error = std::move(h.error());

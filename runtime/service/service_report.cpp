@@ -72,6 +72,8 @@ void checkpoints_part(msg::CheckpointCounters::Reader in,
   o.resumed = in.getResumed();
   o.stale = in.getStale();
   o.removed = in.getRemoved();
+  o.every_tokens = in.getEveryTokens();
+  o.ram_only = in.getRamOnly();
 }
 
 void admission_part(msg::AdmissionCounters::Reader in,
@@ -120,6 +122,8 @@ void peer_part(msg::PeerCounters::Reader in, service_report::peer_part& o) {
   o.feed_gap_resyncs = in.getFeedGapResyncs();
   o.feed_restart_resyncs = in.getFeedRestartResyncs();
   o.refused_remote = in.getRefusedRemote();
+  o.lane_refused = in.getLaneRefused();
+  o.lane_failed = in.getLaneFailed();
 }
 
 } // namespace
@@ -143,6 +147,11 @@ caf::expected<service_report> report(const sealed<msg::ReadReportReply>& r) {
   admission_part(in.getAdmission(), out.admission);
   checkpoints_part(in.getCheckpoints(), out.checkpoints);
   peer_part(in.getPeer(), out.peer);
+  auto t = in.getTokens();
+  out.tokens = {t.getRam(), t.getSsd(), t.getPeer(), t.getCheckpoint(),
+                t.getComputed()};
+  for (auto name : in.getSilentTiers())
+    out.silent_tiers.emplace_back(name.cStr());
   for (auto io : in.getIo()) {
     if (io.getTier() == msg::Tier::RAM)
       out.ram_io = io_part(io);

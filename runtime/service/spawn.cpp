@@ -221,6 +221,15 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
   if (auto err = opts.validate())
     return err;
   log::set_level(*log::parse_level(opts.log_level));
+  if (opts.checkpoint_every_tokens > 0 && opts.ssd_dir.empty())
+    // Allowed (in-process resumption of an engine that runs in RAM only),
+    // but the promise of resuming after a restart cannot be kept: said here
+    // and in report().checkpoints.ram_only.
+    log::warn("kvtier service: service.checkpoint-every-tokens = "
+              + std::to_string(opts.checkpoint_every_tokens)
+              + " without ssd-tier.dir: checkpoints are kept in RAM only "
+                "and none survives a restart (set ssd-tier.dir to resume "
+                "generations after one)");
   service_handles h;
   std::vector<caf::actor> first_subscribers;
   if (observer) {

@@ -4,14 +4,27 @@
 #include "tiers/ssd/ssd_jobs.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <sstream>
+#include <unistd.h>
 
 namespace kvtier::runtime {
 
 namespace ssd = tiers::ssd;
+
+const char* to_string(lock_state s) {
+  switch (s) {
+    case lock_state::none: return "none";
+    case lock_state::held: return "held";
+    case lock_state::stale: return "stale";
+    case lock_state::unknown: return "unknown";
+  }
+  return "?";
+}
 
 uint64_t inspect_report::problems() const {
   uint64_t n = 0;
@@ -150,6 +163,79 @@ inspected_file inspect_file(ssd::file_system& fs, const std::string& root,
   return out;
 }
 
+/// Whether the process a LOCK's text ("pid N on host H") names still
+/// runs. Read-only: the lock itself is not tried (taking it would empty
+/// the text, and could make a starting service fail).
+lock_state lock_of(const std::string& holder) {
+  if (holder.empty())
+    return lock_state::none;
+  long long pid = 0;
+  char host[256] = {};
+  if (std::sscanf(holder.c_str(), "pid %lld on host %255s", &pid, host) != 2
+      || pid <= 0)
+    return lock_state::unknown;
+  char here[256] = {};
+  if (::gethostname(here, sizeof here - 1) != 0 || std::string{here} != host)
+    return lock_state::unknown;
+  if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)
+    return lock_state::held;
+  return lock_state::stale;
+}
+
+/// Whether `names` (a directory's regular files) are a fingerprint
+/// directory's own: its MODEL or LOCK file, or entry files.
+bool is_fingerprint_dir(const std::vector<std::string>& names) {
+  for (auto& n : names)
+    if (n == ssd::model_file_name || n == ssd::lock_file_name
+        || ends_with(n, ".kvt") || ends_with(n, ".kvr") || ends_with(n, ".tmp"))
+      return true;
+  return false;
+}
+
+caf::expected<inspected_fingerprint>
+inspect_fingerprint(ssd::file_system& fs, const std::string& root,
+                    const std::string& fp, bool verify) {
+  inspected_fingerprint g;
+  g.fingerprint = fp;
+  g.path = root;
+  auto names = fs.list(root);
+  if (!names)
+    return names.error();
+  g.model = read_text(fs, ssd::join_path(root, ssd::model_file_name));
+  g.holder = read_text(fs, ssd::join_path(root, ssd::lock_file_name));
+  while (!g.holder.empty() && g.holder.back() == '\n')
+    g.holder.pop_back();
+  g.lock = lock_of(g.holder);
+  auto layers = model_layers(g.model);
+  std::sort(names->begin(), names->end());
+  for (auto& name : *names) {
+    if (name == ssd::model_file_name || name == ssd::lock_file_name)
+      continue;
+    auto f = inspect_file(fs, root, fp, layers, name, verify);
+    if (f.status == "ok") {
+      ++g.entries;
+      g.entry_bytes += f.bytes;
+    } else if (f.status != "other" && f.status != "record") {
+      ++g.problems;
+    }
+    g.files.push_back(std::move(f));
+  }
+  return g;
+}
+
+/// A name in `dir` no file has yet: `name`, else `name.1`, `name.2`, ...
+std::string free_name(ssd::file_system& fs, const std::string& dir,
+                      const std::string& name) {
+  auto taken = fs.list(dir);
+  auto has = [&](const std::string& n) {
+    return taken && std::find(taken->begin(), taken->end(), n) != taken->end();
+  };
+  auto out = name;
+  for (int i = 1; has(out); ++i)
+    out = name + "." + std::to_string(i);
+  return out;
+}
+
 } // namespace
 
 caf::expected<inspect_report> inspect(ssd::file_system& fs,
@@ -161,39 +247,75 @@ caf::expected<inspect_report> inspect(ssd::file_system& fs,
   inspect_report out;
   out.dir = dir;
   out.verified = verify;
+  // A model's own directory: inspected as the one fingerprint it is.
+  if (auto here = fs.list(dir); here && is_fingerprint_dir(*here)) {
+    auto fp = stdfs::path(dir).lexically_normal().filename().string();
+    if (fp.empty()) // "DIR/" normalises to "DIR/": its parent's last part
+      fp =
+        stdfs::path(dir).lexically_normal().parent_path().filename().string();
+    auto g = inspect_fingerprint(fs, dir, fp, verify);
+    if (!g)
+      return g.error();
+    out.fingerprints.push_back(std::move(*g));
+    return out;
+  }
   std::vector<std::string> fps;
   for (auto& e : stdfs::directory_iterator(dir, err))
     if (e.is_directory())
       fps.push_back(e.path().filename().string());
   std::sort(fps.begin(), fps.end());
   for (auto& fp : fps) {
-    inspected_fingerprint g;
-    g.fingerprint = fp;
-    auto root = ssd::join_path(dir, fp);
-    auto names = fs.list(root);
-    if (!names)
-      return names.error();
-    g.model = read_text(fs, ssd::join_path(root, ssd::model_file_name));
-    g.holder = read_text(fs, ssd::join_path(root, ssd::lock_file_name));
-    while (!g.holder.empty() && g.holder.back() == '\n')
-      g.holder.pop_back();
-    auto layers = model_layers(g.model);
-    std::sort(names->begin(), names->end());
-    for (auto& name : *names) {
-      if (name == ssd::model_file_name || name == ssd::lock_file_name)
-        continue;
-      auto f = inspect_file(fs, root, fp, layers, name, verify);
-      if (f.status == "ok") {
-        ++g.entries;
-        g.entry_bytes += f.bytes;
-      } else if (f.status != "other" && f.status != "record") {
-        ++g.problems;
-      }
-      g.files.push_back(std::move(f));
-    }
-    out.fingerprints.push_back(std::move(g));
+    auto g = inspect_fingerprint(fs, ssd::join_path(dir, fp), fp, verify);
+    if (!g)
+      return g.error();
+    out.fingerprints.push_back(std::move(*g));
   }
   return out;
+}
+
+caf::expected<uint64_t> quarantine(ssd::file_system& fs, inspect_report& r) {
+  auto movable = [](const inspected_file& f) {
+    return f.status == "corrupt" || f.status == "misnamed";
+  };
+  // Nothing moves unless every directory it would move in is free: its
+  // lock is taken as a service takes it, and held while files move (a
+  // service that starts meanwhile waits for nothing: it is refused).
+  std::vector<ssd::lock_ref> locks;
+  for (auto& g : r.fingerprints)
+    if (std::any_of(g.files.begin(), g.files.end(), movable)) {
+      auto l = fs.lock(ssd::join_path(g.path, ssd::lock_file_name));
+      if (!l)
+        return make_error(ec::locked, "nothing moved: " + reason(l.error())
+                                        + "; stop that service first");
+      locks.push_back(std::move(*l));
+    }
+  uint64_t moved = 0;
+  for (auto& g : r.fingerprints) {
+    auto dir = ssd::join_path(g.path, quarantine_dir_name);
+    uint64_t here = 0;
+    for (auto& f : g.files) {
+      if (!movable(f))
+        continue;
+      if (auto err = fs.make_dirs(dir))
+        return err;
+      auto to = free_name(fs, dir, f.name);
+      if (auto err =
+            fs.rename(ssd::join_path(g.path, f.name), ssd::join_path(dir, to)))
+        return err;
+      f.quarantined = std::string{quarantine_dir_name} + "/" + to;
+      f.status = "quarantined";
+      --g.problems;
+      ++here;
+    }
+    moved += here;
+    if (here > 0) {
+      if (auto err = fs.sync_dir(dir))
+        return err;
+      if (auto err = fs.sync_dir(g.path))
+        return err;
+    }
+  }
+  return moved;
 }
 
 std::string render_inspect(const inspect_report& r) {
@@ -212,7 +334,13 @@ std::string render_inspect(const inspect_report& r) {
         o << "  " << line << "\n";
     if (!g.holder.empty())
       o << "  LOCK: " << g.holder
-        << " (uses the directory while that process runs)\n";
+        << (g.lock == lock_state::held
+              ? " (held: that process uses the directory)"
+            : g.lock == lock_state::stale
+              ? " (stale: that process has exited; the next start takes "
+                "the lock over)"
+              : " (not checked: another host's process)")
+        << "\n";
     for (auto& f : g.files) {
       char buf[256];
       std::snprintf(buf, sizeof buf, "  %-38s %-12s %8llu tokens %12llu B  ",
@@ -240,6 +368,8 @@ std::string render_inspect(const inspect_report& r) {
         o << " chunks=" << f.chunks_checked;
       if (!f.detail.empty())
         o << "  (" << f.detail << ")";
+      if (!f.quarantined.empty())
+        o << " -> " << f.quarantined;
       o << "\n";
     }
   }

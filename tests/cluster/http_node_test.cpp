@@ -68,6 +68,7 @@ BOOST_FIXTURE_TEST_CASE(every_route_of_a_node_answers_curl_and_promtool,
   auto h = nlohmann::json::parse(health.body);
   BOOST_CHECK_EQUAL(h["status"], "ok");
   BOOST_CHECK_EQUAL(h["node_id"], "a");
+  BOOST_CHECK(h["reasons"].empty());
 
   // The peer shows in the metrics once it is up.
   result metrics;
@@ -91,6 +92,16 @@ BOOST_FIXTURE_TEST_CASE(every_route_of_a_node_answers_curl_and_promtool,
         "kvtier_peer_fetch_duration_seconds"})
     BOOST_CHECK_MESSAGE(
       metrics.body.find(std::string{"# TYPE "} + family + " histogram")
+        != std::string::npos,
+      family);
+  // The operator's counters, linted with the rest above.
+  for (auto* family :
+       {"kvtier_tokens_served_total", "kvtier_tokens_computed_total",
+        "kvtier_node_refused_frames_total",
+        "kvtier_node_refused_messages_total", "kvtier_peer_lane_refused_total",
+        "kvtier_peer_lane_failed_total"})
+    BOOST_CHECK_MESSAGE(
+      metrics.body.find(std::string{"# TYPE "} + family + " counter")
         != std::string::npos,
       family);
 

@@ -60,7 +60,7 @@ BOOST_AUTO_TEST_CASE(every_command_refuses_a_stray_argument) {
                                    "'/tmp/b'");
   refused("inspect",
           "kvtier inspect: which directory? usage: kvtier inspect DIR "
-          "[--verify]");
+          "[--verify] [--quarantine]");
   refused("scenario", "kvtier scenario: which file? usage: kvtier scenario "
                       "FILE...");
   refused("node extra", "kvtier node: unexpected argument 'extra'");
@@ -71,7 +71,9 @@ BOOST_AUTO_TEST_CASE(every_command_refuses_a_stray_argument) {
                      "HOST:PORT");
   refused("config extra", "kvtier config: unexpected argument 'extra'");
   refused("version extra", "kvtier version: unexpected argument 'extra'");
-  refused("help extra", "kvtier help: unexpected argument 'extra'");
+  refused("help extra",
+          "kvtier help: unknown command 'extra' (kvtier help lists them)");
+  refused("help node extra", "kvtier help: unexpected argument 'extra'");
   refused("frobnicate",
           "kvtier: unknown command 'frobnicate' (kvtier help lists them)");
 }
@@ -123,6 +125,49 @@ BOOST_AUTO_TEST_CASE(errors_carry_one_prefix) {
                != std::string::npos,
              r.out);
   BOOST_TEST(r.out.find("system_error") == std::string::npos, r.out);
+}
+
+BOOST_AUTO_TEST_CASE(no_command_is_a_usage_error) {
+  auto r = kvtier("");
+  BOOST_TEST(r.status == 2, r.out);
+  BOOST_TEST(r.out.rfind("usage: kvtier <command>", 0) == 0, r.out);
+  // Asked for, the same text is the answer: exit 0.
+  auto h = kvtier("help");
+  BOOST_TEST(h.status == 0, h.out);
+  BOOST_TEST(h.out == r.out);
+}
+
+BOOST_AUTO_TEST_CASE(help_shows_one_commands_usage) {
+  for (auto* args : {"help node", "node --help", "node -h"}) {
+    auto r = kvtier(args);
+    BOOST_TEST(r.status == 0, args << ": " << r.out);
+    BOOST_TEST(r.out.rfind("usage: kvtier node [--config FILE] [--join "
+                           "HOST:PORT]... [--replay-agent]\n",
+                           0)
+                 == 0,
+               args << ": " << r.out);
+    BOOST_TEST(r.out.find("SIGTERM") != std::string::npos, r.out);
+  }
+  for (auto* cmd : {"replay", "demo", "scenario", "inspect", "members",
+                    "config", "version", "help"}) {
+    auto r = kvtier(std::string{"help "} + cmd);
+    BOOST_TEST(r.status == 0, cmd << ": " << r.out);
+    BOOST_TEST(r.out.rfind(std::string{"usage: kvtier "} + cmd, 0) == 0, r.out);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_configuration_option_gets_kvtiers_own_words) {
+  refused("config --ssd_tier.dir=/mnt/kv",
+          "kvtier: invalid_config: --ssd_tier.dir=/mnt/kv: unknown option "
+          "(did you mean --ssd-tier.dir? `kvtier config` prints kvtier's "
+          "options)");
+  refused("node --scheduler.max-threads=many",
+          "kvtier: invalid_config: --scheduler.max-threads=many: "
+          "scheduler.max-threads: expected a non-negative integer, not "
+          "'many'");
+  auto r = kvtier("config --scheduler.nope=1");
+  BOOST_TEST(r.status == 2, r.out);
+  BOOST_TEST(r.out.find("parser_error") == std::string::npos, r.out);
 }
 
 BOOST_AUTO_TEST_CASE(the_prefix_check_itself_catches_doubles) {

@@ -131,6 +131,51 @@ BOOST_AUTO_TEST_CASE(dotted_sections_and_unknown_keys_are_refused) {
   BOOST_TEST(contains(t, ":2: unknown key ram-tier.capacity"), t);
 }
 
+BOOST_AUTO_TEST_CASE(an_unknown_section_is_refused_naming_the_nearest) {
+  // CAF would skip the section whole: a node without its SSD tier.
+  auto t = error_text("[ram-tier]\ncap-bytes=4194304\n[ssd_tier]\n"
+                      "dir=\"/mnt/kv\"\n");
+  BOOST_TEST(contains(t, ":3: unknown section [ssd_tier] (did you mean "
+                         "[ssd-tier]? kvtier's are in conf/kvtier.conf)"),
+             t);
+  t = error_text("[wholly-unrelated]\nx=1\n");
+  BOOST_TEST(contains(t, ":1: unknown section [wholly-unrelated]"), t);
+  BOOST_TEST(!contains(t, "did you mean"), t);
+  // CAF's own sections stay CAF's.
+  kvtier_config cfg;
+  auto err = load(cfg, "[scheduler]\nmax-throughput=100\n");
+  BOOST_TEST(!err, describe(err));
+}
+
+BOOST_AUTO_TEST_CASE(bad_command_line_options_get_kvtiers_own_words) {
+  // An unknown section or key: named, with the nearest option.
+  auto t = error_text("", {"--ssd_tier.dir=/mnt/kv"});
+  BOOST_TEST(t
+               == "kvtier: invalid_config: --ssd_tier.dir=/mnt/kv: unknown "
+                  "option (did you mean --ssd-tier.dir? `kvtier config` "
+                  "prints kvtier's options)",
+             t);
+  t = error_text("", {"--ram-tier.cap-byte=1"});
+  BOOST_TEST(contains(t, "--ram-tier.cap-byte: unknown option (did you mean "
+                         "--ram-tier.cap-bytes?"),
+             t);
+  t = error_text("", {"--scheduler.max-thread=2"});
+  BOOST_TEST(contains(t, "(did you mean --scheduler.max-threads?"), t);
+  // One of CAF's options with a value of another type.
+  t = error_text("", {"--scheduler.max-threads=-3"});
+  BOOST_TEST(contains(t, "--scheduler.max-threads=-3: scheduler.max-threads: "
+                         "expected a non-negative integer, not '-3'"),
+             t);
+  for (auto& text : {t, error_text("", {"--no-such-option=1"})})
+    BOOST_TEST(!contains(text, "parser_error"), text);
+  // CAF's options still reach CAF.
+  kvtier_config cfg;
+  auto err = load(cfg, runtime::embedded_default_config(),
+                  {"--scheduler.policy=sharing", "--scheduler.max-threads=3"});
+  BOOST_TEST(!err, describe(err));
+  BOOST_TEST(caf::get_or(cfg, "scheduler.max-threads", size_t{0}) == 3u);
+}
+
 BOOST_AUTO_TEST_CASE(malformed_values_and_options_are_refused) {
   auto t = error_text("", {"--ram-tier.cap-bytes=lots"});
   BOOST_TEST(contains(t, "--ram-tier.cap-bytes=lots: ram-tier.cap-bytes: "

@@ -6,8 +6,10 @@
 // requests, the connection cap, the read deadline). The same routes
 // through `kvtier node`, curl and promtool: tests/cluster/http_node_test.cpp.
 #define BOOST_TEST_MODULE runtime_http
+#include "messages/log.hpp"
 #include "runtime/http/endpoint.hpp"
 #include "runtime/http/exposition.hpp"
+#include "runtime/http/health.hpp"
 #include "tests/runtime/http_client.hpp"
 #include "tests/runtime/service_fixture.hpp"
 #include "tiers/ssd/faulty_file_system.hpp"
@@ -16,6 +18,7 @@
 
 #include <future>
 #include <set>
+#include <sstream>
 
 using namespace kvtier;
 using namespace std::chrono_literals;
@@ -379,7 +382,7 @@ BOOST_AUTO_TEST_CASE(keep_alive_serves_several_requests_on_one_connection) {
   BOOST_CHECK_EQUAL(n, 2u);
 }
 
-BOOST_AUTO_TEST_CASE(a_port_in_use_is_a_start_error_naming_the_address) {
+BOOST_AUTO_TEST_CASE(a_port_in_use_names_the_key_and_creates_nothing) {
   start();
   auto busy = svc->http_address();
   auto second_opts = opts;
@@ -389,10 +392,81 @@ BOOST_AUTO_TEST_CASE(a_port_in_use_is_a_start_error_naming_the_address) {
   auto err = second.start_error();
   BOOST_REQUIRE(err);
   auto text = describe(err);
-  BOOST_CHECK_MESSAGE(text.find("http: cannot listen on 127.0.0.1:"
-                                + std::to_string(second_opts.http_port))
+  auto port = std::to_string(second_opts.http_port);
+  BOOST_CHECK_MESSAGE(
+    text.find("http.port = " + port + ": cannot listen on 127.0.0.1:" + port)
+      != std::string::npos,
+    text);
+  // Refused before anything was made: no SSD directory.
+  BOOST_CHECK_MESSAGE(!memory.mode("/ssd2"), "/ssd2 was created");
+}
+
+BOOST_AUTO_TEST_CASE(tokens_are_counted_by_where_acquires_served_them) {
+  opts.checkpoint_every_tokens = 16;
+  start();
+  put("ns", seq(100));
+  BOOST_CHECK(get("ns", seq(101)).source == runtime::state_source::ram);
+  BOOST_CHECK(get("other", seq(10)).source == runtime::state_source::none);
+  auto demoted = svc->demote_idle(0); // to SSD, out of RAM
+  BOOST_REQUIRE(demoted && *demoted == 1u);
+  BOOST_CHECK(get("ns", seq(101), 2).source == runtime::state_source::ssd);
+  // A checkpoint covers the prompt and more: its prompt part counts.
+  auto prompt = seq(50, 1000);
+  auto r = request(42, prompt, 64);
+  auto gen = oracle->generate("ns", prompt, 16);
+  BOOST_REQUIRE(*svc->checkpoint(r, oracle->prefill("ns", cat(prompt, gen))));
+  BOOST_CHECK(get("ns", prompt, 42).source
+              == runtime::state_source::checkpoint);
+  auto t = report().tokens;
+  BOOST_CHECK_EQUAL(t.ram, 100u);
+  BOOST_CHECK_EQUAL(t.ssd, 100u);
+  BOOST_CHECK_EQUAL(t.peer, 0u);
+  BOOST_CHECK_EQUAL(t.checkpoint, 50u);
+  BOOST_CHECK_EQUAL(t.computed, 1u + 10u + 1u);
+  // The same counters on /metrics and /stats (one home: the facade).
+  auto m = call("GET", "/metrics").body;
+  BOOST_CHECK(has_line(m, "kvtier_tokens_served_total{tier=\"ram\"} 100"));
+  BOOST_CHECK(has_line(m, "kvtier_tokens_served_total{tier=\"ssd\"} 100"));
+  BOOST_CHECK(has_line(m, "kvtier_tokens_served_total{tier=\"peer\"} 0"));
+  BOOST_CHECK(
+    has_line(m, "kvtier_tokens_served_total{tier=\"checkpoint\"} 50"));
+  BOOST_CHECK(has_line(m, "kvtier_tokens_computed_total 12"));
+  auto j = body_of(call("GET", "/stats"))["report"]["tokens"];
+  BOOST_CHECK_EQUAL(j["ram"], 100);
+  BOOST_CHECK_EQUAL(j["computed"], 12);
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_interval_without_an_ssd_tier_says_ram_only) {
+  std::ostringstream lines;
+  log::redirect(&lines);
+  opts.ssd_dir.clear();
+  opts.checkpoint_every_tokens = 16;
+  start();
+  log::redirect(nullptr);
+  auto text = lines.str();
+  BOOST_CHECK_MESSAGE(text.find("[warn] kvtier service: "
+                                "service.checkpoint-every-tokens = 16 "
+                                "without ssd-tier.dir: checkpoints are kept "
+                                "in RAM only and none survives a restart")
                         != std::string::npos,
                       text);
+  auto c = report().checkpoints;
+  BOOST_CHECK(c.ram_only);
+  BOOST_CHECK_EQUAL(c.every_tokens, 16u);
+  BOOST_CHECK(
+    has_line(call("GET", "/metrics").body, "kvtier_checkpoints_ram_only 1"));
+  BOOST_CHECK_EQUAL(
+    body_of(call("GET", "/stats"))["report"]["checkpoints"]["ram_only"], true);
+  // Checkpoints still resume within the process.
+  auto prompt = seq(40);
+  auto r = request(7, prompt, 32);
+  auto gen = oracle->generate("ns", prompt, 16);
+  BOOST_REQUIRE(*svc->checkpoint(r, oracle->prefill("ns", cat(prompt, gen))));
+  BOOST_CHECK(get("ns", prompt, 7).source == runtime::state_source::checkpoint);
+  // With an SSD tier they reach the disk: not RAM-only.
+  opts.ssd_dir = "/ssd";
+  start();
+  BOOST_CHECK(!report().checkpoints.ram_only);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -412,13 +486,74 @@ BOOST_AUTO_TEST_CASE(stats_json_names_every_report_field) {
   BOOST_CHECK_EQUAL(j["objects"].size(), sizeof(R::objects_part) / 8);
   BOOST_CHECK_EQUAL(j["admission"].size(), sizeof(R::admission_part) / 8);
   BOOST_CHECK_EQUAL(j["peer"].size(), sizeof(R::peer_part) / 8);
+  BOOST_CHECK_EQUAL(j["node"].size(), sizeof(R::node_part) / 8);
+  BOOST_CHECK_EQUAL(j["tokens"].size(), sizeof(R::tokens_part) / 8);
   BOOST_CHECK_EQUAL(j["io"]["ram"].size(), sizeof(runtime::io_counters) / 8);
   BOOST_CHECK_EQUAL(j["io"]["ssd"].size(), sizeof(runtime::io_counters) / 8);
   for (auto* top :
-       {"demotions", "cold_tiers", "dead_tiers", "cold_late", "closed"})
+       {"demotions", "cold_tiers", "dead_tiers", "cold_late", "closed",
+        "silent_tiers"})
     BOOST_CHECK_MESSAGE(j.contains(top), top);
   auto p = http::stats_json({})["persistence"];
   BOOST_CHECK_EQUAL(p.size(), sizeof(runtime::persistence_stats) / 8);
+}
+
+BOOST_AUTO_TEST_CASE(health_decides_from_the_report_and_the_peers) {
+  using ms = std::chrono::milliseconds;
+  auto verdict = [](const caf::expected<runtime::service_report>& r,
+                    std::optional<http::node_health> n = std::nullopt) {
+    auto out = http::health_of(r, n);
+    return std::pair{out.status, json::parse(out.body)};
+  };
+  runtime::service_report r;
+  auto [ok_status, ok] = verdict(r);
+  BOOST_CHECK_EQUAL(ok_status, 200);
+  BOOST_CHECK_EQUAL(ok["status"], "ok");
+  // The service did not report; it closed; a tier missed its deadline.
+  auto [u_status, u] = verdict(make_error(ec::timeout, "no answer"));
+  BOOST_CHECK_EQUAL(u_status, 503);
+  BOOST_CHECK_EQUAL(u["status"], "unavailable");
+  BOOST_CHECK_EQUAL(u["reasons"].size(), 1u);
+  auto closed = r;
+  closed.closed = true;
+  BOOST_CHECK_EQUAL(verdict(closed).second["status"], "closed");
+  BOOST_CHECK_EQUAL(verdict(closed).second["reasons"].size(), 1u);
+  BOOST_CHECK(ok["reasons"].empty());
+  auto silent = r;
+  silent.silent_tiers = {"ssd"};
+  auto [s_status, s] = verdict(silent);
+  BOOST_CHECK_EQUAL(s_status, 503);
+  BOOST_CHECK_EQUAL(s["status"], "degraded");
+  BOOST_CHECK_EQUAL(s["reasons"][0],
+                    "the ssd tier did not answer the report within its "
+                    "deadline");
+  // A node: alone it is fine; with peers configured and none up, it is
+  // starting during its grace (200) and degraded after it (503).
+  http::node_health node{"n1", "127.0.0.1:1", ms{0}, ms{1400}};
+  BOOST_CHECK_EQUAL(verdict(r, node).first, 200);
+  auto lonely = r;
+  lonely.node.configured_peers = 2;
+  node.since_start = ms{1000};
+  auto [g_status, g] = verdict(lonely, node);
+  BOOST_CHECK_EQUAL(g_status, 200);
+  BOOST_CHECK_EQUAL(g["status"], "starting");
+  BOOST_CHECK_EQUAL(g["peers"]["grace_left_ms"], 400);
+  node.since_start = ms{1400};
+  auto [d_status, d] = verdict(lonely, node);
+  BOOST_CHECK_EQUAL(d_status, 503);
+  BOOST_CHECK_EQUAL(d["status"], "degraded");
+  BOOST_CHECK_EQUAL(d["peers"]["configured"], 2);
+  BOOST_CHECK_EQUAL(d["peers"]["up"], 0);
+  auto met = lonely;
+  met.peer.peers_up = 1;
+  auto [m_status, m] = verdict(met, node);
+  BOOST_CHECK_EQUAL(m_status, 200);
+  BOOST_CHECK_EQUAL(m["status"], "ok");
+  BOOST_CHECK_EQUAL(m["node_id"], "n1");
+  // The grace: one connection attempt, then one retry at the longest
+  // backoff.
+  runtime::service_options o;
+  BOOST_CHECK_EQUAL(http::peer_grace(o).count(), 2000 + 5000);
 }
 
 BOOST_AUTO_TEST_CASE(metric_names_follow_prometheus_conventions) {

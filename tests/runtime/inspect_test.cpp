@@ -14,6 +14,8 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace kvtier;
 using namespace kvtier::runtime;
@@ -68,6 +70,26 @@ stdfs::path write_entry(const stdfs::path& dir, const std::string& fingerprint,
   }
   return path;
 }
+
+/// An SSD tier over `dir` for `model`, with its own I/O engine (not
+/// opened yet; its failure lines are dropped).
+struct tier_on {
+  ssd::completion_queue queue;
+  std::unique_ptr<ssd::io_engine> engine;
+  std::unique_ptr<ssd::ssd_tier> tier;
+
+  tier_on(ssd::file_system& fs, const stdfs::path& dir,
+          const tiers::model_identity& model) {
+    auto e = ssd::make_io_engine(ssd::engine_choice::threads, queue.sink());
+    BOOST_REQUIRE(e);
+    engine = std::move(*e);
+    ssd::ssd_config cfg;
+    cfg.dir = dir.string();
+    cfg.model = model;
+    cfg.log = [](const std::string&) {};
+    tier = std::make_unique<ssd::ssd_tier>(cfg, fs, *engine);
+  }
+};
 
 tiers::token_seq tokens(uint32_t n, uint32_t salt) {
   tiers::token_seq t(n);
@@ -200,13 +222,8 @@ BOOST_AUTO_TEST_CASE(names_the_model_the_holder_and_files_of_another_shape) {
   tiers::model_identity model{*tiers::model_geometry::preset("tiny-dense"),
                               "weights=test"};
   ssd::posix_file_system fs;
-  ssd::completion_queue q;
-  auto engine = ssd::make_io_engine(ssd::engine_choice::threads, q.sink());
-  BOOST_REQUIRE(engine);
-  ssd::ssd_config cfg;
-  cfg.dir = dir.path.string();
-  cfg.model = model;
-  auto tier = std::make_unique<ssd::ssd_tier>(cfg, fs, **engine);
+  tier_on t{fs, dir.path, model};
+  auto& tier = t.tier;
   BOOST_REQUIRE(tier->open());
   auto fp = model.fingerprint();
   oracle_engine mine(model.geometry);
@@ -266,4 +283,124 @@ BOOST_AUTO_TEST_CASE(lists_an_object_file_by_its_key) {
   auto text = render_inspect(*r);
   BOOST_TEST(
     text.find("object key=image-42 attachments=2") != std::string::npos, text);
+}
+
+BOOST_AUTO_TEST_CASE(a_models_own_directory_is_inspected_as_its_fingerprint) {
+  temp_dir dir;
+  oracle_engine e(*tiers::model_geometry::preset("tiny-dense"));
+  write_entry(dir.path, "tiny-dense", e.prefill("x", tokens(8, 4)));
+  std::ofstream(dir.path / "tiny-dense" / "0123.kvt") << "KVTIER but not";
+  ssd::posix_file_system fs;
+  for (auto path : {(dir.path / "tiny-dense").string(),
+                    (dir.path / "tiny-dense").string() + "/"}) {
+    auto r = inspect(fs, path, true);
+    BOOST_REQUIRE(r);
+    BOOST_REQUIRE_EQUAL(r->fingerprints.size(), 1u);
+    BOOST_TEST(r->fingerprints[0].fingerprint == "tiny-dense");
+    BOOST_TEST(r->fingerprints[0].entries == 1u);
+    BOOST_TEST(r->fingerprints[0].problems == 1u); // checked: not 0
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_lock_whose_process_exited_is_stale_not_held) {
+  temp_dir dir;
+  oracle_engine e(*tiers::model_geometry::preset("tiny-dense"));
+  write_entry(dir.path, "tiny-dense", e.prefill("x", tokens(8, 4)));
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  // A process that ran and exited (killed: its LOCK text stays).
+  auto child = ::fork();
+  if (child == 0)
+    ::_exit(0);
+  BOOST_REQUIRE(child > 0);
+  ::waitpid(child, nullptr, 0);
+  auto lock = dir.path / "tiny-dense" / ssd::lock_file_name;
+  std::ofstream(lock) << "pid " << child << " on host " << host << "\n";
+  ssd::posix_file_system fs;
+  auto r = inspect(fs, dir.path.string(), false);
+  BOOST_REQUIRE(r);
+  BOOST_TEST(to_string(r->fingerprints[0].lock) == std::string{"stale"});
+  auto text = render_inspect(*r);
+  BOOST_TEST(text.find("(stale: that process has exited") != std::string::npos,
+             text);
+  // This process runs: held. Another host's: not checked.
+  std::ofstream(lock) << "pid " << ::getpid() << " on host " << host << "\n";
+  BOOST_TEST(
+    to_string(inspect(fs, dir.path.string(), false)->fingerprints[0].lock)
+    == std::string{"held"});
+  std::ofstream(lock) << "pid 1 on host elsewhere-" << host << "\n";
+  BOOST_TEST(
+    to_string(inspect(fs, dir.path.string(), false)->fingerprints[0].lock)
+    == std::string{"unknown"});
+}
+
+BOOST_AUTO_TEST_CASE(a_garbled_header_is_corrupt_and_can_be_quarantined) {
+  temp_dir dir;
+  tiers::model_identity model{*tiers::model_geometry::preset("tiny-dense"), ""};
+  auto fp = model.fingerprint();
+  oracle_engine e(model.geometry);
+  auto good = write_entry(dir.path, fp, e.prefill("x", tokens(8, 4)));
+  // Two files whose version field is garbage ("entry format version
+  // 1482162179"), one of them with a taken name in the quarantine.
+  auto garble = [&](uint32_t salt) {
+    auto path = write_entry(dir.path, fp, e.prefill("x", tokens(9, salt)));
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    uint32_t version = 1482162179;
+    f.seekp(8);
+    f.write(reinterpret_cast<const char*>(&version), 4);
+    return path;
+  };
+  auto first = garble(5);
+  auto second = garble(6);
+  stdfs::create_directories(dir.path / fp / quarantine_dir_name);
+  std::ofstream(dir.path / fp / quarantine_dir_name / second.filename())
+    << "an earlier one";
+  ssd::posix_file_system fs;
+  auto r = inspect(fs, dir.path.string(), false);
+  BOOST_REQUIRE(r);
+  auto& g = r->fingerprints.at(0);
+  BOOST_TEST(g.problems == 2u);
+  for (auto& f : g.files)
+    if (f.name != good.filename().string()) {
+      BOOST_TEST(f.status == "corrupt");
+      BOOST_TEST(f.detail.find("entry format version 1482162179 is no "
+                               "format's")
+                   != std::string::npos,
+                 f.detail);
+    }
+  // Moved aside, never deleted; a taken name gets a suffix.
+  auto moved = quarantine(fs, *r);
+  BOOST_REQUIRE(moved);
+  BOOST_TEST(*moved == 2u);
+  BOOST_TEST(r->problems() == 0u);
+  BOOST_TEST(!stdfs::exists(first));
+  BOOST_TEST(
+    stdfs::exists(dir.path / fp / quarantine_dir_name / first.filename()));
+  BOOST_TEST(stdfs::exists(dir.path / fp / quarantine_dir_name
+                           / (second.filename().string() + ".1")));
+  BOOST_TEST(stdfs::exists(good));
+  auto text = render_inspect(*r);
+  BOOST_TEST(text.find("quarantined") != std::string::npos, text);
+  BOOST_TEST(text.find("-> quarantine/" + first.filename().string())
+               != std::string::npos,
+             text);
+  // The SSD tier agrees: a garbled header is corrupt (removed at start),
+  // and it never looks into the quarantine.
+  auto third = garble(7);
+  tier_on t{fs, dir.path, model};
+  auto scan = t.tier->open();
+  BOOST_REQUIRE(scan);
+  BOOST_TEST(scan->corrupt_removed == 1u);
+  BOOST_TEST(scan->ignored == 0u);
+  BOOST_TEST(scan->loaded == 1u);
+  BOOST_TEST(!stdfs::exists(third));
+  // While the tier holds the directory, nothing is moved.
+  garble(8);
+  auto held = inspect(fs, dir.path.string(), false);
+  BOOST_REQUIRE(held);
+  BOOST_TEST(to_string(held->fingerprints.at(0).lock) == std::string{"held"});
+  auto refused = quarantine(fs, *held);
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST((refused.error() == ec::locked));
+  BOOST_TEST(held->problems() == 1u);
 }

@@ -376,6 +376,9 @@ caf::expected<uint32_t> decode_header_length(std::span<const std::byte> p) {
     return corrupt("bad magic");
   reader r{p.subspan(8)};
   auto version = r.u32();
+  if (version == 0 || version > max_plausible_format_version)
+    return corrupt("entry format version " + std::to_string(version)
+                   + " is no format's (a garbled header)");
   if (version < oldest_format_version || version > format_version)
     return make_error(ec::incompatible_format,
                       "entry format version " + std::to_string(version));

@@ -37,6 +37,12 @@ inline constexpr char file_magic[8] = {'K', 'V', 'T',  'I',
 inline constexpr uint32_t format_version = 3;
 /// The oldest format version this code still reads.
 inline constexpr uint32_t oldest_format_version = 2;
+/// The largest version a file of some (older or newer) format may carry:
+/// above it, or 0, the version field is garbage (a header torn or
+/// overwritten), so the file is corrupt (removed by the start-up scan,
+/// `kvtier inspect --quarantine` moves it aside), not another format's
+/// (ignored, kept for ever).
+inline constexpr uint32_t max_plausible_format_version = 255;
 /// Bytes of the fixed header prefix.
 inline constexpr size_t fixed_header_size = 64;
 /// Most tokens a delta file may encode (the largest position limit).
@@ -172,8 +178,9 @@ caf::error resolve_parent(entry_header& child, const entry_header& parent);
 /// `h.header_sum`.
 buffer_ref encode(entry_header& h);
 
-/// The header length and version read from the fixed prefix. Bad magic is
-/// `ec::corrupt_data`; another version is `ec::incompatible_format`.
+/// The header length and version read from the fixed prefix. Bad magic,
+/// or a version no format has (0, above `max_plausible_format_version`),
+/// is `ec::corrupt_data`; another version is `ec::incompatible_format`.
 caf::expected<uint32_t> decode_header_length(std::span<const std::byte> p);
 
 /// Decodes and verifies a whole header (`header_length` bytes): every
