@@ -1,13 +1,16 @@
 // The embedded API: the C++ handle an inference engine links against, one
 // call per method of the seed's KvCacheService (DESIGN.md section 2) plus
-// `demote_idle` and `relieve_pressure`. Each call has a blocking form and a
-// future-returning form (`*_async`); both send one Cap'n Proto request to
-// the cache_service facade actor and convert its reply (docs/api.md).
+// `demote_idle` and `relieve_pressure`. Each call has a blocking form, a
+// future-returning form (`*_async`) and a callback form (`*_async` with a
+// `callback` last, which the futures are built on: for an engine whose own
+// event loop waits, e.g. Python's asyncio); each sends one Cap'n Proto
+// request to the cache_service facade actor and converts its reply
+// (docs/api.md).
 //
 // Owner and threads: a `service` boots (or joins) a CAF actor system and
 // spawns the actor map of docs/actors.md; any number of engine threads may
 // call any method at once. Blocking calls wait on the calling thread;
-// futures complete on an actor thread. Destroying the service closes it
+// futures complete and callbacks run on an actor thread. Destroying the service closes it
 // (as `close()`, if it was not closed), leaves its cluster (when
 // `cluster.enabled`: the service loads CAF's middleman and publishes a
 // node actor, docs/cluster.md), and then stops its actors.
@@ -51,6 +54,14 @@ struct service_parts {
 };
 
 class service;
+
+/// The callback form of a call: each `*_async` call (and `admit_queued`)
+/// has one beside its future form, which is built on it. It runs exactly
+/// once with the answer, on an actor thread (on the calling thread when
+/// the service did not start); it must be quick, must not throw, and must
+/// not wait on the service.
+template <class T>
+using callback = std::function<void(caf::expected<T>)>;
 
 /// `prefetch`'s release: ends the interest once (explicitly or when
 /// destroyed). Move-only.
@@ -109,6 +120,11 @@ public:
   /// The object under `key`, as views; nullopt when absent.
   caf::expected<std::optional<std::vector<tiers::attachment>>>
   get(const std::string& key);
+  /// The callback forms of `put` and `get`.
+  void put_async(const std::string& key, std::vector<tiers::attachment> tensors,
+                 callback<bool> done);
+  void get_async(const std::string& key,
+                 callback<std::optional<std::vector<tiers::attachment>>> done);
 
 private:
   friend class service;
@@ -125,6 +141,8 @@ public:
   using result = caf::expected<T>;
   template <class T>
   using future = std::future<caf::expected<T>>;
+  template <class T>
+  using callback = runtime::callback<T>;
 
   /// Boots its own actor system (scheduler settings of conf/kvtier.conf).
   explicit service(service_options opts, service_parts parts = {});
@@ -145,12 +163,16 @@ public:
   result<acquired_state> acquire(const state_request& r, const std::string& ns);
   future<acquired_state> acquire_async(const state_request& r,
                                        const std::string& ns);
+  void acquire_async(const state_request& r, const std::string& ns,
+                     callback<acquired_state> done);
 
   /// Longest usable prefix in RAM; takes nothing, changes no LRU order.
   result<uint64_t> peek_prefix_len(const tiers::token_seq& prompt,
                                    const std::string& ns);
   future<uint64_t> peek_prefix_len_async(const tiers::token_seq& prompt,
                                          const std::string& ns);
+  void peek_prefix_len_async(const tiers::token_seq& prompt,
+                             const std::string& ns, callback<uint64_t> done);
 
   /// The node of the cluster that should serve `prompt` (this one without
   /// a cluster): the lowest expected cost given what each node holds in
@@ -162,32 +184,42 @@ public:
   future<route_decision> route_async(const tiers::token_seq& prompt,
                                      const std::string& ns,
                                      uint32_t max_new_tokens = 0);
+  void route_async(const tiers::token_seq& prompt, const std::string& ns,
+                   uint32_t max_new_tokens, callback<route_decision> done);
 
   /// Offers `state` (covering `state.tokens` in `state.ns`) for reuse. On
   /// success `state` is emptied (the cache owns it); on failure untouched.
   result<publish_result> publish(const state_request& r, tiers::entry&& state);
   future<publish_result> publish_async(const state_request& r,
                                        tiers::entry state);
+  void publish_async(const state_request& r, tiers::entry state,
+                     callback<publish_result> done);
 
   /// Whether state `r` would publish could be kept.
   result<bool> keeps(const state_request& r);
   future<bool> keeps_async(const state_request& r);
+  void keeps_async(const state_request& r, callback<bool> done);
 
   /// Holds `r`'s projected KV bytes (true) or says wait (false).
   result<admit_decision> admit(const state_request& r);
   future<admit_decision> admit_async(const state_request& r);
+  void admit_async(const state_request& r, callback<admit_decision> done);
   /// Awaitable admit: completes once admitted, in arrival order.
   future<admit_decision> admit_queued(const state_request& r);
+  void admit_queued(const state_request& r, callback<admit_decision> done);
 
   /// Whether `admit` would admit now; holds nothing.
   result<admit_decision> fits(const state_request& r);
   future<admit_decision> fits_async(const state_request& r);
+  void fits_async(const state_request& r, callback<admit_decision> done);
 
   /// `r` is done: budget back; when `completed`, the checkpoints
   /// `r.attempt` owns are removed (answered once the removal is durable:
   /// a restart never resumes them), else kept.
   result<release_result> release(const state_request& r, bool completed);
   future<release_result> release_async(const state_request& r, bool completed);
+  void release_async(const state_request& r, bool completed,
+                     callback<release_result> done);
 
   /// Saves a resumable point of `r`'s generation (the cache owns it), as
   /// `r.attempt`: disposed (false) from an attempt older than the one
@@ -195,10 +227,13 @@ public:
   /// (the cache owns it); on failure untouched.
   result<bool> checkpoint(const state_request& r, tiers::entry&& state);
   future<bool> checkpoint_async(const state_request& r, tiers::entry state);
+  void checkpoint_async(const state_request& r, tiers::entry state,
+                        callback<bool> done);
 
   /// Drops `session`'s affinity; reusable state stays.
   result<uint32_t> close_session(const std::string& session);
   future<uint32_t> close_session_async(const std::string& session);
+  void close_session_async(const std::string& session, callback<uint32_t> done);
 
   /// Starts cold reads for `prompt`; completes when they are done.
   result<prefetch_lease> prefetch(const tiers::token_seq& prompt,
@@ -207,26 +242,34 @@ public:
   future<prefetch_lease>
   prefetch_async(const tiers::token_seq& prompt, const std::string& ns,
                  std::optional<std::string> session = {});
+  void prefetch_async(const tiers::token_seq& prompt, const std::string& ns,
+                      std::optional<std::string> session,
+                      callback<prefetch_lease> done);
 
   /// Makes every kept prefix and checkpoint durable as far as possible.
   result<durability_result> flush();
   future<durability_result> flush_async();
+  void flush_async(callback<durability_result> done);
 
   /// After every request drained: flush, then clear. Idempotent.
   result<durability_result> close();
   future<durability_result> close_async();
+  void close_async(callback<durability_result> done);
 
   /// An execution boundary: give optional snapshots back. No I/O.
   result<reclaim_result> boundary(uint64_t want_bytes = UINT64_MAX);
   future<reclaim_result> boundary_async(uint64_t want_bytes = UINT64_MAX);
+  void boundary_async(uint64_t want_bytes, callback<reclaim_result> done);
 
   /// Entries unused for `idle_ms` made durable, then out of RAM.
   result<uint64_t> demote_idle(uint64_t idle_ms);
   future<uint64_t> demote_idle_async(uint64_t idle_ms);
+  void demote_idle_async(uint64_t idle_ms, callback<uint64_t> done);
 
   /// Stops the idle-demotion timer; false when it was not running.
   result<bool> stop_idle_demotion();
   future<bool> stop_idle_demotion_async();
+  void stop_idle_demotion_async(callback<bool> done);
 
   /// Releases LRU entries (finishing their writes) until `check()` holds.
   result<reclaim_result> relieve_pressure(std::function<bool()> check);
@@ -235,6 +278,7 @@ public:
   /// Pending persistence.
   result<persistence_stats> stats();
   future<persistence_stats> stats_async();
+  void stats_async(callback<persistence_stats> done);
 
   /// The latency histograms (no message: read where they are kept).
   latency_report latency() const;
@@ -246,10 +290,12 @@ public:
   /// Every counter.
   result<service_report> report();
   future<service_report> report_async();
+  void report_async(callback<service_report> done);
 
   /// Token prefixes on SSD, from headers only.
   result<std::vector<saved_prefix>> saved_prefixes();
   future<std::vector<saved_prefix>> saved_prefixes_async();
+  void saved_prefixes_async(callback<std::vector<saved_prefix>> done);
 
   /// The SSD tier's byte cap from now on (`ssd-tier.cap-bytes` at start):
   /// the owner's live limit, e.g. its share of one budget several services
@@ -257,6 +303,7 @@ public:
   /// once. `unsupported` without an SSD tier; `closed` after close.
   result<ssd_limit_result> set_ssd_limit(uint64_t bytes);
   future<ssd_limit_result> set_ssd_limit_async(uint64_t bytes);
+  void set_ssd_limit_async(uint64_t bytes, callback<ssd_limit_result> done);
 
   /// Observes every stored prefix: a subscriber of the event feed, so it
   /// runs on an actor thread after the put (possibly after `publish`

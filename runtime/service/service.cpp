@@ -286,10 +286,18 @@ auto service::acquire(const state_request& r, const std::string& ns)
 
 auto service::acquire_async(const state_request& r, const std::string& ns)
   -> future<acquired_state> {
-  return impl_->call_async<acquired_state>(
+  return as_future<acquired_state>([&](callback<acquired_state> done) {
+    acquire_async(r, ns, std::move(done));
+  });
+}
+
+void service::acquire_async(const state_request& r, const std::string& ns,
+                            callback<acquired_state> done) {
+  impl_->call_then<acquired_state>(
     codec::with_identity<msg::AcquireState>(r, ns),
     timed(impl_->handles.latency, &tiers::latency_book::acquire,
-          codec::acquired));
+          codec::acquired),
+    std::move(done));
 }
 
 namespace {
@@ -315,7 +323,15 @@ auto service::peek_prefix_len(const tiers::token_seq& prompt,
 
 auto service::peek_prefix_len_async(const tiers::token_seq& prompt,
                                     const std::string& ns) -> future<uint64_t> {
-  return impl_->call_async<uint64_t>(peek_message(prompt, ns), peeked);
+  return as_future<uint64_t>([&](callback<uint64_t> done) {
+    peek_prefix_len_async(prompt, ns, std::move(done));
+  });
+}
+
+void service::peek_prefix_len_async(const tiers::token_seq& prompt,
+                                    const std::string& ns,
+                                    callback<uint64_t> done) {
+  impl_->call_then<uint64_t>(peek_message(prompt, ns), peeked, std::move(done));
 }
 
 auto service::route(const tiers::token_seq& prompt, const std::string& ns,
@@ -326,8 +342,16 @@ auto service::route(const tiers::token_seq& prompt, const std::string& ns,
 
 auto service::route_async(const tiers::token_seq& prompt, const std::string& ns,
                           uint32_t max_new_tokens) -> future<route_decision> {
-  return impl_->call_async<route_decision>(
-    codec::route(prompt, ns, max_new_tokens), codec::routed);
+  return as_future<route_decision>([&](callback<route_decision> done) {
+    route_async(prompt, ns, max_new_tokens, std::move(done));
+  });
+}
+
+void service::route_async(const tiers::token_seq& prompt, const std::string& ns,
+                          uint32_t max_new_tokens,
+                          callback<route_decision> done) {
+  impl_->call_then<route_decision>(codec::route(prompt, ns, max_new_tokens),
+                                   codec::routed, std::move(done));
 }
 
 // --- publishing ----------------------------------------------------------
@@ -345,10 +369,18 @@ auto service::publish(const state_request& r, tiers::entry&& state)
 
 auto service::publish_async(const state_request& r, tiers::entry state)
   -> future<publish_result> {
-  return impl_->call_async<publish_result>(codec::publish(r, state),
-                                           timed(impl_->handles.latency,
-                                                 &tiers::latency_book::publish,
-                                                 codec::published));
+  return as_future<publish_result>([&](callback<publish_result> done) {
+    publish_async(r, std::move(state), std::move(done));
+  });
+}
+
+void service::publish_async(const state_request& r, tiers::entry state,
+                            callback<publish_result> done) {
+  impl_->call_then<publish_result>(codec::publish(r, state),
+                                   timed(impl_->handles.latency,
+                                         &tiers::latency_book::publish,
+                                         codec::published),
+                                   std::move(done));
 }
 
 namespace {
@@ -368,8 +400,13 @@ auto service::keeps(const state_request& r) -> result<bool> {
 }
 
 auto service::keeps_async(const state_request& r) -> future<bool> {
-  return impl_->call_async<bool>(codec::with_identity<msg::WouldKeep>(r, {}),
-                                 kept);
+  return as_future<bool>(
+    [&](callback<bool> done) { keeps_async(r, std::move(done)); });
+}
+
+void service::keeps_async(const state_request& r, callback<bool> done) {
+  impl_->call_then<bool>(codec::with_identity<msg::WouldKeep>(r, {}), kept,
+                         std::move(done));
 }
 
 auto service::checkpoint(const state_request& r, tiers::entry&& state)
@@ -382,7 +419,14 @@ auto service::checkpoint(const state_request& r, tiers::entry&& state)
 
 auto service::checkpoint_async(const state_request& r, tiers::entry state)
   -> future<bool> {
-  return impl_->call_async<bool>(codec::checkpoint(r, state), saved);
+  return as_future<bool>([&](callback<bool> done) {
+    checkpoint_async(r, std::move(state), std::move(done));
+  });
+}
+
+void service::checkpoint_async(const state_request& r, tiers::entry state,
+                               callback<bool> done) {
+  impl_->call_then<bool>(codec::checkpoint(r, state), saved, std::move(done));
 }
 
 } // namespace kvtier::runtime

@@ -109,14 +109,26 @@ auto service::admit(const state_request& r) -> result<admit_decision> {
 }
 
 auto service::admit_async(const state_request& r) -> future<admit_decision> {
-  return impl_->call_async<admit_decision>(admit_message(r, false),
-                                           codec::admitted);
+  return as_future<admit_decision>(
+    [&](callback<admit_decision> done) { admit_async(r, std::move(done)); });
+}
+
+void service::admit_async(const state_request& r,
+                          callback<admit_decision> done) {
+  impl_->call_then<admit_decision>(admit_message(r, false), codec::admitted,
+                                   std::move(done));
 }
 
 auto service::admit_queued(const state_request& r) -> future<admit_decision> {
+  return as_future<admit_decision>(
+    [&](callback<admit_decision> done) { admit_queued(r, std::move(done)); });
+}
+
+void service::admit_queued(const state_request& r,
+                           callback<admit_decision> done) {
   // Waiting for budget is the contract: no deadline (docs/api.md).
-  return impl_->call_async_for<admit_decision>(
-    caf::infinite, admit_message(r, true), codec::admitted);
+  impl_->call_then_for<admit_decision>(caf::infinite, admit_message(r, true),
+                                       codec::admitted, std::move(done));
 }
 
 auto service::fits(const state_request& r) -> result<admit_decision> {
@@ -125,8 +137,15 @@ auto service::fits(const state_request& r) -> result<admit_decision> {
 }
 
 auto service::fits_async(const state_request& r) -> future<admit_decision> {
-  return impl_->call_async<admit_decision>(
-    codec::with_identity<msg::FitsRequest>(r, {}), codec::fitted);
+  return as_future<admit_decision>(
+    [&](callback<admit_decision> done) { fits_async(r, std::move(done)); });
+}
+
+void service::fits_async(const state_request& r,
+                         callback<admit_decision> done) {
+  impl_->call_then<admit_decision>(
+    codec::with_identity<msg::FitsRequest>(r, {}), codec::fitted,
+    std::move(done));
 }
 
 auto service::release(const state_request& r, bool completed)
@@ -137,8 +156,15 @@ auto service::release(const state_request& r, bool completed)
 
 auto service::release_async(const state_request& r, bool completed)
   -> future<release_result> {
-  return impl_->call_async<release_result>(release_message(r, completed),
-                                           codec::released);
+  return as_future<release_result>([&](callback<release_result> done) {
+    release_async(r, completed, std::move(done));
+  });
+}
+
+void service::release_async(const state_request& r, bool completed,
+                            callback<release_result> done) {
+  impl_->call_then<release_result>(release_message(r, completed),
+                                   codec::released, std::move(done));
 }
 
 // --- sessions and prefetch -------------------------------------------------
@@ -149,8 +175,15 @@ auto service::close_session(const std::string& session) -> result<uint32_t> {
 
 auto service::close_session_async(const std::string& session)
   -> future<uint32_t> {
-  return impl_->call_async<uint32_t>(close_session_message(session),
-                                     unprotected);
+  return as_future<uint32_t>([&](callback<uint32_t> done) {
+    close_session_async(session, std::move(done));
+  });
+}
+
+void service::close_session_async(const std::string& session,
+                                  callback<uint32_t> done) {
+  impl_->call_then<uint32_t>(close_session_message(session), unprotected,
+                             std::move(done));
 }
 
 auto service::prefetch(const tiers::token_seq& prompt, const std::string& ns,
@@ -163,6 +196,15 @@ auto service::prefetch_async(const tiers::token_seq& prompt,
                              const std::string& ns,
                              std::optional<std::string> session)
   -> future<prefetch_lease> {
+  return as_future<prefetch_lease>([&](callback<prefetch_lease> done) {
+    prefetch_async(prompt, ns, std::move(session), std::move(done));
+  });
+}
+
+void service::prefetch_async(const tiers::token_seq& prompt,
+                             const std::string& ns,
+                             std::optional<std::string> session,
+                             callback<prefetch_lease> done) {
   auto conv = [this](const sealed<msg::PrefetchPrefixReply>& r)
     -> caf::expected<prefetch_lease> {
     prefetch_info info{r.root().getLeaseId(), r.root().getReadsStarted(),
@@ -170,8 +212,8 @@ auto service::prefetch_async(const tiers::token_seq& prompt,
                        r.root().getRamTokens()};
     return prefetch_lease{info.lease != 0 ? this : nullptr, info};
   };
-  return impl_->call_async<prefetch_lease>(codec::prefetch(prompt, ns, session),
-                                           conv);
+  impl_->call_then<prefetch_lease>(codec::prefetch(prompt, ns, session), conv,
+                                   std::move(done));
 }
 
 bool service::end_prefetch(uint64_t lease) {
@@ -218,8 +260,13 @@ auto service::flush() -> result<durability_result> {
 }
 
 auto service::flush_async() -> future<durability_result> {
-  return impl_->call_async<durability_result>(codec::empty<msg::FlushState>(),
-                                              flushed);
+  return as_future<durability_result>(
+    [&](callback<durability_result> done) { flush_async(std::move(done)); });
+}
+
+void service::flush_async(callback<durability_result> done) {
+  impl_->call_then<durability_result>(codec::empty<msg::FlushState>(), flushed,
+                                      std::move(done));
 }
 
 auto service::close() -> result<durability_result> {
@@ -228,8 +275,13 @@ auto service::close() -> result<durability_result> {
 }
 
 auto service::close_async() -> future<durability_result> {
-  return impl_->call_async<durability_result>(codec::empty<msg::CloseService>(),
-                                              closed);
+  return as_future<durability_result>(
+    [&](callback<durability_result> done) { close_async(std::move(done)); });
+}
+
+void service::close_async(callback<durability_result> done) {
+  impl_->call_then<durability_result>(codec::empty<msg::CloseService>(), closed,
+                                      std::move(done));
 }
 
 auto service::boundary(uint64_t want_bytes) -> result<reclaim_result> {
@@ -237,8 +289,15 @@ auto service::boundary(uint64_t want_bytes) -> result<reclaim_result> {
 }
 
 auto service::boundary_async(uint64_t want_bytes) -> future<reclaim_result> {
-  return impl_->call_async<reclaim_result>(boundary_message(want_bytes),
-                                           reclaimed);
+  return as_future<reclaim_result>([&](callback<reclaim_result> done) {
+    boundary_async(want_bytes, std::move(done));
+  });
+}
+
+void service::boundary_async(uint64_t want_bytes,
+                             callback<reclaim_result> done) {
+  impl_->call_then<reclaim_result>(boundary_message(want_bytes), reclaimed,
+                                   std::move(done));
 }
 
 auto service::demote_idle(uint64_t idle_ms) -> result<uint64_t> {
@@ -246,7 +305,13 @@ auto service::demote_idle(uint64_t idle_ms) -> result<uint64_t> {
 }
 
 auto service::demote_idle_async(uint64_t idle_ms) -> future<uint64_t> {
-  return impl_->call_async<uint64_t>(demote_message(idle_ms), demoted);
+  return as_future<uint64_t>([&](callback<uint64_t> done) {
+    demote_idle_async(idle_ms, std::move(done));
+  });
+}
+
+void service::demote_idle_async(uint64_t idle_ms, callback<uint64_t> done) {
+  impl_->call_then<uint64_t>(demote_message(idle_ms), demoted, std::move(done));
 }
 
 auto service::stop_idle_demotion() -> result<bool> {
@@ -254,8 +319,13 @@ auto service::stop_idle_demotion() -> result<bool> {
 }
 
 auto service::stop_idle_demotion_async() -> future<bool> {
-  return impl_->call_async<bool>(codec::empty<msg::StopIdleDemotion>(),
-                                 stopped);
+  return as_future<bool>(
+    [&](callback<bool> done) { stop_idle_demotion_async(std::move(done)); });
+}
+
+void service::stop_idle_demotion_async(callback<bool> done) {
+  impl_->call_then<bool>(codec::empty<msg::StopIdleDemotion>(), stopped,
+                         std::move(done));
 }
 
 auto service::relieve_pressure(std::function<bool()> check)
@@ -327,8 +397,13 @@ auto service::stats() -> result<persistence_stats> {
 }
 
 auto service::stats_async() -> future<persistence_stats> {
-  return impl_->call_async<persistence_stats>(codec::empty<msg::ReadStats>(),
-                                              codec::pending);
+  return as_future<persistence_stats>(
+    [&](callback<persistence_stats> done) { stats_async(std::move(done)); });
+}
+
+void service::stats_async(callback<persistence_stats> done) {
+  impl_->call_then<persistence_stats>(codec::empty<msg::ReadStats>(),
+                                      codec::pending, std::move(done));
 }
 
 auto service::report() -> result<service_report> {
@@ -337,8 +412,13 @@ auto service::report() -> result<service_report> {
 }
 
 auto service::report_async() -> future<service_report> {
-  return impl_->call_async<service_report>(codec::empty<msg::ReadReport>(),
-                                           codec::report);
+  return as_future<service_report>(
+    [&](callback<service_report> done) { report_async(std::move(done)); });
+}
+
+void service::report_async(callback<service_report> done) {
+  impl_->call_then<service_report>(codec::empty<msg::ReadReport>(),
+                                   codec::report, std::move(done));
 }
 
 auto service::saved_prefixes() -> result<std::vector<saved_prefix>> {
@@ -347,8 +427,15 @@ auto service::saved_prefixes() -> result<std::vector<saved_prefix>> {
 }
 
 auto service::saved_prefixes_async() -> future<std::vector<saved_prefix>> {
-  return impl_->call_async<std::vector<saved_prefix>>(
-    codec::empty<msg::ListSavedPrefixes>(), codec::prefixes);
+  return as_future<std::vector<saved_prefix>>(
+    [&](callback<std::vector<saved_prefix>> done) {
+      saved_prefixes_async(std::move(done));
+    });
+}
+
+void service::saved_prefixes_async(callback<std::vector<saved_prefix>> done) {
+  impl_->call_then<std::vector<saved_prefix>>(
+    codec::empty<msg::ListSavedPrefixes>(), codec::prefixes, std::move(done));
 }
 
 namespace {
@@ -367,40 +454,75 @@ auto service::set_ssd_limit(uint64_t bytes) -> result<ssd_limit_result> {
 }
 
 auto service::set_ssd_limit_async(uint64_t bytes) -> future<ssd_limit_result> {
-  return impl_->call_async<ssd_limit_result>(ssd_limit_message(bytes),
-                                             codec::ssd_limit);
+  return as_future<ssd_limit_result>([&](callback<ssd_limit_result> done) {
+    set_ssd_limit_async(bytes, std::move(done));
+  });
+}
+
+void service::set_ssd_limit_async(uint64_t bytes,
+                                  callback<ssd_limit_result> done) {
+  impl_->call_then<ssd_limit_result>(ssd_limit_message(bytes), codec::ssd_limit,
+                                     std::move(done));
 }
 
 // --- objects ---------------------------------------------------------------
 
-caf::expected<bool> object_cache::put(const std::string& key,
-                                      std::vector<tiers::attachment> tensors) {
+namespace {
+
+using object_views = std::optional<std::vector<tiers::attachment>>;
+
+sealed<msg::PutObject> put_object_message(const std::string& key,
+                                          std::vector<tiers::attachment>& t) {
   msg::draft<msg::PutObject> d;
   auto obj = d.root().initObject();
   obj.setKey(key);
-  tiers::write_attachments(d, obj.initAttachments(tensors.size()), tensors);
-  return owner_->impl_->call<bool>(
-    std::move(d).seal(), [](const sealed<msg::PutObjectReply>& r) {
-      return caf::expected<bool>{r.root().getKept()};
-    });
+  tiers::write_attachments(d, obj.initAttachments(t.size()), t);
+  return std::move(d).seal();
 }
 
-caf::expected<std::optional<std::vector<tiers::attachment>>>
-object_cache::get(const std::string& key) {
-  using out_t = std::optional<std::vector<tiers::attachment>>;
+caf::expected<bool> object_kept(const sealed<msg::PutObjectReply>& r) {
+  return r.root().getKept();
+}
+
+sealed<msg::GetObject> get_object_message(const std::string& key) {
   msg::draft<msg::GetObject> d;
   d.root().setKey(key);
-  return owner_->impl_->call<out_t>(
-    std::move(d).seal(),
-    [](const sealed<msg::GetObjectReply>& r) -> caf::expected<out_t> {
-      if (!r.root().isObject())
-        return out_t{};
-      auto a =
-        tiers::read_attachments(r, r.root().getObject().getAttachments());
-      if (!a)
-        return std::move(a.error());
-      return out_t{std::move(*a)};
-    });
+  return std::move(d).seal();
+}
+
+caf::expected<object_views> object_found(const sealed<msg::GetObjectReply>& r) {
+  if (!r.root().isObject())
+    return object_views{};
+  auto a = tiers::read_attachments(r, r.root().getObject().getAttachments());
+  if (!a)
+    return std::move(a.error());
+  return object_views{std::move(*a)};
+}
+
+} // namespace
+
+caf::expected<bool> object_cache::put(const std::string& key,
+                                      std::vector<tiers::attachment> tensors) {
+  return owner_->impl_->call<bool>(put_object_message(key, tensors),
+                                   object_kept);
+}
+
+void object_cache::put_async(const std::string& key,
+                             std::vector<tiers::attachment> tensors,
+                             service::callback<bool> done) {
+  owner_->impl_->call_then<bool>(put_object_message(key, tensors), object_kept,
+                                 std::move(done));
+}
+
+caf::expected<object_views> object_cache::get(const std::string& key) {
+  return owner_->impl_->call<object_views>(get_object_message(key),
+                                           object_found);
+}
+
+void object_cache::get_async(const std::string& key,
+                             service::callback<object_views> done) {
+  owner_->impl_->call_then<object_views>(get_object_message(key), object_found,
+                                         std::move(done));
 }
 
 } // namespace kvtier::runtime

@@ -1,6 +1,7 @@
 // Internal to the embedded API's sources (runtime/service*.cpp): what a
 // `service` holds, and the two ways a call reaches the facade (blocking on
-// a scoped actor, or completing a future from a short-lived actor).
+// a scoped actor, or calling back from the caller actor; the futures are
+// built on the callbacks).
 #pragma once
 
 #include "messages/log.hpp"
@@ -30,25 +31,36 @@ namespace kvtier::runtime {
 /// One future-returning call: sends its request from the caller actor.
 using async_call = std::function<void(caf::event_based_actor*)>;
 
-/// A future call's promise, kept by its handlers: one that goes unanswered
-/// (the service went while the call waited) settles with `ec::closed`
-/// rather than leaving its future broken.
+/// A call's completion, kept by its handlers: runs `done` once. A call that
+/// goes unanswered (the service went while it waited) settles with
+/// `ec::closed` rather than never.
 template <class T>
-struct call_promise {
-  std::promise<caf::expected<T>> promise;
+struct call_sink {
+  service::callback<T> done;
   bool settled = false;
 
   void set(caf::expected<T> x) {
     if (!std::exchange(settled, true))
-      promise.set_value(std::move(x));
+      done(std::move(x));
   }
 
-  ~call_promise() {
+  ~call_sink() {
     if (!settled)
-      promise.set_value(
-        make_error(ec::closed, "the service went before answering"));
+      set(make_error(ec::closed, "the service went before answering"));
   }
 };
+
+/// The future form of a call: `start` begins its callback form with a
+/// callback that completes the returned future.
+template <class T, class Start>
+std::future<caf::expected<T>> as_future(Start start) {
+  auto p = std::make_shared<std::promise<caf::expected<T>>>();
+  auto f = p->get_future();
+  start(service::callback<T>{
+    [p](caf::expected<T> x) { p->set_value(std::move(x)); }});
+  return f;
+}
+
 using async_call_ptr = std::shared_ptr<async_call>;
 
 } // namespace kvtier::runtime
@@ -232,25 +244,25 @@ struct service::impl {
     self->home_system().clock().cancel_request_timeout(self, id);
   }
 
-  /// The same, completing a future on an actor thread. Every future call
-  /// goes through one caller actor, so calls one engine thread makes reach
-  /// the facade in the order it made them (CAF keeps the order of messages
-  /// from one sender to one receiver): an `admit_queued` made after another
-  /// queues behind it.
+  /// The same, calling `done` on an actor thread (the callback form the
+  /// futures are built on). Every such call goes through one caller actor,
+  /// so calls one engine thread makes reach the facade in the order it made
+  /// them (CAF keeps the order of messages from one sender to one
+  /// receiver): an `admit_queued` made after another queues behind it.
   template <class T, class Req, class Conv>
-  std::future<caf::expected<T>> call_async(codec::sealed<Req> m, Conv conv) {
-    return call_async_for<T>(api_timeout(), std::move(m), conv);
+  void call_then(codec::sealed<Req> m, Conv conv, callback<T> done) {
+    call_then_for<T>(api_timeout(), std::move(m), conv, std::move(done));
   }
 
   template <class T, class Req, class Conv>
-  std::future<caf::expected<T>>
-  call_async_for(caf::duration timeout, codec::sealed<Req> m, Conv conv) {
+  void call_then_for(caf::duration timeout, codec::sealed<Req> m, Conv conv,
+                     callback<T> done) {
     using reply = codec::sealed<typename codec::reply_of<Req>::type>;
-    auto p = std::make_shared<call_promise<T>>();
-    auto f = p->promise.get_future();
+    auto p = std::make_shared<call_sink<T>>();
+    p->done = std::move(done);
     if (start_error) {
       p->set(start_error);
-      return f;
+      return;
     }
     auto call = std::make_shared<async_call>(
       [facade = handles.facade, m = std::move(m), conv, p,
@@ -269,7 +281,6 @@ struct service::impl {
           });
       });
     caf::anon_send(async_caller, std::move(call));
-    return f;
   }
 
   /// The actor that makes the future calls (spawned by `start`).
