@@ -208,7 +208,7 @@ class KvtierEngine:
         while True:
             try:
                 d = self.svc.admit(kreq)
-            except (k.PositionLimitExceededError, k.OverBudgetError):
+            except (k.PositionLimitError, k.OverBudgetError):
                 return False
             if d.admitted:
                 return True
@@ -310,7 +310,7 @@ def load_lent(cache: KVCache, views, p: int) -> None:
                 break
             a = np.asarray(seg)
             take = min(len(a), p - row)
-            bufs[j][row:row + take].copy_(torch.from_numpy(a[:take]))
+            np.copyto(bufs[j][row:row + take].numpy(), a[:take])
             segs.append(seg if take == len(a) else a[:take])
             row += take
         if row != p:

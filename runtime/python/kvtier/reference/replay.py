@@ -81,6 +81,8 @@ class CheckReport:
     baseline_from_memory: int = 0
     baseline_recomputed: int = 0
     ttft_s: List[float] = dataclasses.field(default_factory=list)
+    # Per request served: [id, prompt tokens, tokens reused, tier].
+    served: List[list] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -144,6 +146,7 @@ def check_run(engine: KvtierEngine, requests: List[EngineRequest],
         rep.fresh_tokens += s.prompt_tokens - s.reused
         rep.decoded_tokens += len(s.tokens)
         rep.ttft_s.append(s.ttft_s)
+        rep.served.append([req.id, s.prompt_tokens, s.reused, s.tier])
         if baseline is not None:
             b = baseline.serve(req, s.reused)
             rep.exact_checked += 1
