@@ -46,10 +46,10 @@ PEER_DEADLINE_S = 120  # the peer up and its directory filled
 SLICES = {
     # The first 40 conversation requests, 512-token blocks as 16 tokens.
     "conversation": (CONVERSATION, None, 40, 16, 1024, 8),
-    # Two WEKA agent sessions (49 requests, the first 40), 64-token blocks
+    # Two WEKA agent sessions (45 requests, the first 40), 64-token blocks
     # as 1 token: in the merged directory the first requests are the first
     # turns of 71 sessions, which share nothing.
-    "weka": (WEKA, ["trace_0044.json.gz", "trace_0064.json.gz"], 40, 1, 2048,
+    "weka": (WEKA, ["trace_0449.json.gz", "trace_0710.json.gz"], 40, 1, 2048,
              8),
     # Soak: the first 200 of each trace as `kvtier replay` orders them.
     "conversation-200": (CONVERSATION, None, 200, 32, 2048, 16),

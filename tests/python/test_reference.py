@@ -1,8 +1,9 @@
 """The reference engine (kvtier.reference, docs/python.md "The reference
 engine"): its trace prompts, its arithmetic, and serving slices of the
 conversation and WEKA traces through kvtier from RAM, from SSD after a
-restart and from a peer engine process, every logit checked. The 200-request
-runs are test_reference_soak.py (label soak)."""
+restart and from a peer engine process, every logit checked. The SSD and
+peer runs are test_reference_tiers.py; the 200-request runs
+test_reference_soak.py (label soak)."""
 
 from __future__ import annotations
 
@@ -155,18 +156,3 @@ def test_a_lent_row_that_changed_is_caught():
     reused = [rid for rid, _, p, _ in rep.served if p > 0]
     assert len(reused) >= 3, rep.served
     assert rep.exact_mismatches == reused, rep.summary()
-
-
-@pytest.mark.parametrize("name", ["conversation", "weka"])
-def test_serves_a_trace_from_ssd_after_a_restart(name, tmp_path):
-    first, second = runs.serve_after_restart(name, tmp_path)
-    assert first["close"]["durable"], first["close"]
-    runs.assert_checked(second, len(runs.requests_for(name)))
-    assert second["check"]["reused_tokens"]["ssd"] > 0, second["check"]
-
-
-@pytest.mark.parametrize("name", ["conversation", "weka"])
-def test_serves_a_trace_from_a_peer_engine_process(name, tmp_path):
-    a, b = runs.serve_from_peer(name, tmp_path)
-    runs.assert_checked(b, len(runs.requests_for(name)))
-    assert b["check"]["reused_tokens"]["peer"] > 0, b["check"]
