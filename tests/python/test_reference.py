@@ -14,8 +14,7 @@ import torch
 
 from kvtier.reference import (LOGIT_ATOL, KVCache, KvtierEngine, LocalEngine,
                               ModelConfig, ReferenceModel, check_run,
-                              engine_requests, kvtier_model, load_trace,
-                              prompt_tokens)
+                              kvtier_model, load_trace, prompt_tokens)
 from kvtier.reference.trace import MASK64
 
 import kvtier

@@ -36,10 +36,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 import torch
+
+import kvtier
 
 from .model import KVCache, ReferenceModel
 
@@ -81,7 +83,7 @@ class Served:
 def greedy_decode(model: ReferenceModel, cache: KVCache, first: torch.Tensor,
                   count: int,
                   on_token: Optional[Callable[[int, List[int]], None]] = None
-                  ) -> (List[torch.Tensor], List[int]):
+                  ) -> Tuple[List[torch.Tensor], List[int]]:
     """Decodes `count` tokens greedily from the prompt's logits `first`:
     each chosen token is fed (its K/V appended), so the cache ends with
     prompt + count rows. Returns every logits vector (the prompt's first,
@@ -167,9 +169,6 @@ class KvtierEngine:
         as `kvtier replay` does, so repeated runs see the same tiers.
         `tamper(cache, p)` (tests only) may change the lent rows after they
         were loaded, to show the comparison catches a wrong state."""
-        import kvtier  # the package this engine lives in
-
-        self._kvtier = kvtier
         self.model = model
         self.svc = service
         self.checkpoint_every = checkpoint_every
@@ -204,7 +203,7 @@ class KvtierEngine:
 
     def _admit(self, kreq) -> bool:
         """Admits `kreq`; False when it can never be admitted (refused)."""
-        k = self._kvtier
+        k = kvtier
         while True:
             try:
                 d = self.svc.admit(kreq)
@@ -221,7 +220,7 @@ class KvtierEngine:
     # -- the loop ---------------------------------------------------------
 
     def serve(self, req: EngineRequest) -> Served:
-        k, m, svc = self._kvtier, self.model, self.svc
+        k, m, svc = kvtier, self.model, self.svc
         n = len(req.prompt)
         out = Served(id=req.id, prompt_tokens=n)
         t0 = time.perf_counter()
