@@ -43,15 +43,17 @@ import time
 import torch
 
 
+# The benchmark's model: larger than the tests' (16 KiB of K/V per token).
+BENCH_MODEL = dict(layers=4, d_model=512, n_heads=8, d_ff=1408, chunk=128)
+
+
 def _args(argv):
+    from kvtier.reference import ModelConfig
+    from kvtier.reference.__main__ import add_model_arguments
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--lengths", default="512,1024,2048,4096,8192")
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--d-model", type=int, default=512)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--d-ff", type=int, default=1408)
-    p.add_argument("--chunk", type=int, default=128)
-    p.add_argument("--threads", type=int, default=2)
+    add_model_arguments(p, ModelConfig(**BENCH_MODEL), threads=2)
     p.add_argument("--repeat", type=int, default=3,
                    help="measurements per figure (the median is shown)")
     p.add_argument("--json", help="write the figures here")
@@ -59,18 +61,12 @@ def _args(argv):
     return p.parse_args(argv)
 
 
-def _config(a):
-    from kvtier.reference import ModelConfig
-
-    return ModelConfig(layers=a.layers, d_model=a.d_model, n_heads=a.heads,
-                       d_ff=a.d_ff, chunk=a.chunk)
-
-
 def _model(a, longest):
     from kvtier.reference import ReferenceModel
-    from kvtier.reference.__main__ import model_positions
+    from kvtier.reference.__main__ import (config_from_arguments,
+                                           model_positions)
 
-    cfg = _config(a)
+    cfg = config_from_arguments(a)
     return ReferenceModel(cfg, max_positions=model_positions(cfg, longest))
 
 
@@ -168,6 +164,7 @@ def main(argv=None):
         return serve_peer(a)
     import kvtier
     from kvtier.reference import KVCache, kvtier_model
+    from kvtier.reference.__main__ import model_arguments
 
     torch.set_num_threads(a.threads)
     lengths = [int(x) for x in a.lengths.split(",")]
@@ -182,16 +179,16 @@ def main(argv=None):
             "service.idle-demotion-ms": 0, "log.level": "error"}
     print(f"model {cfg.identity}: {cfg.kv_bytes_per_token} K/V bytes per "
           f"token; torch threads {a.threads}; a prompt is the prefix + "
-          f"{cfg.chunk} new tokens; median of {a.repeat} (the prefill past 2048 tokens: one run); "
+          f"{cfg.chunk} new tokens; median of {a.repeat} (the prefill "
+          "past 2048 tokens: one run); "
           "! marks a tier slower than the prefill", flush=True)
     rows, slower = [], []
     with kvtier.Service(model=kvtier_model(cfg), options=opts) as svc:
         peer = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--serve-peer",
-             svc.node_address, "--lengths", a.lengths, "--layers",
-             str(a.layers), "--d-model", str(a.d_model), "--heads",
-             str(a.heads), "--d-ff", str(a.d_ff), "--chunk", str(a.chunk),
-             "--threads", str(a.threads)],
+             svc.node_address, "--lengths", a.lengths, "--threads",
+             str(a.threads), "--repeat", str(a.repeat),
+             *model_arguments(cfg)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             _expect(peer, "ready")

@@ -26,17 +26,16 @@ import kvtier
 from kvtier.reference import (KvtierEngine, LocalEngine, ModelConfig,
                               ReferenceModel, check_run, engine_requests,
                               kvtier_model, load_trace)
-from kvtier.reference.__main__ import model_positions
+from kvtier.reference.__main__ import model_arguments, model_positions
 from kvtier.reference.replay import save_requests
 
 REPO = Path(__file__).resolve().parents[2]
-CONVERSATION = REPO / "tests/traces/mooncake-fast25/conversation_trace.jsonl.gz"
-WEKA = REPO / "tests/traces/kv-cache-tester-weka"
+TRACES = REPO / "tests/traces"
+CONVERSATION = TRACES / "mooncake-fast25/conversation_trace.jsonl.gz"
+WEKA = TRACES / "kv-cache-tester-weka"
 
 # The test model: 2 layers x 64 wide, 4 heads, chunks of 64 tokens.
 CONFIG = ModelConfig(layers=2, d_model=64, n_heads=4, d_ff=128, chunk=64)
-MODEL_ARGS = ["--layers", "2", "--d-model", "64", "--heads", "4", "--d-ff",
-              "128", "--chunk", "64"]
 CHECKPOINT_EVERY = 4
 PROCESS_DEADLINE_S = 900  # one engine process, start to exit
 PEER_DEADLINE_S = 120  # the peer up and its directory filled
@@ -102,7 +101,8 @@ class EngineProcess:
         self.log = tmp / f"{tag}.log"
         cmd = [sys.executable, "-m", "kvtier.reference", "--requests-file",
                str(reqs_file), "--report", str(self.report), "--quiet",
-               "--checkpoint-every", str(CHECKPOINT_EVERY), *MODEL_ARGS,
+               "--checkpoint-every", str(CHECKPOINT_EVERY),
+               *model_arguments(CONFIG),
                *flags]
         for k, v in options.items():
             if k != "service.checkpoint-every-tokens":

@@ -18,6 +18,8 @@ import select
 import sys
 import time
 
+from .model import ModelConfig
+
 
 def _option(text: str):
     key, sep, value = text.partition("=")
@@ -41,14 +43,7 @@ def _args(argv):
                    "trace's block size)")
     p.add_argument("--max-prompt-tokens", type=int, default=2048)
     p.add_argument("--max-new-tokens", type=int, default=16)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--d-model", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--d-ff", type=int, default=128)
-    p.add_argument("--chunk", type=int, default=64)
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch.set_num_threads")
+    add_model_arguments(p, ModelConfig(), threads=1)
     p.add_argument("--option", type=_option, action="append", default=[],
                    help="a service option SECTION.KEY=VALUE (repeatable)")
     p.add_argument("--checkpoint-every", type=int, default=0,
@@ -75,6 +70,32 @@ def _args(argv):
     return p.parse_args(argv)
 
 
+def add_model_arguments(p: argparse.ArgumentParser, cfg: ModelConfig,
+                        threads: int) -> None:
+    """The model's options (--layers, --d-model, --heads, --d-ff, --chunk,
+    --seed), defaulting to `cfg`, and --threads (torch.set_num_threads)."""
+    p.add_argument("--layers", type=int, default=cfg.layers)
+    p.add_argument("--d-model", type=int, default=cfg.d_model)
+    p.add_argument("--heads", type=int, default=cfg.n_heads)
+    p.add_argument("--d-ff", type=int, default=cfg.d_ff)
+    p.add_argument("--chunk", type=int, default=cfg.chunk)
+    p.add_argument("--seed", type=int, default=cfg.seed)
+    p.add_argument("--threads", type=int, default=threads,
+                   help="torch.set_num_threads")
+
+
+def config_from_arguments(a) -> ModelConfig:
+    return ModelConfig(layers=a.layers, d_model=a.d_model, n_heads=a.heads,
+                       d_ff=a.d_ff, chunk=a.chunk, seed=a.seed)
+
+
+def model_arguments(cfg: ModelConfig) -> list:
+    """The command line options that give a process the model `cfg`."""
+    return ["--layers", str(cfg.layers), "--d-model", str(cfg.d_model),
+            "--heads", str(cfg.n_heads), "--d-ff", str(cfg.d_ff), "--chunk",
+            str(cfg.chunk), "--seed", str(cfg.seed)]
+
+
 def main(argv=None) -> int:
     a = _args(sys.argv[1:] if argv is None else argv)
     import torch
@@ -83,7 +104,7 @@ def main(argv=None) -> int:
 
     from . import kvtier_model
     from .engine import KvtierEngine, LocalEngine
-    from .model import ModelConfig, ReferenceModel
+    from .model import ReferenceModel
     from .replay import check_run, engine_requests, load_requests
     from .trace import load_trace
 
@@ -95,8 +116,7 @@ def main(argv=None) -> int:
                                a.max_prompt_tokens, a.max_new_tokens)
     else:
         reqs = load_requests(a.requests_file)
-    cfg = ModelConfig(layers=a.layers, d_model=a.d_model, n_heads=a.heads,
-                      d_ff=a.d_ff, chunk=a.chunk, seed=a.seed)
+    cfg = config_from_arguments(a)
     longest = max((len(r.prompt) + r.max_new_tokens for r in reqs),
                   default=1)
     model = ReferenceModel(cfg, max_positions=model_positions(cfg, longest))

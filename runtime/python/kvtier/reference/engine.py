@@ -159,7 +159,8 @@ class LocalEngine:
 class KvtierEngine:
     """The reference engine serving through a `kvtier.Service`."""
 
-    def __init__(self, model: ReferenceModel, service, checkpoint_every: int = 0,
+    def __init__(self, model: ReferenceModel, service,
+                 checkpoint_every: int = 0,
                  batch: int = 1, settle: bool = True,
                  settle_deadline_s: float = 60.0,
                  tamper: Optional[Callable[[KVCache, int], None]] = None):

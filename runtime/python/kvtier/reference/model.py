@@ -148,7 +148,8 @@ class ReferenceModel:
         self.final_norm = torch.ones(d)
         self.head = w(cfg.vocab, d, scale=d ** -0.5)
         half = cfg.head_dim // 2
-        inv = cfg.rope_base ** (-torch.arange(half, dtype=torch.float64) / half)
+        inv = cfg.rope_base ** (
+            -torch.arange(half, dtype=torch.float64) / half)
         ang = torch.arange(max_positions, dtype=torch.float64)[:, None] * inv
         self.cos = torch.cos(ang).float()  # (positions, half)
         self.sin = torch.sin(ang).float()

@@ -96,15 +96,16 @@ class CheckReport:
 
     def summary(self) -> str:
         r = self.reused_tokens
+        exact = self.exact_checked - len(self.exact_mismatches)
+        greedy = self.whole_checked - len(self.greedy_mismatches)
         return (f"{self.requests} requests ({self.refused} refused), "
                 f"{self.input_tokens} prompt tokens: reused ram {r['ram']} "
                 f"ssd {r['ssd']} peer {r['peer']} checkpoint "
                 f"{r['checkpoint']}, computed {self.fresh_tokens}; "
-                f"bit-identical {self.exact_checked - len(self.exact_mismatches)}"
-                f"/{self.exact_checked}; greedy equal to a full prefill "
-                f"{self.whole_checked - len(self.greedy_mismatches)}/"
-                f"{self.whole_checked}, largest logit difference "
-                f"{self.max_whole_logit_diff:.3g} (tolerance {self.logit_atol})")
+                f"bit-identical {exact}/{self.exact_checked}; greedy equal "
+                f"to a full prefill {greedy}/{self.whole_checked}, largest "
+                f"logit difference {self.max_whole_logit_diff:.3g} "
+                f"(tolerance {self.logit_atol})")
 
 
 def compare_whole(model: ReferenceModel, req: EngineRequest, logits,
