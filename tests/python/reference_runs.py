@@ -108,9 +108,10 @@ class EngineProcess:
             if k != "service.checkpoint-every-tokens":
                 cmd += ["--option", f"{k}={v}"]
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-        self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=open(self.log, "w"), text=True, env=env)
+        with open(self.log, "w") as err:
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=err, text=True, env=env)
         self.started = time.monotonic()
 
     def _left(self) -> float:
@@ -137,9 +138,15 @@ class EngineProcess:
                 return text[len(prefix):].strip()
 
     def stop(self) -> None:
+        """Ends a --hold process: a line on its stdin, then its exit within
+        a minute, else it is killed."""
         if self.proc.poll() is None:
             self.proc.stdin.write("stop\n")
             self.proc.stdin.flush()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
 
     def result(self) -> dict:
         """Waits for the exit (bounded) and returns the report."""
@@ -199,7 +206,7 @@ def serve_from_peer(name: str, tmp: Path):
         b_rep = b.result()
     finally:
         a.stop()
-    a.result()
+    assert a.proc.returncode == 0, a.log.read_text()[-3000:]
     return a_rep, b_rep
 
 
