@@ -10,20 +10,6 @@ namespace kvtier::python {
 
 namespace {
 
-/// The name numpy gives a normalized buffer format, for messages.
-std::string format_name(const std::string& f) {
-  static const std::pair<const char*, const char*> names[] = {
-    {"?", "bool"},       {"b", "int8"},       {"B", "uint8"},
-    {"h", "int16"},      {"H", "uint16"},     {"i", "int32"},
-    {"I", "uint32"},     {"q", "int64"},      {"Q", "uint64"},
-    {"e", "float16"},    {"f", "float32"},    {"d", "float64"},
-    {"Zf", "complex64"}, {"Zd", "complex128"}};
-  for (auto& [fmt, name] : names)
-    if (f == fmt)
-      return name;
-  return "format '" + f + "'";
-}
-
 /// Whether a buffer of (normalized) format `f` may hold layer `l`.
 bool accepts(const layer_desc& l, const std::string& f) {
   if (l.dtype == "bfloat16")

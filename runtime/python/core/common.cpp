@@ -68,6 +68,19 @@ std::string normalized_format(const char* f) {
   return s;
 }
 
+std::string format_name(const std::string& f) {
+  static const std::pair<const char*, const char*> names[] = {
+    {"?", "bool"},       {"b", "int8"},       {"B", "uint8"},
+    {"h", "int16"},      {"H", "uint16"},     {"i", "int32"},
+    {"I", "uint32"},     {"q", "int64"},      {"Q", "uint64"},
+    {"e", "float16"},    {"f", "float32"},    {"d", "float64"},
+    {"Zf", "complex64"}, {"Zd", "complex128"}};
+  for (auto& [fmt, name] : names)
+    if (f == fmt)
+      return name;
+  return "format '" + f + "'";
+}
+
 namespace {
 
 [[noreturn]] void bad_token(const char* what, size_t i, const std::string& v) {
@@ -125,9 +138,9 @@ bool tokens_from_buffer(py::handle obj, const char* what,
   else if (f == "Q")
     read_ints<uint64_t>(b, what, out);
   else
-    throw py::type_error(std::string{what} + ": an array of format '"
-                         + (b.format ? b.format : "B")
-                         + "'; tokens are integers 0 .. 4294967295");
+    throw py::type_error(std::string{what} + ": an array of "
+                         + format_name(f)
+                         + "; tokens are integers 0 .. 4294967295");
   return true;
 }
 

@@ -101,6 +101,10 @@ py::array tokens_array(tiers::token_seq tokens);
 /// 8-byte `q`/`Q` they are here; empty for a non-native byte order.
 std::string normalized_format(const char* f);
 
+/// The dtype name numpy gives a normalized buffer format ("float32"), for
+/// messages.
+std::string format_name(const std::string& f);
+
 /// Registration of each part of the module (each in its own source).
 void register_values(py::module_& m);
 void register_buffers(py::module_& m);

@@ -5,11 +5,13 @@ a completion ``done(ok, value)`` that kvtier runs on one of its actor threads
 (under the GIL). ``done`` hands the answer to the loop with
 ``call_soon_threadsafe``, so the future resolves on the loop's own thread.
 No thread waits for the call. The completion holds the future (and so its
-loop) only while it is pending: once the future is settled or cancelled it
-lets go, and an answer for a closed loop is dropped.
+loop) only weakly: whoever awaits the future keeps it; a future nobody holds
+any more is collected with its loop, and its answer is dropped (as is an
+answer for a closed loop).
 """
 
 import asyncio
+import weakref
 
 __all__ = ["call"]
 
@@ -24,27 +26,35 @@ def _settle(fut, ok, value):
 
 
 def call(start, on_cancel=None):
-    """A future on the running loop for the call ``start(done)`` begins;
-    ``on_cancel()`` runs (on the loop) when the future is cancelled."""
+    """A future on the running loop for the call ``start(done)`` begins.
+    ``on_cancel()`` runs when the future is cancelled, or collected while
+    still pending (nobody can see its answer any more)."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
-    slot = [fut]
+    ref = weakref.ref(fut)
 
     def done(ok, value):  # an actor thread, under the GIL
-        f = slot[0]
-        if f is None:
+        f = ref()
+        if f is None:  # nobody holds the future: nobody waits
             return
-        slot[0] = None
         try:
             f.get_loop().call_soon_threadsafe(_settle, f, ok, value)
         except RuntimeError:  # the loop is closed: nobody waits any more
             pass
 
-    def finished(f):
-        slot[0] = None
-        if on_cancel is not None and f.cancelled():
-            on_cancel()
+    if on_cancel is not None:
+        pending = [True]
 
-    fut.add_done_callback(finished)
+        def finished(f):
+            pending[0] = False
+            if f.cancelled():
+                on_cancel()
+
+        def collected():
+            if pending[0]:
+                on_cancel()
+
+        fut.add_done_callback(finished)
+        weakref.finalize(fut, collected)
     start(done)
     return fut

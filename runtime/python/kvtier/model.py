@@ -24,7 +24,7 @@ def dtype_info(dtype):
     """``(name, itemsize, format)`` of a dtype given as a name, a numpy dtype
     or a torch dtype: the canonical name ("float32", "bfloat16"), its size in
     bytes and the buffer-protocol format kvtier lends it with (bfloat16, which
-    has no format of its own, is lent as raw ``H`` 16-bit words)."""
+    has no format of its own, is lent as raw ``h`` (int16) words)."""
     name = str(dtype)
     if name.startswith("torch."):
         name = name[len("torch."):]
@@ -32,7 +32,7 @@ def dtype_info(dtype):
                "bf16": "bfloat16"}
     name = aliases.get(name, name)
     if name == "bfloat16":
-        return ("bfloat16", 2, "H")
+        return ("bfloat16", 2, "h")
     import numpy as np
     try:
         d = np.dtype(name)

@@ -99,8 +99,14 @@ class Service(_core.Service):
         return self
 
     def __exit__(self, *exc):
-        if not self.closed:
-            self.close()
+        """close(), then stop the service's actors and let go of its SSD
+        directory (a later call raises kvtier.ClosedError), as ``del``
+        does."""
+        try:
+            if not self.closed:
+                self.close()
+        finally:
+            self._shutdown()
         return False
 
     def __repr__(self):
