@@ -220,3 +220,37 @@ def assert_checked(rep: dict, requests: int) -> None:
     assert c["greedy_mismatches"] == [], c
     assert c["tolerance_mismatches"] == [], c
     assert c["ok"]
+
+
+def main(names) -> int:
+    """Runs the three runs of each named slice and prints their figures
+    (what the docs quote): `PYTHONPATH=build/python /usr/bin/python3
+    tests/python/reference_runs.py conversation weka`."""
+    import tempfile
+
+    ok = True
+    for name in names:
+        with tempfile.TemporaryDirectory() as tmp:
+            ram = serve_in_process(name).to_json()
+            for sub in ("restart", "peer"):
+                (Path(tmp) / sub).mkdir()
+            _, ssd = serve_after_restart(name, Path(tmp) / "restart")
+            _, peer = serve_from_peer(name, Path(tmp) / "peer")
+        for tier, rep in (("ram", ram), ("ssd", ssd["check"]),
+                          ("peer", peer["check"])):
+            ok &= rep["ok"]
+            r = rep["reused_tokens"]
+            exact = rep["exact_checked"] - len(rep["exact_mismatches"])
+            greedy = rep["whole_checked"] - len(rep["greedy_mismatches"])
+            print(f"{name:>16} {tier:>4}: {rep['requests']} requests, "
+                  f"{rep['input_tokens']} prompt tokens, reused ram "
+                  f"{r['ram']} ssd {r['ssd']} peer {r['peer']}; "
+                  f"bit-identical {exact}/{rep['exact_checked']}, greedy "
+                  f"equal {greedy}/{rep['whole_checked']}, largest logit "
+                  f"difference {rep['max_whole_logit_diff']:.3g}",
+                  flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or ["conversation", "weka"]))
