@@ -39,7 +39,8 @@ import torch
 # Largest |difference| allowed between a logit of the chunked prefill and the
 # same logit of `prefill_whole` (different matrix shapes, different rounding).
 # Logits have a standard deviation of about 1 by construction (the head's
-# init); the differences measured are below 1e-4 for the test models.
+# init); the largest difference measured over the tests' runs was 2.4e-6
+# (docs/python.md), so this is a bound with room, not a fit.
 LOGIT_ATOL = 1e-3
 
 # Query rows per attention step in `prefill_whole` (bounds its score matrix).
