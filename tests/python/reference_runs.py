@@ -87,7 +87,7 @@ def serve_in_process(name: str):
     model = model_for(reqs)
     with kvtier.Service(model=kvtier_model(CONFIG),
                         options=service_options()) as svc:
-        engine = KvtierEngine(model, svc, checkpoint_every=CHECKPOINT_EVERY)
+        engine = KvtierEngine(model, svc)  # the service's checkpoint period
         return check_run(engine, reqs, LocalEngine(model))
 
 

@@ -131,8 +131,7 @@ def main(argv=None) -> int:
         if a.wait_peers or a.wait_peer_entries:
             out["peer_wait_s"] = wait_for_peers(svc, a.wait_peers,
                                                 a.wait_peer_entries, a.wait_s)
-        engine = KvtierEngine(model, svc, checkpoint_every=a.checkpoint_every,
-                              batch=a.batch)
+        engine = KvtierEngine(model, svc, batch=a.batch)
         baseline = None if a.no_baseline else LocalEngine(model)
 
         def progress(i, rep):

@@ -160,18 +160,21 @@ class KvtierEngine:
     """The reference engine serving through a `kvtier.Service`."""
 
     def __init__(self, model: ReferenceModel, service,
-                 checkpoint_every: int = 0,
+                 checkpoint_every: Optional[int] = None,
                  batch: int = 1, settle: bool = True,
                  settle_deadline_s: float = 60.0,
                  tamper: Optional[Callable[[KVCache, int], None]] = None):
-        """`checkpoint_every` must be the service's
-        `service.checkpoint-every-tokens` (0: no checkpoints). `settle`
-        waits after the prefetch and the publish until no spill is pending,
-        as `kvtier replay` does, so repeated runs see the same tiers.
+        """`checkpoint_every`: a checkpoint every this many decoded tokens
+        (None: the service's `service.checkpoint-every-tokens`; 0: none).
+        `settle` waits after the prefetch and the publish until no spill is
+        pending, as `kvtier replay` does, so repeated runs see the same
+        tiers.
         `tamper(cache, p)` (tests only) may change the lent rows after they
         were loaded, to show the comparison catches a wrong state."""
         self.model = model
         self.svc = service
+        if checkpoint_every is None:
+            checkpoint_every = service.checkpoint_every_tokens or 0
         self.checkpoint_every = checkpoint_every
         self.batch = max(batch, 1)
         self.settle = settle
