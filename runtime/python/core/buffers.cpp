@@ -34,7 +34,11 @@ std::string describe(const layer_desc& l) {
 void let_go(Py_buffer* pb) noexcept {
   if (!python_alive())
     return;
+  bool foreign = !PyGILState_Check();
   py::gil_scoped_acquire gil;
+  std::optional<callback_scope> scope;
+  if (foreign)
+    scope.emplace(); // a kvtier thread: what the release runs is a callback
   PyBuffer_Release(pb);
   delete pb;
 }

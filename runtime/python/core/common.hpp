@@ -30,6 +30,17 @@ bool python_alive() noexcept;
 /// Called from the module's atexit hook.
 void mark_python_exiting() noexcept;
 
+/// Whether the current thread is running a Python callback for kvtier (an
+/// actor thread): blocking calls refuse there.
+bool in_kvtier_callback() noexcept;
+
+/// Marks the current thread as running a kvtier callback while alive.
+struct callback_scope {
+  callback_scope() noexcept;
+  ~callback_scope();
+  bool outer;
+};
+
 /// A Python reference any thread may drop: it takes the GIL to let go (or
 /// leaks the reference when Python is exiting). Copies share one reference.
 class shared_pyref {
