@@ -37,16 +37,8 @@ callback_scope::~callback_scope() {
 
 shared_pyref::shared_pyref(py::handle obj) {
   obj.inc_ref();
-  ref_ = std::shared_ptr<PyObject>(obj.ptr(), [](PyObject* p) {
-    if (!python_alive())
-      return; // leaked: the interpreter is exiting
-    bool foreign = !PyGILState_Check();
-    py::gil_scoped_acquire gil;
-    std::optional<callback_scope> scope;
-    if (foreign)
-      scope.emplace(); // a kvtier thread: what the drop runs is a callback
-    Py_DECREF(p);
-  });
+  ref_ = std::shared_ptr<PyObject>(
+    obj.ptr(), [](PyObject* p) { with_python([p] { Py_DECREF(p); }); });
 }
 
 py::object error_object(const caf::error& err) {

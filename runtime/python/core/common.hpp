@@ -16,6 +16,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,21 @@ struct callback_scope {
   ~callback_scope();
   bool outer;
 };
+
+/// Runs `f` under the GIL from any thread, or not at all once Python is
+/// exiting (a leaked reference beats a crash at exit). On a thread that did
+/// not hold the GIL (one of kvtier's) what `f` runs counts as a callback.
+template <class F>
+void with_python(F&& f) {
+  if (!python_alive())
+    return;
+  bool foreign = !PyGILState_Check();
+  py::gil_scoped_acquire gil;
+  std::optional<callback_scope> scope;
+  if (foreign)
+    scope.emplace();
+  f();
+}
 
 /// A Python reference any thread may drop: it takes the GIL to let go (or
 /// leaks the reference when Python is exiting). Copies share one reference.

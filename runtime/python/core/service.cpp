@@ -678,10 +678,12 @@ void register_service(py::module_& m) {
              },
              to_py);
          })
-    .def("keeps",
-         [](S& s, const request& q) {
-           return blocking(s, [&](service& x) { return x.keeps(q.r); });
-         })
+    .def(
+      "keeps",
+      [](S& s, const request& q) {
+        return blocking(s, [&](service& x) { return x.keeps(q.r); });
+      },
+      py::arg("req"))
     .def("_keeps_then",
          [=](S& s, const request& q, py::handle done) {
            start_then<bool>(
@@ -690,10 +692,12 @@ void register_service(py::module_& m) {
              to_py);
          })
     // admission
-    .def("admit",
-         [](S& s, const request& q) {
-           return blocking(s, [&](service& x) { return x.admit(q.r); });
-         })
+    .def(
+      "admit",
+      [](S& s, const request& q) {
+        return blocking(s, [&](service& x) { return x.admit(q.r); });
+      },
+      py::arg("req"))
     .def("_admit_then",
          [=](S& s, const request& q, py::handle done) {
            start_then<runtime::admit_decision>(
@@ -701,10 +705,12 @@ void register_service(py::module_& m) {
              [&](service& x, auto cb) { x.admit_async(q.r, std::move(cb)); },
              to_py);
          })
-    .def("fits",
-         [](S& s, const request& q) {
-           return blocking(s, [&](service& x) { return x.fits(q.r); });
-         })
+    .def(
+      "fits",
+      [](S& s, const request& q) {
+        return blocking(s, [&](service& x) { return x.fits(q.r); });
+      },
+      py::arg("req"))
     .def("_fits_then",
          [=](S& s, const request& q, py::handle done) {
            start_then<runtime::admit_decision>(
@@ -738,11 +744,13 @@ void register_service(py::module_& m) {
              to_py);
          })
     // sessions and prefetch
-    .def("close_session",
-         [](S& s, const std::string& session) {
-           return blocking(
-             s, [&](service& x) { return x.close_session(session); });
-         })
+    .def(
+      "close_session",
+      [](S& s, const std::string& session) {
+        return blocking(s,
+                        [&](service& x) { return x.close_session(session); });
+      },
+      py::arg("session"))
     .def("_close_session_then",
          [=](S& s, const std::string& session, py::handle done) {
            start_then<uint32_t>(
@@ -816,11 +824,12 @@ void register_service(py::module_& m) {
              [&](service& x, auto cb) { x.boundary_async(w, std::move(cb)); },
              to_pydict);
          })
-    .def("demote_idle",
-         [](S& s, uint64_t idle_ms) {
-           return blocking(s,
-                           [&](service& x) { return x.demote_idle(idle_ms); });
-         })
+    .def(
+      "demote_idle",
+      [](S& s, uint64_t idle_ms) {
+        return blocking(s, [&](service& x) { return x.demote_idle(idle_ms); });
+      },
+      py::arg("idle_ms"))
     .def("_demote_idle_then",
          [=](S& s, uint64_t idle_ms, py::handle done) {
            start_then<uint64_t>(
@@ -887,11 +896,13 @@ void register_service(py::module_& m) {
           [&](service& x, auto cb) { x.saved_prefixes_async(std::move(cb)); },
           to_pylist);
       })
-    .def("set_ssd_limit",
-         [](S& s, uint64_t bytes) {
-           return to_dict(
-             blocking(s, [&](service& x) { return x.set_ssd_limit(bytes); }));
-         })
+    .def(
+      "set_ssd_limit",
+      [](S& s, uint64_t bytes) {
+        return to_dict(
+          blocking(s, [&](service& x) { return x.set_ssd_limit(bytes); }));
+      },
+      py::arg("nbytes"))
     .def("_set_ssd_limit_then",
          [=](S& s, uint64_t bytes, py::handle done) {
            start_then<runtime::ssd_limit_result>(
