@@ -10,8 +10,8 @@
 // Owner and threads: a `service` boots (or joins) a CAF actor system and
 // spawns the actor map of docs/actors.md; any number of engine threads may
 // call any method at once. Blocking calls wait on the calling thread;
-// futures complete and callbacks run on an actor thread. Destroying the service closes it
-// (as `close()`, if it was not closed), leaves its cluster (when
+// futures complete and callbacks run on an actor thread. Destroying the service
+// closes it (as `close()`, if it was not closed), leaves its cluster (when
 // `cluster.enabled`: the service loads CAF's middleman and publishes a
 // node actor, docs/cluster.md), and then stops its actors.
 //

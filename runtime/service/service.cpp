@@ -23,6 +23,7 @@ service::service(service_options opts, service_parts parts)
   if (!impl_->start_error)
     impl_->start(parts);
   impl_->start_http(*this);
+  impl::forget_system();
 }
 
 service::service(kvtier_config& cfg, service_parts parts)
@@ -34,6 +35,7 @@ service::service(kvtier_config& cfg, service_parts parts)
   impl_->sys = impl_->own_sys.get();
   impl_->start(parts);
   impl_->start_http(*this);
+  impl::forget_system();
 }
 
 service::service(caf::actor_system& sys, service_options opts,
@@ -43,6 +45,7 @@ service::service(caf::actor_system& sys, service_options opts,
   impl_->sys = &sys;
   impl_->start(parts);
   impl_->start_http(*this);
+  impl::forget_system();
 }
 
 service::~service() {
@@ -97,7 +100,8 @@ service::~service() {
   // for a whole call deadline. A call still waiting settles as closed.
   stopper->send_exit(impl_->async_caller, caf::exit_reason::user_shutdown);
   impl_->async_caller = nullptr;
-  impl_->pool.clear(); // before the actor system goes
+  impl_->pool.clear();   // before the actor system goes
+  impl::forget_system(); // (a system the caller owns may go on any thread)
 }
 
 caf::error service::start_error() const {
@@ -219,6 +223,7 @@ auto service::subscribe_events(std::function<void(const feed_event&)> f)
     ->request(impl_->handles.feed, impl_->api_timeout(),
               actors::feed_local_atom::value, listener, true)
     .receive([](uint64_t) {}, [&](caf::error& e) { err = std::move(e); });
+  impl::forget_system();
   if (err) {
     caf::anon_send_exit(listener, caf::exit_reason::user_shutdown);
     return impl_->timed_out(std::move(err), impl_->api_timeout());

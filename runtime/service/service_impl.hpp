@@ -15,6 +15,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/logger.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/sec.hpp>
 
@@ -102,7 +103,20 @@ struct service::impl {
         return out;
       }
     }
-    return std::make_unique<caf::scoped_actor>(*sys);
+    auto out = std::make_unique<caf::scoped_actor>(*sys);
+    forget_system();
+    return out;
+  }
+
+  /// Drops the calling thread's reference to the actor system's logger,
+  /// which CAF 0.17 sets (a strong thread-local reference) whenever a thread
+  /// spawns an actor (a scoped actor too) and keeps until the thread spawns
+  /// in another system or ends. `~actor_system` waits for its logger to go:
+  /// a service destroyed on another thread than the one that made it, or
+  /// than an engine thread that made the first call, would wait as long as
+  /// that thread lives. Called after every spawn on a caller's thread.
+  static void forget_system() noexcept {
+    caf::logger::set_current_actor_system(nullptr);
   }
 
   void give_back(std::unique_ptr<caf::scoped_actor> self) {

@@ -261,3 +261,25 @@ def test_attachments_round_trip(model, make_service):
     acq = svc.acquire(kvtier.Request(2, prompt + [1]))
     (seg,) = acq.attachments["draft"]
     np.testing.assert_array_equal(np.frombuffer(seg, np.int32), draft)
+
+
+def test_config_file_under_options(model, tmp_path):
+    conf = tmp_path / "kvtier.conf"
+    conf.write_text("[ram-tier]\ncap-bytes=32MiB\n[admission]\n"
+                    "position-limit=4096\n")
+    with kvtier.Service(model=model, config_file=conf,
+                        options={"admission.position-limit": 2048,
+                                 "log.level": "warn"}) as svc:
+        assert svc.report()["ram"]["cap_bytes"] == 32 << 20  # the file's
+        with pytest.raises(kvtier.PositionLimitError, match="2048"):
+            svc.admit(kvtier.Request(1, list(range(2000)),
+                                     max_new_tokens=100))  # the option's
+
+
+def test_cluster_node_address(model, make_service):
+    svc = make_service(model, **{"cluster.enabled": True, "cluster.port": 0})
+    addr = svc.node_address
+    assert addr and addr.startswith("127.0.0.1:") and \
+        int(addr.rsplit(":", 1)[1]) > 0
+    r = svc.route(list(range(10)))
+    assert r["chosen"]["address"] == addr

@@ -126,3 +126,17 @@ def test_events_survive_other_threads(model, make_service):
     assert [e.seq for e in got] == list(range(1, 81))
     assert sub.drain() == []
     sub.end()
+
+
+def test_a_service_dropped_by_its_own_callback_shuts_down(model):
+    live = kvtier.live_buffers()
+    box = [kvtier.Service(model=model, options={"log.level": "warn"})]
+    sub = box[0].subscribe_events(lambda ev: box.clear())
+    p = list(range(1, 20))
+    box[0].publish(kvtier.Request(1, p), p, state("", p, model))
+    # the callback drops the last reference on an actor thread: the service
+    # is shut down from a thread of its own, not the actor's (which would
+    # wait on itself), and lets go of what it held
+    wait_for(lambda: not box)
+    wait_for(lambda: kvtier.live_buffers()[1] <= live[1])
+    sub.end()

@@ -107,3 +107,26 @@ def test_publish_from_one_thread_acquire_from_another(model, make_service):
     check_served(got[0], "", prompt + [1], model)
     assert got[0].layers[0].segments[0].data_ptr == \
         arrays[0].__array_interface__["data"][0]
+
+
+def test_a_service_goes_on_any_thread_while_its_callers_live(model):
+    svc = kvtier.Service(model=model, options={"log.level": "warn"})
+    called, leave = threading.Event(), threading.Event()
+
+    def engine():
+        svc.report()  # this thread's first call: its own scoped actor
+        called.set()
+        leave.wait(60)
+
+    th = threading.Thread(target=engine)
+    th.start()
+    assert called.wait(30)
+    # shut down on a third thread while this one (which made the service)
+    # and the engine thread live
+    closer = threading.Thread(target=svc._shutdown, daemon=True)
+    closer.start()
+    closer.join(60)
+    finished = not closer.is_alive()
+    leave.set()
+    th.join(30)
+    assert finished

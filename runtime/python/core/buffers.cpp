@@ -29,14 +29,12 @@ std::string describe(const layer_desc& l) {
          + shape_text(l.shape.data(), l.shape.size());
 }
 
-/// Lets go of an adopted buffer export: under the GIL, or never when the
-/// interpreter is exiting (a leaked reference beats a crash at exit).
+/// Lets go of an adopted buffer export (common.hpp `with_python`).
 void let_go(Py_buffer* pb) noexcept {
-  if (!python_alive())
-    return;
-  py::gil_scoped_acquire gil;
-  PyBuffer_Release(pb);
-  delete pb;
+  with_python([pb] {
+    PyBuffer_Release(pb);
+    delete pb;
+  });
 }
 
 /// The torch module when a tensor may exist (torch imported), else none.

@@ -11,6 +11,8 @@ namespace {
 
 std::atomic<bool> exiting{false};
 
+thread_local bool in_callback = false;
+
 } // namespace
 
 bool python_alive() noexcept {
@@ -22,14 +24,21 @@ void mark_python_exiting() noexcept {
   exiting.store(true, std::memory_order_release);
 }
 
+bool in_kvtier_callback() noexcept {
+  return in_callback;
+}
+
+callback_scope::callback_scope() noexcept
+  : outer(std::exchange(in_callback, true)) {}
+
+callback_scope::~callback_scope() {
+  in_callback = outer;
+}
+
 shared_pyref::shared_pyref(py::handle obj) {
   obj.inc_ref();
-  ref_ = std::shared_ptr<PyObject>(obj.ptr(), [](PyObject* p) {
-    if (!python_alive())
-      return; // leaked: the interpreter is exiting
-    py::gil_scoped_acquire gil;
-    Py_DECREF(p);
-  });
+  ref_ = std::shared_ptr<PyObject>(
+    obj.ptr(), [](PyObject* p) { with_python([p] { Py_DECREF(p); }); });
 }
 
 py::object error_object(const caf::error& err) {
@@ -138,8 +147,7 @@ bool tokens_from_buffer(py::handle obj, const char* what,
   else if (f == "Q")
     read_ints<uint64_t>(b, what, out);
   else
-    throw py::type_error(std::string{what} + ": an array of "
-                         + format_name(f)
+    throw py::type_error(std::string{what} + ": an array of " + format_name(f)
                          + "; tokens are integers 0 .. 4294967295");
   return true;
 }

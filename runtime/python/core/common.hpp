@@ -16,6 +16,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,32 @@ bool python_alive() noexcept;
 
 /// Called from the module's atexit hook.
 void mark_python_exiting() noexcept;
+
+/// Whether the current thread is running a Python callback for kvtier (an
+/// actor thread): blocking calls refuse there.
+bool in_kvtier_callback() noexcept;
+
+/// Marks the current thread as running a kvtier callback while alive.
+struct callback_scope {
+  callback_scope() noexcept;
+  ~callback_scope();
+  bool outer;
+};
+
+/// Runs `f` under the GIL from any thread, or not at all once Python is
+/// exiting (a leaked reference beats a crash at exit). On a thread that did
+/// not hold the GIL (one of kvtier's) what `f` runs counts as a callback.
+template <class F>
+void with_python(F&& f) {
+  if (!python_alive())
+    return;
+  bool foreign = !PyGILState_Check();
+  py::gil_scoped_acquire gil;
+  std::optional<callback_scope> scope;
+  if (foreign)
+    scope.emplace();
+  f();
+}
 
 /// A Python reference any thread may drop: it takes the GIL to let go (or
 /// leaks the reference when Python is exiting). Copies share one reference.

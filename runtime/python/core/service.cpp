@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 namespace kvtier::python {
 
@@ -95,10 +96,8 @@ void service_registry::end_all() {
 
 namespace {
 
-thread_local bool in_callback = false;
-
 std::mutex live_mtx;
-std::vector<py_service*> live;
+std::vector<std::weak_ptr<service_core>> live;
 
 caf::error shut_down_error() {
   return make_error(ec::closed, "the service was shut down (its Python "
@@ -115,7 +114,7 @@ struct gate_exit {
 };
 
 void refuse_in_callback() {
-  if (in_callback)
+  if (in_kvtier_callback())
     throw std::runtime_error(
       "kvtier: a blocking call from a kvtier callback (an actor thread) "
       "would stall the service: use subscribe_events' iterator or the "
@@ -151,6 +150,7 @@ runtime::callback<T> then_callback(std::shared_ptr<call_gate> gate,
     if (!python_alive())
       return;
     py::gil_scoped_acquire gil;
+    callback_scope scope;
     try {
       if (answer)
         ref.get()(true, conv(std::move(*answer)));
@@ -283,22 +283,13 @@ double api_timeout_s(const runtime::service_options& o) {
 
 } // namespace
 
-bool in_kvtier_callback() noexcept {
-  return in_callback;
-}
-
-callback_scope::callback_scope() noexcept
-  : outer(std::exchange(in_callback, true)) {}
-
-callback_scope::~callback_scope() {
-  in_callback = outer;
-}
-
 // --- construction and shutdown ----------------------------------------------
 
 py_service::py_service(py::object layers, std::vector<std::string> args,
-                       std::optional<std::string> config_file) {
-  cfg_ = std::make_unique<runtime::kvtier_config>();
+                       std::optional<std::string> config_file)
+  : registry(core_->registry) {
+  auto& cfg = core_->cfg;
+  cfg = std::make_unique<runtime::kvtier_config>();
   std::vector<std::string> argv_s{"kvtier"};
   if (config_file)
     argv_s.push_back("--config-file=" + *config_file);
@@ -306,63 +297,69 @@ py_service::py_service(py::object layers, std::vector<std::string> args,
   std::vector<char*> argv;
   for (auto& a : argv_s)
     argv.push_back(a.data());
-  if (auto err = cfg_->load(static_cast<int>(argv.size()), argv.data()))
+  if (auto err = cfg->load(static_cast<int>(argv.size()), argv.data()))
     raise(err);
-  auto geo = runtime::running_geometry(cfg_->options);
+  auto geo = runtime::running_geometry(cfg->options);
   if (!geo)
     raise(geo.error());
   model = descs_of(layers, *geo);
-  identity = cfg_->options.model_identity;
+  identity = cfg->options.model_identity;
   caf::error err;
   {
     py::gil_scoped_release nogil;
-    svc_ = std::make_unique<runtime::service>(*cfg_);
-    err = svc_->start_error();
+    core_->svc = std::make_unique<runtime::service>(*cfg);
+    err = core_->svc->start_error();
     if (err)
-      svc_.reset();
+      core_->svc.reset();
   }
   if (err)
     raise(err);
   std::lock_guard<std::mutex> guard{live_mtx};
-  live.push_back(this);
+  std::erase_if(live, [](auto& w) { return w.expired(); });
+  live.push_back(core_);
 }
 
 py_service::~py_service() {
-  auto body = [this] {
-    {
-      std::lock_guard<std::mutex> guard{live_mtx};
-      std::erase(live, this);
-    }
-    shutdown();
-  };
+  if (in_kvtier_callback()) {
+    // Gone on one of kvtier's own threads (a callback held the last
+    // reference): stopping the service there would wait on itself.
+    std::thread([core = std::move(core_)] { core->shutdown(); }).detach();
+    return;
+  }
   if (Py_IsInitialized() && PyGILState_Check()) {
     py::gil_scoped_release nogil;
-    body();
+    core_->shutdown();
   } else {
-    body();
+    core_->shutdown();
   }
 }
 
-void py_service::shutdown() {
-  std::lock_guard<std::mutex> guard{shutdown_mtx_};
-  if (!svc_)
+void service_core::shutdown() {
+  std::lock_guard<std::mutex> guard{mtx};
+  if (!svc)
     return;
   // Close first: an admit_queued still waiting completes (closed) and
   // leaves the gate; then wait for every call, end what refers to the
   // service, and let it go.
-  svc_->close();
+  svc->close();
   registry->gate->close_and_wait();
   registry->end_all();
-  svc_.reset();
-  cfg_.reset();
+  svc.reset();
+  cfg.reset();
 }
 
 void shutdown_all_services() {
   mark_python_exiting();
+  std::vector<std::shared_ptr<service_core>> all;
+  {
+    std::lock_guard<std::mutex> guard{live_mtx};
+    for (auto& w : live)
+      if (auto c = w.lock())
+        all.push_back(std::move(c));
+  }
   py::gil_scoped_release nogil;
-  std::lock_guard<std::mutex> guard{live_mtx};
-  for (auto* s : live)
-    s->shutdown();
+  for (auto& c : all)
+    c->shutdown();
 }
 
 // --- the module's Service ---------------------------------------------------
@@ -681,10 +678,12 @@ void register_service(py::module_& m) {
              },
              to_py);
          })
-    .def("keeps",
-         [](S& s, const request& q) {
-           return blocking(s, [&](service& x) { return x.keeps(q.r); });
-         })
+    .def(
+      "keeps",
+      [](S& s, const request& q) {
+        return blocking(s, [&](service& x) { return x.keeps(q.r); });
+      },
+      py::arg("req"))
     .def("_keeps_then",
          [=](S& s, const request& q, py::handle done) {
            start_then<bool>(
@@ -693,10 +692,12 @@ void register_service(py::module_& m) {
              to_py);
          })
     // admission
-    .def("admit",
-         [](S& s, const request& q) {
-           return blocking(s, [&](service& x) { return x.admit(q.r); });
-         })
+    .def(
+      "admit",
+      [](S& s, const request& q) {
+        return blocking(s, [&](service& x) { return x.admit(q.r); });
+      },
+      py::arg("req"))
     .def("_admit_then",
          [=](S& s, const request& q, py::handle done) {
            start_then<runtime::admit_decision>(
@@ -704,10 +705,12 @@ void register_service(py::module_& m) {
              [&](service& x, auto cb) { x.admit_async(q.r, std::move(cb)); },
              to_py);
          })
-    .def("fits",
-         [](S& s, const request& q) {
-           return blocking(s, [&](service& x) { return x.fits(q.r); });
-         })
+    .def(
+      "fits",
+      [](S& s, const request& q) {
+        return blocking(s, [&](service& x) { return x.fits(q.r); });
+      },
+      py::arg("req"))
     .def("_fits_then",
          [=](S& s, const request& q, py::handle done) {
            start_then<runtime::admit_decision>(
@@ -741,11 +744,13 @@ void register_service(py::module_& m) {
              to_py);
          })
     // sessions and prefetch
-    .def("close_session",
-         [](S& s, const std::string& session) {
-           return blocking(
-             s, [&](service& x) { return x.close_session(session); });
-         })
+    .def(
+      "close_session",
+      [](S& s, const std::string& session) {
+        return blocking(s,
+                        [&](service& x) { return x.close_session(session); });
+      },
+      py::arg("session"))
     .def("_close_session_then",
          [=](S& s, const std::string& session, py::handle done) {
            start_then<uint32_t>(
@@ -819,11 +824,12 @@ void register_service(py::module_& m) {
              [&](service& x, auto cb) { x.boundary_async(w, std::move(cb)); },
              to_pydict);
          })
-    .def("demote_idle",
-         [](S& s, uint64_t idle_ms) {
-           return blocking(s,
-                           [&](service& x) { return x.demote_idle(idle_ms); });
-         })
+    .def(
+      "demote_idle",
+      [](S& s, uint64_t idle_ms) {
+        return blocking(s, [&](service& x) { return x.demote_idle(idle_ms); });
+      },
+      py::arg("idle_ms"))
     .def("_demote_idle_then",
          [=](S& s, uint64_t idle_ms, py::handle done) {
            start_then<uint64_t>(
@@ -890,11 +896,13 @@ void register_service(py::module_& m) {
           [&](service& x, auto cb) { x.saved_prefixes_async(std::move(cb)); },
           to_pylist);
       })
-    .def("set_ssd_limit",
-         [](S& s, uint64_t bytes) {
-           return to_dict(
-             blocking(s, [&](service& x) { return x.set_ssd_limit(bytes); }));
-         })
+    .def(
+      "set_ssd_limit",
+      [](S& s, uint64_t bytes) {
+        return to_dict(
+          blocking(s, [&](service& x) { return x.set_ssd_limit(bytes); }));
+      },
+      py::arg("nbytes"))
     .def("_set_ssd_limit_then",
          [=](S& s, uint64_t bytes, py::handle done) {
            start_then<runtime::ssd_limit_result>(

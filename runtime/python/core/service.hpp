@@ -79,42 +79,43 @@ struct service_registry {
   void end_all();
 };
 
+/// The C++ service and what it needs, shared with the atexit hook and
+/// with a thread that shuts it down when its Python object went on one of
+/// kvtier's own threads.
+struct service_core {
+  std::unique_ptr<runtime::kvtier_config> cfg;
+  std::unique_ptr<runtime::service> svc;
+  std::shared_ptr<service_registry> registry =
+    std::make_shared<service_registry>();
+  std::mutex mtx;
+
+  /// Close, wait for calls in progress, end leases and subscriptions,
+  /// destroy. Idempotent; the GIL must not be held.
+  void shutdown();
+};
+
 class py_service {
+  // First: `registry` is initialized from it.
+  std::shared_ptr<service_core> core_ = std::make_shared<service_core>();
+
 public:
   py_service(py::object layers, std::vector<std::string> args,
              std::optional<std::string> config_file);
   ~py_service();
 
-  /// Close, wait for calls in progress, end leases and subscriptions,
-  /// destroy. Idempotent; the GIL must not be held.
-  void shutdown();
+  void shutdown() {
+    core_->shutdown();
+  }
 
   /// The service for a call inside the gate, or null when shut down.
   runtime::service* svc() const noexcept {
-    return svc_.get();
+    return core_->svc.get();
   }
 
-  std::shared_ptr<service_registry> registry =
-    std::make_shared<service_registry>();
+  std::shared_ptr<service_registry> registry;
   model_desc model;
   std::string identity;
   bool closed_by_python = false;
-
-private:
-  std::unique_ptr<runtime::kvtier_config> cfg_;
-  std::unique_ptr<runtime::service> svc_;
-  std::mutex shutdown_mtx_;
-};
-
-/// Whether the current thread is running a Python callback for kvtier (an
-/// actor thread): blocking calls refuse there.
-bool in_kvtier_callback() noexcept;
-
-/// Marks the current thread as running a kvtier callback while alive.
-struct callback_scope {
-  callback_scope() noexcept;
-  ~callback_scope();
-  bool outer;
 };
 
 /// `subscribe_events(callback=None, timeout=None)` (events.cpp).
