@@ -7,7 +7,8 @@ JOBS     ?= $(shell nproc)
 CTEST    := ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 BUILD_TYPE ?= RelWithDebInfo
 
-.PHONY: all deps configure build test test-busy demo replay-full replay-nodes bench soak \
+.PHONY: all deps configure build test test-busy demo replay-full replay-nodes bench \
+	bench-reference soak \
 	asan clean format format-check
 
 all: build
@@ -83,6 +84,12 @@ replay-nodes: build
 bench: build
 	@set -e; for b in $(BUILD)/bin/bench_*; do \
 	  [ -x "$$b" ] || continue; echo "== $$b"; "$$b"; done
+	@echo "== tests/bench/bench_reference.py"; $(MAKE) --no-print-directory bench-reference
+
+## The reference engine's time to first token with kvtier reuse (RAM, SSD,
+## peer) beside its prefill, per prefix length 512 .. 8192 (docs/python.md).
+bench-reference: build
+	PYTHONPATH=$(BUILD)/python /usr/bin/python3 tests/bench/bench_reference.py
 
 ## Long runs kept out of the default suite (crash loops, fuzzing, soaks).
 soak: build

@@ -46,6 +46,7 @@ service::service(caf::actor_system& sys, service_options opts,
   impl_->sys = &sys;
   impl_->start(parts);
   impl_->start_http(*this);
+  forget_thread_logger(*impl_->sys);
 }
 
 service::~service() {
@@ -100,7 +101,8 @@ service::~service() {
   // for a whole call deadline. A call still waiting settles as closed.
   stopper->send_exit(impl_->async_caller, caf::exit_reason::user_shutdown);
   impl_->async_caller = nullptr;
-  impl_->pool.clear(); // before the actor system goes
+  impl_->pool.clear();   // before the actor system goes
+  forget_thread_logger(*impl_->sys); // (a system the caller owns may go on any thread)
 }
 
 caf::error service::start_error() const {
@@ -222,6 +224,7 @@ auto service::subscribe_events(std::function<void(const feed_event&)> f)
     ->request(impl_->handles.feed, impl_->api_timeout(),
               actors::feed_local_atom::value, listener, true)
     .receive([](uint64_t) {}, [&](caf::error& e) { err = std::move(e); });
+  forget_thread_logger(*impl_->sys);
   if (err) {
     caf::anon_send_exit(listener, caf::exit_reason::user_shutdown);
     return impl_->timed_out(std::move(err), impl_->api_timeout());

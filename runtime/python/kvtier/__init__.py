@@ -11,6 +11,7 @@ from . import _core
 from .errors import *  # noqa: F401,F403 (Error and one class per ec)
 from .errors import __all__ as _errors_all
 from .model import Layer, Model
+from .prompt_cache import PromptCache
 from .service import ObjectCache, Service
 from ._core import (AdmitDecision, Acquired, Event, LayerView, Lease,
                     PrefetchInfo, PublishResult, ReleaseResult, Request,
@@ -21,4 +22,4 @@ __version__ = _core.version
 __all__ = ["Service", "Model", "Layer", "Request", "Acquired", "LayerView",
            "Segment", "PublishResult", "AdmitDecision", "ReleaseResult",
            "PrefetchInfo", "Lease", "Subscription", "Event", "ObjectCache",
-           "live_buffers"] + list(_errors_all)
+           "live_buffers", "PromptCache"] + list(_errors_all)
