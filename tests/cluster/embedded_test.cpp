@@ -36,7 +36,7 @@ struct fixture : testing::service_fixture {
   }
 
   peer_state state_at(const node_process& p, const std::string& id) {
-    if (auto v = cluster::query_members(client, p.address(), 2000ms))
+    if (auto v = members_of(client, p.address()))
       for (auto& m : v->members)
         if (m.node_id == id)
           return m.state;

@@ -28,6 +28,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -35,6 +36,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <poll.h>
 #include <sstream>
 #include <string>
@@ -219,15 +221,50 @@ inline std::pair<int, std::string> run_command(const std::string& command) {
 /// An actor system that can reach nodes (the middleman, kvtier's types).
 using cluster::client_config;
 
-/// Polls `pred` every 20 ms until it holds or `bound` passes; whether it
-/// held.
+/// The least time a wait for something that must happen is given: a
+/// loaded machine (the suite runs beside other work) may make what takes
+/// milliseconds here take seconds.
+inline constexpr ms patient_wait{30000};
+
+/// Polls `pred` every 20 ms until it holds or `bound` passes, and never
+/// gives up before `patient_wait` (`bound` says what it takes on an idle
+/// machine); whether it held. For what must not happen, `never_within`.
 inline bool wait_for(const std::function<bool()>& pred, ms bound) {
-  auto deadline = std::chrono::steady_clock::now() + bound;
+  auto deadline =
+    std::chrono::steady_clock::now() + std::max(bound, patient_wait);
   while (true) {
     if (pred())
       return true;
     if (std::chrono::steady_clock::now() >= deadline)
       return false;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+/// Whether `pred` stayed false for all of `span` (polled every 20 ms).
+inline bool never_within(const std::function<bool()>& pred, ms span) {
+  auto deadline = std::chrono::steady_clock::now() + span;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred())
+      return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+/// The membership view of the node at `address`, asked from `sys` (each
+/// ask bounded by 5 s) until one ask answers or `patience` passes; nullopt
+/// when none did. A client that must be refused asks once instead
+/// (`cluster::query_members`).
+inline std::optional<cluster::members_view>
+members_of(caf::actor_system& sys, const std::string& address,
+           ms patience = patient_wait) {
+  auto deadline = std::chrono::steady_clock::now() + patience;
+  while (true) {
+    if (auto v = cluster::query_members(sys, address, 5000ms))
+      return std::move(*v);
+    if (std::chrono::steady_clock::now() >= deadline)
+      return std::nullopt;
     std::this_thread::sleep_for(20ms);
   }
 }

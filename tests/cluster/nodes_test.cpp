@@ -25,11 +25,9 @@ struct fixture {
   client_config cfg;
   caf::actor_system sys{cfg};
 
+  /// `n`'s membership view, asked until one ask answers (`members_of`).
   std::optional<cluster::members_view> view(const node_process& n) {
-    auto v = cluster::query_members(sys, n.address(), 2000ms);
-    if (!v)
-      return std::nullopt;
-    return std::move(*v);
+    return members_of(sys, n.address());
   }
 
   /// Whether `n` sees exactly `ids` up.
@@ -152,7 +150,7 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_node_is_down_within_the_timeout_and_back_up,
   BOOST_REQUIRE(wait_for([&] { return sees_up(a, {"b"}); }, 5000ms));
   auto t0 = std::chrono::steady_clock::now();
   b.pause();
-  // down-after-ms (1000) plus a heartbeat period and a margin.
+  // down-after-ms (1000) plus a heartbeat period on an idle machine.
   BOOST_TEST(
     wait_for([&] { return state_of(a, "b") == peer_state::down; }, 1800ms));
   auto took =

@@ -90,11 +90,9 @@ struct fixture {
   client_config cfg;
   caf::actor_system sys{cfg};
 
+  /// `n`'s membership view, asked until one ask answers (`members_of`).
   std::optional<cluster::members_view> view(const node_process& n) {
-    auto v = cluster::query_members(sys, n.address(), 2000ms);
-    if (!v)
-      return std::nullopt;
-    return std::move(*v);
+    return members_of(sys, n.address());
   }
 
   peer_state state_of(const node_process& n, const std::string& id) {

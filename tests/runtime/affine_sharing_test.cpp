@@ -101,7 +101,7 @@ BOOST_AUTO_TEST_CASE(delayed_messages_arrive) {
       }};
     },
     got);
-  BOOST_REQUIRE(f.wait_for(10s) == std::future_status::ready);
+  BOOST_REQUIRE(f.wait_for(60s) == std::future_status::ready);
   BOOST_TEST(f.get() == 7);
 }
 
@@ -118,14 +118,14 @@ BOOST_AUTO_TEST_CASE(a_busy_worker_does_not_hold_up_outside_work) {
        std::shared_ptr<std::promise<void>> in) {
       return caf::behavior{[go, in](int x) {
         in->set_value();
-        go->get_future().wait_for(10s);
+        go->get_future().wait_for(60s);
         return x;
       }};
     },
     release, started);
   auto quick = sys.spawn(leaf, 0);
   caf::anon_send(busy, 1);
-  BOOST_REQUIRE(started->get_future().wait_for(10s)
+  BOOST_REQUIRE(started->get_future().wait_for(60s)
                 == std::future_status::ready);
   caf::scoped_actor self{sys};
   bool answered = false;

@@ -18,10 +18,12 @@
 namespace kvtier::testing {
 
 /// Polls `pred` until it holds or `limit` passed (the service's timers run
-/// in real time: retries, write-behind, deadlines).
+/// in real time: retries, write-behind, deadlines). 30 s by default: the
+/// suite runs beside other work, and a loaded machine stretches what takes
+/// milliseconds on an idle one.
 template <class Pred>
 bool eventually(Pred pred, std::chrono::milliseconds limit =
-                             std::chrono::milliseconds(10000)) {
+                             std::chrono::milliseconds(30000)) {
   auto until = std::chrono::steady_clock::now() + limit;
   while (!pred()) {
     if (std::chrono::steady_clock::now() > until)
