@@ -78,6 +78,8 @@ struct ListMembersReply {
   refusedHandshake @10 :UInt64;  # our connection attempts closed in the (TLS) handshake
   oversizedFrames @11 :UInt64;   # frames on the node's port announced over their bound (connection closed)
   garbageFrames @12 :UInt64;     # frame headers on the node's port that are not CAF's protocol (closed)
+  refusedConnections @13 :UInt64; # connections the port's gate closed before their handshake (too many unproven, rate, a failing source)
+  failedHandshakes @14 :UInt64;  # connections to the port that closed without finishing CAF's handshake
 }
 
 struct NodeLoad {

@@ -334,11 +334,14 @@ struct service_report {
   /// The node's port (cluster.enabled; messages/wire_guard.hpp), read from
   /// its guard's counters: peer messages refused before decoding (over
   /// cluster.max-message-bytes) and that failed to decode; frames the port
-  /// refused (announced over their bound; not CAF's protocol). The
-  /// configured peers (cluster.peers and --join), for /health.
+  /// refused (announced over their bound; not CAF's protocol);
+  /// connections its gate closed before their handshake and connections
+  /// that closed without finishing it. The configured peers (cluster.peers
+  /// and --join), for /health.
   struct node_part {
     uint64_t refused_oversized = 0, refused_undecodable = 0,
-             oversized_frames = 0, garbage_frames = 0, configured_peers = 0;
+             oversized_frames = 0, garbage_frames = 0, configured_peers = 0,
+             refused_connections = 0, failed_handshakes = 0;
   } node;
   /// Prompt tokens of the acquires the service answered (the facade counts
   /// them once): served from RAM (a hit, also of a donor a prefetch

@@ -646,6 +646,8 @@ caf::behavior node_behavior(node_actor* self) {
       r.setRefusedHandshake(st.refused_handshake);
       r.setOversizedFrames(g.oversized_frames.load());
       r.setGarbageFrames(g.garbage_frames.load());
+      r.setRefusedConnections(g.refused_connections.load());
+      r.setFailedHandshakes(g.failed_handshakes.load());
       return std::move(d).seal();
     },
   };
@@ -676,6 +678,8 @@ members_view view_of(const sealed<msg::ListMembersReply>& reply) {
   out.refused_handshake = r.getRefusedHandshake();
   out.oversized_frames = r.getOversizedFrames();
   out.garbage_frames = r.getGarbageFrames();
+  out.refused_connections = r.getRefusedConnections();
+  out.failed_handshakes = r.getFailedHandshakes();
   return out;
 }
 

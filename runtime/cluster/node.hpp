@@ -123,6 +123,12 @@ struct members_view {
   /// `oversized_frames` and `garbage_frames`): the connection was closed.
   uint64_t oversized_frames = 0;
   uint64_t garbage_frames = 0;
+  /// Connections the port's gate closed before their handshake (too many
+  /// unproven at once, over the handshake rate, a source in its penalty,
+  /// past the handshake deadline), and connections that closed without
+  /// finishing the handshake (runtime/cluster/port_guard.hpp).
+  uint64_t refused_connections = 0;
+  uint64_t failed_handshakes = 0;
   /// Admin requests from remote senders refused (cluster.remote-admin off).
   uint64_t refused_admin = 0;
   /// This node's connection attempts that closed in the handshake: over

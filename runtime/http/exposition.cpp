@@ -189,6 +189,8 @@ const std::vector<field>& fields() {
     KV_LABELED("node", node, refused_undecodable, "kvtier_node_refused_messages_total", "reason", "undecodable", C, "peer messages refused before decoding, by reason"),
     KV_LABELED("node", node, oversized_frames, "kvtier_node_refused_frames_total", "reason", "oversized", C, "frames the node's port refused (connection closed), by reason"),
     KV_LABELED("node", node, garbage_frames, "kvtier_node_refused_frames_total", "reason", "garbage", C, "frames the node's port refused (connection closed), by reason"),
+    KV_FIELD("node", node, refused_connections, "kvtier_node_refused_connections_total", C, "connections the node's port closed before their handshake (too many unproven, rate, a failing source, deadline)"),
+    KV_FIELD("node", node, failed_handshakes, "kvtier_node_failed_handshakes_total", C, "connections to the node's port that closed without finishing the handshake"),
     KV_FIELD("node", node, configured_peers, "kvtier_node_configured_peers", G, "peers the node was configured to join"),
     // prompt tokens of acquires (the hit ratio: served / (served + computed))
     KV_LABELED("tokens", tokens, ram, "kvtier_tokens_served_total", "tier", "ram", C, "prompt tokens acquires served from stored state, by where it came from"),

@@ -178,7 +178,8 @@ int members_command(kvtier_config& cfg, const std::vector<std::string>& args) {
   std::printf("refused model-identity=%llu node-id=%llu protocol=%llu "
               "bad-messages=%llu oversized=%llu undecodable=%llu "
               "remote-admin=%llu handshake=%llu oversized-frames=%llu "
-              "garbage-frames=%llu\n",
+              "garbage-frames=%llu refused-connections=%llu "
+              "failed-handshakes=%llu\n",
               static_cast<unsigned long long>(v->refused.model_identity),
               static_cast<unsigned long long>(v->refused.node_id),
               static_cast<unsigned long long>(v->refused.protocol),
@@ -188,7 +189,9 @@ int members_command(kvtier_config& cfg, const std::vector<std::string>& args) {
               static_cast<unsigned long long>(v->refused_admin),
               static_cast<unsigned long long>(v->refused_handshake),
               static_cast<unsigned long long>(v->oversized_frames),
-              static_cast<unsigned long long>(v->garbage_frames));
+              static_cast<unsigned long long>(v->garbage_frames),
+              static_cast<unsigned long long>(v->refused_connections),
+              static_cast<unsigned long long>(v->failed_handshakes));
   return 0;
 }
 

@@ -424,6 +424,8 @@ struct report_with_node {
       n.refused_undecodable = guard->undecodable.load();
       n.oversized_frames = guard->oversized_frames.load();
       n.garbage_frames = guard->garbage_frames.load();
+      n.refused_connections = guard->refused_connections.load();
+      n.failed_handshakes = guard->failed_handshakes.load();
       n.configured_peers = configured_peers;
     }
     return out;

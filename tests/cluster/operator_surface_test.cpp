@@ -168,15 +168,19 @@ BOOST_AUTO_TEST_CASE(the_node_ports_refusals_reach_report_metrics_and_members) {
   runtime::service_report r;
   BOOST_CHECK(eventually([&] {
     r = a.report();
-    return r.node.garbage_frames >= 1;
+    return r.node.garbage_frames >= 1 && r.node.failed_handshakes >= 1;
   }));
   BOOST_CHECK_EQUAL(r.node.garbage_frames, 1u);
+  // That connection never finished CAF's handshake either.
+  BOOST_CHECK_EQUAL(r.node.failed_handshakes, 1u);
   // The other refusals of the port's guard, set here as it would.
   auto& g = *a.svc->cluster()->guard();
   g.oversized += 1;
   g.undecodable += 2;
   g.oversized_frames += 3;
+  g.refused_connections += 4;
   r = a.report();
+  BOOST_CHECK_EQUAL(r.node.refused_connections, 4u);
   BOOST_CHECK_EQUAL(r.node.refused_oversized, 1u);
   BOOST_CHECK_EQUAL(r.node.refused_undecodable, 2u);
   BOOST_CHECK_EQUAL(r.node.oversized_frames, 3u);
@@ -191,10 +195,14 @@ BOOST_AUTO_TEST_CASE(the_node_ports_refusals_reach_report_metrics_and_members) {
     has_line(m, "kvtier_node_refused_frames_total{reason=\"oversized\"} 3"));
   BOOST_CHECK(
     has_line(m, "kvtier_node_refused_frames_total{reason=\"garbage\"} 1"));
+  BOOST_CHECK(has_line(m, "kvtier_node_refused_connections_total 4"));
+  BOOST_CHECK(has_line(m, "kvtier_node_failed_handshakes_total 1"));
   auto v = a.svc->cluster()->members();
   BOOST_REQUIRE_MESSAGE(v, why(v));
   BOOST_CHECK_EQUAL(v->oversized_frames, 3u);
   BOOST_CHECK_EQUAL(v->garbage_frames, 1u);
+  BOOST_CHECK_EQUAL(v->refused_connections, 4u);
+  BOOST_CHECK_EQUAL(v->failed_handshakes, 1u);
 }
 
 BOOST_AUTO_TEST_CASE(bulk_lane_refusals_are_counted_in_the_report) {
