@@ -1,5 +1,5 @@
 // The admission actor: sole owner of `tiers::admission` (the KV byte budget
-// and the position limit, DESIGN.md section 2 "Admission"). A plain admit
+// and the position limit, docs/api.md "Calls": admit). A plain admit
 // answers at once; a queued admit (AdmitRequest with queue = true) is
 // answered only when a later release admits it, in arrival order, so the
 // engine can await it and no request starves. A request that can never be

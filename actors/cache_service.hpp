@@ -1,4 +1,4 @@
-// The cache_service facade (DESIGN.md section 3): the one actor the
+// The cache_service facade (docs/actors.md): the one actor the
 // embedded API talks to. It owns no data: every call becomes requests to
 // the tier actors that own the data (RAM, SSD, admission, sessions,
 // checkpoints) and a reply assembled from theirs. Calls that one tier

@@ -2,9 +2,9 @@
 // values their tiers take: errors as `Error` fields, request identities,
 // durability evidence, ring keys. Plain functions, no state, any thread.
 //
-// Decoding policy (STYLE.md "Messages"): a handler that reads a message
-// runs its body inside `decoding`, which turns a `kj::Exception` thrown by
-// a malformed reader into an `ec::malformed_message` error reply, so no
+// Decoding policy (docs/messages.md "Reader limits"): a handler that reads a
+// message runs its body inside `decoding`, which turns a `kj::Exception` thrown
+// by a malformed reader into an `ec::malformed_message` error reply, so no
 // exception crosses a handler.
 #pragma once
 

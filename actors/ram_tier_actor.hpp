@@ -1,8 +1,8 @@
-// The RAM tier actor: sole owner of a `tiers::ram_tier` (DESIGN.md section
-// 3). It lends views, stores published and restored state, and turns every
-// entry that must reach SSD into a SpillEntry order to the SSD actor. It
-// never waits on storage: demotion and pressure relief finish when the
-// outcomes of their writes arrive, or at their deadline, through a response
+// The RAM tier actor: sole owner of a `tiers::ram_tier` (docs/actors.md,
+// the actor map). It lends views, stores published and restored state, and
+// turns every entry that must reach SSD into a SpillEntry order to the SSD
+// actor. It never waits on storage: demotion and pressure relief finish when
+// the outcomes of their writes arrive, or at their deadline, through a response
 // promise to the caller.
 //
 // Handoff (issue #11): with an SSD actor the tier is built with a cold tier,

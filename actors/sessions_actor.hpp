@@ -1,6 +1,6 @@
 // The sessions actor: sole owner of `tiers::sessions`, the table of open
-// sessions and their newest entries (DESIGN.md section 2 "Checkpoints and
-// sessions"). It never touches RAM state itself: the protection is a pin
+// sessions and their newest entries (docs/actors.md
+// "Sessions"). It never touches RAM state itself: the protection is a pin
 // on the RAM tier's entry, set by the put that published it (the facade
 // asks RAM for it), and this actor takes pins back with UnprotectEntry.
 //

@@ -1,9 +1,9 @@
 // The SSD tier actor: sole owner of a `tiers::ssd::ssd_tier` and its I/O
-// engine (DESIGN.md sections 3 and 5). Its mailbox never blocks on a disk:
-// the engine runs every op on its own threads and reports each completion
-// through a `completion_relay`, which sends it to this actor as an
-// `io_done` message; the handler feeds it back to the tier, whose
-// callbacks then deliver the response promises of restores, prefetches,
+// engine (docs/actors.md; docs/ssd-format.md "Durability contract"). Its
+// mailbox never blocks on a disk: the engine runs every op on its own threads
+// and reports each completion through a `completion_relay`, which sends it to
+// this actor as an `io_done` message; the handler feeds it back to the tier,
+// whose callbacks then deliver the response promises of restores, prefetches,
 // spill orders and flushes.
 //
 // Spill orders: each SpillEntry is answered when the tier reports on its

@@ -1,5 +1,5 @@
 # Messages between the engine-facing API (runtime/) and the cache_service
-# facade actor, one request/reply pair per call of DESIGN.md section 2, plus
+# facade actor, one request/reply pair per call of docs/api.md, plus
 # the put-observer event. Owned by messages/.
 #
 # State rides as `Entry` values whose payloads are side-buffer references

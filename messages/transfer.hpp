@@ -1,5 +1,5 @@
-// Chunked transfer of one sealed message between nodes (DESIGN.md
-// "Across nodes"): the sender lays the message out flat (side payloads
+// Chunked transfer of one sealed message between nodes (docs/messages.md
+// "How payloads travel"): the sender lays the message out flat (side payloads
 // become inline Data; large ones segments of their own, sent from where
 // they lie), announces a `TransferHeader` (total length, chunk size and
 // count, XXH3-64 checksum) and serves `FetchChunkReply` messages of a few
@@ -21,7 +21,8 @@
 
 namespace kvtier::msg {
 
-/// Bytes per chunk unless told otherwise: a few MiB, as STYLE.md asks.
+/// Bytes per chunk unless told otherwise: a few MiB (large enough to
+/// amortize a message, small enough not to hold a connection up).
 inline constexpr uint32_t default_chunk_size = uint32_t{4} << 20;
 
 /// The sending side: one flattened message, served chunk by chunk.

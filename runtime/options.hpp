@@ -1,8 +1,9 @@
-// The one list of kvtier's options (STYLE.md: "each option is declared
-// once"): every field of `service_options` and `replay_settings` with its
-// section, key and help line, as X-macros. Defaults live in the member
-// initializers of those structs (runtime/config.hpp), the only place they
-// are written in code. From this list come the options CAF parses
+// The one list of kvtier's options (each option is declared here once,
+// checked by tests/runtime/options_test.cpp): every field of `service_options`
+// and `replay_settings` with its section, key and help line, as X-macros.
+// Defaults live in the member initializers of those structs
+// (runtime/config.hpp), the only place they are written in code. From this list
+// come the options CAF parses
 // (`kvtier_config`), the keys a section accepts (unknown ones are
 // refused), what `kvtier config` prints, and the comparisons the tests
 // make: conf/kvtier.conf (compiled in as the embedded default) must set

@@ -1,5 +1,5 @@
 // The embedded API: the C++ handle an inference engine links against, one
-// call per method of the seed's KvCacheService (DESIGN.md section 2) plus
+// call per method of the KV-cache service contract (docs/api.md) plus
 // `demote_idle` and `relieve_pressure`. Each call has a blocking form, a
 // future-returning form (`*_async`) and a callback form (`*_async` with a
 // `callback` last, which the futures are built on: for an engine whose own

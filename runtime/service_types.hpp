@@ -2,10 +2,10 @@
 // and what it answers. Plain values; entries hold buffer references (views),
 // never copies of tensor bytes, and may be moved to any thread.
 //
-// Ownership (DESIGN.md section 2): an `acquired_state` belongs to the caller
-// (its views keep the donor's buffers alive however long it is held); an
-// entry given to `publish` or `checkpoint` belongs to the cache once the call
-// returns successfully, and stays the caller's when it fails.
+// Ownership (docs/api.md "Handoff and deadlines"): an `acquired_state` belongs
+// to the caller (its views keep the donor's buffers alive however long it is
+// held); an entry given to `publish` or `checkpoint` belongs to the cache once
+// the call returns successfully, and stays the caller's when it fails.
 #pragma once
 
 #include "../tiers/latency.hpp"
@@ -18,7 +18,7 @@
 
 namespace kvtier::runtime {
 
-/// One engine request as the cache sees it (the seed's StateRequest).
+/// One engine request as the cache sees it.
 /// Its identity for checkpoints is (`id`, namespace): the engine must hand
 /// the same id again to resume a generation, also after a restart. A
 /// checkpoint resumes a request only when its tokens begin with the

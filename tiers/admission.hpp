@@ -1,6 +1,6 @@
-// Admission: the KV byte budget and the position limit (DESIGN.md section 2
-// "Admission"). Plain single-threaded C++; the admission actor owns the only
-// instance.
+// Admission: the KV byte budget and the position limit (docs/api.md
+// "Calls": admit; docs/state-model.md "Byte accounting"). Plain single-threaded
+// C++; the admission actor owns the only instance.
 //
 // Policy. A request's projected bytes are the model geometry's bytes after
 // prompt + max new tokens (kv grows per token, rings stop at their window,
@@ -10,9 +10,9 @@
 // bytes over the whole budget alone — is an error naming the limit and by how
 // much, not a wait.
 //
-// Fairness. Beyond the seed, `enqueue` is an awaitable admit: a request that
-// does not fit now waits in arrival order, and `release` admits waiters from
-// the head while they fit. The queue is strict FIFO (a small request never
+// Fairness. Beyond a plain admit, `enqueue` is an awaitable admit: a request
+// that does not fit now waits in arrival order, and `release` admits waiters
+// from the head while they fit. The queue is strict FIFO (a small request never
 // overtakes a large one ahead of it), so no request starves; for the same
 // reason a plain `admit` answers false while anyone is waiting.
 //

@@ -1,5 +1,5 @@
-// Checkpoints: the resumable points of generations (DESIGN.md section 2
-// "Checkpoints and sessions"). Plain single-threaded C++; the checkpoints
+// Checkpoints: the resumable points of generations (docs/api.md
+// "Calls": checkpoint, release). Plain single-threaded C++; the checkpoints
 // actor owns the only instance and does all I/O through the SSD actor.
 //
 // Identity: a checkpoint belongs to (engine request id, namespace); the

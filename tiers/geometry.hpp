@@ -36,7 +36,8 @@ struct layer_spec {
   /// recurrent, object: fixed state size in bytes.
   uint64_t state_bytes = 0;
 
-  /// Bytes this layer holds after `tokens` tokens (DESIGN.md "Admission"):
+  /// Bytes this layer holds after `tokens` tokens (docs/state-model.md
+  /// "Byte accounting"):
   /// kv tokens × bpt; ring min(tokens, window) × bpt; recurrent/object fixed.
   uint64_t bytes_at(uint64_t tokens) const noexcept;
 

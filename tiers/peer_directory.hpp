@@ -3,9 +3,9 @@
 // prefix_index), fed by their event feeds: a prefix key maps to the nodes
 // and tiers holding it, with the bytes a fetch would move.
 //
-// The rules are the local ones (DESIGN.md section 1): an entry of length L
-// serves prompt P at p = min(lcp, len(P) - 1) when p == L, or when it is
-// trimmable and p >= 1. A peer announces whether an entry trims, not its
+// The rules are the local ones (docs/state-model.md "Entries"): an entry of
+// length L serves prompt P at p = min(lcp, len(P) - 1) when p == L, or when it
+// is trimmable and p >= 1. A peer announces whether an entry trims, not its
 // exact floor, so a trimmable entry is taken as trimmable to any length;
 // the fetch itself answers the length it can really serve (never more
 // state than verified, only perhaps less than announced).

@@ -6,7 +6,7 @@
 // Owned by exactly one tier (its actor); not thread-safe; no I/O, no clocks.
 // Entry refs and handles stay put until their entry is erased.
 //
-// Rules (DESIGN.md section 1). An entry of length L with trim floor f
+// Rules (docs/state-model.md "Entries"). An entry of length L with trim floor f
 // (`trim_floor`: the largest min_offset among its layers, or L when any
 // layer cannot trim: recurrent, wrapped ring, object) serves a prompt P at
 // p = min(lcp(entry, P), len(P) - 1) tokens when p >= 1 and either p == L

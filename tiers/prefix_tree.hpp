@@ -86,9 +86,10 @@ public:
   /// The entry keyed exactly (ns, key), or null.
   entry_ref find(std::string_view ns, std::span<const token> key) const;
 
-  /// DESIGN.md section 1 over every entry of `ns`: the largest usable p;
-  /// ties go to an entry needing no trim, then to the highest stamp.
-  /// O(len(prompt)) (see prefix_index.hpp for the one exception).
+  /// The usable-prefix rule (docs/state-model.md "Entries") over every entry of
+  /// `ns`: the largest usable p; ties go to an entry needing no trim, then to
+  /// the highest stamp. O(len(prompt)) (see prefix_index.hpp for the one
+  /// exception).
   std::optional<usable_match> longest_usable(std::string_view ns,
                                              std::span<const token> pr) const;
 

@@ -3,7 +3,7 @@
 // its only user: single-threaded, no locks, no I/O, no clocks (callers pass
 // `now` in milliseconds of any monotonic clock).
 //
-// Policy (DESIGN.md section 2, docs/ram-tier.md):
+// Policy (docs/ram-tier.md):
 // - `lookup` lends the donor and the longest usable prefix length: the
 //   donor's state is held once, shared (`ram_hit::donor`), and cut to that
 //   length only when views are asked for, so a hit costs the index walk

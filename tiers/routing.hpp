@@ -12,12 +12,12 @@
 //                                                        too little budget)
 //
 // where u is the prefix n would reuse and tier where it comes from, chosen
-// as n's own lookup chooses (DESIGN.md's strictly-longer rule, tier by
-// tier): n's RAM prefix, then its SSD prefix if strictly longer, then the
-// longest prefix any *other* node holds (a peer fetch) if strictly longer
-// again. c(tier) is ram-cost, ssd-cost, peer-cost (a peer's RAM copy) or
-// peer-ssd-cost (a peer's SSD copy). recent(n) is the prompt tokens this
-// router sent to n lately: an exponential average over its last
+// as n's own lookup chooses (the strictly-longer rule, tier by tier:
+// docs/actors.md "Cold tiers"): n's RAM prefix, then its SSD prefix if strictly
+// longer, then the longest prefix any *other* node holds (a peer fetch) if
+// strictly longer again. c(tier) is ram-cost, ssd-cost, peer-cost (a peer's RAM
+// copy) or peer-ssd-cost (a peer's SSD copy). recent(n) is the prompt tokens
+// this router sent to n lately: an exponential average over its last
 // ~load-window decisions (each decision scales every node's figure by
 // 1 - 1/window and adds P to the chosen one), so new conversations spread
 // while a continuing one stays where its state is, unless that node got

@@ -1,5 +1,5 @@
 // Session affinity: the table of open sessions, each with its newest entry
-// (DESIGN.md section 2 "Checkpoints and sessions"). Plain single-threaded
+// (docs/actors.md "Sessions"). Plain single-threaded
 // C++; the sessions actor owns the only instance.
 //
 // Policy. A session is open from its first noted put until `close`. Its

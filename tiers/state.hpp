@@ -8,7 +8,7 @@
 // states (plus method attachments and a session tag) that encode exactly that
 // prefix.
 //
-// Trimming policy (DESIGN.md section 1), per kind:
+// Trimming policy (docs/state-model.md "Layer states"), per kind:
 //   kv         token-major; trimmable to any n >= min_offset: a shorter view.
 //   ring       a sliding window of `window` token slots (slot = pos % window);
 //              token-major and trimmable like kv only while not wrapped,
@@ -122,7 +122,7 @@ void collect_buffers(const entry& e, std::vector<buffer_ref>& out);
 /// Length of the longest common prefix of `a` and `b`.
 size_t common_prefix(std::span<const token> a, std::span<const token> b);
 
-/// DESIGN.md "usable prefix": for prompt P and entry E,
+/// The usable prefix (docs/state-model.md "Entries"): for prompt P and entry E,
 /// p = min(lcp(E, P), len(P) - 1); returns p when E is usable at p
 /// (p == len(E) or every layer of E can trim to p), else nullopt.
 /// An empty prompt, or p == 0, is never usable.

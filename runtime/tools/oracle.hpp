@@ -1,7 +1,7 @@
 // The correctness oracle: a synthetic engine whose state for a token prefix is
 // a pure function of (namespace, layer, the prefix), so any state kvtier
 // serves can be checked byte for byte against what a fresh prefill would
-// have produced (DESIGN.md section 6).
+// have produced (docs/oracle.md).
 //
 // How bytes are made: a chain hash h_i = mix(h_{i-1}, token_i) starting from
 // a hash of the namespace. Row i of a kv/ring layer L is a pseudo-random

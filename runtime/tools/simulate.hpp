@@ -16,7 +16,7 @@
 //   else a RAM hit touches its donor;
 // - publish of P: its buffers are the served prefix's buffers plus one new
 //   buffer of n - p rows (what the oracle's `extend` makes); the RAM rules
-//   of DESIGN.md section 2 then apply: replace the same key, supersede
+//   of docs/ram-tier.md then apply: replace the same key, supersede
 //   ancestors, evict LRU by bytes (each buffer counted once, whole) over
 //   the cap, an open session's newest entry last (its publish pins it; the
 //   previous newest is unpinned after the put; restored entries are not

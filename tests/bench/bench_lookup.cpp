@@ -1,6 +1,6 @@
 // bench_lookup: longest-usable-prefix lookup time of the radix prefix index
 // against the number of stored entries and the prompt length, next to the
-// naive linear scan over the same entries (the seed's store) and a floor
+// naive linear scan over the same entries (the simplest store) and a floor
 // pass (memcmp of the prompt against a copy of itself).
 //
 // Data (docs/ram-tier.md, "Benchmark"): one namespace of conversations.
@@ -141,7 +141,7 @@ size_t lcp(const token* a, const token* b, size_t n) {
   return i;
 }
 
-/// The seed's way: every entry, compared with the prompt, one by one.
+/// The simplest way: every entry, compared with the prompt, one by one.
 struct linear_answer {
   uint64_t length = 0;
   uint32_t entry = 0;

@@ -93,7 +93,7 @@ public:
   void touch(const std::string& name);
 
   /// The prefix files the prefix file `name` supersedes, as the RAM tier
-  /// supersedes entries (DESIGN.md section 2): when its entry is trimmable
+  /// supersedes entries (docs/ram-tier.md): when its entry is trimmable
   /// (trim floor below its length), its strict prefix-ancestors in the
   /// same namespace at least as long as that floor, nearest first; none
   /// for an untrimmable file (shorter ancestors must survive), a

@@ -1,5 +1,5 @@
 // Plain value types the SSD tier reports: the start-up scan, flush evidence
-// (DESIGN.md section 2, "Durability and shutdown") and its counters.
+// (docs/ssd-format.md "Durability contract") and its counters.
 // Copy freely; no behaviour.
 #pragma once
 

@@ -1,6 +1,7 @@
 // The SSD tier: entry files as the database, an index over their headers,
 // a byte-capped write-behind queue, coalesced cold reads with interest
-// leases, and flush with durability evidence (DESIGN.md sections 2 and 5).
+// leases, and flush with durability evidence (docs/ssd-format.md "Durability
+// contract").
 //
 // Owner and threads: one owner (the SSD actor) calls every method from one
 // thread; no method blocks on a disk except `open` (the header-only scan at
