@@ -182,8 +182,14 @@ public:
       return true; // a payload: the frame is whole
     auto* p = static_cast<const unsigned char*>(buf);
     if (p[0]
-        > static_cast<unsigned char>(caf::io::basp::message_type::heartbeat))
+          > static_cast<unsigned char>(caf::io::basp::message_type::heartbeat)
+        && !refused_) {
+      // Not CAF's protocol: counted once, and nothing more is read (CAF
+      // drops the connection on this header; the rest is not looked at).
+      refused_ = true;
       gate_->guard().garbage_frames.fetch_add(1, std::memory_order_relaxed);
+      ::shutdown(fd_, SHUT_RDWR);
+    }
     return load_u32(p + 4) == 0;
   }
 
