@@ -26,8 +26,9 @@
 //             burst runs: it writes every entry of the burst RAM still
 //             holds (16,384 of 22,000 in a full run: the RAM cap), far
 //             more than the write-behind cap holds at once. The flush
-//             must come back durable (its evidence is checked); its
-//             duration and entries written are printed.
+//             must answer with nothing pending or failed (its evidence is
+//             checked); its duration, entries written and the burst's
+//             dropped spills are printed.
 //   while publishing  RAM-hit acquires timed while another thread
 //             publishes fresh entries without pause (each evicts one,
 //             spilled to SSD) for 2 s (0.5 s with --quick).
@@ -302,7 +303,7 @@ int main(int argc, char** argv) {
   double idle_cpu_ms = 0;
   double per_s = 0, per_s_before = 0;
   double flush_s = 0;
-  uint64_t flushed = 0;
+  uint64_t flushed = 0, flush_dropped = 0;
   {
     runtime::service svc{cfg};
     require(!svc.start_error(), "start");
@@ -346,11 +347,16 @@ int main(int argc, char** argv) {
     auto f = flushing.get();
     flush_s = std::chrono::duration<double>(clk::now() - t0).count();
     require(f, "flush");
-    if (!f->durable) {
+    // Every entry the flush ordered is on disk: nothing pending or failed.
+    // `dropped` counts the burst's own spills of evicted entries that the
+    // write-behind queue had no room for (since the previous flush; a
+    // future miss, never a wrong state): printed, not an error.
+    if (f->pending != 0 || f->failed != 0) {
       for (auto& e : f->errors)
         std::fprintf(stderr, "bench_service: flush: %s\n", e.c_str());
-      require(false, "a durable flush");
+      require(false, "a flush with nothing pending or failed");
     }
+    flush_dropped = f->dropped;
     auto after = svc.report();
     require(after, "report");
     flushed = after->ssd.writes_ok - before->ssd.writes_ok;
@@ -382,13 +388,15 @@ int main(int argc, char** argv) {
                 "\"acquires_per_s_before_burst\": %.0f, "
                 "\"flush_hit_p50_ns\": %.0f, \"flush_hit_p99_ns\": %.0f, "
                 "\"flush_s\": %.2f, \"flush_writes\": %llu, "
+                "\"flush_dropped\": %llu, "
                 "\"publishing_hit_p50_ns\": %.0f, "
                 "\"publishing_hit_p99_ns\": %.0f, "
                 "\"idle_cpu_ms\": %.1f}\n",
                 floor, stealing.p50, sharing.p50, affine.p50, hit.p50, hit.p99,
                 miss.p50, pub.p50, hit_1mib.p50, hit_1gib.p50, per_s,
                 per_s_before, in_flush.p50, in_flush.p99, flush_s,
-                static_cast<unsigned long long>(flushed), in_publish.p50,
+                static_cast<unsigned long long>(flushed),
+                static_cast<unsigned long long>(flush_dropped), in_publish.p50,
                 in_publish.p99, idle_cpu_ms);
     return 0;
   }
@@ -413,8 +421,10 @@ int main(int argc, char** argv) {
               "burst, %.0f after it and its flush (%.2fx)\n",
               per_s_before, per_s, per_s / per_s_before);
   std::printf("flush after the burst: %llu entries written in %.1f s, "
-              "durable\n",
-              static_cast<unsigned long long>(flushed), flush_s);
+              "nothing pending or failed (%llu spills of the burst's "
+              "evicted entries dropped over the write-behind cap before it)\n",
+              static_cast<unsigned long long>(flushed), flush_s,
+              static_cast<unsigned long long>(flush_dropped));
   std::printf("idle service (shipped scheduler): %.1f ms CPU in %d s\n",
               idle_cpu_ms, quick ? 1 : 2);
   return 0;
