@@ -531,6 +531,21 @@ caf::error service_options::validate_cluster() const {
   if (auto e = check("cluster.max-message-bytes", cluster_max_message_bytes,
                      uint64_t{1} << 20, uint64_t{1} << 30, "1 MiB .. 1 GiB"))
     return e;
+  if (auto e = check("cluster.max-unproven-connections",
+                     cluster_max_unproven_connections, 1, 65536, "1 .. 65536"))
+    return e;
+  if (auto e = check("cluster.handshakes-per-s", cluster_handshakes_per_s, 1,
+                     1000000, "1 .. 1000000"))
+    return e;
+  if (auto e =
+        check("cluster.handshake-timeout-ms", cluster_handshake_timeout_ms, 100,
+              600000, "100 .. 600000 (10 minutes)"))
+    return e;
+  if (auto e = check("cluster.failed-handshake-penalty-ms",
+                     cluster_failed_handshake_penalty_ms, 0,
+                     cluster_handshake_timeout_ms,
+                     "0 .. cluster.handshake-timeout-ms"))
+    return e;
   if (cluster_node_id.size() > cluster::max_node_id_bytes)
     return out_of_range("cluster.node-id",
                         std::to_string(cluster_node_id.size()) + " bytes",

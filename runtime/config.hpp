@@ -145,6 +145,22 @@ struct service_options {
   /// `cluster.remote-admin`: peers and remote clients may call admin
   /// operations through the node actor (flush, close, demote...).
   bool cluster_remote_admin = false;
+  // The node port's gate (runtime/cluster/port_guard.hpp): what a
+  // connection that has not finished CAF's handshake may cost the node.
+  /// `cluster.max-unproven-connections`: connections short of their
+  /// handshake at once; more are closed at once (counted).
+  uint64_t cluster_max_unproven_connections = 32;
+  /// `cluster.handshakes-per-s`: new connections admitted per second (and
+  /// at once after a quiet spell); more are closed at once (counted).
+  uint64_t cluster_handshakes_per_s = 20;
+  /// `cluster.handshake-timeout-ms`: a connection that has not finished
+  /// its handshake by then is closed.
+  uint64_t cluster_handshake_timeout_ms = 10000;
+  /// `cluster.failed-handshake-penalty-ms`: after a connection from an
+  /// address failed its handshake, the address waits this long before its
+  /// next one is admitted, doubling while it keeps failing, up to
+  /// `cluster.handshake-timeout-ms` (loopback addresses are exempt; 0: off).
+  uint64_t cluster_failed_handshake_penalty_ms = 200;
   // [route] (docs/cluster.md "Routing"; tiers/routing.hpp): the cost of
   // serving a request on a node, in prefill-token equivalents.
   /// `route.prefill-cost`: per prompt token the node must compute.

@@ -109,6 +109,15 @@
     "largest message a peer may send, checked before decoding")               \
   X("cluster", "remote-admin", cluster_remote_admin,                           \
     "let peers and remote clients call admin operations (flush, close...)")   \
+  X("cluster", "max-unproven-connections", cluster_max_unproven_connections,   \
+    "connections to the node's port short of their handshake at once")       \
+  X("cluster", "handshakes-per-s", cluster_handshakes_per_s,                   \
+    "new connections the node's port admits per second")                      \
+  X("cluster", "handshake-timeout-ms", cluster_handshake_timeout_ms,           \
+    "a connection that has not finished its handshake by then is closed")     \
+  X("cluster", "failed-handshake-penalty-ms",                                  \
+    cluster_failed_handshake_penalty_ms,                                       \
+    "wait of an address after a failed handshake (doubling; 0: off)")         \
   X("route", "prefill-cost", route_prefill_cost,                               \
     "cost per prompt token a node computes")                                   \
   X("route", "ram-cost", route_ram_cost,                                       \

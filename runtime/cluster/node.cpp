@@ -797,9 +797,17 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
     std::make_unique<msg::guard_scope>(sys, o.cluster_max_message_bytes);
   n->actor_ = spawn_node_actor(sys, identity_of(o, fingerprint), timing_of(o),
                                n->hooks_, policy_of(o), n->guard_->shared());
+  port_limits limits;
+  limits.max_unproven =
+    static_cast<uint32_t>(o.cluster_max_unproven_connections);
+  limits.handshakes_per_s = static_cast<double>(o.cluster_handshakes_per_s);
+  limits.burst = static_cast<uint32_t>(o.cluster_handshakes_per_s);
+  limits.penalty_base = millis{o.cluster_failed_handshake_penalty_ms};
+  limits.penalty_max = millis{o.cluster_handshake_timeout_ms};
+  limits.handshake_deadline = millis{o.cluster_handshake_timeout_ms};
   auto port = publish_guarded(
     sys, n->actor_, static_cast<uint16_t>(o.cluster_port),
-    o.cluster_listen_address, o.cluster_tls, n->guard_->shared());
+    o.cluster_listen_address, o.cluster_tls, n->guard_->shared(), limits);
   // The node actor takes control messages from actors of this process only
   // (an anonymous message may be a peer's).
   kvtier::caller_actor local{sys};

@@ -15,11 +15,13 @@
 // as `middleman::publish` / `openssl::publish`, with kvtier's own listener
 // and connections:
 //
-//   - Admission (`port_limits`): at most `max_unproven` connections may be
-//     short of their handshake at once, and new ones are admitted at most
-//     `handshakes_per_s` per second (a token bucket of `burst`); a source
-//     address whose connection ended without completing its handshake is
-//     refused for a penalty that doubles from `penalty_base` up to
+//   - Admission (`port_limits`, from the `cluster.max-unproven-connections`,
+//     `handshakes-per-s`, `handshake-timeout-ms` and
+//     `failed-handshake-penalty-ms` options): at most `max_unproven`
+//     connections may be short of their handshake at once, and new ones are
+//     admitted at most `handshakes_per_s` per second (a token bucket of
+//     `burst`); a source address whose connection ended without completing its
+//     handshake is refused for a penalty that doubles from `penalty_base` up to
 //     `penalty_max` and ends with its next completed handshake (loopback
 //     sources are exempt: every local process shares one address). A
 //     connection short of its handshake after `handshake_deadline` is

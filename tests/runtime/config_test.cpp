@@ -107,6 +107,16 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_name_key_and_range) {
   BOOST_TEST(contains(t, "outside (0, 1]"), t);
   t = error_text("", {"--admission.position-limit=0"});
   BOOST_TEST(contains(t, "admission.position-limit = 0"), t);
+  t = error_text("[cluster]\nmax-unproven-connections=0\n");
+  BOOST_TEST(contains(t, "cluster.max-unproven-connections = 0"), t);
+  BOOST_TEST(contains(t, "1 .. 65536"), t);
+  t = error_text("[cluster]\nhandshake-timeout-ms=50\n");
+  BOOST_TEST(contains(t, "cluster.handshake-timeout-ms = 50"), t);
+  // The penalty doubles up to the timeout: it may not start above it.
+  t = error_text("[cluster]\nhandshake-timeout-ms=1000\n"
+                 "failed-handshake-penalty-ms=2000\n");
+  BOOST_TEST(contains(t, "cluster.failed-handshake-penalty-ms = 2000"), t);
+  BOOST_TEST(contains(t, "0 .. cluster.handshake-timeout-ms"), t);
 }
 
 BOOST_AUTO_TEST_CASE(admission_max_queued_is_read_and_range_checked) {
