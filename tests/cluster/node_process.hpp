@@ -284,4 +284,26 @@ struct temp_dir {
   }
 };
 
+/// What a test of node processes starts from: a directory for them and a
+/// client that asks them for their membership views.
+struct nodes_fixture {
+  temp_dir dir;
+  client_config cfg;
+  caf::actor_system sys{cfg};
+
+  /// `n`'s membership view, asked until one ask answers (`members_of`).
+  std::optional<cluster::members_view> view(const node_process& n) {
+    return members_of(sys, n.address());
+  }
+
+  /// `id`'s state in `n`'s view (down when unknown or unreachable).
+  cluster::peer_state state_of(const node_process& n, const std::string& id) {
+    if (auto v = view(n))
+      for (auto& m : v->members)
+        if (m.node_id == id)
+          return m.state;
+    return cluster::peer_state::down;
+  }
+};
+
 } // namespace kvtier::test

@@ -20,30 +20,12 @@ using cluster::peer_state;
 
 namespace {
 
-struct fixture {
-  temp_dir dir;
-  client_config cfg;
-  caf::actor_system sys{cfg};
-
-  /// `n`'s membership view, asked until one ask answers (`members_of`).
-  std::optional<cluster::members_view> view(const node_process& n) {
-    return members_of(sys, n.address());
-  }
-
+struct fixture : nodes_fixture {
   /// Whether `n` sees exactly `ids` up.
   bool sees_up(const node_process& n, std::vector<std::string> ids) {
     auto v = view(n);
     std::sort(ids.begin(), ids.end());
     return v && v->in_state(peer_state::up) == ids;
-  }
-
-  /// `id`'s state in `n`'s view (down when unknown or unreachable).
-  peer_state state_of(const node_process& n, const std::string& id) {
-    if (auto v = view(n))
-      for (auto& m : v->members)
-        if (m.node_id == id)
-          return m.state;
-    return peer_state::down;
   }
 
   /// The stdout of `command`.

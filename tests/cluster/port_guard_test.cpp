@@ -85,23 +85,7 @@ std::array<unsigned char, 32> header(unsigned char op, uint32_t payload) {
   return h;
 }
 
-struct fixture {
-  temp_dir dir;
-  client_config cfg;
-  caf::actor_system sys{cfg};
-
-  /// `n`'s membership view, asked until one ask answers (`members_of`).
-  std::optional<cluster::members_view> view(const node_process& n) {
-    return members_of(sys, n.address());
-  }
-
-  peer_state state_of(const node_process& n, const std::string& id) {
-    if (auto v = view(n))
-      for (auto& m : v->members)
-        if (m.node_id == id)
-          return m.state;
-    return peer_state::down;
-  }
+struct fixture : nodes_fixture {
 
   static node_settings settings(std::string id,
                                 std::vector<std::string> joins = {},

@@ -28,6 +28,29 @@ bool ready(std::future<caf::expected<runtime::admit_decision>>& f) {
   return f.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
 }
 
+/// A service on a faulty file system whose request `r` (id 42 over `p`)
+/// holds a checkpoint of 16 generated tokens, made durable by a flush
+/// (`begin`, after the test set its options). The service goes before the
+/// file system.
+struct durable_checkpoint : service_fixture {
+  tiers::ssd::faulty_file_system faulty{memory};
+  tiers::token_seq p = seq(100);
+  runtime::state_request r = request(42, p, 64);
+
+  void begin() {
+    opts.checkpoint_every_tokens = 16;
+    fs = &faulty;
+    start();
+    BOOST_REQUIRE(*svc->checkpoint(
+      r, oracle->prefill("ns", cat(p, oracle->generate("ns", p, 16)))));
+    BOOST_CHECK(svc->flush()->durable);
+  }
+
+  ~durable_checkpoint() {
+    svc.reset();
+  }
+};
+
 } // namespace
 
 BOOST_FIXTURE_TEST_SUITE(service_lifecycle, service_fixture)
@@ -304,16 +327,9 @@ BOOST_AUTO_TEST_CASE(a_resumed_checkpoint_stays_the_retrys_across_restarts) {
   BOOST_CHECK(get("ns", p, 42, 1).source != state_source::checkpoint);
 }
 
-BOOST_AUTO_TEST_CASE(a_completed_generation_whose_unlink_fails_never_returns) {
-  opts.checkpoint_every_tokens = 16;
-  tiers::ssd::faulty_file_system faulty{memory};
-  fs = &faulty;
-  start();
-  auto p = seq(100);
-  auto r = request(42, p, 64);
-  BOOST_REQUIRE(*svc->checkpoint(
-    r, oracle->prefill("ns", cat(p, oracle->generate("ns", p, 16)))));
-  BOOST_CHECK(svc->flush()->durable);
+BOOST_FIXTURE_TEST_CASE(a_completed_generation_whose_unlink_fails_never_returns,
+                        durable_checkpoint) {
+  begin();
   // The removal record is written; unlinking the file fails.
   faulty.inject(tiers::ssd::fs_op::remove, 1, tiers::ssd::fault_kind::eio);
   auto rel = svc->release(r, true);
@@ -337,22 +353,14 @@ BOOST_AUTO_TEST_CASE(a_completed_generation_whose_unlink_fails_never_returns) {
   BOOST_CHECK_EQUAL(report().ssd.files, 0u);
   BOOST_CHECK_EQUAL(report().checkpoints.held, 0u);
   BOOST_CHECK(svc->flush()->durable);
-  svc.reset(); // before `faulty` goes
 }
 
-BOOST_AUTO_TEST_CASE(a_removal_slower_than_the_deadline_is_reported_pending) {
+BOOST_FIXTURE_TEST_CASE(a_removal_slower_than_the_deadline_is_reported_pending,
+                        durable_checkpoint) {
   // The removal record's fsync stalls past every deadline of the release:
   // the answer says the removal is pending and why, never "nothing".
-  opts.checkpoint_every_tokens = 16;
   opts.storage_deadline_ms = 1000;
-  tiers::ssd::faulty_file_system faulty{memory};
-  fs = &faulty;
-  start();
-  auto p = seq(100);
-  auto r = request(42, p, 64);
-  BOOST_REQUIRE(*svc->checkpoint(
-    r, oracle->prefill("ns", cat(p, oracle->generate("ns", p, 16)))));
-  BOOST_CHECK(svc->flush()->durable);
+  begin();
   faulty.inject(tiers::ssd::fs_op::sync, 1, tiers::ssd::fault_kind::stall);
   auto rel = svc->release(r, true);
   BOOST_REQUIRE(rel);
@@ -371,19 +379,11 @@ BOOST_AUTO_TEST_CASE(a_removal_slower_than_the_deadline_is_reported_pending) {
   start();
   BOOST_CHECK(get("ns", p, 42).source != state_source::checkpoint);
   BOOST_CHECK_EQUAL(report().checkpoints.held, 0u);
-  svc.reset(); // before `faulty` goes
 }
 
-BOOST_AUTO_TEST_CASE(a_crash_between_release_and_unlink_never_resumes) {
-  opts.checkpoint_every_tokens = 16;
-  tiers::ssd::faulty_file_system faulty{memory};
-  fs = &faulty;
-  start();
-  auto p = seq(100);
-  auto r = request(42, p, 64);
-  BOOST_REQUIRE(*svc->checkpoint(
-    r, oracle->prefill("ns", cat(p, oracle->generate("ns", p, 16)))));
-  BOOST_CHECK(svc->flush()->durable);
+BOOST_FIXTURE_TEST_CASE(a_crash_between_release_and_unlink_never_resumes,
+                        durable_checkpoint) {
+  begin();
   // The process dies at the unlink, after the release answered; then the
   // power goes: only what was made durable is left.
   faulty.inject(tiers::ssd::fs_op::remove, 1, tiers::ssd::fault_kind::crash);
