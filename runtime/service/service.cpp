@@ -101,8 +101,9 @@ service::~service() {
   // for a whole call deadline. A call still waiting settles as closed.
   stopper->send_exit(impl_->async_caller, caf::exit_reason::user_shutdown);
   impl_->async_caller = nullptr;
-  impl_->pool.clear();   // before the actor system goes
-  forget_thread_logger(*impl_->sys); // (a system the caller owns may go on any thread)
+  impl_->pool.clear(); // before the actor system goes
+  forget_thread_logger(
+    *impl_->sys); // (a system the caller owns may go on any thread)
 }
 
 caf::error service::start_error() const {

@@ -490,9 +490,8 @@ BOOST_AUTO_TEST_CASE(stats_json_names_every_report_field) {
   BOOST_CHECK_EQUAL(j["tokens"].size(), sizeof(R::tokens_part) / 8);
   BOOST_CHECK_EQUAL(j["io"]["ram"].size(), sizeof(runtime::io_counters) / 8);
   BOOST_CHECK_EQUAL(j["io"]["ssd"].size(), sizeof(runtime::io_counters) / 8);
-  for (auto* top :
-       {"demotions", "cold_tiers", "dead_tiers", "cold_late", "closed",
-        "silent_tiers"})
+  for (auto* top : {"demotions", "cold_tiers", "dead_tiers", "cold_late",
+                    "closed", "silent_tiers"})
     BOOST_CHECK_MESSAGE(j.contains(top), top);
   auto p = http::stats_json({})["persistence"];
   BOOST_CHECK_EQUAL(p.size(), sizeof(runtime::persistence_stats) / 8);
