@@ -142,7 +142,8 @@ BOOST_AUTO_TEST_CASE(a_flush_of_many_entries_never_overfills_the_write_queue) {
   auto f = flush();
   BOOST_CHECK(f.root().getResult().getDurable());
   BOOST_CHECK_EQUAL(f.root().getResult().getDropped(), 0u);
-  auto s = ssd_report().root().getSsd();
+  auto report = ssd_report(); // kept: `s` reads from it
+  auto s = report.root().getSsd();
   BOOST_CHECK_EQUAL(s.getDropped(), 0u);
   BOOST_CHECK_EQUAL(s.getWritesOk(), entries);
   BOOST_CHECK_EQUAL(s.getFiles(), entries);
@@ -166,7 +167,8 @@ BOOST_AUTO_TEST_CASE(idle_demotion_of_many_entries_drops_no_write) {
     demoted = r.root().getDemoted();
   });
   BOOST_CHECK_EQUAL(demoted, entries);
-  auto s = ssd_report().root().getSsd();
+  auto report = ssd_report(); // kept: `s` reads from it
+  auto s = report.root().getSsd();
   BOOST_CHECK_EQUAL(s.getDropped(), 0u);
   BOOST_CHECK_EQUAL(s.getFiles(), entries);
   for (size_t i = 0; i < entries; ++i)
