@@ -102,8 +102,6 @@ service::~service() {
   stopper->send_exit(impl_->async_caller, caf::exit_reason::user_shutdown);
   impl_->async_caller = nullptr;
   impl_->pool.clear(); // before the actor system goes
-  forget_thread_logger(
-    *impl_->sys); // (a system the caller owns may go on any thread)
 }
 
 caf::error service::start_error() const {
@@ -225,7 +223,6 @@ auto service::subscribe_events(std::function<void(const feed_event&)> f)
     ->request(impl_->handles.feed, impl_->api_timeout(),
               actors::feed_local_atom::value, listener, true)
     .receive([](uint64_t) {}, [&](caf::error& e) { err = std::move(e); });
-  forget_thread_logger(*impl_->sys);
   if (err) {
     caf::anon_send_exit(listener, caf::exit_reason::user_shutdown);
     return impl_->timed_out(std::move(err), impl_->api_timeout());
