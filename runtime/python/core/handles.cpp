@@ -74,9 +74,12 @@ py::object admit_queued_blocking(py_service& s, const request& q,
     auto gate = s.registry->gate;
     if (gate->enter()) {
       gate_exit leave{gate};
-      (void)s.svc()->release(q.r, false);
+      // Answered: the queued admit settles at once (cancelled, or admitted
+      // and now released). Not answered (a silent service, its deadline
+      // passed): nothing more is waited for.
+      if (s.svc()->release(q.r, false))
+        f.wait();
     }
-    f.wait(); // settles at once: cancelled, or admitted and now released
   };
   for (;;) {
     bool ready;
