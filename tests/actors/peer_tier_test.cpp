@@ -11,7 +11,7 @@
 #include "actors/interfaces.hpp"
 #include "runtime/cluster/node.hpp"
 #include "runtime/cluster/serve.hpp"
-#include "tests/cluster/test_cluster.hpp"
+#include "tests/cluster/member.hpp"
 #include "tests/messages/fixtures.hpp"
 #include "tests/runtime/service_fixture.hpp"
 #include "tiers/entry_message.hpp"
@@ -33,37 +33,16 @@ using tiers::token_seq;
 
 namespace {
 
-struct member {
-  tiers::ssd::memory_file_system fs;
-  runtime::service_options opts;
-  std::unique_ptr<runtime::oracle_engine> oracle;
-  std::unique_ptr<runtime::service> svc;
-
-  explicit member(const std::string& id) {
-    opts.ram_cap_bytes = 4ull << 20;
-    opts.ssd_dir = "/ssd";
+/// A cluster member with room on SSD and a short fetch deadline; fetched
+/// entries stay in RAM only unless a test says otherwise.
+struct member : test::cluster_member {
+  explicit member(const std::string& id)
+    : cluster_member(id) {
     opts.ssd_cap_bytes = 64ull << 20;
     opts.write_behind_cap_bytes = 16ull << 20;
-    opts.io_engine = "threads";
-    opts.model = "tiny-dense";
-    opts.model_scale = 1.0;
-    opts.kv_budget_bytes = 1ull << 20;
     opts.position_limit = 16384;
-    opts.write_behind = false;
-    opts.idle_demotion_ms = 0;
-    opts.storage_deadline_ms = 4000;
-    test::join_test_cluster(opts, id);
     opts.cluster_fetch_deadline_ms = 1500;
     opts.cluster_fetched_to_ssd = false;
-  }
-
-  void start() {
-    svc.reset();
-    auto g = runtime::running_geometry(opts);
-    BOOST_REQUIRE(g);
-    oracle = std::make_unique<runtime::oracle_engine>(*g);
-    svc = std::make_unique<runtime::service>(opts, runtime::service_parts{&fs});
-    BOOST_REQUIRE_MESSAGE(!svc->start_error(), describe(svc->start_error()));
   }
 
   void put(const std::string& ns, const token_seq& tokens, uint64_t id = 1) {
@@ -71,12 +50,6 @@ struct member {
     auto r = svc->publish({id, tokens, 16, std::nullopt}, std::move(e));
     BOOST_REQUIRE_MESSAGE(r, why(r));
     BOOST_REQUIRE(r->kept);
-  }
-
-  runtime::service_report report() {
-    auto r = svc->report();
-    BOOST_REQUIRE_MESSAGE(r, why(r));
-    return *r;
   }
 };
 

@@ -11,7 +11,7 @@
 #define BOOST_TEST_MODULE cluster_operator_surface
 #include "messages/bulk_lane.hpp"
 #include "runtime/cluster/node.hpp"
-#include "tests/cluster/test_cluster.hpp"
+#include "tests/cluster/member.hpp"
 #include "tests/runtime/http_client.hpp"
 #include "tests/runtime/service_fixture.hpp"
 #include "tiers/entry_message.hpp"
@@ -28,39 +28,12 @@ using testing::why;
 
 namespace {
 
-struct member {
-  tiers::ssd::memory_file_system fs;
-  runtime::service_options opts;
-  std::unique_ptr<runtime::oracle_engine> oracle;
-  std::unique_ptr<runtime::service> svc;
-
-  explicit member(const std::string& id) {
-    opts.ram_cap_bytes = 4ull << 20;
-    opts.ssd_dir = "/ssd";
-    opts.io_engine = "threads";
-    opts.model = "tiny-dense";
-    opts.model_scale = 1.0;
-    opts.kv_budget_bytes = 1ull << 20;
-    opts.write_behind = false;
-    opts.idle_demotion_ms = 0;
-    opts.storage_deadline_ms = 4000;
-    test::join_test_cluster(opts, id);
+/// A cluster member with its HTTP endpoint on an ephemeral port.
+struct member : test::cluster_member {
+  explicit member(const std::string& id)
+    : cluster_member(id) {
     opts.http_enabled = true;
     opts.http_port = 0;
-  }
-
-  void start() {
-    auto g = runtime::running_geometry(opts);
-    BOOST_REQUIRE(g);
-    oracle = std::make_unique<runtime::oracle_engine>(*g);
-    svc = std::make_unique<runtime::service>(opts, runtime::service_parts{&fs});
-    BOOST_REQUIRE_MESSAGE(!svc->start_error(), describe(svc->start_error()));
-  }
-
-  runtime::service_report report() {
-    auto r = svc->report();
-    BOOST_REQUIRE_MESSAGE(r, why(r));
-    return *r;
   }
 
   testing::http_reply get(const std::string& target) {

@@ -8,6 +8,7 @@
 // is bounded.
 #define BOOST_TEST_MODULE cluster_port_guard
 #include "tests/cluster/node_process.hpp"
+#include "tests/runtime/http_client.hpp"
 
 #include "messages/wire_guard.hpp"
 
@@ -39,17 +40,9 @@ uint64_t peak_rss(pid_t pid) {
 struct raw_socket {
   int fd = -1;
 
-  explicit raw_socket(uint16_t port) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  explicit raw_socket(uint16_t port)
+    : fd(testing::http_connect(port, 10000ms)) {
     BOOST_REQUIRE(fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a)
-                  == 0);
-    timeval tv{10, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   }
   ~raw_socket() {
     if (fd >= 0)

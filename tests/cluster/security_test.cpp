@@ -12,6 +12,7 @@
 // every refusal counted. Every wait is bounded; nothing is left running.
 #define BOOST_TEST_MODULE cluster_security
 #include "tests/cluster/node_process.hpp"
+#include "tests/runtime/http_client.hpp"
 #include "tests/runtime/service_fixture.hpp"
 
 #include "messages/wire_guard.hpp"
@@ -216,27 +217,18 @@ BOOST_FIXTURE_TEST_CASE(a_flood_of_failing_handshakes_leaves_members_served,
     [&] { return up_here() == std::vector<std::string>{"a"}; }, 5000ms));
   client_config ccfg{certs.files("client")};
   caf::actor_system client{ccfg};
-  BOOST_REQUIRE(wait_for(
-    [&] {
-      return static_cast<bool>(
-        cluster::query_members(client, a->address(), 5000ms));
-    },
-    20000ms));
+  BOOST_REQUIRE(members_of(client, a->address()));
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> floods{0};
   std::thread rogue([&] {
     unsigned char h[32] = {0x01, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xF0};
     while (!stop) {
-      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in sa{};
-      sa.sin_family = AF_INET;
-      sa.sin_port = htons(a->port());
-      sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+      int fd = testing::http_connect(a->port(), 2000ms);
+      if (fd >= 0) {
         static_cast<void>(::send(fd, h, sizeof h, MSG_NOSIGNAL));
         ++floods;
+        ::close(fd);
       }
-      ::close(fd);
     }
   });
   // For 3 s of flood: every ask on the established connection answered
