@@ -163,6 +163,25 @@ public:
     gate_->ended(fd_, addr_, handshaken_);
   }
 
+  /// The read the broker asked for, or, refused, one byte: the next read
+  /// is one byte or the end, and the broker lets the connection go (a
+  /// payload of the wrong length is malformed).
+  caf::io::receive_policy::config
+  read_policy(caf::io::receive_policy::config cfg) {
+    return allow(cfg.second) ? cfg : caf::io::receive_policy::exactly(1);
+  }
+
+  /// `n` bytes handed to the broker by `deliver` (the scribe's own
+  /// consume), inspected before and noted after.
+  template <class Deliver>
+  bool consume(const void* buf, size_t n, Deliver deliver) {
+    auto frame_done = inspect(buf, n);
+    auto ok = deliver();
+    took(frame_done, ok);
+    return ok;
+  }
+
+private:
   /// Whether the broker may have `want` bytes read next; when not, the
   /// connection is shut down and the refusal counted and logged.
   bool allow(uint64_t want) {
@@ -202,7 +221,6 @@ public:
     }
   }
 
-private:
   uint64_t bound() const {
     if (!handshaken_)
       return msg::handshake_max_bytes;
@@ -242,18 +260,12 @@ public:
     , rules_(std::move(g), fd) {}
 
   void configure_read(caf::io::receive_policy::config cfg) override {
-    // Refused: the next read is one byte or the end, and the broker lets
-    // the connection go (a payload of the wrong length is malformed).
-    if (!rules_.allow(cfg.second))
-      cfg = caf::io::receive_policy::exactly(1);
-    net::scribe_impl::configure_read(cfg);
+    net::scribe_impl::configure_read(rules_.read_policy(cfg));
   }
 
   bool consume(caf::execution_unit* ctx, const void* buf, size_t n) override {
-    auto frame_done = rules_.inspect(buf, n);
-    auto ok = net::scribe_impl::consume(ctx, buf, n);
-    rules_.took(frame_done, ok);
-    return ok;
+    return rules_.consume(
+      buf, n, [&] { return net::scribe_impl::consume(ctx, buf, n); });
   }
 
 private:
@@ -309,18 +321,14 @@ public:
     , rules_(std::move(g), fd) {}
 
   void configure_read(caf::io::receive_policy::config cfg) override {
-    if (!rules_.allow(cfg.second))
-      cfg = caf::io::receive_policy::exactly(1);
-    stream_.configure_read(cfg);
+    stream_.configure_read(rules_.read_policy(cfg));
     if (!launched_)
       launch();
   }
 
   bool consume(caf::execution_unit* ctx, const void* buf, size_t n) override {
-    auto frame_done = rules_.inspect(buf, n);
-    auto ok = caf::io::scribe::consume(ctx, buf, n);
-    rules_.took(frame_done, ok);
-    return ok;
+    return rules_.consume(
+      buf, n, [&] { return caf::io::scribe::consume(ctx, buf, n); });
   }
 
   void ack_writes(bool enable) override {
