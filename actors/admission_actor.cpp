@@ -147,6 +147,11 @@ admission_actor::behavior_type admission(admission_pointer self,
     },
     [self](const sealed<msg::CloseService>&) { return close(self); },
     [self](const sealed<msg::ReadReport>&) { return report(self); },
+    // Budgets are not state: nothing to make durable, nothing pending.
+    [](const sealed<msg::FlushState>&) { return nothing_to_flush(); },
+    [](const sealed<msg::ReadStats>&) {
+      return msg::draft<msg::ReadStatsReply>{}.seal();
+    },
   };
 }
 

@@ -18,7 +18,7 @@ using namespace std::chrono;
 
 void idle_tick(cache_service_pointer self) {
   auto& st = self->state;
-  if (!st.idle_running || st.closed || !st.tiers.ssd)
+  if (!st.idle_running || st.closed || !st.tiers.store)
     return;
   msg::draft<msg::DemoteIdle> d;
   d.root().setIdleMs(st.idle_ms);
@@ -32,41 +32,6 @@ void idle_tick(cache_service_pointer self) {
               std::move(d).seal())
     .then([again](const sealed<msg::DemoteIdleReply>&) { again(); },
           [again](const caf::error&) { again(); });
-}
-
-/// Pending persistence: the SSD's queue and the RAM actor's waiting
-/// write-behind snapshots and leaving entries, in one reply.
-caf::result<sealed<msg::ReadStatsReply>>
-read_stats(cache_service_pointer self, const sealed<msg::ReadStats>& m) {
-  auto& t = self->state.tiers;
-  if (!t.ssd)
-    return msg::draft<msg::ReadStatsReply>{}.seal();
-  auto rp = self->make_response_promise<sealed<msg::ReadStatsReply>>();
-  self->request(t.ram, tier_timeout(self), m)
-    .then(
-      [self, m, rp](const sealed<msg::ReadStatsReply>& ram) mutable {
-        self->request(self->state.tiers.ssd, tier_timeout(self), m)
-          .then(
-            [ram, rp](const sealed<msg::ReadStatsReply>& ssd) mutable {
-              msg::draft<msg::ReadStatsReply> d;
-              d.root().setPendingSnapshots(ssd.root().getPendingSnapshots());
-              d.root().setPendingSpills(ssd.root().getPendingSpills());
-              d.root().setPendingCheckpointWrites(
-                ssd.root().getPendingCheckpointWrites());
-              d.root().setPendingBytes(ssd.root().getPendingBytes());
-              d.root().setRetryingWrites(ssd.root().getRetryingWrites());
-              d.root().setWaitingSnapshots(ram.root().getWaitingSnapshots());
-              d.root().setLeavingEntries(ram.root().getLeavingEntries());
-              rp.deliver(std::move(d).seal());
-            },
-            [self, rp](const caf::error& err) mutable {
-              rp.deliver(timed_out(self, err, "the SSD tier's stats"));
-            });
-      },
-      [self, rp](const caf::error& err) mutable {
-        rp.deliver(timed_out(self, err, "the RAM tier's stats"));
-      });
-  return rp;
 }
 
 /// Delegates `m` to `to` (which answers the caller directly), or fails
@@ -169,7 +134,7 @@ cache_service(cache_service_pointer self, service_actors tiers,
   st.geometry = std::move(geometry);
   st.checkpoints_possible = checkpoints_possible;
   st.idle_ms = idle_ms;
-  st.idle_running = idle_ms > 0 && st.tiers.ssd;
+  st.idle_running = idle_ms > 0 && st.tiers.store;
   monitor_cold_tiers(self);
   if (st.idle_running)
     self->delayed_send(self, idle_period(idle_ms), idle_tick_atom::value);
@@ -267,7 +232,7 @@ cache_service(cache_service_pointer self, service_actors tiers,
       self->state.node_id = id;
       self->state.address = address;
     },
-    [self](const sealed<msg::ReadStats>& m) { return read_stats(self, m); },
+    [self](const sealed<msg::ReadStats>& m) { return ops::stats(self, m); },
     [self](const sealed<msg::ReadReport>&) { return ops::report(self); },
     [self](const sealed<msg::ListSavedPrefixes>&) { return ops::saved(self); },
     [self, &t](const sealed<msg::SetSsdLimit>& m)

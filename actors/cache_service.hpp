@@ -37,19 +37,25 @@
 // before the engine gets its answer; close_session goes to the sessions
 // actor, which takes the pin back in RAM.
 //
-// Lifecycle: `close` closes admission at once (queued admits fail
-// `ec::closed`, so do later admits and fits) and flushes; then it clears
-// RAM, the session table and the checkpoints even when the flush was not
-// durable (each refuses to store anything after), and last closes the SSD
-// tier, which releases the writes still queued or failed (counted as
-// `abandoned`: the result is then not durable) and the prefetch results it
-// held, refuses later writes, and answers once no write runs: when close
-// answers, the service holds no buffer (what the engine was lent stays
-// the engine's). The result is remembered: later closes get it again
-// (alreadyClosed), concurrent ones share it. After close, calls that would
-// change or lend state fail with `ec::closed`; publish answers
-// droppedClosed. Idle demotion runs on a timer of the facade while
-// `idle_ms` > 0 and an SSD tier exists (on by default:
+// Lifecycle: flush, close, stats and the report are one loop each over
+// `service_actors::lifecycle` (every tier and role, `lifecycle_actor`;
+// actors/cache_service_lifecycle.cpp), by stage: the gate (admission), the
+// holders (RAM, sessions, checkpoints, the peer tier), the stores (the SSD
+// tier and any store added beside it). Flush asks the gate and holders
+// first (RAM and checkpoints queue their snapshot orders at their store),
+// then the stores; the result is durable only when every member says so.
+// `close` closes the gate at once (queued admits fail `ec::closed`, so do
+// later admits and fits) and flushes; then it clears the holders even when
+// the flush was not durable (each refuses to store anything after), and
+// last closes the stores, which release the writes still queued or failed
+// (counted as `abandoned`: the result is then not durable) and the
+// prefetch results they held, refuse later writes, and answer once no
+// write runs: when close answers, the service holds no buffer (what the
+// engine was lent stays the engine's). The result is remembered: later
+// closes get it again (alreadyClosed), concurrent ones share it. After
+// close, calls that would change or lend state fail with `ec::closed`;
+// publish answers droppedClosed. Idle demotion runs on a timer of the
+// facade while `idle_ms` > 0 and a store exists (on by default:
 // `service.idle-demotion-ms`), every `idle_period(idle_ms)` (never more
 // often than `min_idle_period`), until StopIdleDemotion.
 //
@@ -87,18 +93,47 @@ struct cold_tier_ref {
   std::string name;
 };
 
-/// The actors the facade orchestrates; `ssd` is null without an SSD tier.
-/// `cold` lists the cold tiers acquire and prefetch consult, in order
-/// (spawn_service puts the SSD actor there; a peer tier comes after it).
-/// Without a `sessions` actor, publishes pin nothing (no one could take
-/// the pins back).
+/// When a tier takes its turn in the facade's lifecycle loops.
+enum class tier_stage : uint8_t {
+  /// Closed first, at once, beside the flush (admission: queued admits
+  /// fail `closed` while the flush runs).
+  gate,
+  /// Flushed first (it hands its writes to the store), cleared at close
+  /// after the flush: RAM, sessions, checkpoints, the peer tier.
+  holder,
+  /// Flushed after every holder (their orders are in its mailbox first),
+  /// closed last: its close result (writes released unwritten) is part of
+  /// the service's.
+  store,
+};
+
+/// One member of the facade's lifecycle loops: flush, close, stats and
+/// report go to each (`lifecycle_actor`).
+struct lifecycle_ref {
+  lifecycle_actor actor;
+  /// Its name in the report's silentTiers and in errors ("ram", "ssd").
+  std::string name;
+  tier_stage stage = tier_stage::holder;
+};
+
+/// The actors the facade orchestrates. `lifecycle` lists every tier and
+/// role the facade flushes, closes, asks for stats and for the report, in
+/// the order it asks them; `cold` the cold tiers acquire and prefetch
+/// consult, in order (spawn_service puts each store there, the SSD first;
+/// a peer tier comes after them). `store` is the spill target the RAM and
+/// checkpoints actors hold (null: none; idle demotion needs one); `ssd`
+/// the SSD actor for the SSD's own calls (saved prefixes, its live limit),
+/// null without an SSD tier. Without a `sessions` actor, publishes pin
+/// nothing (no one could take the pins back).
 struct service_actors {
   ram_tier_actor ram;
+  store_actor store;
   ssd_tier_actor ssd;
   admission_actor admission;
   checkpoints_actor checkpoints;
   sessions_actor sessions;
   std::vector<cold_tier_ref> cold;
+  std::vector<lifecycle_ref> lifecycle;
   /// The peer tier (also in `cold`), null without a cluster: routing asks
   /// it what each peer holds.
   peer_tier_actor peer;
@@ -173,7 +208,8 @@ struct cache_service_state {
   /// TokenCounters, their one home): served by where the state came from,
   /// and computed (no state covered them).
   struct token_tally {
-    uint64_t ram = 0, ssd = 0, peer = 0, checkpoint = 0, computed = 0;
+    uint64_t ram = 0, ssd = 0, peer = 0, checkpoint = 0, computed = 0,
+             store = 0;
   } tokens;
 };
 

@@ -32,11 +32,17 @@ prefetch(self_ptr self, const sealed<msg::PrefetchPrefix>& m);
 caf::result<sealed<msg::ReleasePrefetchReply>>
 release_prefetch(self_ptr self, const sealed<msg::ReleasePrefetch>& m);
 
-/// RAM and checkpoint snapshots, then the SSD's flush evidence.
+/// The holders' snapshots, then the stores' flush evidence (every member
+/// of the lifecycle list: durable only when each says so).
 caf::result<sealed<msg::FlushStateReply>> flush(self_ptr self);
 
 /// Flush, then clear; idempotent, concurrent closes share one result.
 caf::result<sealed<msg::CloseServiceReply>> close(self_ptr self);
+
+/// Pending persistence: every member's own fields, summed (a member that
+/// does not answer fails the call, named).
+caf::result<sealed<msg::ReadStatsReply>> stats(self_ptr self,
+                                               const sealed<msg::ReadStats>& m);
 
 /// Budget back (admission) and checkpoints settled, in one reply.
 caf::result<sealed<msg::ReleaseRequestReply>>

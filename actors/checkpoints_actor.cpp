@@ -204,11 +204,28 @@ release(checkpoints_pointer self, msg::ReleaseRequest::Reader m) {
   return w->rp;
 }
 
+/// Without a store nothing held can become durable: durable only when no
+/// checkpoint is held.
+sealed<msg::FlushStateReply> flush_without_store(checkpoints_pointer self) {
+  auto held = self->state.store.size();
+  if (held == 0)
+    return nothing_to_flush();
+  msg::draft<msg::FlushStateReply> d;
+  auto out = d.root().initResult();
+  out.setPending(held);
+  write_error(
+    out.initErrors(1)[0],
+    make_error(ec::not_found, "no store: " + std::to_string(held)
+                                + " checkpoints cannot be made durable"));
+  return std::move(d).seal();
+}
+
 /// Writes every checkpoint not yet durable under its owner; replies once
-/// the orders are queued (the facade's flush to the SSD actor follows).
+/// the orders are queued (durable: the facade's flush of the store that
+/// follows gives the evidence of these writes).
 sealed<msg::FlushStateReply> flush(checkpoints_pointer self) {
   if (!self->state.ssd)
-    return msg::draft<msg::FlushStateReply>{}.seal();
+    return flush_without_store(self);
   auto& store = self->state.store;
   for (auto& p : store.undurable()) {
     msg::draft<msg::SpillEntry> d;
@@ -235,7 +252,7 @@ sealed<msg::FlushStateReply> flush(checkpoints_pointer self) {
           self->state.store.settled(order, false);
         });
   }
-  return msg::draft<msg::FlushStateReply>{}.seal();
+  return nothing_to_flush();
 }
 
 /// The SSD tier stopped holding a checkpoint file: the checkpoint whose
@@ -264,7 +281,7 @@ sealed<msg::ReadReportReply> report(checkpoints_pointer self) {
 } // namespace
 
 checkpoints_actor::behavior_type
-checkpoints(checkpoints_pointer self, uint64_t every, ssd_tier_actor ssd,
+checkpoints(checkpoints_pointer self, uint64_t every, store_actor ssd,
             std::vector<tiers::storage_key> saved, uint64_t deadline_ms) {
   guard_signals(self, "checkpoints");
   self->state.every = every;
@@ -293,6 +310,10 @@ checkpoints(checkpoints_pointer self, uint64_t every, ssd_tier_actor ssd,
       return msg::draft<msg::CloseServiceReply>{}.seal();
     },
     [self](const sealed<msg::ReadReport>&) { return report(self); },
+    // Its writes are the store's pending checkpoint writes.
+    [](const sealed<msg::ReadStats>&) {
+      return msg::draft<msg::ReadStatsReply>{}.seal();
+    },
     [self](const sealed<msg::SsdEvictEvent>& m) {
       try {
         file_removed(self, m.root());

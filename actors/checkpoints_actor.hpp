@@ -32,7 +32,8 @@ struct checkpoints_state {
   static inline const char* name = "checkpoints";
 
   tiers::checkpoint_store store;
-  ssd_tier_actor ssd;
+  /// The store checkpoints are written to (the SSD actor); null: none.
+  store_actor ssd;
   /// How long the SSD may take to answer a request (the storage deadline):
   /// a late erase or find is treated as failed. A completed release waits
   /// two fifths of it for the removal and then answers that the removal is
@@ -53,7 +54,7 @@ using checkpoints_pointer =
 /// The behaviour; `saved` are the checkpoint files found on SSD at start,
 /// by their headers' keys, oldest write first (`ssd_tier::checkpoint_files`).
 checkpoints_actor::behavior_type
-checkpoints(checkpoints_pointer self, uint64_t every, ssd_tier_actor ssd,
+checkpoints(checkpoints_pointer self, uint64_t every, store_actor ssd,
             std::vector<tiers::storage_key> saved, uint64_t deadline_ms);
 
 } // namespace kvtier::actors

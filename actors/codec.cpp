@@ -34,6 +34,12 @@ tiers::admission_request admission_of(msg::RequestIdentity::Reader r) {
   return {r.getId(), r.getPrompt().size(), r.getMaxNewTokens()};
 }
 
+sealed_flush nothing_to_flush() {
+  msg::draft<msg::FlushStateReply> d;
+  d.root().initResult().setDurable(true);
+  return std::move(d).seal();
+}
+
 void write_evidence(msg::DurabilityResult::Builder out,
                     const tiers::ssd::durability_evidence& ev) {
   out.setDurable(ev.durable);

@@ -26,6 +26,8 @@
 
 namespace kvtier::actors {
 
+using sealed_flush = msg::sealed<msg::FlushStateReply>;
+
 /// Writes `err` (code and rendered context) into `out`.
 void write_error(msg::Error::Builder out, const caf::error& err);
 
@@ -37,6 +39,10 @@ std::optional<std::string> session_of(msg::RequestIdentity::Reader r);
 
 /// What admission needs of a request identity.
 tiers::admission_request admission_of(msg::RequestIdentity::Reader r);
+
+/// The FlushState answer of a role that holds no state a flush could make
+/// durable (admission, sessions, the peer tier): durable, nothing pending.
+sealed_flush nothing_to_flush();
 
 /// Copies durability evidence into a `DurabilityResult`.
 void write_evidence(msg::DurabilityResult::Builder out,

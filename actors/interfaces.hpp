@@ -65,13 +65,6 @@ using flush_round_atom = caf::atom_constant<caf::atom("kvtflushrd")>;
 /// A prefetch read of the SSD actor reached its deadline (by lease).
 using prefetch_deadline_atom = caf::atom_constant<caf::atom("kvtpfdl")>;
 
-/// Tells the SSD actor, once at wiring, where its SsdEvictEvents go.
-using attach_ram_atom = caf::atom_constant<caf::atom("kvtattram")>;
-
-/// Tells the SSD actor, once at wiring, where SsdEvictEvents of checkpoint
-/// files go.
-using attach_ckpt_atom = caf::atom_constant<caf::atom("kvtattckpt")>;
-
 /// The serving side of a peer fetch asks the RAM actor for an entry to
 /// export (runtime/cluster/serve.hpp).
 using export_atom = caf::atom_constant<caf::atom("kvtexport")>;
@@ -121,6 +114,31 @@ using feed_stats_atom = caf::atom_constant<caf::atom("kvtfdstats")>;
 /// Once, at wiring: the event feed the RAM or SSD actor tells of changes.
 using attach_feed_atom = caf::atom_constant<caf::atom("kvtattfeed")>;
 
+/// Every tier's lifecycle (the RAM, SSD, peer and any new tier, and the
+/// roles beside them: admission, sessions, checkpoints). The facade holds
+/// them as one list (`service_actors::lifecycle`) and loops over it for
+/// flush, close, stats and report; a tier implements all four calls.
+/// FlushState answers durable when nothing the tier holds is left without
+/// a durable copy (a tier that holds nothing of the kind answers durable);
+/// CloseService releases what the tier holds and refuses later work;
+/// ReadStats fills the fields of its own pending work (others stay 0: the
+/// facade sums the replies); ReadReport fills its own section (a new tier:
+/// its declared counters in `tiers`, see tiers/counters.hpp).
+using lifecycle_actor = caf::typed_actor<
+  // Makes what the tier holds durable as far as it can; the evidence.
+  KVTIER_CALL(FlushState),
+  // Releases what the tier holds; later work is refused.
+  KVTIER_CALL(CloseService),
+  // Its pending persistence (its own fields of ReadStatsReply).
+  KVTIER_CALL(ReadStats),
+  // Its part of the report.
+  KVTIER_CALL(ReadReport)>;
+
+/// Who hears that a store stopped holding an entry (the RAM actor for
+/// prefix and object files, the checkpoints actor for checkpoint files).
+using spill_listener_actor =
+  caf::typed_actor<caf::reacts_to<sealed<msg::SsdEvictEvent>>>;
+
 /// The event feed (actors/feed_actor.hpp): numbers every change of what
 /// this node holds, keeps a bounded ring of the latest events and the table
 /// of what each tier holds, and pushes FeedBatch messages to subscribers.
@@ -143,8 +161,13 @@ using feed_actor = caf::typed_actor<
   // The seq, how many subscribers, how many events the ring holds.
   caf::replies_to<feed_stats_atom>::with<uint64_t, uint64_t, uint64_t>>;
 
-/// Owns the RAM tier (tiers/ram_tier.hpp); sends spill orders, never waits.
-using ram_tier_actor = caf::typed_actor<
+/// Owns the RAM tier (tiers/ram_tier.hpp); sends spill orders to its store,
+/// never waits. Its lifecycle: FlushState snapshots every entry not yet
+/// durable to the store (replies once queued; without a store, durable
+/// only when it holds nothing), CloseService clears everything without
+/// spilling, ReadStats its write-behind snapshots waiting, ReadReport the
+/// RAM and object parts and protected entries.
+using ram_tier_actor = lifecycle_actor::extend<
   // An acquire's RAM lookup: lends views of the best usable donor (counted
   // as a hit or miss) as the engine's reply, which the facade forwards
   // unchanged when RAM wins.
@@ -179,14 +202,6 @@ using ram_tier_actor = caf::typed_actor<
   KVTIER_CALL(PutObject),
   // The object under a key, as views.
   KVTIER_CALL(GetObject),
-  // Snapshots every entry not yet durable to SSD; replies once queued.
-  KVTIER_CALL(FlushState),
-  // Clears everything without spilling.
-  KVTIER_CALL(CloseService),
-  // The RAM and object parts of the report, and protected entries.
-  KVTIER_CALL(ReadReport),
-  // Writes pending, by reason, and write-behind snapshots waiting.
-  KVTIER_CALL(ReadStats),
   // An SSD file went: clears the durable marks it gave (from the SSD).
   caf::reacts_to<sealed<msg::SsdEvictEvent>>,
   // One outcome of a write this actor ordered (from the SSD).
@@ -200,19 +215,17 @@ using ram_tier_actor = caf::typed_actor<
   caf::reacts_to<attach_feed_atom, feed_actor>>;
 
 /// Owns the checkpoints (tiers/checkpoints.hpp): resumable generations.
-using checkpoints_actor = caf::typed_actor<
+/// Its lifecycle: FlushState writes every checkpoint not yet durable to the
+/// store (replies once queued), CloseService forgets every checkpoint held
+/// in memory (files stay), ReadStats nothing of its own (its writes are the
+/// store's pending checkpoint writes), ReadReport the checkpoints part.
+using checkpoints_actor = lifecycle_actor::extend<
   // Keeps the newest resumable point of a request's generation.
   KVTIER_CALL(SaveCheckpoint),
   // The request's newest checkpoint (restored from SSD after a restart).
   KVTIER_CALL(FindCheckpoint),
   // Completed: removes the request's checkpoints; interrupted: keeps them.
   KVTIER_CALL(ReleaseRequest),
-  // Writes every checkpoint not yet durable to SSD; replies once queued.
-  KVTIER_CALL(FlushState),
-  // Forgets every checkpoint held in memory (files stay).
-  KVTIER_CALL(CloseService),
-  // The checkpoints part of the report (held, resumed, stale...).
-  KVTIER_CALL(ReadReport),
   // A checkpoint file went: the checkpoint held in memory whose file it
   // was is no longer durable (from the SSD).
   caf::reacts_to<sealed<msg::SsdEvictEvent>>>;
@@ -241,6 +254,36 @@ using cold_tier_actor = caf::typed_actor<
   KVTIER_CALL(PrefetchPrefix),
   // Ends a prefetch lease's interest (an unknown lease is no error).
   KVTIER_CALL(ReleasePrefetch)>;
+
+/// Once, at wiring: tells a store where the events of entry files it stops
+/// holding go (prefix and object files; the RAM actor).
+using attach_ram_atom = caf::atom_constant<caf::atom("kvtattram")>;
+
+/// Once, at wiring: where the events of checkpoint files a store stops
+/// holding go (the checkpoints actor).
+using attach_ckpt_atom = caf::atom_constant<caf::atom("kvtattckpt")>;
+
+/// A store: a cold tier that also takes entries spilled to it, with a
+/// lifecycle: the spill target the RAM and checkpoints actors hold (the
+/// SSD tier; a test tier in a map shows that any tier can be one,
+/// tests/actors/map_tier.hpp). The composed interface a new tier
+/// implements: the reads of a cold tier, the lifecycle, and these:
+using store_actor = cold_tier_actor::extend_with<lifecycle_actor>::extend<
+  // Keeps an entry (or a checkpoint, or an object) durably; replies
+  // when durable, failed or dropped, or, with notify, at once (every
+  // outcome follows as a SpillSettled event to the sender).
+  KVTIER_CALL(SpillEntry),
+  // Removes what it holds of exactly one key; cancels its pending writes.
+  KVTIER_CALL(EraseEntry),
+  // A completed generation: removes every checkpoint of an identity;
+  // replies once the removal is durable.
+  KVTIER_CALL(RemoveCheckpoints),
+  // Once, at wiring: who hears of every prefix or object entry it stops
+  // holding (an SsdEvictEvent each, after any reply that called it
+  // durable).
+  caf::reacts_to<attach_ram_atom, spill_listener_actor>,
+  // Once, at wiring: who hears of every checkpoint it stops holding.
+  caf::reacts_to<attach_ckpt_atom, spill_listener_actor>>;
 
 /// One entry a peer holds or stopped holding (tiers/peer_directory.hpp).
 struct directory_item {
@@ -304,30 +347,18 @@ using peer_load_atom = caf::atom_constant<caf::atom("kvtpeerld")>;
 /// know it (the facade names itself so in its route answers).
 using node_name_atom = caf::atom_constant<caf::atom("kvtnodenm")>;
 
-/// Owns the SSD tier (tiers/ssd/ssd_tier.hpp) and its I/O engine; tells
-/// the RAM actor of every entry file it stops holding (SsdEvictEvent), and
-/// the checkpoints actor of every checkpoint file. A cold tier (the four
-/// calls above: FindPrefix is also how the RAM actor confirms that a
+/// Owns the SSD tier (tiers/ssd/ssd_tier.hpp) and its I/O engine: the
+/// service's store (above). It tells the RAM actor of every entry file it
+/// stops holding (SsdEvictEvent), and the checkpoints actor of every
+/// checkpoint file; FindPrefix is also how the RAM actor confirms that a
 /// restored entry's file is still there; RestoreEntry also reads objects
-/// for the RAM actor) with the SSD's own calls:
-using ssd_tier_actor = cold_tier_actor::extend<
-  // Writes an entry durably; replies when durable, failed or dropped, or,
-  // with notify, at once (outcomes follow as SpillSettled events).
-  KVTIER_CALL(SpillEntry),
-  // Removes the file of exactly one key; cancels its pending writes.
-  KVTIER_CALL(EraseEntry),
-  // A completed generation: removes every file and write of a checkpoint
-  // identity; replies once the removal is durable (a removal record).
-  KVTIER_CALL(RemoveCheckpoints),
-  // Writes everything queued; replies with the durability evidence.
-  KVTIER_CALL(FlushState),
-  // After the flush: releases writes not running, drops prefetch results,
-  // refuses later writes; replies (abandoned count) once no write runs.
-  KVTIER_CALL(CloseService),
-  // Pending writes by reason.
-  KVTIER_CALL(ReadStats),
-  // The SSD part of the report and its I/O counters.
-  KVTIER_CALL(ReadReport),
+/// for the RAM actor. Its FlushState writes everything queued and replies
+/// with the durability evidence; CloseService (after the flush) releases
+/// writes not running, drops prefetch results, refuses later writes and
+/// replies (abandoned count) once no write runs; ReadStats its pending
+/// writes by reason; ReadReport the SSD part and its I/O counters. With
+/// the SSD's own calls:
+using ssd_tier_actor = store_actor::extend<
   // The saved prefixes, from headers only.
   KVTIER_CALL(ListSavedPrefixes),
   // The byte cap from now on; lowering it evicts LRU files at once.
@@ -340,10 +371,6 @@ using ssd_tier_actor = cold_tier_actor::extend<
   caf::reacts_to<flush_round_atom>,
   // A prefetch read took too long: its lease ends, the prefetch answers.
   caf::reacts_to<prefetch_deadline_atom, uint64_t>,
-  // Once, at wiring: the RAM actor that hears of every file removed.
-  caf::reacts_to<attach_ram_atom, ram_tier_actor>,
-  // Once, at wiring: the checkpoints actor that hears of checkpoint files.
-  caf::reacts_to<attach_ckpt_atom, checkpoints_actor>,
   // Once, at wiring: the event feed told of every prefix file written
   // (durable) or gone (removed); the files held now are told at once.
   caf::reacts_to<attach_feed_atom, feed_actor>>;
@@ -357,10 +384,11 @@ using fetch_deadline_atom = caf::atom_constant<caf::atom("kvtfetchdl")>;
 
 /// The peer tier: a cold tier over what other nodes hold (a directory fed
 /// by their event feeds), fetching an entry from its holder's node
-/// (actors/peer_tier_actor.hpp).
-using peer_tier_actor = cold_tier_actor::extend<
-  // The peer part of the report (ReadReportReply::peer only).
-  KVTIER_CALL(ReadReport),
+/// (actors/peer_tier_actor.hpp). Its lifecycle: FlushState durable (it
+/// holds copies of other nodes' state, none of its own to make durable),
+/// CloseService ends its fetches and prefetch results, ReadStats nothing,
+/// ReadReport the peer part (ReadReportReply::peer only).
+using peer_tier_actor = cold_tier_actor::extend_with<lifecycle_actor>::extend<
   // A lane read finished: verify and hand up, or try the next holder.
   caf::reacts_to<lane_done_atom, uint64_t, uint64_t>,
   // A fetch's deadline: it fails `timeout` unless done.
@@ -380,29 +408,28 @@ using peer_tier_actor = cold_tier_actor::extend<
   KVTIER_CALL(PeerHoldings)>;
 
 /// Owns admission (tiers/admission.hpp): the KV budget, position limit.
-using admission_actor = caf::typed_actor<
+/// Its lifecycle: CloseService ends admission (queued admits fail
+/// `closed`, so do later ones; the facade closes it first), FlushState
+/// durable and ReadStats nothing (it holds no state), ReadReport the
+/// admission part.
+using admission_actor = lifecycle_actor::extend<
   // Holds the projected bytes, answers wait, or queues (awaitable admit).
   KVTIER_CALL(AdmitRequest),
   // Whether AdmitRequest would admit now; holds nothing.
   KVTIER_CALL(FitsRequest),
   // Returns the budget and admits queued requests in arrival order.
-  KVTIER_CALL(ReleaseRequest),
-  // Ends admission: queued admits fail `closed`, so do later ones.
-  KVTIER_CALL(CloseService),
-  // The admission part of the report.
-  KVTIER_CALL(ReadReport)>;
+  KVTIER_CALL(ReleaseRequest)>;
 
 /// Owns session affinity (tiers/sessions.hpp): each open session's newest
-/// entry, whose pin in RAM it takes back when the session moves on.
-using sessions_actor = caf::typed_actor<
+/// entry, whose pin in RAM it takes back when the session moves on. Its
+/// lifecycle: CloseService forgets every session (RAM is cleared beside
+/// it), FlushState durable and ReadStats nothing (a session table is not
+/// state to persist), ReadReport the open, opened and closed counts.
+using sessions_actor = lifecycle_actor::extend<
   // A session's newest entry; the previous one is unprotected in RAM.
   caf::reacts_to<sealed<msg::SessionPutEvent>>,
   // Forgets a session; replies once RAM took its newest entry's pin back.
-  KVTIER_CALL(CloseSession),
-  // The open, opened and closed counts of the report.
-  KVTIER_CALL(ReadReport),
-  // Forgets every session (RAM is cleared beside it).
-  KVTIER_CALL(CloseService)>;
+  KVTIER_CALL(CloseSession)>;
 
 /// The facade (actors/cache_service.hpp): orchestrates, owns no data.
 using cache_service_actor = caf::typed_actor<

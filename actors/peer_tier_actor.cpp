@@ -82,8 +82,11 @@ struct peer_tier_state {
   static inline const char* name = "peer-tier";
   peer_tier_config cfg;
   tiers::model_geometry geometry;
-  ssd_tier_actor ssd;
+  /// The local store fetched entries are written to (fetched-to-ssd).
+  store_actor ssd;
   caf::actor serve;
+  /// CloseService ran: no fetch starts, no candidate is offered.
+  bool closed = false;
   tiers::peer_directory directory;
   std::map<std::string, caf::actor> peers;
   /// Each up peer's address and load, from its last heartbeat (routing).
@@ -114,6 +117,8 @@ bool loopback_host(const std::string& h) {
 std::optional<tiers::peer_directory::candidate>
 candidate_for(self_ptr self, std::string_view ns,
               std::span<const tiers::token> prompt, uint64_t better_than) {
+  if (self->state.closed)
+    return std::nullopt;
   auto c = self->state.directory.longest_usable(ns, prompt);
   if (!c || c->length <= better_than)
     return std::nullopt;
@@ -694,9 +699,23 @@ caf::error not_local() {
                     "peer tier: requests from another process are refused");
 }
 
+/// The close: every fetch in flight fails `closed` (its waiters answered),
+/// leases end, and from now on no candidate is offered.
+sealed<msg::CloseServiceReply> close(self_ptr self) {
+  self->state.closed = true;
+  std::vector<uint64_t> ids;
+  for (auto& [id, f] : self->state.fetches)
+    ids.push_back(id);
+  for (auto id : ids)
+    finish(self, id, std::nullopt,
+           make_error(ec::closed, "the peer tier is closed"));
+  self->state.leases.clear();
+  return msg::draft<msg::CloseServiceReply>{}.seal();
+}
+
 peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
                                          tiers::model_geometry geometry,
-                                         ssd_tier_actor ssd, caf::actor serve) {
+                                         store_actor ssd, caf::actor serve) {
   auto& st = self->state;
   st.cfg = cfg;
   // Peers learn its handle (it sends them fetches).
@@ -741,6 +760,25 @@ peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
       msg::draft<msg::ReleasePrefetchReply> d;
       d.root().setReleased(self->state.leases.erase(m.root().getLeaseId()) > 0);
       return std::move(d).seal();
+    },
+    [self](const sealed<msg::FlushState>&)
+      -> caf::result<sealed<msg::FlushStateReply>> {
+      if (from_elsewhere(self))
+        return not_local();
+      // Copies of other nodes' state: none of its own to make durable.
+      return nothing_to_flush();
+    },
+    [self](const sealed<msg::CloseService>&)
+      -> caf::result<sealed<msg::CloseServiceReply>> {
+      if (from_elsewhere(self))
+        return not_local();
+      return close(self);
+    },
+    [self](const sealed<msg::ReadStats>&)
+      -> caf::result<sealed<msg::ReadStatsReply>> {
+      if (from_elsewhere(self))
+        return not_local();
+      return msg::draft<msg::ReadStatsReply>{}.seal(); // writes nothing
     },
     [self](const sealed<msg::ReadReport>&)
       -> caf::result<sealed<msg::ReadReportReply>> {
@@ -826,8 +864,8 @@ peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
 } // namespace
 
 peer_tier_actor spawn_peer_tier(caf::actor_system& sys, peer_tier_config cfg,
-                                tiers::model_geometry geometry,
-                                ssd_tier_actor ssd, caf::actor serve) {
+                                tiers::model_geometry geometry, store_actor ssd,
+                                caf::actor serve) {
   return sys.spawn(peer_tier, cfg, std::move(geometry), std::move(ssd),
                    std::move(serve));
 }

@@ -57,11 +57,11 @@ struct peer_tier_config {
   uint64_t ssd_deadline_ms = 5000;
 };
 
-/// Spawns the peer tier for the running model `geometry`; `ssd` (may be
-/// null) takes fetched entries when `cfg.fetched_to_ssd`; `serve` (may be
-/// null) adds the serving counters to its report.
+/// Spawns the peer tier for the running model `geometry`; `ssd` (the local
+/// store, may be null) takes fetched entries when `cfg.fetched_to_ssd`; `serve`
+/// (may be null) adds the serving counters to its report.
 peer_tier_actor spawn_peer_tier(caf::actor_system& sys, peer_tier_config cfg,
-                                tiers::model_geometry geometry,
-                                ssd_tier_actor ssd, caf::actor serve);
+                                tiers::model_geometry geometry, store_actor ssd,
+                                caf::actor serve);
 
 } // namespace kvtier::actors

@@ -162,13 +162,28 @@ sealed<msg::UnprotectEntryReply> unprotect(ram_tier_pointer self,
   return std::move(d).seal();
 }
 
+/// Without a store nothing can become durable: durable only when RAM
+/// holds no entry.
+sealed<msg::FlushStateReply> flush_without_store(ram_tier_pointer self) {
+  auto held = tier(self).counters().entries;
+  if (held == 0)
+    return nothing_to_flush();
+  msg::draft<msg::FlushStateReply> d;
+  auto out = d.root().initResult();
+  write_error(out.initErrors(1)[0],
+              make_error(ec::not_found, "no cold tier: " + std::to_string(held)
+                                          + " entries cannot be made durable"));
+  return std::move(d).seal();
+}
+
 /// Snapshots every entry and object not yet durable (each stays in RAM);
-/// replies once the orders are sent: the facade's flush to the SSD actor
-/// follows them.
+/// replies once the orders are sent (durable unless some are still held
+/// back): the facade's flush of the store follows them.
 caf::result<sealed<msg::FlushStateReply>>
 flush_snapshots(ram_tier_pointer self) {
-  if (self->state.ssd)
-    ram_objects::snapshot(self);
+  if (!self->state.ssd)
+    return flush_without_store(self);
+  ram_objects::snapshot(self);
   return snapshot(self); // prefix entries (ram_ops)
 }
 
@@ -243,7 +258,7 @@ sealed<Root> empty_reply() {
 } // namespace
 
 ram_tier_actor::behavior_type
-ram_tier(ram_tier_pointer self, ram_tier_config cfg, ssd_tier_actor ssd,
+ram_tier(ram_tier_pointer self, ram_tier_config cfg, store_actor ssd,
          std::shared_ptr<put_observer_slot> observer) {
   auto& st = self->state;
   guard_signals(self, "ram tier");

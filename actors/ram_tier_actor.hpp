@@ -128,7 +128,7 @@ struct ram_tier_state {
 
   std::unique_ptr<tiers::ram_tier> tier;
   /// The cold tier; null when there is none.
-  ssd_tier_actor ssd;
+  store_actor ssd;
   std::shared_ptr<put_observer_slot> observer;
   /// The event feed told of every change of what RAM holds (null: none).
   feed_actor feed;
@@ -201,7 +201,7 @@ using ram_tier_pointer = ram_tier_actor::stateful_pointer<ram_tier_state>;
 
 /// The behaviour: a RAM tier spilling to `ssd` (may be null).
 ram_tier_actor::behavior_type
-ram_tier(ram_tier_pointer self, ram_tier_config cfg, ssd_tier_actor ssd,
+ram_tier(ram_tier_pointer self, ram_tier_config cfg, store_actor ssd,
          std::shared_ptr<put_observer_slot> observer);
 
 } // namespace kvtier::actors

@@ -509,7 +509,7 @@ caf::result<sealed<msg::FlushStateReply>> snapshot(ram_tier_pointer self) {
         through = order_write(self, key, item->serial, item->state,
                               msg::SpillReason::SNAPSHOT, true);
   if (st.held.empty() || *st.held.begin() > through)
-    return msg::draft<msg::FlushStateReply>{}.seal(); // every order is out
+    return nothing_to_flush(); // every order is out: the store's flush says
   // Answered once the last of them is sent (`answer_flushes`), or at the
   // bound with how many are still held: well before the facade's own
   // deadline for this request (half the storage deadline).

@@ -86,6 +86,11 @@ sessions(sessions_pointer self, ram_tier_actor ram, uint64_t deadline_ms) {
       self->state.table.clear();
       return msg::draft<msg::CloseServiceReply>{}.seal();
     },
+    // A session table is not state to persist: durable, nothing pending.
+    [](const sealed<msg::FlushState>&) { return nothing_to_flush(); },
+    [](const sealed<msg::ReadStats>&) {
+      return msg::draft<msg::ReadStatsReply>{}.seal();
+    },
   };
 }
 

@@ -750,10 +750,10 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
     [self](prefetch_deadline_atom, uint64_t lease) {
       prefetch_timeout(self, lease);
     },
-    [self](attach_ram_atom, const ram_tier_actor& ram) {
+    [self](attach_ram_atom, const spill_listener_actor& ram) {
       self->state.ram = caf::actor_cast<caf::weak_actor_ptr>(ram);
     },
-    [self](attach_ckpt_atom, const checkpoints_actor& checkpoints) {
+    [self](attach_ckpt_atom, const spill_listener_actor& checkpoints) {
       self->state.checkpoints =
         caf::actor_cast<caf::weak_actor_ptr>(checkpoints);
     },

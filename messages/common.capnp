@@ -127,4 +127,6 @@ enum Tier {
   ssd @2;                  # the SSD tier (restored from a file)
   checkpoint @3;           # the request's own resumable generation
   peer @4;                 # another node
+  store @5;                # a store added beside the built-in tiers (its
+                           # name is in the report's `tiers`)
 }

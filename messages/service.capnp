@@ -411,6 +411,23 @@ struct ReadReportReply {
                            # "admission", "checkpoints", "sessions", "ssd",
                            # "peer"
   tokens @14 :TokenCounters; # prompt tokens of acquires (the facade)
+  tiers @15 :List(TierCounters); # tiers that report their counters by
+                           # declaration (a store added beside the built-in
+                           # tiers), one section each
+}
+
+struct TierCounters {
+  # One tier's counters as it declares them (actors/tier_counters.hpp): the
+  # report, /stats and /metrics iterate them, nothing names them one by one.
+  tier @0 :Text;           # the tier's name (lower_snake_case)
+  counters @1 :List(CounterValue);
+}
+
+struct CounterValue {
+  name @0 :Text;           # lower_snake_case, unique within its tier
+  help @1 :Text;           # one line, for /metrics and the docs
+  gauge @2 :Bool;          # a level that may go down; false: a running total
+  value @3 :UInt64;
 }
 
 struct TokenCounters {
@@ -422,6 +439,8 @@ struct TokenCounters {
   peer @2 :UInt64;         # fetched from a peer by the acquire
   checkpoint @3 :UInt64;   # the request's own checkpoint (its prompt part)
   computed @4 :UInt64;     # prompt tokens no state covered
+  store @5 :UInt64;        # served from a store added beside the built-in
+                           # tiers (source `store`)
 }
 
 struct PeerCounters {

@@ -46,11 +46,32 @@ class node;
 
 namespace kvtier::runtime {
 
+/// A store added beside the built-in tiers (docs/actors.md "Adding a
+/// tier"): an actor that implements `actors::store_actor`
+/// (actors/interfaces.hpp: a cold tier's reads, the lifecycle, spills).
+/// The service consults it on every acquire and prefetch after the SSD
+/// tier, flushes, closes and reports it, and, when there is no SSD tier,
+/// spills RAM's evictions and checkpoints to it.
+struct store_plan {
+  /// Its name in the report, /metrics and logs (lower_snake_case).
+  std::string name;
+  /// Spawns it in the service's actor system (once, at start); an error
+  /// fails the start.
+  std::function<caf::expected<caf::actor>(caf::actor_system&)> spawn;
+};
+
 /// Parts a service may be given instead of building them (tests, replay).
 struct service_parts {
+  service_parts() = default;
+  /// Only a file system (the rest as by default).
+  service_parts(tiers::ssd::file_system* file_system)
+    : fs(file_system) {}
+
   /// The SSD tier's file system (in-memory, faulty); the POSIX one when
   /// null. Must outlive the service.
   tiers::ssd::file_system* fs = nullptr;
+  /// Stores to add beside the built-in tiers, in lookup order.
+  std::vector<store_plan> stores;
 };
 
 class service;

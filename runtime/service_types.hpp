@@ -41,7 +41,9 @@ struct state_request {
 };
 
 /// Where acquired state came from.
-enum class state_source : uint8_t { none, ram, ssd, checkpoint, peer };
+/// `store`: a store added beside the built-in tiers (its counters are in
+/// `service_report::tiers`).
+enum class state_source : uint8_t { none, ram, ssd, checkpoint, peer, store };
 
 const char* to_string(state_source s);
 
@@ -349,8 +351,22 @@ struct service_report {
   /// request's own checkpoint (its prompt part), and computed (no state
   /// covered them). served + computed = every prompt token acquired.
   struct tokens_part {
-    uint64_t ram = 0, ssd = 0, peer = 0, checkpoint = 0, computed = 0;
+    uint64_t ram = 0, ssd = 0, peer = 0, checkpoint = 0, computed = 0,
+             store = 0;
   } tokens;
+  /// The counters of tiers that report them by declaration (a store added
+  /// beside the built-in tiers): each tier's name and its counters, as it
+  /// declared them; /stats and /metrics iterate them.
+  struct tier_section {
+    struct counter {
+      std::string name, help;
+      bool gauge = false;
+      uint64_t value = 0;
+    };
+    std::string tier;
+    std::vector<counter> counters;
+  };
+  std::vector<tier_section> tiers;
   /// Tiers that did not answer this report by their deadline (half of
   /// `service.storage-deadline-ms`): "ram", "admission", "checkpoints",
   /// "sessions", "ssd", "peer". Their parts above are zero; /health fails

@@ -3,6 +3,7 @@
 #include "runtime/cluster/membership.hpp"
 
 #include "actors/codec.hpp"
+#include "actors/local_lookup.hpp"
 #include "messages/bulk_lane.hpp"
 #include "tiers/entry_message.hpp"
 
@@ -28,8 +29,8 @@ using fetch_promise = caf::typed_response_promise<sealed<msg::FetchEntryReply>>;
 struct serve_state {
   static inline const char* name = "serve";
   serve_config cfg;
-  actors::ram_tier_actor ram;
-  actors::ssd_tier_actor ssd;
+  /// What it serves from: RAM, then the node's stores (the local lookup).
+  std::shared_ptr<actors::local_tiers> tiers;
   std::shared_ptr<msg::bulk_server> lane;
   std::unique_ptr<msg::transfer_table> table;
   serve_counters counters;
@@ -42,7 +43,6 @@ struct serve_state {
 };
 
 using serve_pointer = serve_actor::stateful_pointer<serve_state>;
-using found_entry = std::optional<sealed<msg::RestoreEntryReply>>;
 
 uint64_t now_ms(serve_pointer self) {
   return static_cast<uint64_t>(
@@ -115,50 +115,6 @@ void offer(serve_pointer self, fetch_promise rp,
   rp.deliver(std::move(out));
 }
 
-/// RAM had `ram` (or nothing): asks the SSD for a longer prefix, restores
-/// it, and offers the longer of the two.
-void from_ssd(serve_pointer self, fetch_promise rp,
-              const sealed<msg::FetchEntry>& m, found_entry ram) {
-  auto in = m.root();
-  uint64_t floor = in.getBetterThan();
-  if (ram)
-    floor =
-      std::max<uint64_t>(floor, ram->root().getEntry().getTokens().size());
-  auto settle = [self, rp, ram]() mutable {
-    if (ram)
-      return offer(self, rp, *ram);
-    ++self->state.counters.none;
-    rp.deliver(none_reply());
-  };
-  if (!self->state.ssd)
-    return settle();
-  msg::draft<msg::FindPrefix> q;
-  q.root().setNs(in.getNs());
-  q.root().setPrompt(in.getPrompt());
-  q.root().setBetterThan(floor);
-  self->request(self->state.ssd, tier_timeout(self), std::move(q).seal())
-    .then(
-      [self, rp, settle, floor](const sealed<msg::FindPrefixReply>& f) mutable {
-        auto usable = f.root().getUsableTokens();
-        if (usable <= floor)
-          return settle();
-        msg::draft<msg::RestoreEntry> d;
-        d.root().setKey(f.root().getKey());
-        d.root().setUsableTokens(usable);
-        self->request(self->state.ssd, tier_timeout(self), std::move(d).seal())
-          .then(
-            [self, rp, settle,
-             floor](const sealed<msg::RestoreEntryReply>& r) mutable {
-              if (r.root().isEntry()
-                  && r.root().getEntry().getTokens().size() > floor)
-                return offer(self, rp, r);
-              settle();
-            },
-            [settle](const caf::error&) mutable { settle(); });
-      },
-      [settle](const caf::error&) mutable { settle(); });
-}
-
 /// A peer's request, checked before any tier is asked.
 caf::error check(serve_pointer self, msg::FetchEntry::Reader in) {
   auto n = in.getPrompt().size();
@@ -187,35 +143,25 @@ fetch_entry(serve_pointer self, const sealed<msg::FetchEntry>& m) {
     return err;
   }
   auto rp = self->make_response_promise<sealed<msg::FetchEntryReply>>();
-  auto better = m.root().getBetterThan();
-  self
-    ->request(self->state.ram, tier_timeout(self), actors::export_atom::value,
-              m)
-    .then(
-      [self, rp, m, better](const sealed<msg::RestoreEntryReply>& r) {
-        found_entry ram;
-        if (r.root().isEntry()
-            && r.root().getEntry().getTokens().size() > better)
-          ram = r;
-        from_ssd(self, rp, m, std::move(ram));
-      },
-      [self, rp, m](const caf::error&) {
-        from_ssd(self, rp, m, std::nullopt);
-      });
+  actors::local_lookup(self, self->state.tiers, m, tier_timeout(self),
+                       [self, rp](actors::found_entry e) mutable {
+                         if (e)
+                           return offer(self, rp, *e);
+                         ++self->state.counters.none;
+                         rp.deliver(none_reply());
+                       });
   return rp;
 }
 
 serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
-                                 actors::ram_tier_actor ram,
-                                 actors::ssd_tier_actor ssd,
+                                 actors::local_tiers tiers,
                                  std::shared_ptr<msg::bulk_server> lane) {
   auto& st = self->state;
   // Peers learn its handle (it answers their fetches).
   actors::guard_signals(
     self, [self](const std::string&) { ++self->state.counters.refused; });
   st.cfg = std::move(cfg);
-  st.ram = std::move(ram);
-  st.ssd = std::move(ssd);
+  st.tiers = std::make_shared<actors::local_tiers>(std::move(tiers));
   // The lane was started by spawn_serve (its error is the caller's); it
   // lives as long as this state, the table that offers on it with it.
   st.lane = std::move(lane);
@@ -290,8 +236,7 @@ std::string lane_address_for(const std::string& listen_address) {
 }
 
 caf::expected<serve_actor> spawn_serve(caf::actor_system& sys, serve_config cfg,
-                                       actors::ram_tier_actor ram,
-                                       actors::ssd_tier_actor ssd) {
+                                       actors::local_tiers tiers) {
   std::shared_ptr<msg::bulk_server> lane;
   if (!cfg.lane_address.empty()) {
     auto l =
@@ -302,8 +247,7 @@ caf::expected<serve_actor> spawn_serve(caf::actor_system& sys, serve_config cfg,
       return std::move(l.error());
     lane = std::move(*l);
   }
-  return sys.spawn(serve, std::move(cfg), std::move(ram), std::move(ssd),
-                   std::move(lane));
+  return sys.spawn(serve, std::move(cfg), std::move(tiers), std::move(lane));
 }
 
 } // namespace kvtier::cluster

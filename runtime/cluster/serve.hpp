@@ -2,9 +2,9 @@
 // a peer"): the actor a node actor hands its peers' FetchEntry, FetchChunk
 // and CancelTransfer to (node_delegates::serve). It answers a FetchEntry
 // with the longest usable prefix of the prompt this node holds, strictly
-// longer than betterThan: from the RAM actor (its export handler: no hit
-// counted, recency touched at most) or else from the SSD actor (FindPrefix,
-// then RestoreEntry), whichever is longer, as a flat RestoreEntryReply
+// longer than betterThan, found by the local lookup (actors/local_lookup.hpp:
+// RAM's export, else the node's stores, strictly longer wins), as a flat
+// RestoreEntryReply
 // offered in a `msg::transfer_table` (byte cap `cluster.serve-max-bytes`,
 // idle expiry `cluster.serve-idle-ms`) and on a `msg::bulk_server` lane on
 // `cluster.listen-address`; the reply is the TransferHeader (lane port,
@@ -23,6 +23,7 @@
 #pragma once
 
 #include "actors/interfaces.hpp"
+#include "actors/local_lookup.hpp"
 #include "messages/transfer_table.hpp"
 
 #include <caf/actor_system.hpp>
@@ -74,10 +75,10 @@ struct serve_config {
 /// transfers are then pulled as chunks through the TLS middleman.
 std::string lane_address_for(const std::string& listen_address);
 
-/// Spawns the serve actor over `ram` and `ssd` (may be null). Fails with
-/// `io_error` when the lane cannot listen.
+/// Spawns the serve actor over `tiers` (RAM and the node's stores: the
+/// local lookup, actors/local_lookup.hpp). Fails with `io_error` when the
+/// lane cannot listen.
 caf::expected<serve_actor> spawn_serve(caf::actor_system& sys, serve_config cfg,
-                                       actors::ram_tier_actor ram,
-                                       actors::ssd_tier_actor ssd);
+                                       actors::local_tiers tiers);
 
 } // namespace kvtier::cluster

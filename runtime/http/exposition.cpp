@@ -197,6 +197,7 @@ const std::vector<field>& fields() {
     KV_LABELED("tokens", tokens, ssd, "kvtier_tokens_served_total", "tier", "ssd", C, "prompt tokens acquires served from stored state, by where it came from"),
     KV_LABELED("tokens", tokens, peer, "kvtier_tokens_served_total", "tier", "peer", C, "prompt tokens acquires served from stored state, by where it came from"),
     KV_LABELED("tokens", tokens, checkpoint, "kvtier_tokens_served_total", "tier", "checkpoint", C, "prompt tokens acquires served from stored state, by where it came from"),
+    KV_LABELED("tokens", tokens, store, "kvtier_tokens_served_total", "tier", "store", C, "prompt tokens acquires served from stored state, by where it came from"),
     KV_FIELD("tokens", tokens, computed, "kvtier_tokens_computed_total", C, "prompt tokens acquires left the engine to compute"),
     // storage operations
     KV_IO("ram", ram_io),
@@ -254,6 +255,45 @@ const std::vector<latency_field>& latency_fields() {
 }
 // clang-format on
 
+/// The metric of a declared counter: kvtier_<tier>_<name>, a running
+/// total ending in _total.
+std::string declared_metric(const std::string& tier,
+                            const service_report::tier_section::counter& c) {
+  auto name = "kvtier_" + tier + "_" + c.name;
+  constexpr std::string_view total = "_total";
+  if (!c.gauge
+      && (name.size() < total.size()
+          || name.compare(name.size() - total.size(), total.size(), total)
+               != 0))
+    name += total;
+  return name;
+}
+
+/// The member of the service (its name in `silent_tiers`) that reports
+/// `f`'s figure; "" for the facade's own figures and the node's.
+std::string_view owner_of(const field& f) {
+  std::string_view sec{f.section};
+  if (sec == "objects"
+      || (sec.empty() && std::string_view{f.key} == "demotions"))
+    return "ram";
+  if (sec.rfind("io.", 0) == 0)
+    return sec.substr(3) == "ram" ? "" : sec.substr(3);
+  if (sec == "sessions" && std::string_view{f.key} == "protected_entries")
+    return "ram";
+  if (sec == "tokens" || sec == "node")
+    return "";
+  return sec;
+}
+
+/// Whether `f`'s figure is missing from `r`: its member did not answer the
+/// report (its figures read 0 there, which would be a lie on /metrics).
+bool missing(const service_report& r, const field& f) {
+  auto owner = owner_of(f);
+  return !owner.empty()
+         && std::find(r.silent_tiers.begin(), r.silent_tiers.end(), owner)
+              != r.silent_tiers.end();
+}
+
 /// The report's yes/no figures: JSON booleans in /stats, 0 or 1 in
 /// /metrics.
 bool is_flag(const field& f) {
@@ -282,6 +322,8 @@ std::string metrics_text(const scrape& s) {
     return f;
   };
   for (auto& f : fields()) {
+    if (missing(s.report, f))
+      continue; // absent, not 0: kvtier_tier_silent names the member
     Labels labels;
     if (f.label_name)
       labels.emplace(f.label_name, f.label_value);
@@ -291,6 +333,22 @@ std::string metrics_text(const scrape& s) {
     else
       gauge(f.metric, f.help)->Add(labels).Set(v);
   }
+  for (auto& t : s.report.silent_tiers)
+    gauge("kvtier_tier_silent",
+          "1 for each member that did not answer the report by its deadline "
+          "(its figures are left out)")
+      ->Add({{"tier", t}})
+      .Set(1);
+  // The declared counters of the other tiers: kvtier_<tier>_<name>.
+  for (auto& t : s.report.tiers)
+    for (auto& c : t.counters) {
+      auto name = declared_metric(t.tier, c);
+      auto v = static_cast<double>(c.value);
+      if (c.gauge)
+        gauge(name, c.help.c_str())->Add({}).Set(v);
+      else
+        counter(name, c.help.c_str())->Add({}).Increment(v);
+    }
   for (auto& f : pending_fields())
     gauge(f.metric, f.help)
       ->Add({})
@@ -341,12 +399,19 @@ nlohmann::json stats_json(const scrape& s) {
         break;
       start = dot + 1;
     }
-    if (is_flag(f))
+    if (missing(s.report, f))
+      (*at)[f.key] = nullptr; // the member did not answer: unknown, not 0
+    else if (is_flag(f))
       (*at)[f.key] = f.get(s.report) != 0;
     else
       (*at)[f.key] = f.get(s.report);
   }
   report["silent_tiers"] = s.report.silent_tiers; // the names, not a count
+  for (auto& t : s.report.tiers) {
+    auto& sec = report["tiers"][t.tier];
+    for (auto& c : t.counters)
+      sec[c.name] = c.value;
+  }
   json pending = json::object();
   for (auto& f : pending_fields())
     pending[f.key] = s.persistence.*f.member;

@@ -41,7 +41,9 @@ nlohmann::json stats_json(const scrape& s);
 nlohmann::json to_json(const runtime::durability_result& d);
 nlohmann::json to_json(const runtime::reclaim_result& r);
 
-/// Every metric family name `metrics_text` writes (for the tests).
+/// Every metric family name `metrics_text` writes for every report (for
+/// the tests); not those it writes only for some: `kvtier_tier_silent` (a
+/// member that did not answer) and the declared counters of added stores.
 std::vector<std::string> metric_names();
 
 } // namespace kvtier::http

@@ -12,6 +12,7 @@ const char* to_string(state_source s) {
     case state_source::ssd: return "ssd";
     case state_source::checkpoint: return "checkpoint";
     case state_source::peer: return "peer";
+    case state_source::store: return "store";
   }
   return "?";
 }
@@ -81,6 +82,7 @@ state_source source_of(msg::Tier t) {
     case msg::Tier::SSD: return state_source::ssd;
     case msg::Tier::CHECKPOINT: return state_source::checkpoint;
     case msg::Tier::PEER: return state_source::peer;
+    case msg::Tier::STORE: return state_source::store;
     default: return state_source::none;
   }
 }

@@ -125,7 +125,7 @@ struct service::impl {
       start_error = std::move(err);
       return;
     }
-    auto h = spawn_service(*sys, opts, parts.fs, observer);
+    auto h = spawn_service(*sys, opts, parts.fs, observer, parts.stores);
     if (!h) {
       start_error = std::move(h.error());
       return;

@@ -148,8 +148,15 @@ caf::expected<service_report> report(const sealed<msg::ReadReportReply>& r) {
   checkpoints_part(in.getCheckpoints(), out.checkpoints);
   peer_part(in.getPeer(), out.peer);
   auto t = in.getTokens();
-  out.tokens = {t.getRam(), t.getSsd(), t.getPeer(), t.getCheckpoint(),
-                t.getComputed()};
+  out.tokens = {t.getRam(),        t.getSsd(),      t.getPeer(),
+                t.getCheckpoint(), t.getComputed(), t.getStore()};
+  for (auto sec : in.getTiers()) {
+    auto& to = out.tiers.emplace_back();
+    to.tier = sec.getTier().cStr();
+    for (auto c : sec.getCounters())
+      to.counters.push_back(
+        {c.getName().cStr(), c.getHelp().cStr(), c.getGauge(), c.getValue()});
+  }
   for (auto name : in.getSilentTiers())
     out.silent_tiers.emplace_back(name.cStr());
   for (auto io : in.getIo()) {

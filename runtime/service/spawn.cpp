@@ -10,6 +10,7 @@
 #include "runtime/cluster/serve.hpp"
 #include "tiers/ssd/file_system.hpp"
 
+#include "messages/error.hpp"
 #include "messages/log.hpp"
 
 #include <caf/send.hpp>
@@ -76,7 +77,7 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
 
 actors::ram_tier_actor
 spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
-               actors::ssd_tier_actor ssd,
+               actors::store_actor ssd,
                std::shared_ptr<actors::put_observer_slot> observer) {
   actors::ram_tier_config cfg;
   cfg.cap_bytes = opts.ram_cap_bytes;
@@ -91,7 +92,8 @@ spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
   // removes (SsdEvictEvent). Sent at once, so it is in the SSD actor's
   // mailbox before any spill order this RAM actor can send.
   if (ssd)
-    caf::anon_send(ssd, actors::attach_ram_atom::value, ram);
+    caf::anon_send(ssd, actors::attach_ram_atom::value,
+                   actors::spill_listener_actor{ram});
   return ram;
 }
 
@@ -113,7 +115,7 @@ spawn_admission(caf::actor_system& sys, const service_options& opts) {
 
 actors::checkpoints_actor
 spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
-                  actors::ssd_tier_actor ssd,
+                  actors::store_actor ssd,
                   std::vector<tiers::storage_key> saved) {
   auto checkpoints =
     sys.spawn(actors::checkpoints, opts.checkpoint_every_tokens, ssd,
@@ -123,7 +125,8 @@ spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
   // order a flush of this actor can send; only erase orders of the files
   // found at start may come first (their removals concern nobody).
   if (ssd)
-    caf::anon_send(ssd, actors::attach_ckpt_atom::value, checkpoints);
+    caf::anon_send(ssd, actors::attach_ckpt_atom::value,
+                   actors::spill_listener_actor{checkpoints});
   return checkpoints;
 }
 
@@ -148,7 +151,11 @@ static caf::error spawn_cluster_parts(caf::actor_system& sys,
   sc.lane_address = cluster::lane_address_for(opts.cluster_listen_address);
   sc.tier_deadline_ms = std::max<uint64_t>(fetch_deadline_ms(opts) / 2, 1);
   sc.max_prompt_tokens = opts.position_limit;
-  auto serve = cluster::spawn_serve(sys, sc, h.tiers.ram, h.tiers.ssd);
+  actors::local_tiers local{h.tiers.ram, {}};
+  for (auto& m : h.tiers.lifecycle)
+    if (m.stage == actors::tier_stage::store)
+      local.stores.push_back(caf::actor_cast<actors::store_actor>(m.actor));
+  auto serve = cluster::spawn_serve(sys, sc, std::move(local));
   if (!serve)
     return std::move(serve.error());
   h.cluster.serve = caf::actor_cast<caf::actor>(*serve);
@@ -158,9 +165,11 @@ static caf::error spawn_cluster_parts(caf::actor_system& sys,
   pc.fetched_to_ssd = opts.cluster_fetched_to_ssd;
   pc.max_prompt_tokens = opts.position_limit;
   pc.ssd_deadline_ms = opts.storage_deadline_ms;
-  auto peer = actors::spawn_peer_tier(sys, pc, g, h.tiers.ssd, h.cluster.serve);
+  auto peer =
+    actors::spawn_peer_tier(sys, pc, g, h.tiers.store, h.cluster.serve);
   h.tiers.cold.push_back(
     {caf::actor_cast<actors::cold_tier_actor>(peer), msg::Tier::PEER, "peer"});
+  h.tiers.lifecycle.push_back({peer, "peer", actors::tier_stage::holder});
   h.cluster.peer = peer;
   h.tiers.peer = peer;
   h.cluster.listeners.push_back(caf::actor_cast<caf::actor>(peer));
@@ -214,10 +223,19 @@ caf::actor spawn_put_observer(caf::actor_system& sys,
 
 } // namespace
 
+void wire_store(actors::service_actors& t, actors::store_actor store,
+                std::string name, msg::Tier tag) {
+  if (!t.store)
+    t.store = store;
+  t.cold.push_back({store, tag, name});
+  t.lifecycle.push_back({store, std::move(name), actors::tier_stage::store});
+}
+
 caf::expected<service_handles>
 spawn_service(caf::actor_system& sys, const service_options& opts,
               tiers::ssd::file_system* fs,
-              std::shared_ptr<actors::put_observer_slot> observer) {
+              std::shared_ptr<actors::put_observer_slot> observer,
+              const std::vector<store_plan>& stores) {
   if (auto err = opts.validate())
     return err;
   log::set_level(*log::parse_level(opts.log_level));
@@ -247,19 +265,38 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
     // first events.
     caf::anon_send(h.tiers.ssd, actors::attach_feed_atom::value, h.feed);
     // The SSD is the first cold tier of the facade's lookups.
-    h.tiers.cold.push_back({h.tiers.ssd, msg::Tier::SSD, "ssd"});
+    wire_store(h.tiers, h.tiers.ssd, "ssd", msg::Tier::SSD);
+  }
+  for (auto& plan : stores) {
+    auto store = plan.spawn(sys);
+    if (!store)
+      return make_error(ec::invalid_config,
+                        "the store " + plan.name
+                          + " did not start: " + describe(store.error()));
+    wire_store(h.tiers, caf::actor_cast<actors::store_actor>(*store), plan.name,
+               msg::Tier::STORE);
   }
   auto adm = spawn_admission(sys, opts);
   if (!adm)
     return std::move(adm.error());
   h.tiers.admission = std::move(*adm);
-  h.tiers.ram = spawn_ram_tier(sys, opts, h.tiers.ssd, std::move(observer));
+  h.tiers.ram = spawn_ram_tier(sys, opts, h.tiers.store, std::move(observer));
   // Before any put (the facade that sends them is spawned below).
   caf::anon_send(h.tiers.ram, actors::attach_feed_atom::value, h.feed);
   h.tiers.sessions = spawn_sessions(sys, h.tiers.ram, opts.storage_deadline_ms);
   bool possible = opts.checkpoint_every_tokens > 0 || !saved.empty();
   h.tiers.checkpoints =
-    spawn_checkpoints(sys, opts, h.tiers.ssd, std::move(saved));
+    spawn_checkpoints(sys, opts, h.tiers.store, std::move(saved));
+  // The lifecycle loops' order: the gate, the holders (the peer tier joins
+  // them below), then the stores wired above.
+  using actors::tier_stage;
+  std::vector<actors::lifecycle_ref> first{
+    {h.tiers.admission, "admission", tier_stage::gate},
+    {h.tiers.ram, "ram", tier_stage::holder},
+    {h.tiers.sessions, "sessions", tier_stage::holder},
+    {h.tiers.checkpoints, "checkpoints", tier_stage::holder}};
+  h.tiers.lifecycle.insert(h.tiers.lifecycle.begin(), first.begin(),
+                           first.end());
   auto g = running_geometry(opts);
   if (!g)
     return std::move(g.error());

@@ -14,6 +14,7 @@
 #include "actors/feed_actor.hpp"
 #include "actors/put_observer.hpp"
 #include "runtime/config.hpp"
+#include "runtime/service.hpp"
 #include "tiers/checkpoints.hpp"
 #include "tiers/latency.hpp"
 
@@ -40,11 +41,12 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
                tiers::ssd::file_system* fs,
                std::vector<tiers::storage_key>* saved = nullptr);
 
-/// The RAM tier actor, spilling to `ssd` (may be null), and attached to
-/// `ssd` as the actor it tells of every file it removes (SsdEvictEvent).
+/// The RAM tier actor, spilling to `store` (may be null), and attached to
+/// it as the actor it tells of every entry it stops holding
+/// (SsdEvictEvent).
 actors::ram_tier_actor
 spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
-               actors::ssd_tier_actor ssd,
+               actors::store_actor store,
                std::shared_ptr<actors::put_observer_slot> observer);
 
 /// The sessions actor, taking pins back from `ram` (each unpin answered
@@ -58,11 +60,11 @@ caf::expected<actors::admission_actor>
 spawn_admission(caf::actor_system& sys, const service_options& opts);
 
 /// The checkpoints actor; `saved` are the checkpoint files found at start.
-/// Attached to `ssd` (may be null) as the actor it tells of every
-/// checkpoint file it removes (SsdEvictEvent).
+/// Attached to `store` (may be null) as the actor it tells of every
+/// checkpoint it stops holding (SsdEvictEvent).
 actors::checkpoints_actor
 spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
-                  actors::ssd_tier_actor ssd,
+                  actors::store_actor store,
                   std::vector<tiers::storage_key> saved);
 
 /// The event feed (actors/feed_actor.hpp): ring `opts.cluster_feed_ring`,
@@ -117,9 +119,21 @@ tiers::route_costs route_costs_of(const service_options& o);
 /// null) as its first subscriber; with `opts.cluster_enabled` also the
 /// feed follower (runtime/cluster/feed_follower.hpp) as a cluster listener,
 /// and the feed as `cluster.feed`.
+///
+/// Wiring: every store (the SSD actor, then each of `stores`, spawned in
+/// order) is a cold tier of the facade's lookups and a member of its
+/// lifecycle loops (`wire_store`); the first is the spill target of the
+/// RAM and checkpoints actors, attached to them before any spill order.
 caf::expected<service_handles>
 spawn_service(caf::actor_system& sys, const service_options& opts,
               tiers::ssd::file_system* fs,
-              std::shared_ptr<actors::put_observer_slot> observer);
+              std::shared_ptr<actors::put_observer_slot> observer,
+              const std::vector<store_plan>& stores = {});
+
+/// Adds `store` to `t`: a cold tier whose state says it came from `tag`,
+/// a member of the lifecycle loops named `name`, and the spill target
+/// when `t` has none yet.
+void wire_store(actors::service_actors& t, actors::store_actor store,
+                std::string name, msg::Tier tag);
 
 } // namespace kvtier::runtime

@@ -61,7 +61,8 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     ram =
       sys.spawn(actors::ram_tier,
                 actors::ram_tier_config{uint64_t{1} << 20, true}, ssd, nullptr);
-    self->send(ssd, actors::attach_ram_atom::value, ram);
+    self->send(ssd, actors::attach_ram_atom::value,
+               actors::spill_listener_actor{ram});
     drain();
   }
 

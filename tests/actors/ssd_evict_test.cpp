@@ -46,10 +46,12 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     ram =
       sys.spawn(actors::ram_tier,
                 actors::ram_tier_config{uint64_t{1} << 20, true}, ssd, nullptr);
-    self->send(ssd, actors::attach_ram_atom::value, ram);
+    self->send(ssd, actors::attach_ram_atom::value,
+               actors::spill_listener_actor{ram});
     ckpt = sys.spawn(actors::checkpoints, uint64_t{16}, ssd,
                      std::vector<tiers::storage_key>{}, uint64_t{10000});
-    self->send(ssd, actors::attach_ckpt_atom::value, ckpt);
+    self->send(ssd, actors::attach_ckpt_atom::value,
+               actors::spill_listener_actor{ckpt});
     drain();
   }
 

@@ -69,7 +69,8 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     cfg.queue_cap = 4 * entry_bytes;
     ssd = sys.spawn(actors::ssd_tier, testing::inline_ssd(cfg));
     ram = sys.spawn(actors::ram_tier, ram_config(), ssd, nullptr);
-    self->send(ssd, actors::attach_ram_atom::value, ram);
+    self->send(ssd, actors::attach_ram_atom::value,
+               actors::spill_listener_actor{ram});
     drain();
   }
 

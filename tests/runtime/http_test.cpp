@@ -497,6 +497,26 @@ BOOST_AUTO_TEST_CASE(stats_json_names_every_report_field) {
   BOOST_CHECK_EQUAL(p.size(), sizeof(runtime::persistence_stats) / 8);
 }
 
+BOOST_AUTO_TEST_CASE(a_silent_member_s_figures_are_missing_not_zero) {
+  http::scrape s;
+  s.report.ram.hits = 7;
+  s.report.silent_tiers = {"ssd"};
+  auto text = http::metrics_text(s);
+  BOOST_CHECK(text.find("kvtier_ram_hits_total 7") != std::string::npos);
+  BOOST_CHECK(text.find("kvtier_tier_silent{tier=\"ssd\"} 1")
+              != std::string::npos);
+  // The SSD's figures (its section and its I/O) are left out, not 0.
+  BOOST_CHECK(text.find("kvtier_ssd_files") == std::string::npos);
+  BOOST_CHECK(text.find("kvtier_ssd_writes_ok") == std::string::npos);
+  BOOST_CHECK(text.find("kvtier_io_reads_total{tier=\"ssd\"}")
+              == std::string::npos);
+  BOOST_CHECK(text.find("kvtier_io_reads_total{tier=\"ram\"}")
+              != std::string::npos);
+  auto j = http::stats_json(s)["report"];
+  BOOST_CHECK(j["ssd"]["entries"].is_null());
+  BOOST_CHECK_EQUAL(j["ram"]["hits"], 7);
+}
+
 BOOST_AUTO_TEST_CASE(health_decides_from_the_report_and_the_peers) {
   using ms = std::chrono::milliseconds;
   auto verdict = [](const caf::expected<runtime::service_report>& r,
