@@ -379,16 +379,15 @@ restore(ssd_tier_pointer self, msg::RestoreEntry::Reader m) {
                  "no file serves " + ns + " at " + std::to_string(usable)),
       false);
   auto rp = self->make_response_promise<sealed<msg::RestoreEntryReply>>();
-  // A held result completes inside `restore` (coalesced); otherwise the
-  // counter tells whether this restore joined a read in flight.
+  // A held result completes inside `restore` (joined); otherwise the
+  // result tells whether this restore joined a read in flight.
   struct how {
     bool in_call = true;
     bool joined = false;
   };
   auto h = std::make_shared<how>();
-  auto before = tier(self).stats().coalesced;
   auto file_key = tier(self).key_of(*match);
-  tier(self).restore(
+  auto read = tier(self).restore(
     *match, [self, rp, h, file_key](caf::expected<tiers::entry> e) mutable {
       // Durable as of this reply: a later removal of the file is reported
       // after it, over the same FIFO.
@@ -396,7 +395,7 @@ restore(ssd_tier_pointer self, msg::RestoreEntry::Reader m) {
       rp.deliver(restore_reply(std::move(e), h->in_call || h->joined, durable));
     });
   h->in_call = false;
-  h->joined = tier(self).stats().coalesced > before;
+  h->joined = read.joined;
   return rp;
 }
 
@@ -404,15 +403,14 @@ caf::result<sealed<msg::PrefetchPrefixReply>>
 prefetch(ssd_tier_pointer self, msg::PrefetchPrefix::Reader m) {
   tiers::tokens_of prompt{m.getPrompt()};
   auto match = tier(self).find(prompt.span(), m.getNs().cStr());
-  auto reads = tier(self).stats().reads;
   // Nothing longer than what RAM holds: no read, no lease (an empty reply).
   auto lease =
     match ? tier(self).prefetch(*match, m.getBetterThan()) : std::nullopt;
   if (!lease)
     return msg::draft<msg::PrefetchPrefixReply>{}.seal();
-  bool started = tier(self).stats().reads > reads;
+  bool started = lease->read.started;
   auto rp = self->make_response_promise<sealed<msg::PrefetchPrefixReply>>();
-  auto id = *lease;
+  auto id = lease->id;
   auto tokens = match->length;
   // A read that does not answer in time ends its lease (prefetch_timeout):
   // nobody would ever release it.

@@ -124,7 +124,7 @@ BOOST_AUTO_TEST_CASE(close_releases_queued_and_failed_writes_and_prefetches) {
       BOOST_REQUIRE(!later);
       BOOST_CHECK(later.error() == ec::closed);
       BOOST_TEST(!w.tier->prefetch(tokens(25, 500), "ns"));
-      w.tier->release(*lease);
+      w.tier->release(lease->id);
       BOOST_TEST(!w.tier->busy());
       // What is on disk is still served, byte for byte.
       cw.check_served(tokens(25, 500), 24);

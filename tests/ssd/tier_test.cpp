@@ -208,12 +208,21 @@ BOOST_AUTO_TEST_CASE(identical_concurrent_restores_issue_one_read) {
     auto m = w.tier->find(tokens(25), "ns");
     BOOST_REQUIRE(m);
     int served = 0;
-    for (int i = 0; i < 16; ++i)
-      w.tier->restore(*m, [&](caf::expected<entry> e) {
+    int started = 0;
+    int joined = 0;
+    for (int i = 0; i < 16; ++i) {
+      auto how = w.tier->restore(*m, [&](caf::expected<entry> e) {
         BOOST_REQUIRE(e);
         check_verified(o, *e);
         ++served;
       });
+      started += how.started ? 1 : 0;
+      joined += how.joined ? 1 : 0;
+      BOOST_TEST(how.started != how.joined);
+      BOOST_TEST(how.started == (i == 0)); // the first starts, the rest join
+    }
+    BOOST_TEST(started == 1);
+    BOOST_TEST(joined == 15);
     drive(*w.tier, w.queue);
     BOOST_TEST(served == 16);
     BOOST_TEST(w.tier->stats().reads == 1u);
@@ -227,17 +236,21 @@ BOOST_AUTO_TEST_CASE(prefetch_lease_keeps_the_restored_donor_until_release) {
     w.store(o.prefill("ns", tokens(24)));
     auto lease = w.tier->prefetch(tokens(25), "ns");
     BOOST_REQUIRE(lease);
+    BOOST_TEST(lease->read.started);
+    BOOST_TEST(!lease->read.joined);
     drive(*w.tier, w.queue);
     auto m = w.tier->find(tokens(25), "ns");
     bool served = false;
-    w.tier->restore(*m, [&](caf::expected<entry> e) {
+    auto how = w.tier->restore(*m, [&](caf::expected<entry> e) {
       BOOST_REQUIRE(e);
       check_verified(o, *e);
       served = true;
     });
     BOOST_TEST(served); // held: answered inside the call, no new read
+    BOOST_TEST(how.joined);
+    BOOST_TEST(!how.started);
     BOOST_TEST(w.tier->stats().reads == 1u);
-    w.tier->release(*lease);
+    w.tier->release(lease->id);
     BOOST_REQUIRE(w.restore(*m));
     BOOST_TEST(w.tier->stats().reads == 2u);
   });
@@ -270,7 +283,7 @@ BOOST_AUTO_TEST_CASE(prefetch_reads_only_what_is_longer_than_better_than) {
     });
     BOOST_TEST(served); // the held result, no second read
     BOOST_TEST(w.tier->stats().reads == 1u);
-    w.tier->release(*lease);
+    w.tier->release(lease->id);
   });
 }
 
@@ -282,8 +295,12 @@ BOOST_AUTO_TEST_CASE(cancelling_the_last_interest_discards_without_leaks) {
     auto l1 = w.tier->prefetch(tokens(25), "ns");
     auto l2 = w.tier->prefetch(tokens(25), "ns");
     BOOST_REQUIRE(l1 && l2);
-    w.tier->release(*l1);
-    w.tier->release(*l2);
+    BOOST_TEST(l1->read.started); // the second joins the first's read
+    BOOST_TEST(l2->read.joined);
+    BOOST_TEST(!l2->read.started);
+    BOOST_TEST(l1->id != l2->id);
+    w.tier->release(l1->id);
+    w.tier->release(l2->id);
     drive(*w.tier, w.queue);
     BOOST_TEST(w.tier->stats().cancelled == 1u);
     BOOST_TEST(w.tier->stats().reads == 1u);

@@ -1,12 +1,56 @@
-// Durable checkpoint removals of the SSD tier: removal records, the
-// unlinks they cover, and the start-up scan's part (records are applied
-// before anything is indexed). docs/ssd-format.md, "Removal records".
-#include "tiers/ssd/ssd_jobs.hpp"
+#include "tiers/ssd/removal_log.hpp"
 
 #include <algorithm>
 #include <cstdio>
 
 namespace kvtier::tiers::ssd {
+
+/// One checkpoint removal (`remove_checkpoints`, or a record the start-up
+/// scan could not finish): its record, the covered files still on disk or
+/// still being written, and who waits for it to become durable. One step
+/// (an engine call op) runs at a time: write the record, unlink the files
+/// (then fsync the directory), delete the record.
+struct removal_log::removal {
+  enum class record_state : uint8_t { none, writing, durable, failed };
+
+  /// The identity's hash (`identity_hash`) and the highest write id the
+  /// record covers.
+  std::string id_hash;
+  uint64_t through = 0;
+  record_state record = record_state::none;
+  /// Record files to delete once nothing is covered any more (the scan
+  /// may find several for one identity).
+  std::vector<std::string> records;
+  /// Covered files to unlink, by name.
+  std::set<std::string> files;
+  /// Covered writes in flight (job tags): their files are unlinked once
+  /// they finish.
+  std::set<uint64_t> waiting;
+  /// A step failed; the next flush (or a covered write finishing) resumes.
+  bool stalled = false;
+  /// The running step, if any.
+  bool busy = false;
+  /// Whether the record was tried since the removal was (re)started.
+  bool record_tried = false;
+  caf::error err;
+  std::vector<removal_callback> waiters;
+  bool answered = false;
+};
+
+/// What one removal step's op did, filled on the engine thread.
+struct removal_io {
+  file_system* fs = nullptr;
+  std::string dir;
+  enum class step : uint8_t { record, unlink, drop } what = step::record;
+  /// record: the record's path and a temp path; drop: the records' paths.
+  std::string path;
+  std::string temp;
+  std::vector<std::string> drop;
+  /// unlink: the files' names (in `dir`), and those found gone afterwards
+  /// (only when the directory fsync that followed succeeded).
+  std::vector<std::string> names;
+  std::vector<std::string> gone;
+};
 
 namespace {
 
@@ -86,43 +130,24 @@ caf::error drop_records(removal_io& io) {
 
 } // namespace
 
-void ssd_tier::remove_checkpoints(uint64_t request, std::string_view ns,
-                                  removal_callback cb) {
-  auto ours = [&](key_kind kind, uint64_t req, std::string_view n) {
-    return kind == key_kind::checkpoint && req == request && n == ns;
-  };
-  // Queued or failed writes are never written.
-  std::set<std::string> queued;
-  if (queue_.count(key_kind::checkpoint) > 0) // no walk of a prefix backlog
-    for (auto& item : queue_.items())
-      if (!item.in_flight && ours(item.kind, item.request, item.state.ns))
-        queued.insert(item.key);
-  for (auto& name : queued)
-    for (auto& item : queue_.cancel(name)) {
-      ++stats_.writes_cancelled;
-      report(item, write_outcome::cancelled);
-    }
+removal_log::removal_log(tier_io& io, ssd_stats& stats)
+  : io_(io)
+  , stats_(stats) {}
+
+removal_log::~removal_log() = default;
+
+bool removal_log::start(uint64_t request, std::string_view ns, uint64_t through,
+                        cover c, removal_callback cb, const busy_name& busy) {
   auto rm = std::make_unique<removal>();
   rm->id_hash = identity_hash(request, ns);
-  rm->through = next_write_id_ - 1;
-  std::vector<std::string> indexed;
-  for (auto* f : index_.checkpoints())
-    if (ours(f->header->kind, f->header->request, f->header->ns))
-      indexed.push_back(f->name);
-  for (auto& name : indexed) {
-    forget(name, removal_reason::erased);
-    rm->files.insert(name);
-  }
-  for (auto& [tag, job] : writes_) {
-    auto& h = job->io->header;
-    if (ours(h.kind, h.request, h.ns))
-      rm->waiting.insert(tag);
-  }
-  for (auto i = unlinking_.begin(); i != unlinking_.end();) {
+  rm->through = through;
+  rm->files = std::move(c.files);
+  rm->waiting = std::move(c.waiting);
+  for (auto i = forgotten_.begin(); i != forgotten_.end();) {
     auto& h = *i->second;
-    if (ours(h.kind, h.request, h.ns)) {
+    if (h.kind == key_kind::checkpoint && h.request == request && h.ns == ns) {
       rm->files.insert(i->first);
-      i = unlinking_.erase(i);
+      i = forgotten_.erase(i);
     } else {
       ++i;
     }
@@ -137,96 +162,97 @@ void ssd_tier::remove_checkpoints(uint64_t request, std::string_view ns,
           cb(other->err);
         else
           other->waiters.push_back(std::move(cb));
-        return;
+        return false;
       }
     cb({});
-    maybe_finish_flush();
-    return;
+    return true;
   }
   rm->records.push_back(record_name(rm->id_hash, rm->through));
   rm->waiters.push_back(std::move(cb));
   auto id = next_removal_++;
   removals_.emplace(id, std::move(rm));
-  removal_step(id);
+  return step(id, busy);
 }
 
-void ssd_tier::answer(removal& rm, const caf::error& err) {
+void removal_log::answer(removal& rm, const caf::error& err) {
   rm.answered = true;
   for (auto& cb : std::exchange(rm.waiters, {}))
     cb(err);
 }
 
-void ssd_tier::removal_step(uint64_t id) {
+bool removal_log::step(uint64_t id, const busy_name& busy) {
   auto i = removals_.find(id);
   if (i == removals_.end() || i->second->busy)
-    return;
+    return false;
   auto& rm = *i->second;
   using rs = removal::record_state;
   bool covered = !rm.files.empty() || !rm.waiting.empty();
   auto io = std::make_shared<removal_io>();
-  io->fs = &fs_;
-  io->dir = root_;
+  io->fs = &io_.fs;
+  io->dir = io_.root;
   // A name being written is left to that write: it may rename a new file
   // over it (which the unlink must not remove); so is a name the index
   // holds again (a newer file renamed over it whose name is not durable
   // yet: its write is retried, and its success clears the name).
   for (auto& name : rm.files)
-    if (!index_.file(name)
-        && std::none_of(writes_.begin(), writes_.end(),
-                        [&](auto& w) { return w.second->name == name; }))
+    if (!busy(name))
       io->names.push_back(name);
   if (covered && rm.record != rs::durable && !rm.record_tried) {
     io->what = removal_io::step::record;
-    io->path = path(rm.records.back());
-    io->temp = io->path + "." + std::to_string(temp_seq_++) + ".tmp";
+    io->path = io_.path(rm.records.back());
+    io->temp = io->path + "." + std::to_string(io_.next_temp()) + ".tmp";
     io->names.clear();
     rm.record = rs::writing;
     rm.record_tried = true;
   } else if (!rm.stalled && !io->names.empty()) {
     io->what = removal_io::step::unlink;
     for (auto& n : io->names)
-      unlinking_now_.insert(n);
+      io_.unlinking_now.insert(n);
   } else if (!covered) {
     answer(rm, {}); // everything it covered is durably gone
     if (rm.record == rs::none) {
       removals_.erase(i);
-      maybe_finish_flush();
-      return;
+      return true;
     }
     io->what = removal_io::step::drop;
     io->names.clear();
     for (auto& r : rm.records)
-      io->drop.push_back(path(r));
+      io->drop.push_back(io_.path(r));
   } else {
     // Waiting for covered writes, for a write of a covered name, or (after
     // a failure) for the next flush. Neither a record nor the unlinks could
     // be made durable: the caller hears it now.
     if (rm.stalled && rm.record == rs::failed)
       answer(rm, rm.err);
-    return;
+    return false;
   }
+  submit(id, rm, std::move(io));
+  return false;
+}
+
+void removal_log::submit(uint64_t id, removal& rm,
+                         std::shared_ptr<removal_io> io) {
   rm.busy = true;
-  auto tag = next_tag_++;
-  removal_ops_.emplace(tag, std::pair{id, io});
-  io_op op;
-  op.kind = io_kind::call;
-  op.tag = op_tag(tag, 0);
-  op.keep = io;
-  op.call = [io] {
+  auto tag = io_.next_tag();
+  ops_.emplace(tag, std::pair{id, io});
+  auto op = call_op(tag, [io] {
     switch (io->what) {
       case removal_io::step::record: return write_record(*io);
       case removal_io::step::unlink: return unlink_all(*io);
       case removal_io::step::drop: return drop_records(*io);
     }
     return caf::error{};
-  };
-  submit(std::move(op));
+  });
+  op.keep = io;
+  io_.submit(std::move(op));
 }
 
-void ssd_tier::removal_done(uint64_t tag, io_completion& c) {
-  auto op = removal_ops_.find(tag);
+std::optional<uint64_t> removal_log::on_completion(uint64_t tag,
+                                                   const io_completion& c,
+                                                   bool& unlinked) {
+  auto op = ops_.find(tag);
   auto [id, io] = op->second;
-  removal_ops_.erase(op);
+  ops_.erase(op);
   auto i = removals_.find(id);
   auto& rm = *i->second;
   rm.busy = false;
@@ -237,8 +263,8 @@ void ssd_tier::removal_done(uint64_t tag, io_completion& c) {
         rm.record = rs::failed;
         rm.err = c.err;
         ++stats_.removal_failures;
-        log("ssd: removal record " + rm.records.back()
-            + " not written: " + reason(c.err) + "; unlinking directly");
+        io_.log("ssd: removal record " + rm.records.back()
+                + " not written: " + reason(c.err) + "; unlinking directly");
       } else {
         rm.record = rs::durable;
         ++stats_.removal_records;
@@ -247,39 +273,55 @@ void ssd_tier::removal_done(uint64_t tag, io_completion& c) {
       break;
     case removal_io::step::unlink:
       for (auto& n : io->names)
-        unlinking_now_.erase(unlinking_now_.find(n));
+        io_.unlinking_now.erase(io_.unlinking_now.find(n));
       for (auto& n : io->gone)
         rm.files.erase(n);
       if (c.err) {
         rm.err = c.err;
         rm.stalled = true;
         ++stats_.removal_failures;
-        log("ssd: removing a completed checkpoint's file failed: "
-            + reason(c.err) + "; pending, retried by the next flush");
+        io_.log("ssd: removing a completed checkpoint's file failed: "
+                + reason(c.err) + "; pending, retried by the next flush");
       }
-      pump();
+      unlinked = true;
       break;
     case removal_io::step::drop:
       if (c.err) // a record left behind covers nothing alive any more
-        log("ssd: removal record not deleted: " + reason(c.err));
+        io_.log("ssd: removal record not deleted: " + reason(c.err));
       removals_.erase(i);
-      maybe_finish_flush();
-      return;
+      return std::nullopt;
   }
-  removal_step(id);
-  maybe_finish_flush();
+  return id;
 }
 
-void ssd_tier::resume_removals() {
+bool removal_log::resume(const busy_name& busy) {
   std::vector<uint64_t> ids;
   for (auto& [id, rm] : removals_)
     ids.push_back(id);
+  bool ended = false;
   for (auto id : ids)
-    removal_step(id);
+    ended = step(id, busy) || ended;
+  return ended;
 }
 
-bool ssd_tier::covered_write_finished(uint64_t tag, const std::string& name,
-                                      bool left) {
+void removal_log::restart() {
+  // Pending removals are retried from their failed step.
+  for (auto& [id, rm] : removals_) {
+    rm->stalled = false;
+    rm->record_tried = rm->record == removal::record_state::durable;
+  }
+}
+
+std::string removal_log::error() const {
+  std::string out;
+  for (auto& [id, rm] : removals_)
+    if (rm->err)
+      out = describe(rm->err);
+  return out;
+}
+
+bool removal_log::write_finished(uint64_t tag, const std::string& name,
+                                 bool left) {
   bool any = false;
   for (auto& [id, rm] : removals_)
     if (rm->waiting.erase(tag) > 0) {
@@ -290,20 +332,16 @@ bool ssd_tier::covered_write_finished(uint64_t tag, const std::string& name,
   return any;
 }
 
-void ssd_tier::replaced_on_disk(const std::string& name) {
-  unlinking_.erase(name);
+void removal_log::replaced_on_disk(const std::string& name) {
+  forgotten_.erase(name);
   for (auto& [id, rm] : removals_)
     rm->files.erase(name);
 }
 
-bool ssd_tier::removal_busy() const noexcept {
-  return !removal_ops_.empty();
-}
-
 // --- the start-up scan -----------------------------------------------------
 
-void ssd_tier::load_records(const std::vector<std::string>& names,
-                            scan_report& r) {
+void removal_log::load_records(const std::vector<std::string>& names,
+                               scan_report& r, uint64_t& max_write_id) {
   found_records_.clear();
   for (auto& name : names) {
     if (!name.ends_with(".kvr"))
@@ -316,40 +354,40 @@ void ssd_tier::load_records(const std::vector<std::string>& names,
     auto& f = found_records_[rec->first];
     f.through = std::max(f.through, rec->second);
     f.names.push_back(name);
-    max_write_id_seen_ = std::max(max_write_id_seen_, rec->second);
+    max_write_id = std::max(max_write_id, rec->second);
     ++r.records;
   }
 }
 
-bool ssd_tier::covered_at_scan(const std::string& name, const entry_header& h,
-                               scan_report& r) {
+bool removal_log::covered_at_scan(const std::string& name,
+                                  const entry_header& h, scan_report& r) {
   if (h.kind != key_kind::checkpoint)
     return false;
   auto f = found_records_.find(identity_hash(h.request, h.ns));
   if (f == found_records_.end() || h.write_id > f->second.through)
     return false;
-  auto err = fs_.remove(path(name));
+  auto err = io_.fs.remove(io_.path(name));
   if (!err || err == ec::not_found) {
     ++r.removed_by_record;
   } else {
-    log("ssd: removing " + name + " (a completed checkpoint) failed: "
-        + reason(err) + "; not indexed, retried by the next flush");
+    io_.log("ssd: removing " + name + " (a completed checkpoint) failed: "
+            + reason(err) + "; not indexed, retried by the next flush");
     f->second.failed.insert(name);
     f->second.err = std::move(err);
   }
   return true;
 }
 
-void ssd_tier::finish_records(scan_report& r) {
+void removal_log::finish_records(scan_report& r) {
   // The unlinks above become durable before any record covering them goes.
   caf::error sync_err;
   if (r.removed_by_record > 0)
-    sync_err = fs_.sync_dir(root_);
+    sync_err = io_.fs.sync_dir(io_.root);
   bool dropped = false;
   for (auto& [hash, f] : found_records_) {
     if (f.failed.empty() && !sync_err) {
       for (auto& name : f.names)
-        if (!fs_.remove(path(name)))
+        if (!io_.fs.remove(io_.path(name)))
           dropped = true;
       continue;
     }
@@ -368,7 +406,7 @@ void ssd_tier::finish_records(scan_report& r) {
     removals_.emplace(next_removal_++, std::move(rm));
   }
   if (dropped)
-    (void)fs_.sync_dir(root_);
+    (void)io_.fs.sync_dir(io_.root);
   found_records_.clear();
 }
 

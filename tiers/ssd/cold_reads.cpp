@@ -1,70 +1,154 @@
-// The read path of the SSD tier: coalesced cold reads into fresh aligned
-// buffers (no intermediate copy), chunk verification, interest leases.
-#include "tiers/ssd/ssd_jobs.hpp"
+#include "tiers/ssd/cold_reads.hpp"
+
+#include <algorithm>
 
 namespace kvtier::tiers::ssd {
 
-std::optional<entry> ssd_tier::queued(const storage_key& key) const {
-  auto name = file_name(key);
-  const write_item* newest = nullptr;
-  // Oldest first. A write in flight when its key was erased is dead: its
-  // file goes once it finishes (only one write of a name runs at a time,
-  // so `erase_after_` names exactly that one).
-  bool erased = erase_after_.count(name) > 0;
-  for (auto* item : queue_.items_of(name))
-    if (!(item->in_flight && erased))
-      newest = item;
-  if (newest == nullptr)
-    return std::nullopt;
-  return newest->state;
+namespace {
+
+/// Stages of a cold read, in order. Each payload is verified as soon as
+/// its reads are done, in parallel with the other reads.
+enum class read_step : uint8_t { open, data };
+
+/// One file of a restore's chain (a whole file alone, or a delta's files
+/// root first).
+struct read_link {
+  std::string name;
+  std::string path;
+  std::shared_ptr<const entry_header> header;
+  file_ref in;
+};
+
+struct read_io {
+  file_system* fs = nullptr;
+  std::string path;
+  /// The files read, root first; the last is the matched file (`header`).
+  std::vector<read_link> links;
+  /// Per payload restored: which link it is read from.
+  std::vector<size_t> link_of;
+  /// The link an open or a verification failed on (the file to blame);
+  /// verifications of several payloads run at once on the engine.
+  std::atomic<size_t> bad_link = SIZE_MAX;
+  /// The running model's geometry and fingerprint, checked against the
+  /// header as re-read at open (no geometry: no check).
+  std::shared_ptr<const model_geometry> geometry;
+  std::string fingerprint;
+  std::shared_ptr<const entry_header> header;
+  /// The restored entry's tokens: the file's first p (from the index,
+  /// which keeps a prefix file's key, when the read starts).
+  token_seq tokens;
+  file_ref in;
+  /// One per payload restored: layers, then attachments when exact.
+  std::vector<const payload_info*> payloads;
+  std::vector<uint64_t> need;
+  std::vector<buffer_builder> bufs;
+  /// Set when the read is given up: the prefault call stops early.
+  std::atomic<bool> stop{false};
+};
+
+/// Which payloads of which link a read of the first `p` rows reads, and
+/// how many bytes of each.
+void plan_payloads(read_io& io, uint64_t p) {
+  auto& h = *io.header;
+  if (io.links.size() == 1 && io.links[0].header == io.header) {
+    for (auto& l : h.layers) {
+      io.payloads.push_back(&l.payload);
+      io.need.push_back(restore_bytes(l, p));
+      io.link_of.push_back(0);
+    }
+  } else {
+    // Link-major, so each file is read in its own order; every layer is
+    // kv (the decoder refuses anything else in a delta).
+    for (size_t k = 0; k < io.links.size(); ++k) {
+      auto& lh = *io.links[k].header;
+      // A link serves rows from its own start up to where the next link
+      // starts (a child may branch off inside its parent).
+      auto lo = lh.parent_tokens;
+      auto hi = std::min<uint64_t>(p, lh.token_count);
+      if (k + 1 < io.links.size())
+        hi = std::min(hi, io.links[k + 1].header->parent_tokens);
+      for (auto& l : lh.layers) {
+        io.payloads.push_back(&l.payload);
+        io.need.push_back((hi - lo) * l.bytes_per_token);
+        io.link_of.push_back(k);
+      }
+    }
+  }
+  if (p == h.token_count)
+    for (auto& a : h.attachments) {
+      io.payloads.push_back(&a.payload);
+      io.need.push_back(a.payload.length);
+      io.link_of.push_back(io.links.size() - 1);
+    }
 }
 
-void ssd_tier::restore(const ssd_match& m, restore_callback cb) {
+} // namespace
+
+struct cold_reads::read_job {
+  uint64_t tag = 0;
+  read_key key;
+  read_step stage = read_step::open;
+  unsigned outstanding = 0;
+  /// Reads left per payload; at zero that payload is verified.
+  std::vector<unsigned> left;
+  /// Bytes asked for and read per payload (to blame a truncated file).
+  std::vector<uint64_t> want;
+  std::vector<uint64_t> got;
+  op_window window;
+  uint64_t expected = 0;
+  uint64_t done = 0;
+  caf::error err;
+  std::vector<restore_callback> waiters;
+  uint64_t leases = 0;
+  bool cancelled = false;
+  std::shared_ptr<read_io> io;
+};
+
+cold_reads::cold_reads(read_config cfg, tier_io& io, ssd_stats& stats)
+  : cfg_(std::move(cfg))
+  , io_(io)
+  , stats_(stats) {}
+
+cold_reads::~cold_reads() = default;
+
+read_start cold_reads::restore(const ssd_match& m, const ssd_index& index,
+                               restore_callback cb) {
   read_key key{m.name, m.length};
-  use_chain(m.name);
   if (auto h = held_.find(key); h != held_.end()) {
     ++stats_.coalesced;
     cb(h->second.state);
-    return;
+    return {false, true};
   }
   if (auto r = reading_.find(key); r != reading_.end()) {
     ++stats_.coalesced;
     reads_.at(r->second)->waiters.push_back(std::move(cb));
-    return;
+    return {false, true};
   }
-  start_read(m).waiters.push_back(std::move(cb));
+  start(m, index).waiters.push_back(std::move(cb));
+  return {true, false};
 }
 
-std::optional<uint64_t> ssd_tier::prefetch(std::span<const token> prompt,
-                                           std::string_view ns,
-                                           uint64_t better_than) {
-  auto m = find(prompt, ns);
-  if (!m)
-    return std::nullopt;
-  return prefetch(*m, better_than);
-}
-
-std::optional<uint64_t> ssd_tier::prefetch(const ssd_match& m,
-                                           uint64_t better_than) {
-  if (closed_ || m.length <= better_than)
-    return std::nullopt; // closed: nothing is held for a lease any more
+prefetch_lease cold_reads::prefetch(const ssd_match& m,
+                                    const ssd_index& index) {
   read_key key{m.name, m.length};
-  use_chain(m.name);
-  auto lease = next_lease_++;
-  leases_.emplace(lease, key);
+  prefetch_lease out{next_lease_++, {}};
+  leases_.emplace(out.id, key);
   if (auto h = held_.find(key); h != held_.end()) {
     ++stats_.coalesced;
     ++h->second.leases;
+    out.read.joined = true;
   } else if (auto r = reading_.find(key); r != reading_.end()) {
     ++stats_.coalesced;
     ++reads_.at(r->second)->leases;
+    out.read.joined = true;
   } else {
-    ++start_read(m).leases;
+    ++start(m, index).leases;
+    out.read.started = true;
   }
-  return lease;
+  return out;
 }
 
-void ssd_tier::release(uint64_t lease) {
+void cold_reads::release(uint64_t lease) {
   auto i = leases_.find(lease);
   if (i == leases_.end())
     return;
@@ -87,69 +171,42 @@ void ssd_tier::release(uint64_t lease) {
   }
 }
 
-ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
+cold_reads::read_job& cold_reads::start(const ssd_match& m,
+                                        const ssd_index& index) {
   auto job = std::make_unique<read_job>();
-  job->tag = next_tag_++;
+  job->tag = io_.next_tag();
   job->key = read_key{m.name, m.length};
   auto io = std::make_shared<read_io>();
-  io->fs = &fs_;
-  io->path = path(m.name);
-  io->geometry = geometry_;
+  io->fs = &io_.fs;
+  io->path = io_.path(m.name);
+  io->geometry = cfg_.geometry;
   io->fingerprint = cfg_.fingerprint;
   io->header = m.header;
   auto p = m.length;
-  io->tokens = index_.key(m.name);
+  io->tokens = index.key(m.name);
   io->tokens.resize(p);
   // The files holding rows [0, p): a whole file alone, or the delta chain
   // up to the link that holds row p - 1 (a partial restore may stop early).
-  auto chain = chain_of(m.name);
+  auto chain = delta_chains::chain_of(index, m.name);
   if (chain.empty() || chain.back()->header != m.header)
-    io->links.push_back({m.name, path(m.name), m.header, {}}); // read alone
+    io->links.push_back({m.name, io_.path(m.name), m.header, {}}); // alone
   else
-    for (auto* f : serving_below(std::move(chain), p))
-      io->links.push_back({f->name, path(f->name), f->header, {}});
-  auto& h = *m.header;
-  if (io->links.size() == 1 && io->links[0].header == m.header) {
-    for (auto& l : h.layers) {
-      io->payloads.push_back(&l.payload);
-      io->need.push_back(restore_bytes(l, p));
-      io->link_of.push_back(0);
-    }
-  } else {
-    // Link-major, so each file is read in its own order; every layer is
-    // kv (the decoder refuses anything else in a delta).
-    for (size_t k = 0; k < io->links.size(); ++k) {
-      auto& lh = *io->links[k].header;
-      // A link serves rows from its own start up to where the next link
-      // starts (a child may branch off inside its parent).
-      auto lo = lh.parent_tokens;
-      auto hi = std::min<uint64_t>(p, lh.token_count);
-      if (k + 1 < io->links.size())
-        hi = std::min(hi, io->links[k + 1].header->parent_tokens);
-      for (auto& l : lh.layers) {
-        io->payloads.push_back(&l.payload);
-        io->need.push_back((hi - lo) * l.bytes_per_token);
-        io->link_of.push_back(k);
-      }
-    }
-  }
-  if (p == h.token_count)
-    for (auto& a : h.attachments) {
-      io->payloads.push_back(&a.payload);
-      io->need.push_back(a.payload.length);
-      io->link_of.push_back(io->links.size() - 1);
-    }
+    for (auto* f : delta_chains::serving_below(std::move(chain), p))
+      io->links.push_back({f->name, io_.path(f->name), f->header, {}});
+  plan_payloads(*io, p);
   job->io = io;
   ++stats_.reads;
   reading_[job->key] = job->tag;
   auto& ref = *job;
   reads_.emplace(job->tag, std::move(job));
-  ref.outstanding = 1;
-  io_op op;
-  op.kind = io_kind::call;
-  op.tag = op_tag(ref.tag, 0);
-  op.keep = io;
-  op.call = [io] {
+  submit_open(ref);
+  return ref;
+}
+
+void cold_reads::submit_open(read_job& job) {
+  job.outstanding = 1;
+  auto io = job.io;
+  auto op = call_op(job.tag, [io] {
     // A chain starts at a whole file; a delta read alone (its chain left
     // the index meanwhile) has nothing to stand on.
     if (io->links.front().header->parent_tokens > 0)
@@ -174,12 +231,12 @@ ssd_tier::read_job& ssd_tier::start_read(const ssd_match& m) {
     }
     io->bad_link = SIZE_MAX;
     return caf::error{};
-  };
-  submit(std::move(op));
-  return ref;
+  });
+  op.keep = io;
+  io_.submit(std::move(op));
 }
 
-void ssd_tier::read_stage(read_job& job) {
+void cold_reads::read_payloads(read_job& job) {
   auto& io = *job.io;
   job.left.assign(io.payloads.size(), 0);
   job.want.assign(io.payloads.size(), 0);
@@ -211,20 +268,16 @@ void ssd_tier::read_stage(read_job& job) {
     }
   }
   prefault_buffers(job);
-  job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
+  job.window.feed(cfg_.ops_per_entry, [this](io_op op) { io_.submit(op); });
 }
 
-void ssd_tier::prefault_buffers(read_job& job) {
+void cold_reads::prefault_buffers(read_job& job) {
   // One helper-thread pass populates the buffers in read order, ahead of
   // the disk (clearing pages runs several times faster than the disk
   // fills them), so the reads land in pages that already exist. A read
   // that catches up faults its pages itself: the bytes are the same.
   ++job.outstanding;
-  io_op op;
-  op.kind = io_kind::call;
-  op.tag = op_tag(job.tag, 0);
-  op.keep = job.io;
-  op.call = [io = job.io, step = cfg_.max_op_bytes] {
+  auto op = call_op(job.tag, [io = job.io, step = cfg_.max_op_bytes] {
     for (auto& b : io->bufs) {
       if (b.size() < populated_threshold)
         continue;
@@ -235,32 +288,31 @@ void ssd_tier::prefault_buffers(read_job& job) {
       }
     }
     return caf::error{};
-  };
-  submit(std::move(op));
+  });
+  op.keep = job.io;
+  io_.submit(std::move(op));
 }
 
-void ssd_tier::verify_payload(read_job& job, size_t i) {
+void cold_reads::verify_payload(read_job& job, size_t i) {
   // Verification touches every byte read: it runs on the engine, while
   // the other payloads are still being read.
   ++job.outstanding;
-  io_op op;
-  op.kind = io_kind::call;
-  op.tag = op_tag(job.tag, 0);
-  op.keep = job.io;
-  op.call = [io = job.io, i] {
+  auto op = call_op(job.tag, [io = job.io, i] {
     auto k = io->link_of[i];
     auto err =
       verify(*io->links[k].header, *io->payloads[i], io->bufs[i].bytes());
     if (err)
       io->bad_link = k; // the file to blame
     return err;
-  };
-  submit(std::move(op));
+  });
+  op.keep = job.io;
+  io_.submit(std::move(op));
 }
 
-void ssd_tier::on_read(uint64_t tag, io_completion& c) {
+std::optional<ended_read> cold_reads::on_completion(uint64_t tag,
+                                                    io_completion& c) {
   auto& job = *reads_.at(tag);
-  auto sub = c.tag & ((uint64_t{1} << sub_bits) - 1);
+  auto sub = sub_of(c.tag);
   --job.outstanding;
   job.done += c.bytes;
   if (c.err && !job.err)
@@ -273,15 +325,15 @@ void ssd_tier::on_read(uint64_t tag, io_completion& c) {
       job.outstanding -= static_cast<unsigned>(job.window.backlog.size());
       job.window.backlog.clear(); // nothing more worth reading
     }
-    job.window.feed(cfg_.ops_per_entry, [this](io_op op) { submit(op); });
+    job.window.feed(cfg_.ops_per_entry, [this](io_op op) { io_.submit(op); });
     if (--job.left[sub - 1] == 0 && !job.err && !job.cancelled)
       verify_payload(job, sub - 1);
   }
   if (job.outstanding > 0)
-    return;
+    return std::nullopt;
   if (job.cancelled) {
     reads_.erase(tag); // buffers go with it
-    return;
+    return std::nullopt;
   }
   if (!job.err && job.done < job.expected) {
     job.err = make_error(ec::corrupt_data,
@@ -293,22 +345,20 @@ void ssd_tier::on_read(uint64_t tag, io_completion& c) {
         break;
       }
   }
-  if (job.err) {
-    read_failed(job);
-    return;
-  }
+  if (job.err)
+    return failed(job);
   stats_.bytes_read += job.done;
   if (job.stage == read_step::open) {
     job.stage = read_step::data;
     job.done = job.expected = 0;
-    read_stage(job);
+    read_payloads(job);
     if (job.outstanding > 0)
-      return;
+      return std::nullopt;
   }
-  read_done(job);
+  return done(job);
 }
 
-void ssd_tier::read_done(read_job& job) {
+ended_read cold_reads::done(read_job& job) {
   auto& io = *job.io;
   auto& h = *io.header;
   auto p = job.key.length;
@@ -326,15 +376,8 @@ void ssd_tier::read_done(read_job& job) {
   for (size_t l = 0; l < layers; ++l) {
     auto& li = h.layers[l];
     std::vector<view> segs;
-    for (size_t k = 0; k < io.links.size(); ++k) {
+    for (size_t k = 0; k < io.links.size(); ++k)
       segs.push_back(take(k * layers + l));
-      // Where these rows came from: a later write of an entry extended
-      // from them may leave them to this file (`proven_by_origin`).
-      if (li.kind == layer_kind::kv && segs.back().buf && cfg_.delta_files)
-        remember_origin(segs.back().buf, io.links[k].name,
-                        io.links[k].header->write_id, l,
-                        io.links[k].header->parent_tokens);
-    }
     auto tokens = li.kind == layer_kind::object ? li.tokens : p;
     e.layers.push_back(layer_state{li.kind, li.bytes_per_token, li.window,
                                    tokens, li.min_offset, std::move(segs)});
@@ -344,47 +387,52 @@ void ssd_tier::read_done(read_job& job) {
       e.attachments.push_back(attachment{h.attachments[a].name,
                                          {take(io.links.size() * layers + a)}});
   ++stats_.restores_ok;
-  auto waiters = std::move(job.waiters);
+  ended_read out;
+  out.waiters = std::move(job.waiters);
+  for (auto& link : io.links)
+    out.links.push_back({link.name, link.header, link.header->file_length});
   if (job.leases > 0)
     held_[job.key] = held{e, job.leases};
+  out.state = std::move(e);
   reading_.erase(job.key);
   reads_.erase(job.tag);
-  for (auto& cb : waiters)
-    cb(e);
+  return out;
 }
 
-void ssd_tier::read_failed(read_job& job) {
-  auto err = std::move(job.err);
-  // The file to blame: the link an open or a verification failed on (a
-  // delta's parent, say), else the matched file. Removing or forgetting a
-  // link takes its children along: the chain is never served in part.
-  size_t k = job.io->bad_link;
-  if (k >= job.io->links.size())
-    k = job.io->links.size() - 1;
-  auto name = job.io->links[k].name;
-  auto* f = index_.file(name);
-  bool same = f && f->header->header_sum == job.io->links[k].header->header_sum;
-  if (same && err == ec::corrupt_data) {
-    log("ssd: removing corrupt file " + name + ": " + reason(err));
-    ++stats_.corrupt_removed;
-    remove_file(name, removal_reason::corrupt);
-  } else if (same && err == ec::not_found) {
-    // Gone or replaced behind our back: forget it (the file, if any, is
-    // not ours to delete).
-    forget(name, removal_reason::gone);
-  } else if (same && err == ec::incompatible_format) {
-    // Another model's (or format version's) file under this name: a miss,
-    // forgotten, and left on disk for whoever it belongs to.
-    log("ssd: not restoring " + name + ": " + context_of(err) + " (file kept)");
-    ++stats_.restores_mismatched;
-    forget(name, removal_reason::gone);
-  }
+ended_read cold_reads::failed(read_job& job) {
+  ended_read out;
+  out.err = std::move(job.err);
+  for (auto& link : job.io->links)
+    out.links.push_back({link.name, link.header, link.header->file_length});
+  // The link an open or a verification failed on, else the matched file.
+  out.blame = std::min<size_t>(job.io->bad_link, out.links.size() - 1);
   ++stats_.restores_failed;
-  auto waiters = std::move(job.waiters);
+  out.waiters = std::move(job.waiters);
   reading_.erase(job.key);
   reads_.erase(job.tag);
-  for (auto& cb : waiters)
-    cb(err);
+  return out;
+}
+
+void cold_reads::close() {
+  held_.clear(); // prefetched entries, their buffers with them
+  leases_.clear();
+  for (auto& [tag, job] : reads_) {
+    job->leases = 0;
+    if (job->waiters.empty() && !job->cancelled) {
+      job->cancelled = true; // discarded (buffers released) when it ends
+      reading_.erase(job->key);
+      ++stats_.cancelled;
+    }
+  }
+}
+
+uint64_t cold_reads::buffer_bytes() const {
+  uint64_t n = 0;
+  for (auto& [tag, job] : reads_)
+    if (job->io)
+      for (auto& b : job->io->bufs)
+        n += b.size();
+  return n;
 }
 
 } // namespace kvtier::tiers::ssd
