@@ -11,9 +11,21 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/cache_service.hpp"
+#include "actors/feed_actor.hpp"
+#include "actors/peer_tier_actor.hpp"
+#include "actors/ram_tier_actor.hpp"
+#include "messages/transfer_table.hpp"
+#include "messages/wire_guard.hpp"
+#include "runtime/cluster/membership.hpp"
+#include "runtime/cluster/port_guard.hpp"
+#include "runtime/cluster/serve.hpp"
+#include "runtime/http/endpoint.hpp"
 #include "runtime/options.hpp"
 #include "runtime/service.hpp"
+#include "tiers/admission.hpp"
+#include "tiers/routing.hpp"
 #include "tiers/ssd/memory_file_system.hpp"
+#include "tiers/ssd/ssd_tier.hpp"
 
 #include <algorithm>
 #include <array>
@@ -363,6 +375,67 @@ BOOST_AUTO_TEST_CASE(a_word_option_set_in_code_is_refused_naming_its_words) {
                   "outside the accepted range 2 x cluster.heartbeat-ms .. "
                   "3600000",
              describe(o.validate()));
+}
+
+BOOST_AUTO_TEST_CASE(config_struct_defaults_agree_with_the_shipped_options) {
+  // The service builds every actor's and tier's config from
+  // service_options (runtime/service/spawn.cpp); a config struct's own
+  // default is for tests, and where an option also has one it must be the
+  // shipped one, never a second value that pretends to be it.
+  const service_options o;
+  using ms = std::chrono::milliseconds;
+  const actors::ram_tier_config ram;
+  BOOST_TEST(ram.cap_bytes == o.ram_cap_bytes);
+  BOOST_TEST(ram.objects == o.objects);
+  BOOST_TEST(ram.deadline_ms == o.storage_deadline_ms);
+  BOOST_TEST(ram.write_behind_bytes_per_s == o.write_behind_bytes_per_s);
+  BOOST_TEST(ram.write_behind_delay_ms == o.write_behind_delay_ms);
+  BOOST_TEST(ram.write_behind_cap_bytes == o.write_behind_cap_bytes);
+  const tiers::ssd::ssd_config ssd;
+  BOOST_TEST(ssd.byte_cap == o.ssd_cap_bytes);
+  BOOST_TEST(ssd.queue_cap == o.write_behind_cap_bytes);
+  BOOST_TEST(ssd.alignment == o.alignment);
+  BOOST_TEST(ssd.max_chain == o.max_chain);
+  const actors::peer_tier_config peer;
+  BOOST_TEST(peer.fetch_max_bytes == o.cluster_fetch_max_bytes);
+  BOOST_TEST(peer.fetch_deadline_ms == o.cluster_fetch_deadline_ms);
+  BOOST_TEST(peer.fetched_to_ssd == o.cluster_fetched_to_ssd);
+  BOOST_TEST(peer.max_prompt_tokens == o.position_limit);
+  BOOST_TEST(peer.ssd_deadline_ms == o.storage_deadline_ms);
+  const cluster::serve_config serve;
+  BOOST_TEST(serve.limits.max_bytes == o.cluster_serve_max_bytes);
+  BOOST_TEST(serve.limits.idle_ms == o.cluster_serve_idle_ms);
+  BOOST_TEST(serve.lane_address == o.cluster_listen_address);
+  BOOST_TEST(serve.tier_deadline_ms == o.cluster_fetch_deadline_ms / 2);
+  BOOST_TEST(serve.max_prompt_tokens == o.position_limit);
+  BOOST_TEST(actors::feed_config{}.ring == o.cluster_feed_ring);
+  BOOST_TEST(tiers::admission_limits{}.max_queued == o.max_queued);
+  const tiers::route_costs costs;
+  BOOST_TEST(costs.prefill == o.route_prefill_cost);
+  BOOST_TEST(costs.ram == o.route_ram_cost);
+  BOOST_TEST(costs.ssd == o.route_ssd_cost);
+  BOOST_TEST(costs.peer == o.route_peer_cost);
+  BOOST_TEST(costs.peer_ssd == o.route_peer_ssd_cost);
+  BOOST_TEST(costs.load_weight == o.route_load_weight);
+  BOOST_TEST(costs.load_window == o.route_load_window);
+  BOOST_TEST(costs.full_penalty == o.route_full_penalty);
+  const cluster::port_limits port;
+  BOOST_TEST(port.max_unproven == o.cluster_max_unproven_connections);
+  BOOST_TEST(port.handshakes_per_s == double(o.cluster_handshakes_per_s));
+  BOOST_TEST(port.burst == o.cluster_handshakes_per_s);
+  BOOST_TEST((port.penalty_base == ms{o.cluster_failed_handshake_penalty_ms}));
+  BOOST_TEST((port.penalty_max == ms{o.cluster_handshake_timeout_ms}));
+  BOOST_TEST((port.handshake_deadline == ms{o.cluster_handshake_timeout_ms}));
+  const cluster::timing t;
+  BOOST_TEST((t.heartbeat == ms{o.cluster_heartbeat_ms}));
+  BOOST_TEST((t.down_after == ms{o.cluster_down_after_ms}));
+  BOOST_TEST((t.reconnect.base == ms{o.cluster_reconnect_backoff_ms}));
+  BOOST_TEST((t.reconnect.cap == ms{o.cluster_reconnect_backoff_max_ms}));
+  const http::endpoint_options http;
+  BOOST_TEST(http.address == o.http_address);
+  BOOST_TEST(http.max_connections == o.http_max_connections);
+  BOOST_TEST((http.timeout == ms{o.http_timeout_ms}));
+  BOOST_TEST(msg::default_max_message_bytes == o.cluster_max_message_bytes);
 }
 
 BOOST_AUTO_TEST_CASE(kvtier_config_prints_every_option) {
