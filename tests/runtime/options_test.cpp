@@ -11,9 +11,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/cache_service.hpp"
+#include "actors/checkpoints_actor.hpp"
 #include "actors/feed_actor.hpp"
 #include "actors/peer_tier_actor.hpp"
 #include "actors/ram_tier_actor.hpp"
+#include "actors/sessions_actor.hpp"
+#include "actors/ssd_tier_actor.hpp"
 #include "messages/transfer_table.hpp"
 #include "messages/wire_guard.hpp"
 #include "runtime/cluster/membership.hpp"
@@ -22,6 +25,7 @@
 #include "runtime/http/endpoint.hpp"
 #include "runtime/options.hpp"
 #include "runtime/service.hpp"
+#include "runtime/tools/simulate.hpp"
 #include "tiers/admission.hpp"
 #include "tiers/routing.hpp"
 #include "tiers/ssd/memory_file_system.hpp"
@@ -436,6 +440,19 @@ BOOST_AUTO_TEST_CASE(config_struct_defaults_agree_with_the_shipped_options) {
   BOOST_TEST(http.max_connections == o.http_max_connections);
   BOOST_TEST((http.timeout == ms{o.http_timeout_ms}));
   BOOST_TEST(msg::default_max_message_bytes == o.cluster_max_message_bytes);
+  // Actor states the service sets from the same options at spawn.
+  BOOST_TEST(actors::cache_service_state{}.deadline_ms
+             == o.storage_deadline_ms);
+  BOOST_TEST(actors::cache_service_state{}.objects == o.objects);
+  BOOST_TEST((actors::sessions_state{}.deadline == ms{o.storage_deadline_ms}));
+  BOOST_TEST(
+    (actors::checkpoints_state{}.deadline == ms{o.storage_deadline_ms}));
+  const actors::ssd_parts parts;
+  BOOST_TEST(parts.retry_backoff_ms == o.retry_backoff_ms);
+  BOOST_TEST(parts.deadline_ms == o.storage_deadline_ms);
+  const simulate_options reference;
+  BOOST_TEST(reference.alignment == o.alignment);
+  BOOST_TEST(reference.position_limit == o.position_limit);
 }
 
 BOOST_AUTO_TEST_CASE(kvtier_config_prints_every_option) {
