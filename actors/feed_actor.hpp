@@ -91,7 +91,9 @@ struct feed_config {
   /// Distinguishes this feed from an earlier one of the same node (a
   /// restart); 0: a random one.
   uint64_t incarnation = 0;
-  /// Events kept for subscribers that come back (`cluster.feed-ring`).
+  /// Events kept for subscribers that come back (`cluster.feed-ring`; the
+  /// service sets it, this default equals the shipped one, checked by
+  /// tests/runtime/options_test.cpp).
   size_t ring = 4096;
   /// Local subscribers from the first event on (the put observer).
   std::vector<caf::actor> subscribers;

@@ -40,7 +40,10 @@
 
 namespace kvtier::actors {
 
-/// What the peer tier needs.
+/// What the peer tier needs. The service fills every field from its
+/// options (runtime/service/spawn.cpp); the defaults here are for tests,
+/// and those an option also has equal the shipped default (checked by
+/// tests/runtime/options_test.cpp).
 struct peer_tier_config {
   /// Bytes of transfers running at once (cluster.fetch-max-bytes).
   uint64_t fetch_max_bytes = uint64_t{1} << 30;
@@ -52,9 +55,10 @@ struct peer_tier_config {
   /// Chunk requests in flight on the chunked path.
   uint32_t chunk_window = 4;
   /// The longest prompt accepted (admission.position-limit).
-  uint64_t max_prompt_tokens = 1 << 20;
-  /// Each request to the local SSD may take this long.
-  uint64_t ssd_deadline_ms = 5000;
+  uint64_t max_prompt_tokens = 131072;
+  /// Each request to the local SSD may take this long
+  /// (service.storage-deadline-ms).
+  uint64_t ssd_deadline_ms = 10000;
 };
 
 /// Spawns the peer tier for the running model `geometry`; `ssd` (the local

@@ -86,8 +86,10 @@
 
 namespace kvtier::actors {
 
-/// How the RAM actor runs (runtime/service/spawn.cpp fills it from the
-/// options).
+/// How the RAM actor runs. The service fills every field from its options
+/// (runtime/service/spawn.cpp); the defaults here are for tests, and those
+/// an option also has equal the shipped default (checked by
+/// tests/runtime/options_test.cpp).
 struct ram_tier_config {
   ram_tier_config() = default;
   /// The cap (and whether objects are kept); everything else as below.
@@ -95,17 +97,22 @@ struct ram_tier_config {
     : cap_bytes(cap)
     , objects(with_objects) {}
 
+  /// `ram-tier.cap-bytes`.
   uint64_t cap_bytes = 2ull << 30;
   /// An object cache (`ram-tier.objects`); false: object calls refused.
   bool objects = true;
   /// How long a demotion or a relief waits for its writes, and how long
-  /// this actor's requests to the SSD actor may take.
+  /// this actor's requests to the SSD actor may take
+  /// (`service.storage-deadline-ms`).
   uint64_t deadline_ms = 10000;
-  /// Snapshots kept prefixes in the background (needs an SSD actor).
+  /// Snapshots kept prefixes in the background (needs an SSD actor, so
+  /// off here; the service sets `ssd-tier.write-behind` when it has one).
   bool write_behind = false;
+  /// `ssd-tier.write-behind-bytes-per-s`, `ssd-tier.write-behind-delay-ms`.
   uint64_t write_behind_bytes_per_s = 64ull << 20;
   uint64_t write_behind_delay_ms = 1000;
-  /// Bytes of writes this actor may have out before write-behind waits.
+  /// Bytes of writes this actor may have out before write-behind waits
+  /// (`ssd-tier.write-behind-cap-bytes`).
   uint64_t write_behind_cap_bytes = 512ull << 20;
 };
 

@@ -26,12 +26,15 @@
 
 namespace kvtier::msg {
 
-/// Limits of a sender's table.
+/// Limits of a sender's table. A node's come from its options
+/// (`cluster.serve-max-bytes`, `cluster.serve-idle-ms`); the defaults here
+/// are for tests and equal the shipped ones (checked by
+/// tests/runtime/options_test.cpp).
 struct transfer_limits {
   /// Flat bytes all offered transfers may hold together.
   uint64_t max_bytes = uint64_t{1} << 30;
   /// A transfer nobody pulled a chunk of for this long goes.
-  uint64_t idle_ms = 30000;
+  uint64_t idle_ms = 10000;
   /// Bytes per chunk.
   uint32_t chunk_size = default_chunk_size;
 };

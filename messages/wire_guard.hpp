@@ -37,8 +37,10 @@ class execution_unit;
 
 namespace kvtier::msg {
 
-/// Default `cluster.max-message-bytes`: well above a 4 MiB transfer chunk
-/// and a feed batch, below the 1 GiB reader traversal limit.
+/// The guard's bound before a node sets `cluster.max-message-bytes`, equal
+/// to that option's shipped default (checked by
+/// tests/runtime/options_test.cpp): well above a 4 MiB transfer chunk and a
+/// feed batch, below the 1 GiB reader traversal limit.
 inline constexpr uint64_t default_max_message_bytes = uint64_t{256} << 20;
 
 /// Limits and counters for the messages one actor system receives.

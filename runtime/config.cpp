@@ -13,8 +13,10 @@
 
 #include <caf/settings.hpp>
 
+#include "messages/assert.hpp"
 #include "messages/log.hpp"
 #include "messages/type_ids.hpp"
+#include "tiers/ssd/io_engine.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -23,26 +25,17 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace kvtier::runtime {
 
 namespace {
 
-constexpr uint64_t KiB = 1024, MiB = KiB * 1024, GiB = MiB * 1024,
-                   TiB = GiB * 1024, PiB = TiB * 1024;
-
-caf::error out_of_range(const char* key, const std::string& value,
-                        const char* range) {
-  return make_error(ec::invalid_config, std::string{key} + " = " + value
+caf::error out_of_range(const std::string& key, const std::string& value,
+                        const std::string& range) {
+  return make_error(ec::invalid_config, key + " = " + value
                                           + " is outside the accepted range "
                                           + range);
-}
-
-caf::error check(const char* key, uint64_t v, uint64_t lo, uint64_t hi,
-                 const char* range) {
-  if (v < lo || v > hi)
-    return out_of_range(key, std::to_string(v), range);
-  return {};
 }
 
 /// The options each kvtier section declares (for refusing unknown keys):
@@ -50,7 +43,7 @@ caf::error check(const char* key, uint64_t v, uint64_t lo, uint64_t hi,
 const std::map<std::string, std::set<std::string>>& known_keys() {
   static const auto m = [] {
     std::map<std::string, std::set<std::string>> out;
-#define KVTIER_KNOWN(section, key, member, help) out[section].insert(key);
+#define KVTIER_KNOWN(section, key, member, rule, help) out[section].insert(key);
     KVTIER_SERVICE_OPTIONS(KVTIER_KNOWN)
     KVTIER_REPLAY_OPTIONS(KVTIER_KNOWN)
 #undef KVTIER_KNOWN
@@ -314,22 +307,6 @@ caf::error check_caf_argument(const caf::config_option_set& opts,
       + (text.empty() ? std::string{"nothing"} : "'" + text + "'"));
 }
 
-/// String options that take one of a few words: "section.key" -> whether
-/// `word` is one, and the words in a message's terms.
-struct choice {
-  bool (*accepts)(const std::string& word);
-  const char* words;
-};
-
-const std::map<std::string, choice>& choices() {
-  static const std::map<std::string, choice> m{
-    {"log.level",
-     {[](const std::string& w) { return log::parse_level(w).has_value(); },
-      "one of trace, debug, info, warn, error, off"}},
-  };
-  return m;
-}
-
 caf::expected<std::string> typed_ini(const std::string& ini,
                                      const caf::config_option_set& opts,
                                      const origin& where) {
@@ -366,14 +343,16 @@ caf::expected<std::string> typed_ini(const std::string& ini,
         continue;
       }
     auto value = caf::config_value::parse(text);
-    if (auto c = choices().find(section + "." + key);
-        c != choices().end() && value
+    // A word option's word is refused at its line (a rule's word check).
+    if (auto* rule = rule_of(section + "." + key);
+        rule != nullptr && rule->check != nullptr
+        && rule->check->word != nullptr && value
         && caf::holds_alternative<std::string>(*value)
-        && !c->second.accepts(caf::get<std::string>(*value)))
+        && !rule->check->word(caf::get<std::string>(*value)))
       return make_error(ec::invalid_config,
-                        where.at(n) + ": " + section + "." + key + ": expected "
-                          + c->second.words + ", not '"
-                          + caf::get<std::string>(*value) + "'");
+                        where.at(n) + ": " + section + "." + key
+                          + ": expected one of " + rule->check->words
+                          + ", not '" + caf::get<std::string>(*value) + "'");
     if (opt == nullptr || (value && !opt->check(*value))) {
       keep();
       continue;
@@ -394,206 +373,238 @@ caf::expected<std::string> typed_ini(const std::string& ini,
 
 } // namespace
 
-caf::error service_options::validate() const {
-  if (auto e = check("ram-tier.cap-bytes", ram_cap_bytes, MiB, 16 * TiB,
-                     "1 MiB .. 16 TiB"))
-    return e;
-  if (auto e =
-        check("ssd-tier.cap-bytes", ssd_cap_bytes, MiB, PiB, "1 MiB .. 1 PiB"))
-    return e;
-  if (alignment < 512 || alignment > MiB || (alignment & (alignment - 1)))
-    return out_of_range("ssd-tier.alignment", std::to_string(alignment),
-                        "a power of two, 512 .. 1048576");
-  if (auto e = check("ssd-tier.write-behind-cap-bytes", write_behind_cap_bytes,
-                     MiB, TiB, "1 MiB .. 1 TiB"))
-    return e;
-  if (auto e =
-        check("ssd-tier.write-behind-bytes-per-s", write_behind_bytes_per_s,
-              MiB, 64 * GiB, "1 MiB .. 64 GiB"))
-    return e;
-  if (auto e = check("ssd-tier.write-behind-delay-ms", write_behind_delay_ms, 0,
-                     3600 * 1000, "0 .. 3600000 (one hour)"))
-    return e;
-  if (auto e =
-        check("ssd-tier.write-attempts", write_attempts, 1, 100, "1 .. 100"))
-    return e;
-  if (auto e = check("ssd-tier.retry-backoff-ms", retry_backoff_ms, 1, 60000,
-                     "1 .. 60000"))
-    return e;
-  if (auto e = check("ssd-tier.max-chain", max_chain, 1, 64, "1 .. 64"))
-    return e;
-  if (io_engine != "auto" && io_engine != "uring" && io_engine != "threads")
-    return out_of_range("ssd-tier.io-engine", "\"" + io_engine + "\"",
-                        "\"auto\", \"uring\" or \"threads\"");
-  if (auto m = running_model(*this); !m)
-    return m.error();
-  if (auto e = check("admission.kv-budget-bytes", kv_budget_bytes, MiB,
-                     16 * TiB, "1 MiB .. 16 TiB"))
-    return e;
-  if (auto e = check("admission.position-limit", position_limit, 1,
-                     uint64_t{1} << 24, "1 .. 16777216"))
-    return e;
-  if (auto e = check("admission.max-queued", max_queued, 1, uint64_t{1} << 20,
-                     "1 .. 1048576"))
-    return e;
-  if (auto e = check("service.idle-demotion-ms", idle_demotion_ms, 0,
-                     7ull * 24 * 3600 * 1000, "0 .. 604800000 (one week)"))
-    return e;
-  if (auto e = check("service.storage-deadline-ms", storage_deadline_ms, 10,
-                     3600 * 1000, "10 .. 3600000 (one hour)"))
-    return e;
-  if (auto e =
-        check("service.cold-wait-ms", cold_wait_ms, 0, 60 * 1000, "0 .. 60000"))
-    return e;
-  if (auto e = check("service.checkpoint-every-tokens", checkpoint_every_tokens,
-                     0, uint64_t{1} << 20, "0 .. 1048576"))
-    return e;
-  if (!log::parse_level(log_level))
-    return make_error(ec::invalid_config, "log.level = \"" + log_level
-                                            + "\" is not one of "
-                                            + log::level_names());
-  if (auto e = validate_cluster())
-    return e;
-  if (auto e = validate_http())
-    return e;
-  for (auto [key, v] : {std::pair{"route.prefill-cost", route_prefill_cost},
-                        {"route.ram-cost", route_ram_cost},
-                        {"route.ssd-cost", route_ssd_cost},
-                        {"route.peer-cost", route_peer_cost},
-                        {"route.peer-ssd-cost", route_peer_ssd_cost},
-                        {"route.load-weight", route_load_weight},
-                        {"route.full-penalty", route_full_penalty}})
-    if (!(v >= 0 && v <= 1e6))
-      return out_of_range(key, std::to_string(v), "0 .. 1000000");
-  return check("route.load-window", route_load_window, 1, 1000000,
-               "1 .. 1000000");
+namespace {
+
+template <class T>
+double as_number(const T& v) {
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+    return static_cast<double>(v);
+  else
+    return std::nan(""); // no number: every comparison with it fails
 }
 
-caf::error service_options::validate_http() const {
-  if (auto e = check("http.port", http_port, 0, 65535, "0 .. 65535"))
-    return e;
-  if (auto e = check("http.max-connections", http_max_connections, 1, 4096,
-                     "1 .. 4096"))
-    return e;
-  if (auto e =
-        check("http.timeout-ms", http_timeout_ms, 10, 3600000, "10 .. 3600000"))
-    return e;
-  if (http_address.empty())
+/// The value of numeric option `name` of `o` (a bound naming it).
+double number_of(const service_options& o, std::string_view name) {
+#define KVTIER_NUMBER(section, key, member, rule, help)                        \
+  if (name == section "." key)                                                 \
+    return as_number(o.member);
+  KVTIER_SERVICE_OPTIONS(KVTIER_NUMBER)
+#undef KVTIER_NUMBER
+  return std::nan("");
+}
+
+double bound_of(const option_bound& b, const service_options* o) {
+  if (b.key == nullptr)
+    return b.value;
+  KVTIER_ASSERT(o != nullptr); // the replay list's bounds name no option
+  return b.value * number_of(*o, b.key);
+}
+
+template <class T>
+std::string value_text(const T& v) {
+  if constexpr (std::is_same_v<T, double>)
+    return number_text(v);
+  else
+    return std::to_string(v);
+}
+
+/// `v`, the value of option `name` with rule `r`, checked: a number against
+/// its range (a bound naming another option is read from `o`) and its
+/// number check, a word against its word check, and `o` against an
+/// options check. `o` is null for the replay list (whose rules have no
+/// options checks and no bounds naming an option).
+template <class T>
+caf::error check_value(const service_options* o, const char* name,
+                       const option_rule& r, const T& v) {
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    auto x = static_cast<double>(v);
+    auto lo = bound_of(r.min, o), hi = bound_of(r.max, o);
+    bool in_range = (r.open_min ? x > lo : x >= lo) && x <= hi;
+    bool checked =
+      r.check == nullptr || r.check->number == nullptr || r.check->number(x);
+    if (!((in_range && checked) || (r.zero_too && x == 0)))
+      return out_of_range(name, value_text(v), range_text(r));
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (r.check != nullptr && r.check->word != nullptr && !r.check->word(v))
+      return make_error(ec::invalid_config, std::string{name} + " = \"" + v
+                                              + "\" is not one of "
+                                              + r.check->words);
+  }
+  if (r.check != nullptr && r.check->options != nullptr) {
+    KVTIER_ASSERT(o != nullptr);
+    return r.check->options(*o);
+  }
+  return {};
+}
+
+/// Whether `r` is checked without the service's options: no options check
+/// and no bound naming an option (the replay list's rules).
+constexpr bool stands_alone(const option_rule& r) {
+  return (r.check == nullptr || r.check->options == nullptr)
+         && r.min.key == nullptr && r.max.key == nullptr;
+}
+
+/// Every option of `o` in `section` (all when empty), in the list's order.
+caf::error validate_section(const service_options& o,
+                            std::string_view section) {
+  using namespace option_rules;
+#define KVTIER_CHECK(sec, key, member, rule, help)                             \
+  if (section.empty() || section == sec)                                       \
+    if (auto e = check_value(&o, sec "." key, rule, o.member))                 \
+      return e;
+  KVTIER_SERVICE_OPTIONS(KVTIER_CHECK)
+#undef KVTIER_CHECK
+  return {};
+}
+
+// The named checks (runtime/options.hpp's `checks`): the rules that are
+// not a range.
+
+bool is_power_of_two(double v) {
+  auto n = static_cast<uint64_t>(v);
+  return v >= 1 && static_cast<double>(n) == v && (n & (n - 1)) == 0;
+}
+
+caf::error model_error(const service_options& o) {
+  auto m = running_model(o);
+  return m ? caf::error{} : std::move(m.error());
+}
+
+caf::error listen_address_error(const service_options& o) {
+  if (!o.cluster_tls && !cluster::is_loopback(o.cluster_listen_address))
+    return make_error(ec::invalid_config,
+                      "cluster.listen-address = \"" + o.cluster_listen_address
+                        + "\" is not a loopback address (127.0.0.0/8, ::1, "
+                          "localhost); set cluster.tls = true (with "
+                          "cluster.tls-certificate, cluster.tls-key and "
+                          "cluster.tls-ca) to listen on any other address");
+  return {};
+}
+
+caf::error peer_addresses_error(const service_options& o) {
+  for (auto& p : o.cluster_peers) {
+    auto hp = cluster::parse_address(p);
+    if (!hp)
+      return make_error(ec::invalid_config,
+                        "cluster.peers: \"" + p
+                          + "\" is not HOST:PORT (e.g. \"127.0.0.1:7400\")");
+    if (!o.cluster_tls && !cluster::is_loopback(hp->host))
+      return make_error(ec::invalid_config,
+                        "cluster.peers: \"" + p
+                          + "\" is not a loopback HOST:PORT; set cluster.tls "
+                            "= true to join nodes on other addresses");
+  }
+  return {};
+}
+
+caf::error node_id_error(const service_options& o) {
+  if (o.cluster_node_id.size() > cluster::max_node_id_bytes)
+    return out_of_range(
+      "cluster.node-id", std::to_string(o.cluster_node_id.size()) + " bytes",
+      "at most " + std::to_string(cluster::max_node_id_bytes) + " bytes");
+  for (char c : o.cluster_node_id)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+      return make_error(ec::invalid_config,
+                        "cluster.node-id: spaces and control characters are "
+                        "not allowed");
+  return {};
+}
+
+caf::error tls_file_error(const service_options& o) {
+  if (o.cluster_tls)
+    for (auto [key, value] :
+         {std::pair{"cluster.tls-certificate", &o.cluster_tls_certificate},
+          std::pair{"cluster.tls-key", &o.cluster_tls_key},
+          std::pair{"cluster.tls-ca", &o.cluster_tls_ca}})
+      if (value->empty())
+        return make_error(ec::invalid_config,
+                          std::string{"cluster.tls = true needs "} + key
+                            + " (a PEM file; docs/cluster.md \"Security\")");
+  return {};
+}
+
+caf::error http_address_error(const service_options& o) {
+  if (o.http_address.empty())
     return make_error(ec::invalid_config,
                       "http.address: expected an address (e.g. "
                       "\"127.0.0.1\"), not ''");
-  for (char c : http_admin_token)
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
-      return make_error(ec::invalid_config,
-                        "http.admin-token: expected printable characters "
-                        "without spaces");
-  if (http_admin_token.empty() && !cluster::is_loopback(http_address))
+  if (o.http_admin_token.empty() && !cluster::is_loopback(o.http_address))
     return make_error(ec::invalid_config,
-                      "http.address = \"" + http_address
+                      "http.address = \"" + o.http_address
                         + "\" is not a loopback address (127.0.0.0/8, ::1, "
                           "localhost); set http.admin-token to serve the "
                           "endpoint on any other address");
   return {};
 }
 
-caf::error service_options::validate_cluster() const {
-  if (cluster_tls) {
-    for (auto [key, value] :
-         {std::pair{"cluster.tls-certificate", &cluster_tls_certificate},
-          std::pair{"cluster.tls-key", &cluster_tls_key},
-          std::pair{"cluster.tls-ca", &cluster_tls_ca}})
-      if (value->empty())
-        return make_error(ec::invalid_config,
-                          std::string{"cluster.tls = true needs "} + key
-                            + " (a PEM file; docs/cluster.md \"Security\")");
-  }
-  if (!cluster_tls && !cluster::is_loopback(cluster_listen_address))
-    return make_error(ec::invalid_config,
-                      "cluster.listen-address = \"" + cluster_listen_address
-                        + "\" is not a loopback address (127.0.0.0/8, ::1, "
-                          "localhost); set cluster.tls = true (with "
-                          "cluster.tls-certificate, cluster.tls-key and "
-                          "cluster.tls-ca) to listen on any other address");
-  if (auto e = check("cluster.port", cluster_port, 0, 65535, "0 .. 65535"))
-    return e;
-  for (auto& p : cluster_peers) {
-    auto hp = cluster::parse_address(p);
-    if (!hp)
-      return make_error(ec::invalid_config,
-                        "cluster.peers: \"" + p
-                          + "\" is not HOST:PORT (e.g. \"127.0.0.1:7400\")");
-    if (!cluster_tls && !cluster::is_loopback(hp->host))
-      return make_error(ec::invalid_config,
-                        "cluster.peers: \"" + p
-                          + "\" is not a loopback HOST:PORT; set cluster.tls "
-                            "= true to join nodes on other addresses");
-  }
-  if (auto e = check("cluster.max-message-bytes", cluster_max_message_bytes,
-                     uint64_t{1} << 20, uint64_t{1} << 30, "1 MiB .. 1 GiB"))
-    return e;
-  if (auto e = check("cluster.max-unproven-connections",
-                     cluster_max_unproven_connections, 1, 65536, "1 .. 65536"))
-    return e;
-  if (auto e = check("cluster.handshakes-per-s", cluster_handshakes_per_s, 1,
-                     1000000, "1 .. 1000000"))
-    return e;
-  if (auto e =
-        check("cluster.handshake-timeout-ms", cluster_handshake_timeout_ms, 100,
-              600000, "100 .. 600000 (10 minutes)"))
-    return e;
-  if (auto e = check("cluster.failed-handshake-penalty-ms",
-                     cluster_failed_handshake_penalty_ms, 0,
-                     cluster_handshake_timeout_ms,
-                     "0 .. cluster.handshake-timeout-ms"))
-    return e;
-  if (cluster_node_id.size() > cluster::max_node_id_bytes)
-    return out_of_range("cluster.node-id",
-                        std::to_string(cluster_node_id.size()) + " bytes",
-                        "at most 128 bytes");
-  for (char c : cluster_node_id)
+caf::error admin_token_error(const service_options& o) {
+  for (char c : o.http_admin_token)
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
       return make_error(ec::invalid_config,
-                        "cluster.node-id: spaces and control characters are "
-                        "not allowed");
-  if (auto e = check("cluster.heartbeat-ms", cluster_heartbeat_ms, 10, 60000,
-                     "10 .. 60000"))
-    return e;
-  if (cluster_down_after_ms < 2 * cluster_heartbeat_ms
-      || cluster_down_after_ms > 3600 * 1000)
-    return out_of_range("cluster.down-after-ms",
-                        std::to_string(cluster_down_after_ms),
-                        "2 * cluster.heartbeat-ms .. 3600000");
-  if (auto e = check("cluster.reconnect-backoff-ms",
-                     cluster_reconnect_backoff_ms, 10, 600000, "10 .. 600000"))
-    return e;
-  if (cluster_reconnect_backoff_max_ms < cluster_reconnect_backoff_ms
-      || cluster_reconnect_backoff_max_ms > 3600 * 1000)
-    return out_of_range("cluster.reconnect-backoff-max-ms",
-                        std::to_string(cluster_reconnect_backoff_max_ms),
-                        "cluster.reconnect-backoff-ms .. 3600000");
-  if (auto e = check("cluster.serve-max-bytes", cluster_serve_max_bytes,
-                     uint64_t{1} << 20, uint64_t{1} << 40, "1 MiB .. 1 TiB"))
-    return e;
-  if (auto e = check("cluster.serve-idle-ms", cluster_serve_idle_ms, 100,
-                     3600 * 1000, "100 .. 3600000"))
-    return e;
-  if (auto e = check("cluster.fetch-max-bytes", cluster_fetch_max_bytes, 4096,
-                     uint64_t{1} << 40, "4096 .. 1 TiB"))
-    return e;
-  if (auto e = check("cluster.fetch-deadline-ms", cluster_fetch_deadline_ms, 10,
-                     3600 * 1000, "10 .. 3600000"))
-    return e;
-  if (auto e = check("cluster.feed-ring", cluster_feed_ring, 16, 1u << 20,
-                     "16 .. 1048576"))
-    return e;
+                        "http.admin-token: expected printable characters "
+                        "without spaces");
   return {};
 }
 
+} // namespace
+
+namespace checks {
+const option_check power_of_two{"a power of two", is_power_of_two};
+const option_check io_engine{
+  "auto, uring, threads", nullptr, [](std::string_view w) {
+    return static_cast<bool>(tiers::ssd::parse_engine_choice(w));
+  }};
+const option_check log_level{
+  log::level_names(), nullptr,
+  [](std::string_view w) { return log::parse_level(w).has_value(); }};
+const option_check model_identity{"one line, at most 4096 bytes", nullptr,
+                                  nullptr, model_error};
+const option_check model_preset{"a geometry preset", nullptr, nullptr,
+                                model_error};
+const option_check model_layers{"a layer description, or empty", nullptr,
+                                nullptr, model_error};
+const option_check listen_address{"a loopback address; any with cluster.tls",
+                                  nullptr, nullptr, listen_address_error};
+const option_check peer_addresses{
+  "a list of HOST:PORT, loopback unless cluster.tls", nullptr, nullptr,
+  peer_addresses_error};
+const option_check node_id{"at most 128 bytes, no spaces", nullptr, nullptr,
+                           node_id_error};
+const option_check tls_file{"a PEM file, needed with cluster.tls", nullptr,
+                            nullptr, tls_file_error};
+const option_check http_address{
+  "an address; loopback unless http.admin-token is set", nullptr, nullptr,
+  http_address_error};
+const option_check admin_token{"printable, no spaces", nullptr, nullptr,
+                               admin_token_error};
+} // namespace checks
+
+caf::error service_options::validate() const {
+  return validate_section(*this, "");
+}
+
+caf::error service_options::validate_cluster() const {
+  return validate_section(*this, "cluster");
+}
+
+caf::error service_options::validate_http() const {
+  return validate_section(*this, "http");
+}
+
+caf::error check_option(const service_options& o, std::string_view name) {
+  using namespace option_rules;
+#define KVTIER_CHECK(section, key, member, rule, help)                         \
+  if (name == section "." key)                                                 \
+    return check_value(&o, section "." key, rule, o.member);
+  KVTIER_SERVICE_OPTIONS(KVTIER_CHECK)
+#undef KVTIER_CHECK
+  return make_error(ec::invalid_config,
+                    "no option " + std::string{name} + " to check");
+}
+
 caf::expected<tiers::model_identity> running_model(const service_options& o) {
-  if (!(o.model_scale > 0 && o.model_scale <= 1))
-    return make_error(ec::invalid_config,
-                      "model.scale = " + std::to_string(o.model_scale)
-                        + " is outside (0, 1]");
+  if (auto e = check_option(o, "model.scale"))
+    return e;
   auto preset = tiers::model_geometry::preset(o.model, o.model_scale);
   if (!preset)
     return make_error(ec::invalid_config,
@@ -627,30 +638,13 @@ running_geometry(const service_options& o) {
 }
 
 caf::error replay_settings::validate() const {
-  if (auto e = check("replay.max-requests", max_requests, 0, uint64_t{1} << 32,
-                     "0 .. 4294967296"))
+  using namespace option_rules;
+#define KVTIER_CHECK(section, key, member, rule, help)                         \
+  static_assert(stands_alone(rule), "replay rules need no service_options");   \
+  if (auto e = check_value(nullptr, section "." key, rule, member))            \
     return e;
-  if (!(speed >= 0 && speed <= 1e6))
-    return out_of_range("replay.speed", std::to_string(speed), "0 .. 1e6");
-  if (auto e = check("replay.batch", batch, 1, 4096, "1 .. 4096"))
-    return e;
-  if (!(prefill_tokens_per_s > 0 && prefill_tokens_per_s <= 1e9))
-    return out_of_range("replay.prefill-tokens-per-s",
-                        std::to_string(prefill_tokens_per_s), "(0, 1e9]");
-  if (!(model_scale >= 0 && model_scale <= 1))
-    return out_of_range("replay.model-scale", std::to_string(model_scale),
-                        "0 (keep model.scale) or (0, 1]");
-  if (ram_cap_bytes != 0)
-    if (auto e = check("replay.ram-cap-bytes", ram_cap_bytes, MiB, 16 * TiB,
-                       "0 or 1 MiB .. 16 TiB"))
-      return e;
-  if (ssd_cap_bytes != 0)
-    if (auto e = check("replay.ssd-cap-bytes", ssd_cap_bytes, MiB, PiB,
-                       "0 or 1 MiB .. 1 PiB"))
-      return e;
-  if (auto e = check("replay.idle-demotion-ms", idle_demotion_ms, 0,
-                     7ull * 24 * 3600 * 1000, "0 .. 604800000 (one week)"))
-    return e;
+  KVTIER_REPLAY_OPTIONS(KVTIER_CHECK)
+#undef KVTIER_CHECK
   return {};
 }
 
@@ -677,9 +671,9 @@ kvtier_config::kvtier_config() {
   // One option group per option, from the one list (runtime/options.hpp).
   auto& o = options;
   auto& r = replay;
-#define KVTIER_SERVICE_OPTION(section, key, member, help)                      \
+#define KVTIER_SERVICE_OPTION(section, key, member, rule, help)                \
   opt_group{custom_options_, section}.add(o.member, key, help);
-#define KVTIER_REPLAY_OPTION(section, key, member, help)                       \
+#define KVTIER_REPLAY_OPTION(section, key, member, rule, help)                 \
   opt_group{custom_options_, section}.add(r.member, key, help);
   KVTIER_SERVICE_OPTIONS(KVTIER_SERVICE_OPTION)
   KVTIER_REPLAY_OPTIONS(KVTIER_REPLAY_OPTION)

@@ -48,7 +48,9 @@ struct admission_limits {
   uint64_t kv_budget_bytes = 0;
   /// Largest prompt + max new tokens a request may reach.
   uint64_t position_limit = 0;
-  /// Requests `enqueue` may hold waiting at once (admission.max-queued).
+  /// Requests `enqueue` may hold waiting at once (admission.max-queued;
+  /// the service sets all three, this default equals the shipped one,
+  /// checked by tests/runtime/options_test.cpp).
   uint64_t max_queued = 4096;
 };
 

@@ -38,7 +38,9 @@ enum class route_tier : uint8_t { none, ram, ssd, peer_ram, peer_ssd };
 
 const char* to_string(route_tier t);
 
-/// The knobs of the cost model (route.* options; defaults there).
+/// The knobs of the cost model: the route.* options, which the service
+/// sets (runtime/service/spawn.cpp); these defaults are for tests and equal
+/// the shipped ones (checked by tests/runtime/options_test.cpp).
 struct route_costs {
   double prefill = 1.0;
   double ram = 0.0;

@@ -94,7 +94,8 @@ std::optional<host_port> parse_address(const std::string& text);
 bool is_loopback(const std::string& host);
 
 /// Exponential backoff: `base` before the first retry, doubling per failed
-/// attempt, never more than `cap`.
+/// attempt, never more than `cap` (`cluster.reconnect-backoff-ms` and
+/// `cluster.reconnect-backoff-max-ms` for reconnections).
 struct backoff {
   millis base{100};
   millis cap{5000};
@@ -102,7 +103,10 @@ struct backoff {
   millis delay(uint32_t failures) const;
 };
 
-/// Timing of failure detection (cluster.* options).
+/// Timing of failure detection: `cluster.heartbeat-ms`,
+/// `cluster.down-after-ms` and the reconnection backoff, which a node sets
+/// from its options (`timing_of`); these defaults are for tests and equal
+/// the shipped ones (checked by tests/runtime/options_test.cpp).
 struct timing {
   millis heartbeat{250};
   millis down_after{2000};

@@ -63,7 +63,12 @@ namespace kvtier::cluster {
 /// (the forwarding stack, the type names, the carrier's length prefix).
 inline constexpr uint64_t frame_envelope_bytes = uint64_t{64} << 10;
 
-/// The admission rules of a node's port (see the header comment).
+/// The admission rules of a node's port (see the header comment). A node
+/// sets them from `cluster.max-unproven-connections`,
+/// `cluster.handshakes-per-s` (also the burst),
+/// `cluster.failed-handshake-penalty-ms` and `cluster.handshake-timeout-ms`
+/// (the penalty's cap and the deadline); these defaults are for tests and
+/// equal the shipped ones (checked by tests/runtime/options_test.cpp).
 struct port_limits {
   uint32_t max_unproven = 32;
   double handshakes_per_s = 20;

@@ -58,15 +58,21 @@ using serve_actor = caf::typed_actor<
   // Test only (local senders): corrupt or delay offers.
   caf::reacts_to<serve_fault_atom, uint32_t, uint32_t>>;
 
-/// What a serve actor needs.
+/// What a serve actor needs. The service fills every field from its
+/// options (runtime/service/spawn.cpp); the defaults here are for tests,
+/// and those an option also has equal the shipped default (checked by
+/// tests/runtime/options_test.cpp).
 struct serve_config {
+  /// `cluster.serve-max-bytes` and `cluster.serve-idle-ms`.
   msg::transfer_limits limits;
-  /// Where the bulk lane listens; empty: no lane (chunks only).
+  /// Where the bulk lane listens; empty: no lane (chunks only). The
+  /// service: `lane_address_for(cluster.listen-address)`.
   std::string lane_address = "127.0.0.1";
-  /// Each request to the RAM or SSD actor may take this long.
+  /// Each request to the RAM or SSD actor may take this long (the
+  /// service: half the peer fetch deadline, `cluster.fetch-deadline-ms`).
   uint64_t tier_deadline_ms = 2000;
   /// The longest prompt a peer may send (admission.position-limit).
-  uint64_t max_prompt_tokens = 1 << 20;
+  uint64_t max_prompt_tokens = 131072;
 };
 
 /// Where a node listening on `listen_address` runs its bulk lane: there

@@ -39,6 +39,9 @@ class service;
 
 namespace kvtier::http {
 
+/// The http.* options (`of`). The defaults are for tests and equal the
+/// shipped ones (checked by tests/runtime/options_test.cpp) but the port:
+/// 0, any free port, where `http.port` ships 9470.
 struct endpoint_options {
   std::string address = "127.0.0.1";
   uint16_t port = 0;

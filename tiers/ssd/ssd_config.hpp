@@ -14,6 +14,10 @@
 
 namespace kvtier::tiers::ssd {
 
+/// How the tier runs. The service fills the fields its options name
+/// (runtime/service/spawn.cpp); the defaults here are for tests, and those
+/// an option also has equal the shipped default (checked by
+/// tests/runtime/options_test.cpp) or say how they differ.
 struct ssd_config {
   /// Root directory; this tier uses `<dir>/<fingerprint>/` only.
   std::string dir;
@@ -24,11 +28,13 @@ struct ssd_config {
   /// and its geometry is checked against every header and enqueued entry.
   /// Unset (tests of the file protocol alone): no shape check.
   std::optional<model_identity> model;
-  /// Bytes of entry files kept; least recently used files go first.
-  uint64_t byte_cap = 64ull << 30;
-  /// Bytes the write-behind queue may hold.
-  uint64_t queue_cap = 1ull << 30;
-  /// Payload alignment in the files (power of two).
+  /// Bytes of entry files kept; least recently used files go first
+  /// (`ssd-tier.cap-bytes`).
+  uint64_t byte_cap = 16ull << 30;
+  /// Bytes the write-behind queue may hold
+  /// (`ssd-tier.write-behind-cap-bytes`).
+  uint64_t queue_cap = 512ull << 20;
+  /// Payload alignment in the files (power of two; `ssd-tier.alignment`).
   uint32_t alignment = 4096;
   /// Payload bytes per checksum (multiple of `alignment`).
   uint32_t checksum_chunk = 1u << 20;
@@ -36,6 +42,7 @@ struct ssd_config {
   uint32_t writes_in_flight = 2;
   /// Attempts a write gets before it is given up (`write_outcome::given_up`);
   /// 0: no limit (a failed item waits for `retry` or a flush for ever).
+  /// The service sets `ssd-tier.write-attempts`.
   uint32_t max_attempts = 0;
   /// Largest single read or write handed to the engine.
   uint32_t max_op_bytes = 8u << 20;
@@ -57,7 +64,7 @@ struct ssd_config {
   bool delta_files = false;
   /// Most files one restore may read (a delta's chain, itself included);
   /// a delta that would make a longer chain is written whole. At least 1
-  /// (1: no deltas).
+  /// (1: no deltas; `ssd-tier.max-chain`).
   uint32_t max_chain = 8;
   /// Wall time in nanoseconds since the epoch, for the recency stamps the
   /// tier records in each file's mtime; the system clock when empty.
