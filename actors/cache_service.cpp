@@ -145,7 +145,7 @@ cache_service(cache_service_pointer self, service_actors tiers,
     },
     [self](cold_wait_atom, uint64_t id) {
       if (self->current_sender().get() == self->ctrl()) // its own timer only
-        ops::cold_wait_over(self, id);
+        ops::lookup_timer_over(self, id);
     },
     [self, &t](const sealed<msg::PeekPrefix>& m) {
       return guarded<msg::PeekPrefixReply>(self, t.ram, m);

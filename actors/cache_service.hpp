@@ -71,10 +71,12 @@
 #include "tiers/latency.hpp"
 #include "tiers/routing.hpp"
 
+#include <caf/actor_clock.hpp>
 #include <caf/duration.hpp>
 #include <caf/typed_response_promise.hpp>
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -201,9 +203,22 @@ struct cache_service_state {
   /// Acquires served without a cold tier's answer that came too late for
   /// that wait (`coldLate` in the report).
   uint64_t cold_late = 0;
-  /// Those waits running, by id: what to do when one is over.
-  std::unordered_map<uint64_t, std::function<void()>> cold_waits;
-  uint64_t next_cold_wait = 1;
+  /// Acquires' lookups waiting on the clock, each queue oldest first (all
+  /// of a queue wait the same time, so its oldest is due first); a lookup
+  /// decided in time is dropped when reached. `cold_waits`: RAM hits
+  /// waiting for the cold tiers (`cold_wait_ms`); `deadlines`: lookups
+  /// waiting for their tiers' finds (the tier deadline). One timer serves
+  /// both (`lookup_timer`, its id, 0: none armed; `lookup_timer_due`):
+  /// a CAF timer per acquire (a request timeout per tier and a delayed
+  /// message for the cold wait) woke CAF's clock thread on every RAM hit
+  /// and came back to the facade as a message later.
+  using lookup_queue =
+    std::deque<std::pair<caf::actor_clock::time_point, std::weak_ptr<void>>>;
+  lookup_queue cold_waits;
+  lookup_queue deadlines;
+  uint64_t lookup_timer = 0;
+  uint64_t next_lookup_timer = 1;
+  caf::actor_clock::time_point lookup_timer_due;
   /// The prompt tokens of the acquires answered (the report's
   /// TokenCounters, their one home): served by where the state came from,
   /// and computed (no state covered them).

@@ -9,6 +9,11 @@
 #include "tiers/checkpoints.hpp"
 #include "tiers/entry_message.hpp"
 
+#include <caf/sec.hpp>
+
+#include <algorithm>
+#include <optional>
+
 namespace kvtier::actors::ops {
 
 namespace {
@@ -56,8 +61,11 @@ struct lookup {
   /// The request's checkpoint did not extend its prompt: its tokens, said
   /// in the reply (0: none).
   uint64_t stale = 0;
-  /// Its wait for the cold tiers after RAM's hit (0: none).
-  uint64_t cold_wait = 0;
+
+  /// Whether the candidates are still to be chosen.
+  bool open() const {
+    return !decided && !answered;
+  }
 };
 
 using lookup_ptr = std::shared_ptr<lookup>;
@@ -176,8 +184,6 @@ void serve_cold(self_ptr self, const lookup_ptr& s) {
 /// Picks the candidates from the answers so far and serves the winner.
 void choose(self_ptr self, const lookup_ptr& s) {
   s->decided = true;
-  if (s->cold_wait != 0)
-    self->state.cold_waits.erase(s->cold_wait);
   s->chain = record_holders(s->found, s->ram->root().getUsableTokens());
   serve_cold(self, s);
 }
@@ -193,22 +199,70 @@ void decide(self_ptr self, const lookup_ptr& s) {
   choose(self, s);
 }
 
+/// The lookup a queued wait is for, while it is still open (null once it
+/// was decided or answered).
+lookup_ptr waiting(const std::weak_ptr<void>& w) {
+  auto s = std::static_pointer_cast<lookup>(w.lock());
+  return s && s->open() ? s : nullptr;
+}
+
+/// Drops the waits at the front of `q` whose lookups were decided.
+void prune(cache_service_state::lookup_queue& q) {
+  while (!q.empty() && !waiting(q.front().second))
+    q.pop_front();
+}
+
+/// Arms the lookup timer for the oldest open wait of either queue, unless
+/// one is armed for that time or earlier.
+void arm_lookup_timer(self_ptr self) {
+  auto& st = self->state;
+  std::optional<caf::actor_clock::time_point> due;
+  for (auto* q : {&st.cold_waits, &st.deadlines}) {
+    prune(*q);
+    if (!q->empty() && (!due || q->front().first < *due))
+      due = q->front().first;
+  }
+  if (!due || (st.lookup_timer != 0 && st.lookup_timer_due <= *due))
+    return;
+  st.lookup_timer = st.next_lookup_timer++;
+  st.lookup_timer_due = *due;
+  auto wait = *due - self->clock().now();
+  self->delayed_send(self, std::max(wait, decltype(wait)::zero()),
+                     cold_wait_atom::value, st.lookup_timer);
+}
+
+/// Queues a wait of `s` for `span` in `q` (`cache_service_state`).
+void wait_in(self_ptr self, cache_service_state::lookup_queue& q,
+             const lookup_ptr& s, std::chrono::milliseconds span) {
+  prune(q);
+  q.emplace_back(self->clock().now() + span, s);
+  arm_lookup_timer(self);
+}
+
+/// Runs `over` for each open wait of `q` due by `now`, oldest first.
+template <class F>
+void expire(cache_service_state::lookup_queue& q,
+            caf::actor_clock::time_point now, F over) {
+  while (!q.empty()) {
+    auto s = waiting(q.front().second);
+    if (s && q.front().first > now)
+      return; // the oldest still open is not due yet
+    q.pop_front();
+    if (s)
+      over(s);
+  }
+}
+
 /// RAM answered with a usable prefix while cold tiers have not: they get
-/// `cold_wait_ms` more, then the lookup goes on without them.
+/// `cold_wait_ms` more, then the lookup goes on without them. Usually
+/// their answers are already queued behind RAM's, and the wait ends
+/// unseen (it is dropped from the queue when reached).
 void wait_for_cold(self_ptr self, const lookup_ptr& s) {
   auto& st = self->state;
-  if (s->decided || s->answered || st.cold_wait_ms == 0
+  if (!s->open() || st.cold_wait_ms == 0
       || s->ram->root().getUsableTokens() == 0)
     return;
-  s->cold_wait = st.next_cold_wait++;
-  st.cold_waits.emplace(s->cold_wait, [self, s] {
-    if (s->decided || s->answered)
-      return;
-    ++self->state.cold_late; // a shorter prefix may be served: counted
-    choose(self, s);
-  });
-  self->delayed_send(self, std::chrono::milliseconds{st.cold_wait_ms},
-                     cold_wait_atom::value, s->cold_wait);
+  wait_in(self, st.cold_waits, s, std::chrono::milliseconds{st.cold_wait_ms});
 }
 
 /// The cold tiers' question for a prompt: candidates longer than
@@ -224,25 +278,40 @@ sealed<msg::FindPrefix> find_message(capnp::Text::Reader ns,
 }
 
 /// Asks every cold tier at once for its longest usable prefix of the
-/// prompt longer than `better_than`; `done` gets each tier's answer by its
-/// index (nothing for a tier that failed or missed the deadline).
+/// prompt longer than `better_than`, each request timing out after
+/// `timeout`; `done` gets each tier's answer by its index (nothing for a
+/// tier that failed or missed the deadline).
 void find_all(self_ptr self, const std::vector<cold_tier_ref>& cold,
-              const sealed<msg::FindPrefix>& q,
+              const sealed<msg::FindPrefix>& q, caf::duration timeout,
               std::function<void(size_t, found_reply)> done) {
   for (size_t i = 0; i < cold.size(); ++i)
-    self->request<urgent>(cold[i].actor, urgent_timeout(self), q)
+    self->request<urgent>(cold[i].actor, timeout, q)
       .then([done, i](const sealed<msg::FindPrefixReply>& r) { done(i, r); },
             [done, i](const caf::error&) { done(i, std::nullopt); });
 }
 
+/// The tier deadline of lookup `s` is over: a tier that has not answered
+/// is no candidate; without RAM's answer the acquire fails.
+void deadline_over(self_ptr self, const lookup_ptr& s) {
+  if (!s->ram)
+    return deliver(s,
+                   timed_out(self, caf::make_error(caf::sec::request_timeout),
+                             "the RAM tier's lookup"));
+  choose(self, s);
+}
+
 /// Asks RAM (the engine's request as it came) and every cold tier at once
-/// for the longest usable prefix.
+/// for the longest usable prefix. These requests carry no CAF timeout:
+/// the lookup waits in the facade's `deadlines` queue instead (one timer
+/// for all lookups, cache_service.hpp), and an answer after its deadline
+/// finds the lookup decided and changes nothing.
 void search_tiers(self_ptr self, const lookup_ptr& s) {
   auto& t = self->state.tiers;
   s->cold = t.cold;
   s->found.resize(s->cold.size());
   s->left = 1 + s->cold.size();
-  self->request<urgent>(t.ram, urgent_timeout(self), s->request)
+  wait_in(self, self->state.deadlines, s, tier_timeout(self));
+  self->request<urgent>(t.ram, caf::infinite, s->request)
     .then(
       [self, s](const sealed<msg::AcquireStateReply>& r) {
         s->ram = r;
@@ -254,7 +323,7 @@ void search_tiers(self_ptr self, const lookup_ptr& s) {
     return;
   auto q = s->request.root().getRequest();
   find_all(self, s->cold, find_message(q.getNs(), q.getPrompt(), 0),
-           [self, s](size_t i, found_reply r) {
+           caf::infinite, [self, s](size_t i, found_reply r) {
              s->found[i] = std::move(r);
              decide(self, s);
            });
@@ -359,7 +428,7 @@ void choose_cold(self_ptr self, const prefetch_ptr& p) {
   p->left = p->cold.size();
   find_all(self, p->cold,
            find_message(in.getNs(), in.getPrompt(), p->ram_tokens),
-           [self, p](size_t i, found_reply r) {
+           urgent_timeout(self), [self, p](size_t i, found_reply r) {
              p->found[i] = std::move(r);
              if (--p->left > 0)
                return;
@@ -417,14 +486,19 @@ acquire(self_ptr self, const sealed<msg::AcquireState>& m) {
   return s->rp;
 }
 
-void cold_wait_over(self_ptr self, uint64_t id) {
-  auto& waits = self->state.cold_waits;
-  auto w = waits.find(id);
-  if (w == waits.end())
-    return; // decided in time
-  auto fn = std::move(w->second);
-  waits.erase(w);
-  fn();
+void lookup_timer_over(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  if (id != st.lookup_timer)
+    return; // superseded by an earlier one
+  st.lookup_timer = 0;
+  auto now = self->clock().now();
+  expire(st.cold_waits, now, [&](const lookup_ptr& s) {
+    ++st.cold_late; // a shorter prefix may be served: counted
+    choose(self, s);
+  });
+  expire(st.deadlines, now,
+         [&](const lookup_ptr& s) { deadline_over(self, s); });
+  arm_lookup_timer(self);
 }
 
 caf::result<sealed<msg::PrefetchPrefixReply>>

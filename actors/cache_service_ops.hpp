@@ -14,9 +14,11 @@ using self_ptr = cache_service_pointer;
 caf::result<sealed<msg::AcquireStateReply>>
 acquire(self_ptr self, const sealed<msg::AcquireState>& m);
 
-/// An acquire's wait for the cold tiers (`cold_wait_ms`) is over: it is
-/// decided with the answers it has.
-void cold_wait_over(self_ptr self, uint64_t id);
+/// The lookup timer `id` fired: each acquire whose wait for the cold tiers
+/// (`cold_wait_ms`) is over is decided with the answers it has, and so is
+/// each whose tier deadline is over; a timer superseded by an earlier one
+/// is ignored.
+void lookup_timer_over(self_ptr self, uint64_t id);
 
 /// Offers state to RAM; one naming a session is pinned there as its
 /// newest entry and reported to the sessions actor.

@@ -39,7 +39,14 @@
 // flush of the burst (fsynced files on the bench's temporary directory,
 // $TMPDIR or /tmp) can finish however slow the disk is.
 //
-// Usage: bench_service [--quick] [--json]
+// Each timed row also says how many context switches the whole process
+// made per call (every thread: caller, workers, CAF's clock thread): a
+// round trip costs about what its thread wake-ups cost on this kind of VM.
+//
+// --hits-only: after the hit row, RAM hits alone for 5 s, then exit (a
+// profiler's run: `perf record -g bench_service --quick --hits-only`).
+//
+// Usage: bench_service [--quick] [--json] [--hits-only]
 #include "runtime/service.hpp"
 #include "runtime/service/affine_sharing.hpp"
 #include "runtime/tools/oracle.hpp"
@@ -73,7 +80,17 @@ namespace {
 
 struct percentiles {
   double p50 = 0, p99 = 0;
+  /// Context switches of the whole process (every thread: the caller,
+  /// the workers, CAF's clock) per timed call, voluntary and not.
+  double switches = 0;
 };
+
+/// Context switches of the whole process so far.
+double switches_now() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_nvcsw + u.ru_nivcsw);
+}
 
 percentiles summarize(std::vector<double> ns) {
   std::sort(ns.begin(), ns.end());
@@ -90,13 +107,17 @@ percentiles time_each(size_t n, F&& f) {
     f(i);
   std::vector<double> out;
   out.reserve(n);
+  auto sw0 = switches_now();
   for (size_t i = 0; i < n; ++i) {
     auto t0 = clk::now();
     f(i);
     out.push_back(
       std::chrono::duration<double, std::nano>(clk::now() - t0).count());
   }
-  return summarize(std::move(out));
+  auto sw = (switches_now() - sw0) / static_cast<double>(n);
+  auto p = summarize(std::move(out));
+  p.switches = sw;
+  return p;
 }
 
 // A spawn argument: CAF 0.17 binds a null tuple for argument-less spawns.
@@ -279,10 +300,11 @@ double throughput(runtime::service& svc, const runtime::state_request& r,
 } // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, json = false;
+  bool quick = false, json = false, hits_only = false;
   for (int i = 1; i < argc; ++i) {
     quick = quick || std::strcmp(argv[i], "--quick") == 0;
     json = json || std::strcmp(argv[i], "--json") == 0;
+    hits_only = hits_only || std::strcmp(argv[i], "--hits-only") == 0;
   }
   size_t n = quick ? 2000 : 20000;
   auto stealing = echo(caf::atom("stealing"), n);
@@ -319,6 +341,16 @@ int main(int argc, char** argv) {
       auto got = svc.acquire(hit_req, "ns");
       require(got && got->usable_tokens == 512, "hit");
     });
+    if (hits_only) {
+      // For a profiler: RAM hits alone for 5 s more, nothing else.
+      auto until = clk::now() + std::chrono::seconds(5);
+      auto p = hits_until(svc, hit_req, [&] { return clk::now() >= until; });
+      std::printf("acquire, RAM hit: %.1f us p50 (%.1f us for 5 s); "
+                  "echo floor %.1f us; %.2f switches per hit\n",
+                  hit.p50 / 1e3, p.p50 / 1e3, floor / 1e3, hit.switches);
+      std::filesystem::remove_all(dir);
+      return 0;
+    }
     miss = time_each(
       n, [&](size_t) { require(svc.acquire(hit_req, "empty"), "miss"); });
     auto span = std::chrono::milliseconds(quick ? 300 : 1000);
@@ -382,7 +414,8 @@ int main(int argc, char** argv) {
     std::printf("{\"echo_p50_ns\": %.0f, \"echo_stealing_p50_ns\": %.0f, "
                 "\"echo_sharing_p50_ns\": %.0f, \"echo_affine_p50_ns\": %.0f, "
                 "\"hit_p50_ns\": %.0f, "
-                "\"hit_p99_ns\": %.0f, \"miss_p50_ns\": %.0f, "
+                "\"hit_p99_ns\": %.0f, \"echo_affine_switches\": %.2f, "
+                "\"hit_switches\": %.2f, \"miss_p50_ns\": %.0f, "
                 "\"publish_p50_ns\": %.0f, \"hit_1mib_p50_ns\": %.0f, "
                 "\"hit_1gib_p50_ns\": %.0f, \"acquires_per_s\": %.0f, "
                 "\"acquires_per_s_before_burst\": %.0f, "
@@ -393,16 +426,20 @@ int main(int argc, char** argv) {
                 "\"publishing_hit_p99_ns\": %.0f, "
                 "\"idle_cpu_ms\": %.1f}\n",
                 floor, stealing.p50, sharing.p50, affine.p50, hit.p50, hit.p99,
-                miss.p50, pub.p50, hit_1mib.p50, hit_1gib.p50, per_s,
-                per_s_before, in_flush.p50, in_flush.p99, flush_s,
-                static_cast<unsigned long long>(flushed),
+                affine.switches, hit.switches, miss.p50, pub.p50, hit_1mib.p50,
+                hit_1gib.p50, per_s, per_s_before, in_flush.p50, in_flush.p99,
+                flush_s, static_cast<unsigned long long>(flushed),
                 static_cast<unsigned long long>(flush_dropped), in_publish.p50,
                 in_publish.p99, idle_cpu_ms);
     return 0;
   }
-  std::printf("%-28s %10s %10s\n", "round trip", "p50 us", "p99 us");
+  std::printf("%-28s %10s %10s %12s\n", "round trip", "p50 us", "p99 us",
+              "switches");
   auto row = [](const char* what, percentiles p) {
-    std::printf("%-28s %10.1f %10.1f\n", what, p.p50 / 1e3, p.p99 / 1e3);
+    std::printf("%-28s %10.1f %10.1f", what, p.p50 / 1e3, p.p99 / 1e3);
+    if (p.switches > 0)
+      std::printf(" %12.2f", p.switches);
+    std::printf("\n");
   };
   row("echo, work-stealing", stealing);
   row("echo, sharing", sharing);
