@@ -209,9 +209,10 @@ struct cache_service_state {
   /// waiting for the cold tiers (`cold_wait_ms`); `deadlines`: lookups
   /// waiting for their tiers' finds (the tier deadline). One timer serves
   /// both (`lookup_timer`, its id, 0: none armed; `lookup_timer_due`):
-  /// a CAF timer per acquire (a request timeout per tier and a delayed
-  /// message for the cold wait) woke CAF's clock thread on every RAM hit
-  /// and came back to the facade as a message later.
+  /// a delayed message per acquire for the cold wait woke CAF's clock
+  /// thread on every RAM hit and came back to the facade as a message
+  /// later. (The requests keep CAF's timeout: it frees the handler of a
+  /// request a stalled tier never answers.)
   using lookup_queue =
     std::deque<std::pair<caf::actor_clock::time_point, std::weak_ptr<void>>>;
   lookup_queue cold_waits;

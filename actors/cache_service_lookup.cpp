@@ -301,17 +301,21 @@ void deadline_over(self_ptr self, const lookup_ptr& s) {
 }
 
 /// Asks RAM (the engine's request as it came) and every cold tier at once
-/// for the longest usable prefix. These requests carry no CAF timeout:
-/// the lookup waits in the facade's `deadlines` queue instead (one timer
-/// for all lookups, cache_service.hpp), and an answer after its deadline
-/// finds the lookup decided and changes nothing.
+/// for the longest usable prefix. The lookup waits in the facade's
+/// `deadlines` queue (one timer for all lookups, cache_service.hpp), and an
+/// answer after its deadline finds the lookup decided and changes nothing.
+/// The requests keep CAF's timeout of the same deadline all the same: it
+/// is what frees a request's response handler when a tier that stays
+/// alive never answers (CAF 0.17 cannot drop a pending handler
+/// otherwise), so a stalled tier does not make the facade grow per
+/// acquire.
 void search_tiers(self_ptr self, const lookup_ptr& s) {
   auto& t = self->state.tiers;
   s->cold = t.cold;
   s->found.resize(s->cold.size());
   s->left = 1 + s->cold.size();
   wait_in(self, self->state.deadlines, s, tier_timeout(self));
-  self->request<urgent>(t.ram, caf::infinite, s->request)
+  self->request<urgent>(t.ram, urgent_timeout(self), s->request)
     .then(
       [self, s](const sealed<msg::AcquireStateReply>& r) {
         s->ram = r;
@@ -323,7 +327,7 @@ void search_tiers(self_ptr self, const lookup_ptr& s) {
     return;
   auto q = s->request.root().getRequest();
   find_all(self, s->cold, find_message(q.getNs(), q.getPrompt(), 0),
-           caf::infinite, [self, s](size_t i, found_reply r) {
+           urgent_timeout(self), [self, s](size_t i, found_reply r) {
              s->found[i] = std::move(r);
              decide(self, s);
            });

@@ -120,7 +120,9 @@ using attach_feed_atom = caf::atom_constant<caf::atom("kvtattfeed")>;
 /// flush, close, stats and report; a tier implements all four calls.
 /// FlushState answers durable when nothing the tier holds is left without
 /// a durable copy (a tier that holds nothing of the kind answers durable);
-/// CloseService releases what the tier holds and refuses later work;
+/// CloseService releases what the tier holds and refuses later work (a
+/// store's result says durable when it released nothing unwritten, and
+/// counts what it did release as `abandoned`);
 /// ReadStats fills the fields of its own pending work (others stay 0: the
 /// facade sums the replies); ReadReport fills its own section (a new tier:
 /// its declared counters in `tiers`, see tiers/counters.hpp).

@@ -295,7 +295,7 @@ BOOST_AUTO_TEST_CASE(a_ram_hit_waits_for_a_silent_cold_tier_only_briefly) {
   BOOST_CHECK_EQUAL(report().root().getColdLate(), 1u);
 }
 
-BOOST_AUTO_TEST_CASE(ram_hits_leave_one_timer_armed_not_one_per_acquire) {
+BOOST_AUTO_TEST_CASE(ram_hits_arm_no_cold_wait_timer_per_acquire) {
   start({{20}});
   publish_to_ram(30);
   auto timers = [&] { return sched.clock().schedule().size(); };
@@ -305,11 +305,12 @@ BOOST_AUTO_TEST_CASE(ram_hits_leave_one_timer_armed_not_one_per_acquire) {
     sched.run(); // no time passes: each hit waits for the cold tier
     BOOST_CHECK(answer().first == msg::Tier::RAM);
   }
-  // Each hit had a tier deadline and a cold wait, served by the facade's
-  // one timer: armed for the first lookup's deadline, then again for its
-  // earlier cold wait (the first stays pending, superseded). CAF timers
-  // per request would be three per hit.
-  BOOST_CHECK_LE(timers(), before + 2);
+  // Each hit's tier deadline and cold wait are served by the facade's one
+  // timer (armed for the first lookup's deadline, then again for its
+  // earlier cold wait); its two requests (RAM, the cold tier) keep CAF's
+  // timeout, which frees their handlers should a tier stall. A delayed
+  // cold-wait message per hit would make it three per hit.
+  BOOST_CHECK_LE(timers(), before + 2 + 2 * 20);
   BOOST_CHECK_EQUAL(report().root().getColdLate(), 0u);
 }
 
