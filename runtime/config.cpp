@@ -2,8 +2,8 @@
 #include "runtime/options.hpp"
 
 #include "runtime/cluster/membership.hpp"
-#include "runtime/cluster/tls.hpp"
-#include "runtime/service/affine_sharing.hpp"
+#include "runtime/net/tls.hpp"
+#include "runtime/affine_sharing.hpp"
 
 #include <caf/io/middleman.hpp>
 

@@ -1,6 +1,6 @@
 #include "runtime/cluster/node.hpp"
 
-#include "runtime/cluster/port_guard.hpp"
+#include "runtime/net/port_guard.hpp"
 #include "runtime/service/service_codec.hpp"
 
 #include "actors/codec.hpp"

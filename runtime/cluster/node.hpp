@@ -17,7 +17,7 @@
 // Policy: without `cluster.tls`, loopback addresses only (a listen address,
 // seed or learned member elsewhere is refused); with it the node publishes
 // and connects through CAF's OpenSSL module and any address is allowed
-// (runtime/cluster/tls.hpp: both sides present certificates of the
+// (runtime/net/tls.hpp: both sides present certificates of the
 // cluster's CA). Every wait is bounded: a connection attempt and a hello by
 // `cluster.down-after-ms`, `leave` by its argument. Input from a peer is
 // size-checked before it is decoded (messages/wire_guard.hpp) and checked
@@ -37,7 +37,7 @@
 
 #include "messages/wire_guard.hpp"
 #include "runtime/cluster/membership.hpp"
-#include "runtime/cluster/tls.hpp"
+#include "runtime/net/tls.hpp"
 #include "runtime/config.hpp"
 #include "runtime/service_types.hpp"
 
@@ -126,7 +126,7 @@ struct members_view {
   /// Connections the port's gate closed before their handshake (too many
   /// unproven at once, over the handshake rate, a source in its penalty,
   /// past the handshake deadline), and connections that closed without
-  /// finishing the handshake (runtime/cluster/port_guard.hpp).
+  /// finishing the handshake (runtime/net/port_guard.hpp).
   uint64_t refused_connections = 0;
   uint64_t failed_handshakes = 0;
   /// Admin requests from remote senders refused (cluster.remote-admin off).

@@ -3,7 +3,7 @@
 
 #include "messages/log.hpp"
 #include "runtime/config.hpp"
-#include "runtime/service/affine_sharing.hpp"
+#include "runtime/affine_sharing.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/scheduler/coordinator.hpp>

@@ -1,4 +1,4 @@
-#include "runtime/cluster/tls.hpp"
+#include "runtime/net/tls.hpp"
 
 #include "messages/error.hpp"
 

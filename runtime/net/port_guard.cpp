@@ -1,4 +1,4 @@
-#include "runtime/cluster/port_guard.hpp"
+#include "runtime/net/port_guard.hpp"
 
 #include "messages/error.hpp"
 #include "messages/log.hpp"
