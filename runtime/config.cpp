@@ -1,9 +1,9 @@
 #include "runtime/config.hpp"
 #include "runtime/options.hpp"
 
-#include "runtime/cluster/membership.hpp"
-#include "runtime/net/tls.hpp"
 #include "runtime/affine_sharing.hpp"
+#include "runtime/net/address.hpp"
+#include "runtime/net/tls.hpp"
 
 #include <caf/io/middleman.hpp>
 
@@ -487,13 +487,17 @@ caf::error service_options::validate_http() const {
       return make_error(ec::invalid_config,
                         "http.admin-token: expected printable characters "
                         "without spaces");
-  if (http_admin_token.empty() && !cluster::is_loopback(http_address))
-    return make_error(ec::invalid_config,
-                      "http.address = \"" + http_address
-                        + "\" is not a loopback address (127.0.0.0/8, ::1, "
-                          "localhost); set http.admin-token to serve the "
-                          "endpoint on any other address");
-  return {};
+  return net::check_allowed("http.address", http_address, http_address,
+                            !http_admin_token.empty(),
+                            "set http.admin-token to serve the endpoint on "
+                            "any other address");
+}
+
+net::tls_files tls_files_of(const service_options& o) {
+  if (!o.cluster_tls)
+    return {};
+  return {o.cluster_tls_certificate, o.cluster_tls_key, o.cluster_tls_ca,
+          o.cluster_tls_passphrase};
 }
 
 caf::error service_options::validate_cluster() const {
@@ -507,27 +511,11 @@ caf::error service_options::validate_cluster() const {
                           std::string{"cluster.tls = true needs "} + key
                             + " (a PEM file; docs/cluster.md \"Security\")");
   }
-  if (!cluster_tls && !cluster::is_loopback(cluster_listen_address))
-    return make_error(ec::invalid_config,
-                      "cluster.listen-address = \"" + cluster_listen_address
-                        + "\" is not a loopback address (127.0.0.0/8, ::1, "
-                          "localhost); set cluster.tls = true (with "
-                          "cluster.tls-certificate, cluster.tls-key and "
-                          "cluster.tls-ca) to listen on any other address");
+  if (auto e = net::check_node_addresses(cluster_listen_address, cluster_peers,
+                                         cluster_tls))
+    return e;
   if (auto e = check("cluster.port", cluster_port, 0, 65535, "0 .. 65535"))
     return e;
-  for (auto& p : cluster_peers) {
-    auto hp = cluster::parse_address(p);
-    if (!hp)
-      return make_error(ec::invalid_config,
-                        "cluster.peers: \"" + p
-                          + "\" is not HOST:PORT (e.g. \"127.0.0.1:7400\")");
-    if (!cluster_tls && !cluster::is_loopback(hp->host))
-      return make_error(ec::invalid_config,
-                        "cluster.peers: \"" + p
-                          + "\" is not a loopback HOST:PORT; set cluster.tls "
-                            "= true to join nodes on other addresses");
-  }
   if (auto e = check("cluster.max-message-bytes", cluster_max_message_bytes,
                      uint64_t{1} << 20, uint64_t{1} << 30, "1 MiB .. 1 GiB"))
     return e;
@@ -546,7 +534,7 @@ caf::error service_options::validate_cluster() const {
                      cluster_handshake_timeout_ms,
                      "0 .. cluster.handshake-timeout-ms"))
     return e;
-  if (cluster_node_id.size() > cluster::max_node_id_bytes)
+  if (cluster_node_id.size() > net::max_node_id_bytes)
     return out_of_range("cluster.node-id",
                         std::to_string(cluster_node_id.size()) + " bytes",
                         "at most 128 bytes");
@@ -786,7 +774,7 @@ void kvtier_config::load_middleman() {
     return;
   actor_system_config::load<caf::io::middleman>();
   if (options.cluster_tls)
-    cluster::configure_tls(*this, cluster::tls_files_of(options));
+    net::configure_tls(*this, tls_files_of(options));
   middleman_loaded_ = true;
 }
 

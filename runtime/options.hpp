@@ -17,6 +17,7 @@
 #pragma once
 
 #include "runtime/config.hpp"
+#include "runtime/net/tls.hpp"
 
 #include <string>
 #include <vector>
@@ -191,5 +192,9 @@ std::vector<std::string> differing_options(const replay_settings& a,
 
 /// Every "section.key" of both lists.
 std::vector<std::string> option_names();
+
+/// `o`'s TLS files (runtime/net/tls.hpp; empty strings when
+/// `o.cluster_tls` is off).
+net::tls_files tls_files_of(const service_options& o);
 
 } // namespace kvtier::runtime

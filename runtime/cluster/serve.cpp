@@ -1,7 +1,5 @@
 #include "runtime/cluster/serve.hpp"
 
-#include "runtime/cluster/membership.hpp"
-
 #include "actors/codec.hpp"
 #include "messages/bulk_lane.hpp"
 #include "tiers/entry_message.hpp"
@@ -282,12 +280,6 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
 }
 
 } // namespace
-
-std::string lane_address_for(const std::string& listen_address) {
-  if (listen_address == "localhost")
-    return "127.0.0.1"; // the lane takes numeric addresses only
-  return is_loopback(listen_address) ? listen_address : std::string{};
-}
 
 caf::expected<serve_actor> spawn_serve(caf::actor_system& sys, serve_config cfg,
                                        actors::ram_tier_actor ram,

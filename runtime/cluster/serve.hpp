@@ -68,12 +68,6 @@ struct serve_config {
   uint64_t max_prompt_tokens = 1 << 20;
 };
 
-/// Where a node listening on `listen_address` runs its bulk lane: there
-/// when it is a loopback address; otherwise nowhere (""), because the lane
-/// is plain TCP and off loopback only TLS may carry a peer's bytes: its
-/// transfers are then pulled as chunks through the TLS middleman.
-std::string lane_address_for(const std::string& listen_address);
-
 /// Spawns the serve actor over `ram` and `ssd` (may be null). Fails with
 /// `io_error` when the lane cannot listen.
 caf::expected<serve_actor> spawn_serve(caf::actor_system& sys, serve_config cfg,

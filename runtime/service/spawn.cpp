@@ -8,6 +8,7 @@
 #include "actors/ssd_tier_actor.hpp"
 #include "runtime/cluster/feed_follower.hpp"
 #include "runtime/cluster/serve.hpp"
+#include "runtime/net/address.hpp"
 #include "tiers/ssd/file_system.hpp"
 
 #include "messages/log.hpp"
@@ -145,7 +146,7 @@ static caf::error spawn_cluster_parts(caf::actor_system& sys,
   cluster::serve_config sc;
   sc.limits.max_bytes = opts.cluster_serve_max_bytes;
   sc.limits.idle_ms = opts.cluster_serve_idle_ms;
-  sc.lane_address = cluster::lane_address_for(opts.cluster_listen_address);
+  sc.lane_address = net::plaintext_address_for(opts.cluster_listen_address);
   sc.tier_deadline_ms = std::max<uint64_t>(fetch_deadline_ms(opts) / 2, 1);
   sc.max_prompt_tokens = opts.position_limit;
   auto serve = cluster::spawn_serve(sys, sc, h.tiers.ram, h.tiers.ssd);

@@ -40,8 +40,8 @@
 // $TMPDIR or /tmp) can finish however slow the disk is.
 //
 // Usage: bench_service [--quick] [--json]
-#include "runtime/service.hpp"
 #include "runtime/affine_sharing.hpp"
+#include "runtime/service.hpp"
 #include "runtime/tools/oracle.hpp"
 
 #include <caf/actor_system.hpp>
