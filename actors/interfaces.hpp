@@ -73,7 +73,7 @@ using attach_ram_atom = caf::atom_constant<caf::atom("kvtattram")>;
 using attach_ckpt_atom = caf::atom_constant<caf::atom("kvtattckpt")>;
 
 /// The serving side of a peer fetch asks the RAM actor for an entry to
-/// export (runtime/cluster/serve.hpp).
+/// export (actors/serve_actor.hpp).
 using export_atom = caf::atom_constant<caf::atom("kvtexport")>;
 
 /// One change of what this node holds, told to the event feed by the RAM

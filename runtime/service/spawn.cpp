@@ -2,12 +2,12 @@
 
 #include "actors/admission_actor.hpp"
 #include "actors/checkpoints_actor.hpp"
+#include "actors/feed_follower_actor.hpp"
 #include "actors/peer_tier_actor.hpp"
 #include "actors/ram_tier_actor.hpp"
+#include "actors/serve_actor.hpp"
 #include "actors/sessions_actor.hpp"
 #include "actors/ssd_tier_actor.hpp"
-#include "runtime/cluster/feed_follower.hpp"
-#include "runtime/cluster/serve.hpp"
 #include "runtime/net/address.hpp"
 #include "tiers/ssd/file_system.hpp"
 

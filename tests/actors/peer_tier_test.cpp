@@ -9,8 +9,8 @@
 // strictly longer. Real time (two middlemen); each wait is bounded.
 #define BOOST_TEST_MODULE actors_peer_tier
 #include "actors/interfaces.hpp"
+#include "actors/serve_actor.hpp"
 #include "runtime/cluster/node.hpp"
-#include "runtime/cluster/serve.hpp"
 #include "runtime/net/address.hpp"
 #include "runtime/tools/client.hpp"
 #include "tests/cluster/member.hpp"

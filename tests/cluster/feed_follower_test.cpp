@@ -10,7 +10,7 @@
 #include "tests/cluster/node_process.hpp"
 
 #include "actors/feed_actor.hpp"
-#include "runtime/cluster/feed_follower.hpp"
+#include "actors/feed_follower_actor.hpp"
 #include "runtime/service/spawn.hpp"
 #include "tiers/peer_directory.hpp"
 

@@ -1,4 +1,4 @@
-#include "runtime/cluster/feed_follower.hpp"
+#include "actors/feed_follower_actor.hpp"
 
 #include "actors/codec.hpp"
 

@@ -1,4 +1,4 @@
-#include "runtime/cluster/serve.hpp"
+#include "actors/serve_actor.hpp"
 
 #include "actors/codec.hpp"
 #include "messages/bulk_lane.hpp"
