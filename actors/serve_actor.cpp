@@ -9,7 +9,7 @@
 #include <memory>
 #include <optional>
 
-namespace kvtier::cluster {
+namespace kvtier::actors {
 
 namespace {
 
@@ -281,21 +281,11 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
 
 } // namespace
 
-caf::expected<serve_actor> spawn_serve(caf::actor_system& sys, serve_config cfg,
-                                       actors::ram_tier_actor ram,
-                                       actors::ssd_tier_actor ssd) {
-  std::shared_ptr<msg::bulk_server> lane;
-  if (!cfg.lane_address.empty()) {
-    auto l =
-      msg::bulk_server::start(cfg.lane_address, 0,
-                              std::chrono::milliseconds{std::max<uint64_t>(
-                                cfg.tier_deadline_ms, 1000)});
-    if (!l)
-      return std::move(l.error());
-    lane = std::move(*l);
-  }
+serve_actor spawn_serve(caf::actor_system& sys, serve_config cfg,
+                        ram_tier_actor ram, ssd_tier_actor ssd,
+                        std::shared_ptr<msg::bulk_server> lane) {
   return sys.spawn(serve, std::move(cfg), std::move(ram), std::move(ssd),
                    std::move(lane));
 }
 
-} // namespace kvtier::cluster
+} // namespace kvtier::actors

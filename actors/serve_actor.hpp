@@ -18,44 +18,21 @@
 // `cluster.fetch-deadline-ms`; a tier that fails or is late counts as
 // holding nothing.
 //
-// Owner: spawn_service (runtime/service/spawn.hpp) when `cluster.enabled`;
-// the actor owns its table and lane (the lane's threads end with it).
+// Owner: spawn_service (runtime/service/spawn.hpp) when `cluster.enabled`,
+// which starts the lane; the actor owns its table and lane (the lane's
+// threads end with it).
 #pragma once
 
-#include "actors/interfaces.hpp"
+#include "actors/cluster_interfaces.hpp"
+#include "messages/bulk_lane.hpp"
 #include "messages/transfer_table.hpp"
 
 #include <caf/actor_system.hpp>
 
+#include <memory>
 #include <string>
 
-namespace kvtier::cluster {
-
-using actors::sealed;
-
-/// The table's expiry tick (the serve actor sends it to itself).
-using serve_tick_atom = caf::atom_constant<caf::atom("kvtsrvtick")>;
-
-/// Test only, with (mode, n): mode 0, the next `n` offers announce a
-/// checksum their bytes do not have (a receiver must refuse them); mode 1,
-/// the next offer is answered `n` ms late (a holder that goes away
-/// mid-fetch, identical fetches that overlap); mode 2, the next `n` offers
-/// name no lane (the receiver pulls chunks through the middleman).
-using serve_fault_atom = caf::atom_constant<caf::atom("kvtsrvflt")>;
-
-using serve_actor = caf::typed_actor<
-  // A peer asks for its longest usable prefix: a transfer, or none.
-  KVTIER_CALL(FetchEntry),
-  // One chunk of an offered transfer (the chunked path, no lane).
-  KVTIER_CALL(FetchChunk),
-  // The peer is done or gives up: the offer's bytes go.
-  KVTIER_CALL(CancelTransfer),
-  // The serving counters (ReadReportReply::peer's serve and lane fields).
-  KVTIER_CALL(ReadReport),
-  // Expires offers nobody pulled for serve-idle-ms.
-  caf::reacts_to<serve_tick_atom>,
-  // Test only (local senders): corrupt or delay offers.
-  caf::reacts_to<serve_fault_atom, uint32_t, uint32_t>>;
+namespace kvtier::actors {
 
 /// What a serve actor needs.
 struct serve_config {
@@ -68,10 +45,12 @@ struct serve_config {
   uint64_t max_prompt_tokens = 1 << 20;
 };
 
-/// Spawns the serve actor over `ram` and `ssd` (may be null). Fails with
-/// `io_error` when the lane cannot listen.
-caf::expected<serve_actor> spawn_serve(caf::actor_system& sys, serve_config cfg,
-                                       actors::ram_tier_actor ram,
-                                       actors::ssd_tier_actor ssd);
+/// Spawns the serve actor over `ram` and `ssd` (may be null), offering
+/// transfers on `lane` (null: none, chunks only), which the caller started
+/// on `cfg.lane_address` (runtime/service/spawn.cpp: the lane's socket is
+/// the runtime's; the actor owns it from here, its threads end with it).
+serve_actor spawn_serve(caf::actor_system& sys, serve_config cfg,
+                        ram_tier_actor ram, ssd_tier_actor ssd,
+                        std::shared_ptr<msg::bulk_server> lane);
 
-} // namespace kvtier::cluster
+} // namespace kvtier::actors

@@ -143,16 +143,25 @@ static caf::error spawn_cluster_parts(caf::actor_system& sys,
                                       const service_options& opts,
                                       const tiers::model_geometry& g,
                                       service_handles& h) {
-  cluster::serve_config sc;
+  actors::serve_config sc;
   sc.limits.max_bytes = opts.cluster_serve_max_bytes;
   sc.limits.idle_ms = opts.cluster_serve_idle_ms;
   sc.lane_address = net::plaintext_address_for(opts.cluster_listen_address);
   sc.tier_deadline_ms = std::max<uint64_t>(fetch_deadline_ms(opts) / 2, 1);
   sc.max_prompt_tokens = opts.position_limit;
-  auto serve = cluster::spawn_serve(sys, sc, h.tiers.ram, h.tiers.ssd);
-  if (!serve)
-    return std::move(serve.error());
-  h.cluster.serve = caf::actor_cast<caf::actor>(*serve);
+  // The bulk lane: plain TCP beside a loopback node only.
+  std::shared_ptr<msg::bulk_server> lane;
+  if (!sc.lane_address.empty()) {
+    auto l = msg::bulk_server::start(
+      sc.lane_address, 0,
+      std::chrono::milliseconds{std::max<uint64_t>(sc.tier_deadline_ms, 1000)});
+    if (!l)
+      return std::move(l.error());
+    lane = std::move(*l);
+  }
+  auto serve =
+    actors::spawn_serve(sys, sc, h.tiers.ram, h.tiers.ssd, std::move(lane));
+  h.cluster.serve = caf::actor_cast<caf::actor>(serve);
   actors::peer_tier_config pc;
   pc.fetch_max_bytes = opts.cluster_fetch_max_bytes;
   pc.fetch_deadline_ms = fetch_deadline_ms(opts);
@@ -277,9 +286,12 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
     h.cluster.feed = caf::actor_cast<caf::actor>(h.feed);
     // The follower turns each peer's feed into directory batches for the
     // peer tier.
-    auto directory = caf::actor_cast<caf::actor>(h.cluster.peer);
-    h.cluster.listeners.push_back(cluster::spawn_feed_follower(
-      sys, directory, std::chrono::milliseconds{opts.cluster_down_after_ms}));
+    auto directory =
+      caf::actor_cast<actors::directory_sink_actor>(h.cluster.peer);
+    h.cluster.listeners.push_back(
+      caf::actor_cast<caf::actor>(actors::spawn_feed_follower(
+        sys, directory,
+        std::chrono::milliseconds{opts.cluster_down_after_ms})));
   }
   return h;
 }

@@ -142,7 +142,7 @@ struct fixture {
 
   void fault_a(uint32_t mode, uint32_t n) {
     caf::send_as(a.svc->state_server(), a.svc->state_server(),
-                 cluster::serve_fault_atom::value, mode, n);
+                 actors::serve_fault_atom::value, mode, n);
   }
 };
 
