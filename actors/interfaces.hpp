@@ -66,7 +66,7 @@ using flush_round_atom = caf::atom_constant<caf::atom("kvtflushrd")>;
 using prefetch_deadline_atom = caf::atom_constant<caf::atom("kvtpfdl")>;
 
 /// The serving side of a peer fetch asks the RAM actor for an entry to
-/// export (runtime/cluster/serve.hpp).
+/// export (actors/serve_actor.hpp).
 using export_atom = caf::atom_constant<caf::atom("kvtexport")>;
 
 /// One change of what this node holds, told to the event feed by the RAM

@@ -5,7 +5,7 @@
 // order, a later one used only when strictly longer than every earlier
 // candidate; a failed or late restore keeps the earlier candidate. The
 // cluster's serve side answers a peer's FetchEntry with it
-// (runtime/cluster/serve.cpp); the peer tier is never asked (a node serves
+// (actors/serve_actor.cpp); the peer tier is never asked (a node serves
 // what it holds, not what its peers do).
 //
 // Runs on the calling actor's thread: every request carries `timeout`; a

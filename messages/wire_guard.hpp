@@ -52,7 +52,7 @@ struct wire_guard {
   /// reader limits).
   std::atomic<uint64_t> undecodable{0};
   /// Frames a connection to the node's port announced beyond what it may
-  /// send (runtime/cluster/port_guard.hpp): over `handshake_max_bytes`
+  /// send (runtime/net/port_guard.hpp): over `handshake_max_bytes`
   /// before its handshake, over `max_bytes` (plus the frame's envelope)
   /// after it. The connection is closed before anything is allocated.
   std::atomic<uint64_t> oversized_frames{0};
@@ -63,7 +63,7 @@ struct wire_guard {
   /// Connections to the node's port closed at once, before any handshake:
   /// over the port's admission rate or its bound of connections short of
   /// their handshake, or from an address serving a penalty for failed
-  /// handshakes (runtime/cluster/port_guard.hpp).
+  /// handshakes (runtime/net/port_guard.hpp).
   std::atomic<uint64_t> refused_connections{0};
   /// Connections that ended before completing their handshake (TLS or
   /// CAF's own), refused frames included.

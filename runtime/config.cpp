@@ -1,9 +1,9 @@
 #include "runtime/config.hpp"
 #include "runtime/options.hpp"
 
-#include "runtime/cluster/membership.hpp"
-#include "runtime/cluster/tls.hpp"
-#include "runtime/service/affine_sharing.hpp"
+#include "runtime/affine_sharing.hpp"
+#include "runtime/net/address.hpp"
+#include "runtime/net/tls.hpp"
 
 #include <caf/io/middleman.hpp>
 
@@ -470,38 +470,34 @@ caf::error model_error(const service_options& o) {
   return m ? caf::error{} : std::move(m.error());
 }
 
+} // namespace
+
+net::tls_files tls_files_of(const service_options& o) {
+  if (!o.cluster_tls)
+    return {};
+  return {o.cluster_tls_certificate, o.cluster_tls_key, o.cluster_tls_ca,
+          o.cluster_tls_passphrase};
+}
+
+namespace {
+
 caf::error listen_address_error(const service_options& o) {
-  if (!o.cluster_tls && !cluster::is_loopback(o.cluster_listen_address))
-    return make_error(ec::invalid_config,
-                      "cluster.listen-address = \"" + o.cluster_listen_address
-                        + "\" is not a loopback address (127.0.0.0/8, ::1, "
-                          "localhost); set cluster.tls = true (with "
-                          "cluster.tls-certificate, cluster.tls-key and "
-                          "cluster.tls-ca) to listen on any other address");
-  return {};
+  return net::check_node_addresses(o.cluster_listen_address, {},
+                                   o.cluster_tls);
 }
 
 caf::error peer_addresses_error(const service_options& o) {
-  for (auto& p : o.cluster_peers) {
-    auto hp = cluster::parse_address(p);
-    if (!hp)
-      return make_error(ec::invalid_config,
-                        "cluster.peers: \"" + p
-                          + "\" is not HOST:PORT (e.g. \"127.0.0.1:7400\")");
-    if (!o.cluster_tls && !cluster::is_loopback(hp->host))
-      return make_error(ec::invalid_config,
-                        "cluster.peers: \"" + p
-                          + "\" is not a loopback HOST:PORT; set cluster.tls "
-                            "= true to join nodes on other addresses");
-  }
-  return {};
+  // (The listen address is checked by its own rule; checked again here,
+  // it passes or that rule failed first.)
+  return net::check_node_addresses(o.cluster_listen_address, o.cluster_peers,
+                                   o.cluster_tls);
 }
 
 caf::error node_id_error(const service_options& o) {
-  if (o.cluster_node_id.size() > cluster::max_node_id_bytes)
+  if (o.cluster_node_id.size() > net::max_node_id_bytes)
     return out_of_range(
       "cluster.node-id", std::to_string(o.cluster_node_id.size()) + " bytes",
-      "at most " + std::to_string(cluster::max_node_id_bytes) + " bytes");
+      "at most " + std::to_string(net::max_node_id_bytes) + " bytes");
   for (char c : o.cluster_node_id)
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
       return make_error(ec::invalid_config,
@@ -528,13 +524,10 @@ caf::error http_address_error(const service_options& o) {
     return make_error(ec::invalid_config,
                       "http.address: expected an address (e.g. "
                       "\"127.0.0.1\"), not ''");
-  if (o.http_admin_token.empty() && !cluster::is_loopback(o.http_address))
-    return make_error(ec::invalid_config,
-                      "http.address = \"" + o.http_address
-                        + "\" is not a loopback address (127.0.0.0/8, ::1, "
-                          "localhost); set http.admin-token to serve the "
-                          "endpoint on any other address");
-  return {};
+  return net::check_allowed("http.address", o.http_address, o.http_address,
+                            !o.http_admin_token.empty(),
+                            "set http.admin-token to serve the endpoint on "
+                            "any other address");
 }
 
 caf::error admin_token_error(const service_options& o) {
@@ -780,7 +773,7 @@ void kvtier_config::load_middleman() {
     return;
   actor_system_config::load<caf::io::middleman>();
   if (options.cluster_tls)
-    cluster::configure_tls(*this, cluster::tls_files_of(options));
+    net::configure_tls(*this, tls_files_of(options));
   middleman_loaded_ = true;
 }
 

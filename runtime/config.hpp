@@ -145,7 +145,7 @@ struct service_options {
   /// `cluster.remote-admin`: peers and remote clients may call admin
   /// operations through the node actor (flush, close, demote...).
   bool cluster_remote_admin = false;
-  // The node port's gate (runtime/cluster/port_guard.hpp): what a
+  // The node port's gate (runtime/net/port_guard.hpp): what a
   // connection that has not finished CAF's handshake may cost the node.
   /// `cluster.max-unproven-connections`: connections short of their
   /// handshake at once; more are closed at once (counted).
@@ -283,7 +283,7 @@ public:
 
 private:
   /// Installs the scheduler `scheduler.policy` names when it is kvtier's
-  /// own (`affine`, runtime/service/affine_sharing.hpp); refuses unknown names.
+  /// own (`affine`, runtime/affine_sharing.hpp); refuses unknown names.
   caf::error load_scheduler();
 
   bool scheduler_loaded_ = false;

@@ -28,6 +28,7 @@
 #pragma once
 
 #include "runtime/config.hpp"
+#include "runtime/net/tls.hpp"
 #include "runtime/option_rules.hpp"
 
 #include <string>
@@ -277,5 +278,9 @@ std::string number_text(double v, std::string_view unit = "");
 /// Checks option `name` of `o` against its rule (`validate` does every
 /// one); `running_model` uses it for `model.scale`.
 caf::error check_option(const service_options& o, std::string_view name);
+
+/// `o`'s TLS files (runtime/net/tls.hpp; empty strings when
+/// `o.cluster_tls` is off).
+net::tls_files tls_files_of(const service_options& o);
 
 } // namespace kvtier::runtime

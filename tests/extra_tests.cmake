@@ -5,7 +5,7 @@
 # suite (ssd.crash, registered by the glob) and 200 under the `soak` label.
 add_executable(ssd_crash_writer
   ${CMAKE_CURRENT_SOURCE_DIR}/ssd/crash_writer.cpp)
-target_link_libraries(ssd_crash_writer PRIVATE kvtier)
+target_link_libraries(ssd_crash_writer PRIVATE kvtier_internal)
 set_target_properties(ssd_crash_writer PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 target_compile_definitions(test_ssd_crash_test PRIVATE
@@ -25,7 +25,7 @@ set_tests_properties(runtime.identity_random_soak PROPERTIES LABELS soak)
 # glob), 100 under the `soak` label.
 add_executable(service_crash_writer
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/service_crash_writer.cpp)
-target_link_libraries(service_crash_writer PRIVATE kvtier)
+target_link_libraries(service_crash_writer PRIVATE kvtier_internal)
 set_target_properties(service_crash_writer PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 target_compile_definitions(test_runtime_service_crash_test PRIVATE
@@ -59,7 +59,7 @@ endforeach()
 # SIGTERM test finds them flushed to its SSD directory.
 add_executable(cluster_node_writer
   ${CMAKE_CURRENT_SOURCE_DIR}/cluster/node_writer.cpp)
-target_link_libraries(cluster_node_writer PRIVATE kvtier)
+target_link_libraries(cluster_node_writer PRIVATE kvtier_internal)
 set_target_properties(cluster_node_writer PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 # (and, for the peer tests, state to fetch and a feed gap on SIGUSR1).

@@ -1,7 +1,6 @@
 #include "runtime/cluster/membership.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <ostream>
 
 namespace kvtier::cluster {
@@ -33,50 +32,6 @@ std::ostream& operator<<(std::ostream& os, refusal r) {
 
 std::ostream& operator<<(std::ostream& os, peer_state s) {
   return os << to_string(s);
-}
-
-std::optional<host_port> parse_address(const std::string& text) {
-  if (text.size() > max_address_bytes)
-    return std::nullopt;
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
-    return std::nullopt;
-  auto host = text.substr(0, colon);
-  if (host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  if (host.empty())
-    return std::nullopt;
-  unsigned port = 0;
-  auto digits = std::string_view{text}.substr(colon + 1);
-  auto [end, err] =
-    std::from_chars(digits.data(), digits.data() + digits.size(), port);
-  if (err != std::errc{} || end != digits.data() + digits.size() || port == 0
-      || port > 65535)
-    return std::nullopt;
-  return host_port{std::move(host), static_cast<uint16_t>(port)};
-}
-
-bool is_loopback(const std::string& host) {
-  if (host == "localhost" || host == "::1")
-    return true;
-  // 127.0.0.0/8 in dotted decimal: four numbers 0..255, the first 127.
-  int parts = 0;
-  size_t i = 0;
-  unsigned first = 0;
-  while (i <= host.size()) {
-    auto dot = host.find('.', i);
-    if (dot == std::string::npos)
-      dot = host.size();
-    unsigned v = 0;
-    auto [end, err] = std::from_chars(host.data() + i, host.data() + dot, v);
-    if (err != std::errc{} || end != host.data() + dot || dot == i || v > 255)
-      return false;
-    if (parts == 0)
-      first = v;
-    ++parts;
-    i = dot + 1;
-  }
-  return parts == 4 && first == 127;
 }
 
 millis backoff::delay(uint32_t failures) const {
@@ -125,7 +80,7 @@ decision membership::judge(const identity& remote, bool count) {
     return refuse(refusal::malformed,
                   "fingerprint of " + std::to_string(remote.fingerprint.size())
                     + " bytes");
-  if (!parse_address(remote.address))
+  if (!net::parse_address(remote.address))
     return refuse(refusal::malformed, "listen address is not HOST:PORT");
   if (remote.protocol != self_.protocol)
     return refuse(refusal::protocol, "peer " + remote.node_id

@@ -20,6 +20,8 @@
 // thread-safe.
 #pragma once
 
+#include "runtime/net/address.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <iosfwd>
@@ -42,9 +44,9 @@ inline constexpr uint32_t protocol_version = 2;
 
 /// Largest node id, fingerprint and address a peer may send (bytes), and
 /// the most member addresses one message may carry.
-inline constexpr size_t max_node_id_bytes = 128;
+using net::max_node_id_bytes;
 inline constexpr size_t max_fingerprint_bytes = 128;
-inline constexpr size_t max_address_bytes = 300;
+using net::max_address_bytes;
 inline constexpr size_t max_listed_members = 1024;
 
 /// Who a node is, as it introduces itself.
@@ -82,16 +84,6 @@ struct decision {
     return reason == refusal::none;
   }
 };
-
-/// HOST:PORT split; nullopt unless HOST is non-empty and PORT 1..65535.
-struct host_port {
-  std::string host;
-  uint16_t port = 0;
-};
-std::optional<host_port> parse_address(const std::string& text);
-
-/// Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
-bool is_loopback(const std::string& host);
 
 /// Exponential backoff: `base` before the first retry, doubling per failed
 /// attempt, never more than `cap` (`cluster.reconnect-backoff-ms` and

@@ -1,7 +1,8 @@
 #include "runtime/cluster/node.hpp"
 
-#include "runtime/cluster/port_guard.hpp"
-#include "runtime/service/service_codec.hpp"
+#include "runtime/net/address.hpp"
+#include "runtime/net/port_guard.hpp"
+#include "runtime/options.hpp"
 
 #include "actors/codec.hpp"
 #include "actors/interfaces.hpp"
@@ -135,8 +136,8 @@ bool learn(node_actor* self, capnp::List<msg::MemberAddress>::Reader members) {
   for (auto m : members) {
     auto id = text_of(m.getNodeId(), max_node_id_bytes);
     auto address = text_of(m.getAddress(), max_address_bytes);
-    auto hp = parse_address(address);
-    if (!hp || (!self->state.policy.any_address && !is_loopback(hp->host))
+    auto hp = net::parse_address(address);
+    if (!hp || !net::allowed(hp->host, self->state.policy.any_address)
         || id == v.self().node_id || id.size() > max_node_id_bytes)
       continue;
     if (auto known = v.find(id); known && known->state == peer_state::up)
@@ -313,7 +314,7 @@ void say_hello(node_actor* self, const std::string& address,
 }
 
 void connect(node_actor* self, const std::string& address) {
-  auto hp = parse_address(address);
+  auto hp = net::parse_address(address);
   if (!hp) {
     self->state.view.attempt_done(address, false, clock::now(), true);
     return;
@@ -683,6 +684,8 @@ members_view view_of(const sealed<msg::ListMembersReply>& reply) {
   return out;
 }
 
+} // namespace
+
 caf::expected<members_view> ask_members(caf::actor_system& sys,
                                         const caf::actor& a, millis timeout) {
   kvtier::caller_actor self{sys};
@@ -693,8 +696,6 @@ caf::expected<members_view> ask_members(caf::actor_system& sys,
              [&](caf::error& err) { out = std::move(err); });
   return out;
 }
-
-} // namespace
 
 std::vector<std::string> members_view::in_state(peer_state s) const {
   std::vector<std::string> out;
@@ -754,33 +755,22 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
     return make_error(ec::invalid_config,
                       "cluster: the actor system has no middleman (load "
                       "caf::io::middleman before it starts)");
-  if (!o.cluster_tls && !is_loopback(o.cluster_listen_address))
-    return make_error(ec::invalid_config,
-                      "cluster.listen-address = \"" + o.cluster_listen_address
-                        + "\" is not a loopback address: set cluster.tls = "
-                          "true to listen on it");
-  std::set<std::string> seeds;
-  for (auto* list : {&o.cluster_peers, &extra_peers})
-    for (auto& p : *list) {
-      auto hp = parse_address(p);
-      if (!hp || (!o.cluster_tls && !is_loopback(hp->host)))
-        return make_error(ec::invalid_config,
-                          "cluster peer \"" + p
-                            + (hp ? "\" is not a loopback address: set "
-                                    "cluster.tls = true to join it"
-                                  : "\" is not HOST:PORT"));
-      seeds.insert(p);
-    }
-  auto tls = tls_files_of(o);
+  auto peers = o.cluster_peers;
+  peers.insert(peers.end(), extra_peers.begin(), extra_peers.end());
+  if (auto err = net::check_node_addresses(o.cluster_listen_address, peers,
+                                           o.cluster_tls))
+    return err;
+  std::set<std::string> seeds{peers.begin(), peers.end()};
+  auto tls = runtime::tls_files_of(o);
   if (o.cluster_tls) {
-    if (auto err = check_tls_files(tls))
+    if (auto err = net::check_tls_files(tls))
       return err;
-    if (!sys.has_openssl_manager() || !tls_configured(sys.config(), tls))
+    if (!sys.has_openssl_manager() || !net::tls_configured(sys.config(), tls))
       return make_error(ec::invalid_config,
                         "cluster.tls: the actor system has no OpenSSL module "
                         "configured with cluster.tls-certificate, "
                         "cluster.tls-key and cluster.tls-ca (call "
-                        "cluster::configure_tls on its config before it "
+                        "net::configure_tls on its config before it "
                         "starts)");
   } else if (sys.has_openssl_manager()) {
     return make_error(ec::invalid_config,
@@ -797,7 +787,7 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
     std::make_unique<msg::guard_scope>(sys, o.cluster_max_message_bytes);
   n->actor_ = spawn_node_actor(sys, identity_of(o, fingerprint), timing_of(o),
                                n->hooks_, policy_of(o), n->guard_->shared());
-  port_limits limits;
+  net::port_limits limits;
   limits.max_unproven =
     static_cast<uint32_t>(o.cluster_max_unproven_connections);
   limits.handshakes_per_s = static_cast<double>(o.cluster_handshakes_per_s);
@@ -805,7 +795,7 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
   limits.penalty_base = millis{o.cluster_failed_handshake_penalty_ms};
   limits.penalty_max = millis{o.cluster_handshake_timeout_ms};
   limits.handshake_deadline = millis{o.cluster_handshake_timeout_ms};
-  auto port = publish_guarded(
+  auto port = net::publish_guarded(
     sys, n->actor_, static_cast<uint16_t>(o.cluster_port),
     o.cluster_listen_address, o.cluster_tls, n->guard_->shared(), limits);
   // The node actor takes control messages from actors of this process only
@@ -876,81 +866,6 @@ caf::expected<size_t> node::leave(millis timeout) {
               static_cast<uint64_t>(timeout.count()))
     .receive([&](uint64_t acked) { out = static_cast<size_t>(acked); },
              [&](caf::error& err) { out = std::move(err); });
-  return out;
-}
-
-client_config::client_config(const tls_files& tls) {
-  msg::register_message_types(*this);
-  register_error_category(*this);
-  set("scheduler.max-threads", 1);
-  load<caf::io::middleman>();
-  if (!tls.certificate.empty())
-    configure_tls(*this, tls);
-}
-
-caf::expected<caf::actor> connect_node(caf::actor_system& sys,
-                                       const std::string& address,
-                                       millis timeout) {
-  auto hp = parse_address(address);
-  if (!hp)
-    return make_error(ec::invalid_argument,
-                      "\"" + address + "\" is not HOST:PORT");
-  kvtier::caller_actor self{sys};
-  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
-                                      : sys.middleman().actor_handle();
-  caf::expected<caf::actor> out = make_error(ec::timeout, "no answer");
-  self
-    ->request(mm, caf::duration{timeout}, caf::connect_atom_v, hp->host,
-              hp->port)
-    .receive(
-      [&](const caf::node_id&, caf::strong_actor_ptr serv,
-          const std::set<std::string>&) {
-        if (serv)
-          out = caf::actor_cast<caf::actor>(serv);
-        else
-          out = make_error(ec::not_found, "no actor published at " + address);
-      },
-      [&](caf::error& err) {
-        out = err == caf::sec::request_timeout ? make_error(
-                ec::timeout, "no CAF handshake from " + address + " within "
-                               + std::to_string(timeout.count())
-                               + " ms (is a kvtier node listening there?)")
-                                               : std::move(err);
-      });
-  return out;
-}
-
-caf::expected<members_view> query_members(caf::actor_system& sys,
-                                          const std::string& address,
-                                          millis timeout) {
-  auto remote = connect_node(sys, address, timeout);
-  if (!remote)
-    return std::move(remote.error());
-  return ask_members(sys, *remote, timeout);
-}
-
-caf::expected<runtime::route_decision>
-query_route(caf::actor_system& sys, const caf::actor& node,
-            const tiers::token_seq& prompt, const std::string& ns,
-            millis timeout, uint32_t max_new_tokens) {
-  if (!node)
-    return make_error(ec::invalid_argument, "query_route: no node actor");
-  kvtier::caller_actor self{sys};
-  caf::expected<runtime::route_decision> out =
-    make_error(ec::timeout, "the node did not answer the route request "
-                            "within "
-                              + std::to_string(timeout.count()) + " ms");
-  self
-    ->request(node, caf::duration{timeout},
-              runtime::codec::route(prompt, ns, max_new_tokens))
-    .receive(
-      [&](const sealed<msg::RouteRequestReply>& r) {
-        out = runtime::codec::routed(r);
-      },
-      [&](caf::error& err) {
-        if (err != caf::sec::request_timeout)
-          out = std::move(err);
-      });
   return out;
 }
 

@@ -17,7 +17,7 @@
 // Policy: without `cluster.tls`, loopback addresses only (a listen address,
 // seed or learned member elsewhere is refused); with it the node publishes
 // and connects through CAF's OpenSSL module and any address is allowed
-// (runtime/cluster/tls.hpp: both sides present certificates of the
+// (runtime/net/tls.hpp: both sides present certificates of the
 // cluster's CA). Every wait is bounded: a connection attempt and a hello by
 // `cluster.down-after-ms`, `leave` by its argument. Input from a peer is
 // size-checked before it is decoded (messages/wire_guard.hpp) and checked
@@ -37,9 +37,7 @@
 
 #include "messages/wire_guard.hpp"
 #include "runtime/cluster/membership.hpp"
-#include "runtime/cluster/tls.hpp"
 #include "runtime/config.hpp"
-#include "runtime/service_types.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -126,7 +124,7 @@ struct members_view {
   /// Connections the port's gate closed before their handshake (too many
   /// unproven at once, over the handshake rate, a source in its penalty,
   /// past the handshake deadline), and connections that closed without
-  /// finishing the handshake (runtime/cluster/port_guard.hpp).
+  /// finishing the handshake (runtime/net/port_guard.hpp).
   uint64_t refused_connections = 0;
   uint64_t failed_handshakes = 0;
   /// Admin requests from remote senders refused (cluster.remote-admin off).
@@ -242,42 +240,11 @@ private:
   bool left_ = false;
 };
 
-/// The configuration of an actor system that only talks to nodes (`kvtier
-/// members`, tests): the middleman, kvtier's message types and errors, one
-/// scheduler thread; with `tls` set (a certificate given) CAF's OpenSSL
-/// module too, and connections go through it.
-struct client_config : caf::actor_system_config {
-  explicit client_config(const tls_files& tls = {});
-};
-
-// The client helpers below block the calling thread until the answer or
-// their deadline. They may run on any system with the middleman, a
-// service's own included (`service::system()`: the service can be destroyed
-// from any thread afterwards, messages/caller_actor.hpp), but never on a
-// thread of that system's own (an actor's handler, a feed callback): there
-// the answer could wait for the very thread that waits for it.
-
-/// Connects to the node actor at `address` (HOST:PORT) through the OpenSSL
-/// module when `sys` has one, else the middleman, within `timeout`
-/// (`ec::timeout` naming the address when nothing there completes CAF's
-/// handshake).
-caf::expected<caf::actor> connect_node(caf::actor_system& sys,
-                                       const std::string& address,
-                                       millis timeout);
-
-/// Asks the node at `address` (HOST:PORT) for its membership view, from
-/// `sys` (which needs the middleman), within `timeout` (tests, `kvtier
-/// members`); over TLS when `sys` has the OpenSSL module.
-caf::expected<members_view> query_members(caf::actor_system& sys,
-                                          const std::string& address,
-                                          millis timeout);
-
-/// Asks the node actor `node` (connect_node) which node should serve
-/// `prompt` in `ns` (docs/cluster.md "Routing"), within `timeout`: the
-/// remote client's `service::route`.
-caf::expected<runtime::route_decision>
-query_route(caf::actor_system& sys, const caf::actor& node,
-            const tiers::token_seq& prompt, const std::string& ns,
-            millis timeout, uint32_t max_new_tokens = 0);
+/// Asks the node actor `node` (this process's or a peer's) for its
+/// membership view from `sys`, within `timeout` (`node::members`, and the
+/// client helpers of runtime/tools/client.hpp). Not on a thread of `sys`'s
+/// own (see runtime/tools/client.hpp).
+caf::expected<members_view> ask_members(caf::actor_system& sys,
+                                        const caf::actor& node, millis timeout);
 
 } // namespace kvtier::cluster

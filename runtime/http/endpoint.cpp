@@ -62,7 +62,7 @@ struct connection {
 };
 
 struct endpoint::impl {
-  runtime::service& svc;
+  source& svc;
   endpoint_options opts;
   endpoint_counters counters;
   asio::io_context ioc{1};
@@ -76,7 +76,7 @@ struct endpoint::impl {
   std::string host;
   uint16_t port = 0;
 
-  impl(runtime::service& s, endpoint_options o)
+  impl(source& s, endpoint_options o)
     : svc(s)
     , opts(std::move(o)) {}
 
@@ -261,7 +261,7 @@ const endpoint_counters& endpoint::counters() const {
 }
 
 caf::expected<std::unique_ptr<endpoint>>
-endpoint::start(runtime::service& svc, endpoint_options opts) {
+endpoint::start(source& svc, endpoint_options opts) {
   auto i = std::make_unique<impl>(svc, std::move(opts));
   auto& o = i->opts;
   auto where = o.address + ":" + std::to_string(o.port);

@@ -22,6 +22,7 @@
 #pragma once
 
 #include "runtime/config.hpp"
+#include "runtime/http/source.hpp"
 
 #include <caf/expected.hpp>
 
@@ -32,10 +33,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-namespace kvtier::runtime {
-class service;
-}
 
 namespace kvtier::http {
 
@@ -79,9 +76,9 @@ struct endpoint_counters {
   std::atomic<uint64_t> requests{0}, refused_busy{0}, bad_requests{0};
 };
 
-/// Answers `r` for `svc` (the routes without the server: any thread).
-response handle(runtime::service& svc, const endpoint_options& opts,
-                const request& r, const endpoint_counters* counters = nullptr);
+/// Answers `r` from `svc` (the routes without the server: any thread).
+response handle(source& svc, const endpoint_options& opts, const request& r,
+                const endpoint_counters* counters = nullptr);
 
 class endpoint {
 public:
@@ -89,7 +86,7 @@ public:
   /// outlive the endpoint). `ec::io_error` naming the address when it
   /// cannot listen, `ec::invalid_config` for an address that does not
   /// resolve.
-  static caf::expected<std::unique_ptr<endpoint>> start(runtime::service& svc,
+  static caf::expected<std::unique_ptr<endpoint>> start(source& svc,
                                                         endpoint_options opts);
 
   ~endpoint();

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "runtime/http/endpoint.hpp"
+#include "runtime/http/source.hpp"
 #include "runtime/service_types.hpp"
 
 #include <caf/expected.hpp>
@@ -20,16 +21,6 @@
 #include <string>
 
 namespace kvtier::http {
-
-/// A node's side of the verdict (absent without a cluster).
-struct node_health {
-  std::string node_id;
-  std::string address;
-  /// How long ago the node was published, and its grace for meeting a
-  /// configured peer (`peer_grace`).
-  std::chrono::milliseconds since_start{0};
-  std::chrono::milliseconds grace{0};
-};
 
 /// The grace a node has to meet one of its configured peers before
 /// /health counts "none up" against it: one connection attempt bounded by

@@ -1,10 +1,9 @@
 // The routes of the operator's endpoint (runtime/http/endpoint.hpp,
 // docs/operations.md): a request in, a response out, no sockets.
-#include "runtime/cluster/node.hpp"
 #include "runtime/http/endpoint.hpp"
 #include "runtime/http/exposition.hpp"
 #include "runtime/http/health.hpp"
-#include "runtime/service.hpp"
+#include "runtime/http/source.hpp"
 
 #include "messages/error.hpp"
 
@@ -110,8 +109,7 @@ std::optional<std::string_view> query_value(std::string_view query,
   return std::nullopt;
 }
 
-scrape read_scrape(runtime::service& svc, const endpoint_counters* c,
-                   caf::error& err) {
+scrape read_scrape(source& svc, const endpoint_counters* c, caf::error& err) {
   scrape s;
   auto rep = svc.report();
   if (!rep) {
@@ -134,7 +132,7 @@ scrape read_scrape(runtime::service& svc, const endpoint_counters* c,
   return s;
 }
 
-response metrics(runtime::service& svc, const endpoint_counters* c) {
+response metrics(source& svc, const endpoint_counters* c) {
   caf::error err;
   auto s = read_scrape(svc, c, err);
   if (err) {
@@ -150,7 +148,7 @@ response metrics(runtime::service& svc, const endpoint_counters* c) {
   return out;
 }
 
-response stats(runtime::service& svc, const endpoint_counters* c) {
+response stats(source& svc, const endpoint_counters* c) {
   caf::error err;
   auto s = read_scrape(svc, c, err);
   if (err)
@@ -158,24 +156,19 @@ response stats(runtime::service& svc, const endpoint_counters* c) {
   return json_response(200, stats_json(s));
 }
 
-response health(runtime::service& svc) {
-  std::optional<node_health> node;
-  if (auto* n = svc.cluster())
-    node = node_health{n->node_id(), n->address(),
-                       std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::steady_clock::now() - n->started()),
-                       peer_grace(svc.options())};
+response health(source& svc) {
+  auto node = svc.node();
   return health_of(svc.report(), node);
 }
 
-response flush(runtime::service& svc) {
+response flush(source& svc) {
   auto d = svc.flush();
   if (!d)
     return error_response(status_of(d.error()), describe(d.error()));
   return json_response(d->durable ? 200 : 503, to_json(*d));
 }
 
-response close_session(runtime::service& svc, std::string_view raw_id) {
+response close_session(source& svc, std::string_view raw_id) {
   auto id = percent_decoded(raw_id);
   if (!id)
     return error_response(400, "the session id has a malformed %-escape");
@@ -187,7 +180,7 @@ response close_session(runtime::service& svc, std::string_view raw_id) {
   return json_response(200, {{"session", *id}, {"unpinned", *n}});
 }
 
-response drop_ram(runtime::service& svc, std::string_view query) {
+response drop_ram(source& svc, std::string_view query) {
   uint64_t want = UINT64_MAX;
   if (auto v = query_value(query, "bytes")) {
     auto [p, e] = std::from_chars(v->data(), v->data() + v->size(), want);
@@ -218,8 +211,8 @@ endpoint_options endpoint_options::of(const runtime::service_options& o) {
   return out;
 }
 
-response handle(runtime::service& svc, const endpoint_options& opts,
-                const request& r, const endpoint_counters* counters) {
+response handle(source& svc, const endpoint_options& opts, const request& r,
+                const endpoint_counters* counters) {
   std::string_view target{r.target};
   auto q = target.find('?');
   auto path = target.substr(0, q);

@@ -1,8 +1,10 @@
 // `kvtier node` and `kvtier members` (docs/cluster.md): a long-running
 // node process and a client that prints a node's membership view.
 #include "runtime/cluster/node.hpp"
+#include "runtime/options.hpp"
 #include "runtime/program/commands.hpp"
 #include "runtime/service.hpp"
+#include "runtime/tools/client.hpp"
 #include "runtime/tools/replay_agent.hpp"
 
 #include "messages/log.hpp"
@@ -163,7 +165,7 @@ int members_command(kvtier_config& cfg, const std::vector<std::string>& args) {
     return 2;
   }
   // Over TLS, with this configuration's certificate, when cluster.tls is on.
-  cluster::client_config ccfg{cluster::tls_files_of(cfg.options)};
+  cluster::client_config ccfg{tls_files_of(cfg.options)};
   caf::actor_system sys{ccfg};
   auto v = cluster::query_members(sys, args[0], cluster::millis{5000});
   if (!v) {

@@ -2,12 +2,20 @@
 // `service` holds, and the two ways a call reaches the facade (blocking on
 // a scoped actor, or calling back from the caller actor; the futures are
 // built on the callbacks).
+//
+// The composition root: a service owns its actors, its cluster node
+// (runtime/cluster/) and its HTTP endpoint (runtime/http/), and wires them
+// together here; the floors below know nothing of the service (the
+// endpoint serves an http::source, runtime/service/http_source.hpp). The
+// program, the Python module and an engine hold a `service`, nothing
+// else.
 #pragma once
 
 #include "messages/log.hpp"
 #include "runtime/cluster/node.hpp"
 #include "runtime/http/endpoint.hpp"
 #include "runtime/service.hpp"
+#include "runtime/service/http_source.hpp"
 #include "runtime/service/ports.hpp"
 #include "runtime/service/service_codec.hpp"
 #include "runtime/service/spawn.hpp"
@@ -82,6 +90,8 @@ struct service::impl {
   caf::error start_error;
   /// The cluster node when `cluster.enabled` (docs/cluster.md).
   std::unique_ptr<cluster::node> node;
+  /// What the endpoint serves: this service's calls.
+  std::unique_ptr<http::source> http_source;
   /// The operator's endpoint when `http.enabled` (docs/operations.md).
   std::unique_ptr<http::endpoint> http;
 
@@ -140,7 +150,9 @@ struct service::impl {
   void start_http(service& self) {
     if (start_error || !opts.http_enabled)
       return;
-    auto e = http::endpoint::start(self, http::endpoint_options::of(opts));
+    http_source = http_source_of(self);
+    auto e =
+      http::endpoint::start(*http_source, http::endpoint_options::of(opts));
     if (!e) {
       start_error = std::move(e.error());
       return;

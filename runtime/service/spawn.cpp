@@ -2,12 +2,13 @@
 
 #include "actors/admission_actor.hpp"
 #include "actors/checkpoints_actor.hpp"
+#include "actors/feed_follower_actor.hpp"
 #include "actors/peer_tier_actor.hpp"
 #include "actors/ram_tier_actor.hpp"
+#include "actors/serve_actor.hpp"
 #include "actors/sessions_actor.hpp"
 #include "actors/ssd_tier_actor.hpp"
-#include "runtime/cluster/feed_follower.hpp"
-#include "runtime/cluster/serve.hpp"
+#include "runtime/net/address.hpp"
 #include "tiers/ssd/file_system.hpp"
 
 #include "messages/error.hpp"
@@ -145,20 +146,30 @@ static caf::error spawn_cluster_parts(caf::actor_system& sys,
                                       const service_options& opts,
                                       const tiers::model_geometry& g,
                                       service_handles& h) {
-  cluster::serve_config sc;
+  actors::serve_config sc;
   sc.limits.max_bytes = opts.cluster_serve_max_bytes;
   sc.limits.idle_ms = opts.cluster_serve_idle_ms;
-  sc.lane_address = cluster::lane_address_for(opts.cluster_listen_address);
+  sc.lane_address = net::plaintext_address_for(opts.cluster_listen_address);
   sc.tier_deadline_ms = std::max<uint64_t>(fetch_deadline_ms(opts) / 2, 1);
   sc.max_prompt_tokens = opts.position_limit;
+  // The bulk lane: plain TCP beside a loopback node only.
+  std::shared_ptr<msg::bulk_server> lane;
+  if (!sc.lane_address.empty()) {
+    auto l = msg::bulk_server::start(
+      sc.lane_address, 0,
+      std::chrono::milliseconds{std::max<uint64_t>(sc.tier_deadline_ms, 1000)});
+    if (!l)
+      return std::move(l.error());
+    lane = std::move(*l);
+  }
+  // What it serves from: RAM, then every store (the local lookup).
   actors::local_tiers local{h.tiers.ram, {}};
   for (auto& m : h.tiers.lifecycle)
     if (m.stage == actors::tier_stage::store)
       local.stores.push_back(caf::actor_cast<actors::store_actor>(m.actor));
-  auto serve = cluster::spawn_serve(sys, sc, std::move(local));
-  if (!serve)
-    return std::move(serve.error());
-  h.cluster.serve = caf::actor_cast<caf::actor>(*serve);
+  auto serve =
+    actors::spawn_serve(sys, sc, std::move(local), std::move(lane));
+  h.cluster.serve = caf::actor_cast<caf::actor>(serve);
   actors::peer_tier_config pc;
   pc.fetch_max_bytes = opts.cluster_fetch_max_bytes;
   pc.fetch_deadline_ms = fetch_deadline_ms(opts);
@@ -313,9 +324,12 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
     h.cluster.feed = caf::actor_cast<caf::actor>(h.feed);
     // The follower turns each peer's feed into directory batches for the
     // peer tier.
-    auto directory = caf::actor_cast<caf::actor>(h.cluster.peer);
-    h.cluster.listeners.push_back(cluster::spawn_feed_follower(
-      sys, directory, std::chrono::milliseconds{opts.cluster_down_after_ms}));
+    auto directory =
+      caf::actor_cast<actors::directory_sink_actor>(h.cluster.peer);
+    h.cluster.listeners.push_back(
+      caf::actor_cast<caf::actor>(actors::spawn_feed_follower(
+        sys, directory,
+        std::chrono::milliseconds{opts.cluster_down_after_ms})));
   }
   return h;
 }

@@ -117,7 +117,7 @@ tiers::route_costs route_costs_of(const service_options& o);
 /// `opts.ssd_dir` is empty). The event feed always, attached to the RAM and
 /// SSD actors before they serve, with the put observer (`observer`, may be
 /// null) as its first subscriber; with `opts.cluster_enabled` also the
-/// feed follower (runtime/cluster/feed_follower.hpp) as a cluster listener,
+/// feed follower (actors/feed_follower_actor.hpp) as a cluster listener,
 /// and the feed as `cluster.feed`.
 ///
 /// Wiring: every store (the SSD actor, then each of `stores`, spawned in

@@ -4,6 +4,7 @@
 #include "messages/type_ids.hpp"
 #include "runtime/cluster/node.hpp"
 #include "runtime/options.hpp"
+#include "runtime/tools/client.hpp"
 #include "runtime/tools/node_spawn.hpp"
 #include "runtime/tools/simulate.hpp"
 

@@ -9,8 +9,10 @@
 // strictly longer. Real time (two middlemen); each wait is bounded.
 #define BOOST_TEST_MODULE actors_peer_tier
 #include "actors/interfaces.hpp"
+#include "actors/serve_actor.hpp"
 #include "runtime/cluster/node.hpp"
-#include "runtime/cluster/serve.hpp"
+#include "runtime/net/address.hpp"
+#include "runtime/tools/client.hpp"
 #include "tests/cluster/member.hpp"
 #include "tests/messages/fixtures.hpp"
 #include "tests/runtime/service_fixture.hpp"
@@ -140,7 +142,7 @@ struct fixture {
 
   void fault_a(uint32_t mode, uint32_t n) {
     caf::send_as(a.svc->state_server(), a.svc->state_server(),
-                 cluster::serve_fault_atom::value, mode, n);
+                 actors::serve_fault_atom::value, mode, n);
   }
 };
 
@@ -205,11 +207,11 @@ BOOST_AUTO_TEST_CASE(the_peer_tier_serves_its_own_node_only) {
 BOOST_AUTO_TEST_CASE(the_bulk_lane_listens_on_loopback_only) {
   // The lane is plain TCP: off loopback, transfers go as chunks through
   // the (TLS) middleman.
-  BOOST_CHECK_EQUAL(cluster::lane_address_for("127.0.0.1"), "127.0.0.1");
-  BOOST_CHECK_EQUAL(cluster::lane_address_for("::1"), "::1");
-  BOOST_CHECK_EQUAL(cluster::lane_address_for("localhost"), "127.0.0.1");
-  BOOST_CHECK_EQUAL(cluster::lane_address_for("0.0.0.0"), "");
-  BOOST_CHECK_EQUAL(cluster::lane_address_for("10.1.2.3"), "");
+  BOOST_CHECK_EQUAL(net::plaintext_address_for("127.0.0.1"), "127.0.0.1");
+  BOOST_CHECK_EQUAL(net::plaintext_address_for("::1"), "::1");
+  BOOST_CHECK_EQUAL(net::plaintext_address_for("localhost"), "127.0.0.1");
+  BOOST_CHECK_EQUAL(net::plaintext_address_for("0.0.0.0"), "");
+  BOOST_CHECK_EQUAL(net::plaintext_address_for("10.1.2.3"), "");
 }
 
 BOOST_AUTO_TEST_CASE(without_a_lane_the_entry_is_pulled_in_chunks) {

@@ -18,6 +18,7 @@
 // least; default 400), --rogues R (default 2),
 // --program PATH (the kvtier program; default: beside this binary).
 #include "runtime/cluster/node.hpp"
+#include "runtime/tools/client.hpp"
 #include "runtime/tools/node_spawn.hpp"
 #include "tests/runtime/http_client.hpp"
 

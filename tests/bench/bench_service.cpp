@@ -3,7 +3,7 @@
 //   echo      a bare CAF request/response from a client thread to an actor
 //             (one scoped_actor reused), under the default work-stealing
 //             scheduler, the sharing policy and kvtier's `affine` policy
-//             (runtime/service/affine_sharing.hpp, what conf/kvtier.conf
+//             (runtime/affine_sharing.hpp, what conf/kvtier.conf
 //             ships), in this run; the floor is the fastest of the three (none
 //             spins while idle).
 //   echo, new scoped  the sharing echo with a scoped_actor made per call
@@ -47,8 +47,8 @@
 // profiler's run: `perf record -g bench_service --quick --hits-only`).
 //
 // Usage: bench_service [--quick] [--json] [--hits-only]
+#include "runtime/affine_sharing.hpp"
 #include "runtime/service.hpp"
-#include "runtime/service/affine_sharing.hpp"
 #include "runtime/tools/oracle.hpp"
 
 #include <caf/actor_system.hpp>
@@ -126,7 +126,7 @@ caf::behavior echo_actor(caf::event_based_actor*, int /* spawn argument */) {
 }
 
 /// Sets scheduler `policy` on `cfg`: CAF's own, or kvtier's `affine`
-/// (runtime/service/affine_sharing.hpp), which CAF loads as a module.
+/// (runtime/affine_sharing.hpp), which CAF loads as a module.
 void use_policy(caf::actor_system_config& cfg, caf::atom_value policy) {
   if (policy == caf::atom("affine"))
     cfg.load<caf::scheduler::coordinator<runtime::affine_sharing>>();

@@ -10,7 +10,7 @@
 #include "tests/cluster/node_process.hpp"
 
 #include "actors/feed_actor.hpp"
-#include "runtime/cluster/feed_follower.hpp"
+#include "actors/feed_follower_actor.hpp"
 #include "runtime/service/spawn.hpp"
 #include "tiers/peer_directory.hpp"
 
@@ -25,8 +25,8 @@ using namespace kvtier::test;
 using actors::directory_batch;
 using actors::directory_item;
 using actors::feed_event;
-using cluster::feed_sequence;
-using cluster::follow_verdict;
+using actors::feed_sequence;
+using actors::follow_verdict;
 
 namespace {
 
@@ -188,7 +188,7 @@ std::map<holding, uint64_t> held_by(caf::actor_system& sys,
                                     const caf::actor& feed) {
   std::map<holding, uint64_t> out;
   auto add = [&](msg::FeedSnapshot::Reader s) {
-    auto items = cluster::read_snapshot(s);
+    auto items = actors::read_snapshot(s);
     BOOST_REQUIRE(items);
     for (auto& it : *items)
       out[{it.ns, it.key, it.tier}] = it.bytes;
@@ -256,7 +256,8 @@ struct two_nodes {
 
   void start_b() {
     pr = sys_b.spawn(probe, log);
-    follower = cluster::spawn_feed_follower(sys_b, pr, 1000ms);
+    follower = caf::actor_cast<caf::actor>(actors::spawn_feed_follower(
+      sys_b, caf::actor_cast<actors::directory_sink_actor>(pr), 1000ms));
     auto n = cluster::node::start(sys_b, node_opts("B"), "fp-1", {a->address()},
                                   {follower});
     BOOST_REQUIRE_MESSAGE(static_cast<bool>(n),
@@ -305,13 +306,13 @@ struct two_nodes {
     return model == want && dir.holdings("A") == want.size();
   }
 
-  cluster::follow_counts counts() {
-    cluster::follow_counts out;
+  actors::follow_counts counts() {
+    actors::follow_counts out;
     caf::scoped_actor self{sys_b};
     self
       ->request(follower, std::chrono::seconds(5),
-                cluster::follower_stats_atom::value)
-      .receive([&](const cluster::follow_counts& c) { out = c; },
+                actors::follower_stats_atom::value)
+      .receive([&](const actors::follow_counts& c) { out = c; },
                [&](caf::error& err) { BOOST_FAIL(describe(err)); });
     return out;
   }

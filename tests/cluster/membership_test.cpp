@@ -5,8 +5,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include "runtime/cluster/membership.hpp"
+#include "runtime/net/address.hpp"
 
 using namespace kvtier::cluster;
+using namespace kvtier::net;
 using namespace std::chrono_literals;
 
 namespace {

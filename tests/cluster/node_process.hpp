@@ -19,6 +19,7 @@
 #include "messages/error.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/cluster/node.hpp"
+#include "runtime/tools/client.hpp"
 #include "runtime/tools/node_spawn.hpp"
 #include "tests/cluster/test_cluster.hpp"
 

@@ -1,5 +1,5 @@
 // What a local process that is not a peer can make a node do through its
-// port without TLS (runtime/cluster/port_guard.hpp, docs/cluster.md
+// port without TLS (runtime/net/port_guard.hpp, docs/cluster.md
 // "Security"): a CAF frame header announcing a 4 GiB payload before any
 // handshake, garbage, and a frame over `cluster.max-message-bytes` after a
 // real handshake. Each is refused before anything is allocated: the node's

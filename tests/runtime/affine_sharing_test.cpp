@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE runtime_affine_sharing
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/service/affine_sharing.hpp"
+#include "runtime/affine_sharing.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-// kvtier's scheduler policy (runtime/service/affine_sharing.hpp): every message
+// kvtier's scheduler policy (runtime/affine_sharing.hpp): every message
 // is delivered however the work arrives (engine threads, chains and fan-outs
 // inside the workers, timers, shutdown), and a worker busy with one actor
 // does not hold up work sent from outside while the other worker sleeps.

@@ -2,8 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "messages/log.hpp"
+#include "runtime/affine_sharing.hpp"
 #include "runtime/config.hpp"
-#include "runtime/service/affine_sharing.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/scheduler/coordinator.hpp>

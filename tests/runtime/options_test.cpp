@@ -15,14 +15,14 @@
 #include "actors/feed_actor.hpp"
 #include "actors/peer_tier_actor.hpp"
 #include "actors/ram_tier_actor.hpp"
+#include "actors/serve_actor.hpp"
 #include "actors/sessions_actor.hpp"
 #include "actors/ssd_tier_actor.hpp"
 #include "messages/transfer_table.hpp"
 #include "messages/wire_guard.hpp"
 #include "runtime/cluster/membership.hpp"
-#include "runtime/cluster/port_guard.hpp"
-#include "runtime/cluster/serve.hpp"
 #include "runtime/http/endpoint.hpp"
+#include "runtime/net/port_guard.hpp"
 #include "runtime/options.hpp"
 #include "runtime/service.hpp"
 #include "runtime/tools/simulate.hpp"
@@ -406,7 +406,7 @@ BOOST_AUTO_TEST_CASE(config_struct_defaults_agree_with_the_shipped_options) {
   BOOST_TEST(peer.fetched_to_ssd == o.cluster_fetched_to_ssd);
   BOOST_TEST(peer.max_prompt_tokens == o.position_limit);
   BOOST_TEST(peer.ssd_deadline_ms == o.storage_deadline_ms);
-  const cluster::serve_config serve;
+  const actors::serve_config serve;
   BOOST_TEST(serve.limits.max_bytes == o.cluster_serve_max_bytes);
   BOOST_TEST(serve.limits.idle_ms == o.cluster_serve_idle_ms);
   BOOST_TEST(serve.lane_address == o.cluster_listen_address);
@@ -423,7 +423,7 @@ BOOST_AUTO_TEST_CASE(config_struct_defaults_agree_with_the_shipped_options) {
   BOOST_TEST(costs.load_weight == o.route_load_weight);
   BOOST_TEST(costs.load_window == o.route_load_window);
   BOOST_TEST(costs.full_penalty == o.route_full_penalty);
-  const cluster::port_limits port;
+  const net::port_limits port;
   BOOST_TEST(port.max_unproven == o.cluster_max_unproven_connections);
   BOOST_TEST(port.handshakes_per_s == double(o.cluster_handshakes_per_s));
   BOOST_TEST(port.burst == o.cluster_handshakes_per_s);

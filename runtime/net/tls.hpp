@@ -17,11 +17,12 @@
 // Plain functions; any thread.
 #pragma once
 
-#include "runtime/config.hpp"
-
 #include <caf/actor_system_config.hpp>
+#include <caf/error.hpp>
 
-namespace kvtier::cluster {
+#include <string>
+
+namespace kvtier::net {
 
 /// The TLS settings of a node or a client (`cluster.tls-*`).
 struct tls_files {
@@ -30,9 +31,6 @@ struct tls_files {
   std::string ca;
   std::string passphrase;
 };
-
-/// `o`'s TLS files (empty strings when `o.cluster_tls` is off).
-tls_files tls_files_of(const runtime::service_options& o);
 
 /// Loads CAF's OpenSSL module into `cfg` and sets its `openssl.*` fields to
 /// `f` (before the actor system starts; needs the middleman loaded too).
@@ -46,4 +44,4 @@ bool tls_configured(const caf::actor_system_config& cfg, const tls_files& f);
 /// the file that is missing, unreadable or not what it should be.
 caf::error check_tls_files(const tls_files& f);
 
-} // namespace kvtier::cluster
+} // namespace kvtier::net

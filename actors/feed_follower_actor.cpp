@@ -1,12 +1,11 @@
-#include "runtime/cluster/feed_follower.hpp"
+#include "actors/feed_follower_actor.hpp"
 
 #include "actors/codec.hpp"
 
 #include "messages/error.hpp"
 #include "messages/log.hpp"
 
-#include <caf/event_based_actor.hpp>
-#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include <kj/exception.h>
 
@@ -14,11 +13,7 @@
 #include <cstdio>
 #include <iterator>
 
-namespace kvtier::cluster {
-
-using actors::directory_batch;
-using actors::directory_item;
-using actors::feed_event;
+namespace kvtier::actors {
 
 directory_item item_of(const feed_event& e) {
   directory_item it;
@@ -204,7 +199,7 @@ struct snapshot_parts {
 
 struct follower_state {
   feed_sequence seq;
-  caf::actor target;
+  directory_sink_actor target;
   std::map<std::string, caf::actor> handles;
   caf::duration deadline;
   /// Snapshots whose parts are still arriving, by node.
@@ -213,7 +208,7 @@ struct follower_state {
   static inline const char* name = "kvtier.feed-follower";
 };
 
-using follower_actor = caf::stateful_actor<follower_state>;
+using follower_actor = feed_follower_actor::stateful_base<follower_state>;
 
 void refuse(follower_actor* self, const std::string& what) {
   ++self->state.seq.counts().refused;
@@ -331,8 +326,9 @@ void subscribe(follower_actor* self, const std::string& node) {
       });
 }
 
-caf::behavior follower(follower_actor* self, caf::actor target,
-                       caf::duration deadline) {
+feed_follower_actor::behavior_type follower(follower_actor* self,
+                                            directory_sink_actor target,
+                                            caf::duration deadline) {
   self->state.target = std::move(target);
   self->state.deadline = deadline;
   // Peers learn its handle (it subscribes to their feeds).
@@ -399,9 +395,10 @@ caf::behavior follower(follower_actor* self, caf::actor target,
 
 } // namespace
 
-caf::actor spawn_feed_follower(caf::actor_system& sys, caf::actor target,
-                               std::chrono::milliseconds deadline) {
+feed_follower_actor spawn_feed_follower(caf::actor_system& sys,
+                                        directory_sink_actor target,
+                                        std::chrono::milliseconds deadline) {
   return sys.spawn(follower, std::move(target), caf::duration{deadline});
 }
 
-} // namespace kvtier::cluster
+} // namespace kvtier::actors

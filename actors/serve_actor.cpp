@@ -1,6 +1,4 @@
-#include "runtime/cluster/serve.hpp"
-
-#include "runtime/cluster/membership.hpp"
+#include "actors/serve_actor.hpp"
 
 #include "actors/codec.hpp"
 #include "actors/local_lookup.hpp"
@@ -12,7 +10,7 @@
 #include <memory>
 #include <optional>
 
-namespace kvtier::cluster {
+namespace kvtier::actors {
 
 namespace {
 
@@ -229,25 +227,10 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
 
 } // namespace
 
-std::string lane_address_for(const std::string& listen_address) {
-  if (listen_address == "localhost")
-    return "127.0.0.1"; // the lane takes numeric addresses only
-  return is_loopback(listen_address) ? listen_address : std::string{};
-}
-
-caf::expected<serve_actor> spawn_serve(caf::actor_system& sys, serve_config cfg,
-                                       actors::local_tiers tiers) {
-  std::shared_ptr<msg::bulk_server> lane;
-  if (!cfg.lane_address.empty()) {
-    auto l =
-      msg::bulk_server::start(cfg.lane_address, 0,
-                              std::chrono::milliseconds{std::max<uint64_t>(
-                                cfg.tier_deadline_ms, 1000)});
-    if (!l)
-      return std::move(l.error());
-    lane = std::move(*l);
-  }
+serve_actor spawn_serve(caf::actor_system& sys, serve_config cfg,
+                        local_tiers tiers,
+                        std::shared_ptr<msg::bulk_server> lane) {
   return sys.spawn(serve, std::move(cfg), std::move(tiers), std::move(lane));
 }
 
-} // namespace kvtier::cluster
+} // namespace kvtier::actors

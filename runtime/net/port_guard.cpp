@@ -1,8 +1,9 @@
-#include "runtime/cluster/port_guard.hpp"
+#include "runtime/net/port_guard.hpp"
+
+#include "runtime/net/address.hpp"
 
 #include "messages/error.hpp"
 #include "messages/log.hpp"
-#include "runtime/cluster/membership.hpp"
 
 #include <caf/io/basp/header.hpp>
 #include <caf/io/basp_broker.hpp>
@@ -22,11 +23,11 @@
 #include <mutex>
 #include <set>
 
-namespace kvtier::cluster {
+namespace kvtier::net {
 
 namespace {
 
-namespace net = caf::io::network;
+namespace io = caf::io::network;
 using clk = std::chrono::steady_clock;
 using millis = std::chrono::milliseconds;
 
@@ -51,7 +52,7 @@ public:
 
   /// Whether a connection from `addr` on `fd` may start its handshake now
   /// (it then counts as unproven until `proven` or `ended`).
-  bool admit(net::native_socket fd, const std::string& addr) {
+  bool admit(io::native_socket fd, const std::string& addr) {
     std::lock_guard<std::mutex> lock{mtx_};
     auto now = clk::now();
     close_overdue(now);
@@ -74,14 +75,14 @@ public:
   }
 
   /// The connection on `fd` completed its handshake.
-  void proven(net::native_socket fd, const std::string& addr) {
+  void proven(io::native_socket fd, const std::string& addr) {
     std::lock_guard<std::mutex> lock{mtx_};
     unproven_.erase(fd);
     penalties_.erase(addr);
   }
 
   /// The connection on `fd` is gone (`proven`: after its handshake).
-  void ended(net::native_socket fd, const std::string& addr, bool proven) {
+  void ended(io::native_socket fd, const std::string& addr, bool proven) {
     std::lock_guard<std::mutex> lock{mtx_};
     unproven_.erase(fd);
     if (proven)
@@ -141,7 +142,7 @@ private:
   std::shared_ptr<msg::wire_guard> guard_;
   double tokens_;
   clk::time_point refilled_;
-  std::map<net::native_socket, unproven> unproven_;
+  std::map<io::native_socket, unproven> unproven_;
   std::map<std::string, penalty> penalties_;
 };
 
@@ -150,12 +151,12 @@ using gate_ptr = std::shared_ptr<gate>;
 /// The rules of one connection's frames, for either kind of connection.
 class frame_rules {
 public:
-  frame_rules(gate_ptr g, net::native_socket fd)
+  frame_rules(gate_ptr g, io::native_socket fd)
     : gate_(std::move(g))
     , fd_(fd) {
-    if (auto a = net::remote_addr_of_fd(fd))
+    if (auto a = io::remote_addr_of_fd(fd))
       addr_ = *a;
-    if (auto p = net::remote_port_of_fd(fd))
+    if (auto p = io::remote_port_of_fd(fd))
       port_ = *p;
   }
 
@@ -244,7 +245,7 @@ private:
   }
 
   gate_ptr gate_;
-  net::native_socket fd_;
+  io::native_socket fd_;
   std::string addr_;
   uint16_t port_ = 0;
   bool reading_header_ = false;
@@ -253,19 +254,19 @@ private:
 };
 
 /// A plaintext connection: CAF's default one under the frame rules.
-class plain_scribe final : public net::scribe_impl {
+class plain_scribe final : public io::scribe_impl {
 public:
-  plain_scribe(net::default_multiplexer& mx, net::native_socket fd, gate_ptr g)
-    : net::scribe_impl(mx, fd)
+  plain_scribe(io::default_multiplexer& mx, io::native_socket fd, gate_ptr g)
+    : io::scribe_impl(mx, fd)
     , rules_(std::move(g), fd) {}
 
   void configure_read(caf::io::receive_policy::config cfg) override {
-    net::scribe_impl::configure_read(rules_.read_policy(cfg));
+    io::scribe_impl::configure_read(rules_.read_policy(cfg));
   }
 
   bool consume(caf::execution_unit* ctx, const void* buf, size_t n) override {
     return rules_.consume(
-      buf, n, [&] { return net::scribe_impl::consume(ctx, buf, n); });
+      buf, n, [&] { return io::scribe_impl::consume(ctx, buf, n); });
   }
 
 private:
@@ -287,23 +288,23 @@ struct tls_policy {
   explicit tls_policy(caf::openssl::session_ptr s)
     : session(std::move(s)) {}
 
-  net::rw_state read_some(size_t& result, net::native_socket fd, void* buf,
-                          size_t len) {
+  io::rw_state read_some(size_t& result, io::native_socket fd, void* buf,
+                         size_t len) {
     ERR_clear_error();
     auto r = session->read_some(result, fd, buf, len);
     ERR_clear_error();
     return r;
   }
 
-  net::rw_state write_some(size_t& result, net::native_socket fd,
-                           const void* buf, size_t len) {
+  io::rw_state write_some(size_t& result, io::native_socket fd, const void* buf,
+                          size_t len) {
     ERR_clear_error();
     auto r = session->write_some(result, fd, buf, len);
     ERR_clear_error();
     return r;
   }
 
-  bool must_read_more(net::native_socket fd, size_t threshold) {
+  bool must_read_more(io::native_socket fd, size_t threshold) {
     return session->must_read_more(fd, threshold);
   }
 
@@ -314,9 +315,9 @@ struct tls_policy {
 /// socket), under the frame rules.
 class tls_scribe final : public caf::io::scribe {
 public:
-  tls_scribe(net::default_multiplexer& mx, net::native_socket fd,
+  tls_scribe(io::default_multiplexer& mx, io::native_socket fd,
              caf::openssl::session_ptr s, gate_ptr g)
-    : caf::io::scribe(net::conn_hdl_from_socket(fd))
+    : caf::io::scribe(io::conn_hdl_from_socket(fd))
     , stream_(mx, fd, std::move(s))
     , rules_(std::move(g), fd) {}
 
@@ -348,11 +349,11 @@ public:
     stream_.flush(this);
   }
   std::string addr() const override {
-    auto x = net::remote_addr_of_fd(stream_.fd());
+    auto x = io::remote_addr_of_fd(stream_.fd());
     return x ? *x : std::string{};
   }
   uint16_t port() const override {
-    auto x = net::remote_port_of_fd(stream_.fd());
+    auto x = io::remote_port_of_fd(stream_.fd());
     return x ? *x : 0;
   }
   void add_to_loop() override {
@@ -372,17 +373,17 @@ private:
   }
 
   bool launched_ = false;
-  net::stream_impl<tls_policy> stream_;
+  io::stream_impl<tls_policy> stream_;
   frame_rules rules_; // goes before the stream closes its socket
 };
 
 /// The node's listening socket: each accepted connection admitted by the
 /// gate, then made a plain or a TLS connection under the frame rules.
-class guarded_doorman final : public net::doorman_impl {
+class guarded_doorman final : public io::doorman_impl {
 public:
-  guarded_doorman(net::default_multiplexer& mx, net::native_socket fd,
-                  gate_ptr g, bool tls)
-    : net::doorman_impl(mx, fd)
+  guarded_doorman(io::default_multiplexer& mx, io::native_socket fd, gate_ptr g,
+                  bool tls)
+    : io::doorman_impl(mx, fd)
     , gate_(std::move(g))
     , tls_(tls) {}
 
@@ -391,25 +392,25 @@ public:
       return false;
     auto& mx = acceptor_.backend();
     auto fd = acceptor_.accepted_socket();
-    auto addr = net::remote_addr_of_fd(fd);
+    auto addr = io::remote_addr_of_fd(fd);
     if (!gate_->admit(fd, addr ? *addr : std::string{})) {
-      net::close_socket(fd);
+      io::close_socket(fd);
       return false;
     }
     caf::io::scribe_ptr sptr;
     if (tls_) {
-      static_cast<void>(net::nonblocking(fd, true));
+      static_cast<void>(io::nonblocking(fd, true));
       ERR_clear_error(); // see tls_policy
       auto session = caf::openssl::make_session(parent()->system(), fd, true);
       ERR_clear_error();
       if (!session) { // the handshake failed at once
         gate_->ended(fd, addr ? *addr : std::string{}, false);
-        net::close_socket(fd);
+        io::close_socket(fd);
         return false;
       }
       sptr = caf::make_counted<tls_scribe>(mx, fd, std::move(session), gate_);
     } else {
-      static_cast<void>(net::keepalive(fd, true));
+      static_cast<void>(io::keepalive(fd, true));
       sptr = caf::make_counted<plain_scribe>(mx, fd, gate_);
     }
     auto hdl = sptr->hdl();
@@ -430,12 +431,12 @@ caf::expected<uint16_t> publish_guarded(caf::actor_system& sys,
                                         std::shared_ptr<msg::wire_guard> guard,
                                         port_limits limits) {
   auto& mm = sys.middleman();
-  auto* mx = dynamic_cast<net::default_multiplexer*>(&mm.backend());
+  auto* mx = dynamic_cast<io::default_multiplexer*>(&mm.backend());
   if (mx == nullptr)
     return make_error(ec::invalid_config,
                       "cluster: the middleman's backend is not CAF's default "
                       "multiplexer");
-  auto fd = net::new_tcp_acceptor_impl(port, address.c_str(), true);
+  auto fd = io::new_tcp_acceptor_impl(port, address.c_str(), true);
   if (!fd)
     return std::move(fd.error());
   auto g = std::make_shared<gate>(limits, std::move(guard));
@@ -450,4 +451,4 @@ caf::expected<uint16_t> publish_guarded(caf::actor_system& sys,
   return bound;
 }
 
-} // namespace kvtier::cluster
+} // namespace kvtier::net

@@ -1,4 +1,4 @@
-#include "runtime/cluster/tls.hpp"
+#include "runtime/net/tls.hpp"
 
 #include "messages/error.hpp"
 
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <memory>
 
-namespace kvtier::cluster {
+namespace kvtier::net {
 
 namespace {
 
@@ -45,13 +45,6 @@ int passphrase_cb(char* buf, int size, int, void* user) {
 }
 
 } // namespace
-
-tls_files tls_files_of(const runtime::service_options& o) {
-  if (!o.cluster_tls)
-    return {};
-  return {o.cluster_tls_certificate, o.cluster_tls_key, o.cluster_tls_ca,
-          o.cluster_tls_passphrase};
-}
 
 void configure_tls(caf::actor_system_config& cfg, const tls_files& f) {
   cfg.openssl_certificate = f.certificate;
@@ -109,4 +102,4 @@ caf::error check_tls_files(const tls_files& f) {
   return {};
 }
 
-} // namespace kvtier::cluster
+} // namespace kvtier::net

@@ -24,6 +24,7 @@
 // runtime/service/spawn.cpp (or a test).
 #pragma once
 
+#include "actors/cluster_interfaces.hpp"
 #include "actors/feed_actor.hpp"
 
 #include <caf/actor_system.hpp>
@@ -33,7 +34,7 @@
 #include <string>
 #include <vector>
 
-namespace kvtier::cluster {
+namespace kvtier::actors {
 
 /// What a follower makes of one batch, snapshot or reply.
 enum class follow_verdict : uint8_t {
@@ -49,25 +50,6 @@ struct follow_step {
   follow_verdict verdict = follow_verdict::ignore;
   actors::directory_batch batch;
 };
-
-/// The follower's counters.
-struct follow_counts {
-  uint64_t events = 0;    // applied
-  uint64_t ignored = 0;   // batches ignored
-  uint64_t gaps = 0;      // gaps seen
-  uint64_t restarts = 0;  // another incarnation seen
-  uint64_t snapshots = 0; // applied
-  uint64_t refused = 0;   // malformed, or from the wrong sender
-  uint64_t failed = 0;    // subscriptions that failed or timed out
-
-  friend bool operator==(const follow_counts&, const follow_counts&) = default;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, follow_counts& x) {
-  return f(caf::meta::type_name("kvtier::cluster::follow_counts"), x.events,
-           x.ignored, x.gaps, x.restarts, x.snapshots, x.refused, x.failed);
-}
 
 /// The directory item of an event (present for put and durable).
 actors::directory_item item_of(const actors::feed_event& e);
@@ -144,13 +126,11 @@ private:
   follow_counts counts_;
 };
 
-/// Asks a follower for its counters (tests, reports).
-using follower_stats_atom = caf::atom_constant<caf::atom("kvflwstats")>;
-
 /// Spawns the follower actor: directory batches go to `target` (may be
 /// null: followed, handed to nobody); each subscription waits at most
 /// `deadline`. Pass it to the node as a listener.
-caf::actor spawn_feed_follower(caf::actor_system& sys, caf::actor target,
-                               std::chrono::milliseconds deadline);
+feed_follower_actor spawn_feed_follower(caf::actor_system& sys,
+                                        directory_sink_actor target,
+                                        std::chrono::milliseconds deadline);
 
-} // namespace kvtier::cluster
+} // namespace kvtier::actors

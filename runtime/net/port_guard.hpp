@@ -57,7 +57,7 @@
 #include <memory>
 #include <string>
 
-namespace kvtier::cluster {
+namespace kvtier::net {
 
 /// What CAF's framing may add around a message of `cluster.max-message-bytes`
 /// (the forwarding stack, the type names, the carrier's length prefix).
@@ -89,4 +89,4 @@ caf::expected<uint16_t> publish_guarded(caf::actor_system& sys,
                                         std::shared_ptr<msg::wire_guard> guard,
                                         port_limits limits = {});
 
-} // namespace kvtier::cluster
+} // namespace kvtier::net
