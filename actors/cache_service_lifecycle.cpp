@@ -376,14 +376,16 @@ stats(self_ptr self, const sealed<msg::ReadStats>& m) {
     self, members(self), m,
     [self, rp](std::vector<answer<msg::ReadStatsReply>> got) mutable {
       msg::draft<msg::ReadStatsReply> d;
+      size_t answered = 0;
       for (auto& a : got)
-        if (!a.reply) {
-          rp.deliver(
-            timed_out(self, a.err, "the " + a.from->name + " tier's stats"));
-          return;
+        if (a.reply) {
+          add_stats(a.reply->root(), d.root());
+          ++answered;
         }
-      for (auto& a : got)
-        add_stats(a.reply->root(), d.root());
+      if (answered == 0 && !got.empty()) {
+        rp.deliver(timed_out(self, got.front().err, "every tier's stats"));
+        return;
+      }
       rp.deliver(std::move(d).seal());
     });
   return rp;

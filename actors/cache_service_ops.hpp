@@ -41,8 +41,9 @@ caf::result<sealed<msg::FlushStateReply>> flush(self_ptr self);
 /// Flush, then clear; idempotent, concurrent closes share one result.
 caf::result<sealed<msg::CloseServiceReply>> close(self_ptr self);
 
-/// Pending persistence: every member's own fields, summed (a member that
-/// does not answer fails the call, named).
+/// Pending persistence: every member's own fields, summed. A member that
+/// does not answer adds nothing (the report names it silent, /health
+/// fails); the call fails only when none answers.
 caf::result<sealed<msg::ReadStatsReply>> stats(self_ptr self,
                                                const sealed<msg::ReadStats>& m);
 

@@ -4,10 +4,11 @@
 // with the longest usable prefix of the prompt this node holds, strictly
 // longer than betterThan, found by the local lookup (actors/local_lookup.hpp:
 // RAM's export, else the node's stores, strictly longer wins), as a flat
-// RestoreEntryReply offered in a `msg::transfer_table` (byte cap `cluster.serve-max-bytes`,
-// idle expiry `cluster.serve-idle-ms`) and on a `msg::bulk_server` lane on
-// `cluster.listen-address`; the reply is the TransferHeader (lane port,
-// host and token) or `none`. FetchChunk and CancelTransfer go to the table.
+// RestoreEntryReply offered in a `msg::transfer_table` (byte cap
+// `cluster.serve-max-bytes`, idle expiry `cluster.serve-idle-ms`) and on a
+// `msg::bulk_server` lane on `cluster.listen-address`; the reply is the
+// TransferHeader (lane port, host and token) or `none`. FetchChunk and
+// CancelTransfer go to the table.
 //
 // Input from a peer is checked field by field before anything is asked of
 // a tier: the namespace's size, the prompt's length (1 ..
@@ -34,15 +35,21 @@
 
 namespace kvtier::actors {
 
-/// What a serve actor needs.
+/// What a serve actor needs. The service fills every field from its
+/// options (runtime/service/spawn.cpp); the defaults here are for tests,
+/// and those an option also has equal the shipped default (checked by
+/// tests/runtime/options_test.cpp).
 struct serve_config {
+  /// `cluster.serve-max-bytes` and `cluster.serve-idle-ms`.
   msg::transfer_limits limits;
-  /// Where the bulk lane listens; empty: no lane (chunks only).
+  /// Where the bulk lane listens; empty: no lane (chunks only). The
+  /// service: `net::plaintext_address_for(cluster.listen-address)`.
   std::string lane_address = "127.0.0.1";
-  /// Each request to the RAM or SSD actor may take this long.
+  /// Each request to a local tier may take this long (the service: half
+  /// the peer fetch deadline, `cluster.fetch-deadline-ms`).
   uint64_t tier_deadline_ms = 2000;
   /// The longest prompt a peer may send (admission.position-limit).
-  uint64_t max_prompt_tokens = 1 << 20;
+  uint64_t max_prompt_tokens = 131072;
 };
 
 /// Spawns the serve actor over `tiers` (RAM and the node's stores, asked
