@@ -482,8 +482,7 @@ net::tls_files tls_files_of(const service_options& o) {
 namespace {
 
 caf::error listen_address_error(const service_options& o) {
-  return net::check_node_addresses(o.cluster_listen_address, {},
-                                   o.cluster_tls);
+  return net::check_node_addresses(o.cluster_listen_address, {}, o.cluster_tls);
 }
 
 caf::error peer_addresses_error(const service_options& o) {

@@ -167,8 +167,7 @@ static caf::error spawn_cluster_parts(caf::actor_system& sys,
   for (auto& m : h.tiers.lifecycle)
     if (m.stage == actors::tier_stage::store)
       local.stores.push_back(caf::actor_cast<actors::store_actor>(m.actor));
-  auto serve =
-    actors::spawn_serve(sys, sc, std::move(local), std::move(lane));
+  auto serve = actors::spawn_serve(sys, sc, std::move(local), std::move(lane));
   h.cluster.serve = caf::actor_cast<caf::actor>(serve);
   actors::peer_tier_config pc;
   pc.fetch_max_bytes = opts.cluster_fetch_max_bytes;
