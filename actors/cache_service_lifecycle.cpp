@@ -69,6 +69,14 @@ void ask_all(self_ptr self, const std::vector<const lifecycle_ref*>& to,
   }
 }
 
+/// Writes `errors` as `out`'s error list.
+void write_errors(msg::DurabilityResult::Builder out,
+                  const std::vector<caf::error>& errors) {
+  auto list = out.initErrors(static_cast<unsigned>(errors.size()));
+  for (unsigned i = 0; i < errors.size(); ++i)
+    write_error(list[i], errors[i]);
+}
+
 /// Adds one member's durability evidence to `out`: durable only when every
 /// member's is, counts summed (the longest prefix the longest), errors
 /// kept in order.
@@ -107,9 +115,7 @@ void merge_evidence(self_ptr self,
         self, a.err, "the " + a.from->name + " tier's " + std::string{what}));
     }
   out.setDurable(durable);
-  auto errs = out.initErrors(static_cast<unsigned>(errors.size()));
-  for (unsigned i = 0; i < errors.size(); ++i)
-    write_error(errs[i], errors[i]);
+  write_errors(out, errors);
 }
 
 using flush_answers = std::vector<answer<msg::FlushStateReply>>;
@@ -163,9 +169,7 @@ sealed<msg::CloseServiceReply> close_reply(const close_record& c,
   out.setEntries(c.entries);
   out.setLongestDurablePrefix(c.longest_durable_prefix);
   out.setAbandoned(c.abandoned);
-  auto errs = out.initErrors(static_cast<unsigned>(c.errors.size()));
-  for (unsigned i = 0; i < c.errors.size(); ++i)
-    write_error(errs[i], c.errors[i]);
+  write_errors(out, c.errors);
   d.root().setAlreadyClosed(already);
   return std::move(d).seal();
 }
@@ -205,9 +209,7 @@ close_result(self_ptr self, const sealed<msg::FlushStateReply>& f,
       errors.push_back(read_error(e));
   }
   out.setDurable(durable);
-  auto errs = out.initErrors(static_cast<unsigned>(errors.size()));
-  for (unsigned i = 0; i < errors.size(); ++i)
-    write_error(errs[i], errors[i]);
+  write_errors(out, errors);
   return std::move(d).seal();
 }
 
