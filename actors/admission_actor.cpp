@@ -1,6 +1,7 @@
 #include "actors/admission_actor.hpp"
 
 #include "actors/codec.hpp"
+#include "actors/tier_counters.hpp"
 
 namespace kvtier::actors {
 
@@ -108,19 +109,11 @@ sealed<msg::CloseServiceReply> close(admission_pointer self) {
 }
 
 sealed<msg::ReadReportReply> report(admission_pointer self) {
-  auto& c = engine(self).counters();
+  auto part = tiers::report::admission::from(engine(self).counters());
+  part.budget_bytes = engine(self).limits().kv_budget_bytes;
+  part.max_queued = engine(self).limits().max_queued;
   msg::draft<msg::ReadReportReply> d;
-  auto out = d.root().initAdmission();
-  out.setAdmitted(c.admitted);
-  out.setRefused(c.refused);
-  out.setErrors(c.errors);
-  out.setReleased(c.released);
-  out.setWaiting(c.waiting);
-  out.setHeldBytes(c.held_bytes);
-  out.setHolders(c.holders);
-  out.setBudgetBytes(engine(self).limits().kv_budget_bytes);
-  out.setMaxQueued(engine(self).limits().max_queued);
-  out.setQueueFull(c.queue_full);
+  report_sections{}.add(part).write(d.root());
   return std::move(d).seal();
 }
 

@@ -69,6 +69,7 @@
 #include "actors/interfaces.hpp"
 #include "tiers/geometry.hpp"
 #include "tiers/latency.hpp"
+#include "tiers/report_parts.hpp"
 #include "tiers/routing.hpp"
 
 #include <caf/actor_clock.hpp>
@@ -136,6 +137,9 @@ struct service_actors {
   sessions_actor sessions;
   std::vector<cold_tier_ref> cold;
   std::vector<lifecycle_ref> lifecycle;
+  /// Every store in wiring order (the SSD actor first when configured):
+  /// the local lookup's stores, and what stops with the service.
+  std::vector<store_actor> stores;
   /// The peer tier (also in `cold`), null without a cluster: routing asks
   /// it what each peer holds.
   peer_tier_actor peer;
@@ -220,13 +224,10 @@ struct cache_service_state {
   uint64_t lookup_timer = 0;
   uint64_t next_lookup_timer = 1;
   caf::actor_clock::time_point lookup_timer_due;
-  /// The prompt tokens of the acquires answered (the report's
-  /// TokenCounters, their one home): served by where the state came from,
-  /// and computed (no state covered them).
-  struct token_tally {
-    uint64_t ram = 0, ssd = 0, peer = 0, checkpoint = 0, computed = 0,
-             store = 0;
-  } tokens;
+  /// The prompt tokens of the acquires answered (the report's "tokens"
+  /// part, their one home): served by where the state came from, and
+  /// computed (no state covered them).
+  tiers::report::tokens tokens;
 };
 
 using cache_service_pointer =

@@ -6,6 +6,7 @@
 // tier takes part by being in the list.
 #include "actors/cache_service_ops.hpp"
 #include "actors/codec.hpp"
+#include "actors/tier_counters.hpp"
 
 namespace kvtier::actors::ops {
 
@@ -67,14 +68,6 @@ void ask_all(self_ptr self, const std::vector<const lifecycle_ref*>& to,
             p->done(std::move(p->got));
         });
   }
-}
-
-/// Writes `errors` as `out`'s error list.
-void write_errors(msg::DurabilityResult::Builder out,
-                  const std::vector<caf::error>& errors) {
-  auto list = out.initErrors(static_cast<unsigned>(errors.size()));
-  for (unsigned i = 0; i < errors.size(); ++i)
-    write_error(list[i], errors[i]);
 }
 
 /// Adds one member's durability evidence to `out`: durable only when every
@@ -249,57 +242,33 @@ void start_close(self_ptr self) {
   });
 }
 
-/// Adds one member's part of the report to `out` (each member fills only
-/// its own sections; RAM's reply also carries the protected entries of
-/// the sessions part, the sessions actor the rest of it).
-void merge_part(msg::ReadReportReply::Reader r,
-                msg::ReadReportReply::Builder out) {
-  auto sessions = out.getSessions();
-  if (r.hasRam()) {
-    out.setRam(r.getRam());
-    out.setDemotions(r.getDemotions()); // the RAM actor counts them
-    out.setObjects(r.getObjects());
-    sessions.setProtectedEntries(r.getSessions().getProtectedEntries());
-  } else if (r.hasSessions()) { // the sessions actor's part
-    sessions.setOpen(r.getSessions().getOpen());
-    sessions.setOpened(r.getSessions().getOpened());
-    sessions.setClosed(r.getSessions().getClosed());
-  }
-  if (r.hasSsd())
-    out.setSsd(r.getSsd());
-  if (r.hasAdmission())
-    out.setAdmission(r.getAdmission());
-  if (r.hasCheckpoints())
-    out.setCheckpoints(r.getCheckpoints());
-  if (r.hasPeer())
-    out.setPeer(r.getPeer());
-}
-
-/// The facade's own figures: tiers seen, closing, late cold tiers, tokens.
-void own_part(self_ptr self, msg::ReadReportReply::Builder out) {
+/// The facade's own figures: tiers seen, closing, late cold tiers, and
+/// the RAM actor's demotions (the one figure of a member outside its
+/// sections).
+void own_part(self_ptr self, msg::ReadReportReply::Builder out,
+              uint64_t demotions) {
   auto& st = self->state;
+  out.setDemotions(demotions);
   out.setDeadTiers(st.dead_tiers);
   out.setColdLate(st.cold_late);
   out.setColdTiers(st.tiers.cold.size());
   out.setClosed(st.closing || st.closed.has_value());
-  auto& t = st.tokens;
-  auto tokens = out.initTokens();
-  tokens.setRam(t.ram);
-  tokens.setSsd(t.ssd);
-  tokens.setPeer(t.peer);
-  tokens.setCheckpoint(t.checkpoint);
-  tokens.setStore(t.store);
-  tokens.setComputed(t.computed);
 }
 
 using report_answers = std::vector<answer<msg::ReadReportReply>>;
 
+/// Every member's sections and I/O counters (each writes only what it
+/// counts; a part two members share, "sessions", is summed by its
+/// readers), the facade's "tokens" part and its own figures.
 sealed<msg::ReadReportReply> merge_report(self_ptr self,
                                           const report_answers& got) {
+  msg::draft<msg::ReadReportReply> own;
+  report_sections{}.add(self->state.tokens).write(own.root());
+  auto own_tokens = own.root().asReader().getTiers();
   msg::draft<msg::ReadReportReply> d;
   auto out = d.root();
-  out.initSessions();
-  size_t ios = 1, sections = 0;
+  size_t ios = 1, sections = own_tokens.size();
+  uint64_t demotions = 0;
   std::vector<std::string> silent;
   for (auto& a : got) {
     if (!a.reply) {
@@ -308,22 +277,24 @@ sealed<msg::ReadReportReply> merge_report(self_ptr self,
     }
     ios += a.reply->root().getIo().size();
     sections += a.reply->root().getTiers().size();
+    demotions += a.reply->root().getDemotions();
   }
   auto io = out.initIo(ios);
   io[0].setTier(msg::Tier::RAM); // the RAM tier never does storage I/O
   auto tiers = out.initTiers(sections);
   size_t next_io = 1, next_tier = 0;
+  for (auto x : own_tokens)
+    tiers.setWithCaveats(next_tier++, x);
   for (auto& a : got) {
     if (!a.reply)
       continue;
     auto r = a.reply->root();
-    merge_part(r, out);
     for (auto x : r.getIo())
       io.setWithCaveats(next_io++, x);
     for (auto x : r.getTiers())
       tiers.setWithCaveats(next_tier++, x);
   }
-  own_part(self, out);
+  own_part(self, out, demotions);
   auto names = out.initSilentTiers(silent.size());
   for (size_t i = 0; i < silent.size(); ++i)
     names.set(i, silent[i]);

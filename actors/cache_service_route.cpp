@@ -7,6 +7,7 @@
 // The cost model ranks the nodes; the router's recent load records the
 // choice. Reads only: no tier changes recency or counts a hit.
 #include "actors/cache_service_ops.hpp"
+#include "actors/tier_counters.hpp"
 
 namespace kvtier::actors::ops {
 
@@ -58,9 +59,9 @@ void answer(self_ptr self, const route_ptr& c) {
   me.ram_tokens = c->ram;
   me.ssd_tokens = c->ssd;
   if (c->admission) {
-    auto a = c->admission->root().getAdmission();
-    me.full = lacks_headroom(a.getHeldBytes(), a.getBudgetBytes(),
-                             a.getWaiting(), c->projected);
+    auto a = read_part<tiers::report::admission>(c->admission->root());
+    me.full =
+      lacks_headroom(a.held_bytes, a.budget_bytes, a.waiting, c->projected);
   }
   nodes.push_back(std::move(me));
   if (c->peers)

@@ -1,6 +1,7 @@
 #include "actors/checkpoints_actor.hpp"
 
 #include "actors/codec.hpp"
+#include "actors/tier_counters.hpp"
 #include "tiers/entry_message.hpp"
 
 namespace kvtier::actors {
@@ -204,28 +205,12 @@ release(checkpoints_pointer self, msg::ReleaseRequest::Reader m) {
   return w->rp;
 }
 
-/// Without a store nothing held can become durable: durable only when no
-/// checkpoint is held.
-sealed<msg::FlushStateReply> flush_without_store(checkpoints_pointer self) {
-  auto held = self->state.store.size();
-  if (held == 0)
-    return nothing_to_flush();
-  msg::draft<msg::FlushStateReply> d;
-  auto out = d.root().initResult();
-  out.setPending(held);
-  write_error(
-    out.initErrors(1)[0],
-    make_error(ec::not_found, "no store: " + std::to_string(held)
-                                + " checkpoints cannot be made durable"));
-  return std::move(d).seal();
-}
-
 /// Writes every checkpoint not yet durable under its owner; replies once
 /// the orders are queued (durable: the facade's flush of the store that
 /// follows gives the evidence of these writes).
 sealed<msg::FlushStateReply> flush(checkpoints_pointer self) {
   if (!self->state.ssd)
-    return flush_without_store(self);
+    return flush_without_store(self->state.store.size(), "checkpoints");
   auto& store = self->state.store;
   for (auto& p : store.undurable()) {
     msg::draft<msg::SpillEntry> d;
@@ -265,16 +250,12 @@ void file_removed(checkpoints_pointer self, msg::SsdEvictEvent::Reader m) {
 
 sealed<msg::ReadReportReply> report(checkpoints_pointer self) {
   auto& st = self->state;
+  auto part = tiers::report::checkpoints::from(st); // saved, disposed, ...
+  part.held = st.store.size();
+  part.every_tokens = st.every;
+  part.ram_only = st.every > 0 && !st.ssd;
   msg::draft<msg::ReadReportReply> d;
-  auto c = d.root().initCheckpoints();
-  c.setHeld(st.store.size());
-  c.setSaved(st.saved);
-  c.setDisposed(st.disposed);
-  c.setResumed(st.resumed);
-  c.setStale(st.stale);
-  c.setRemoved(st.removed);
-  c.setEveryTokens(st.every);
-  c.setRamOnly(st.every > 0 && !st.ssd);
+  report_sections{}.add(part).write(d.root());
   return std::move(d).seal();
 }
 

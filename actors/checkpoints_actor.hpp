@@ -42,7 +42,7 @@ struct checkpoints_state {
   std::chrono::milliseconds deadline{10000};
   /// checkpoint_every_tokens; 0 keeps none.
   uint64_t every = 0;
-  /// The report's counters (CheckpointCounters).
+  /// The report's counters (its "checkpoints" part).
   uint64_t saved = 0, disposed = 0, resumed = 0, stale = 0, removed = 0;
   /// After CloseService: a late SaveCheckpoint fails `closed`.
   bool closed = false;

@@ -40,6 +40,28 @@ sealed_flush nothing_to_flush() {
   return std::move(d).seal();
 }
 
+sealed_flush flush_without_store(uint64_t held, std::string_view what) {
+  if (held == 0)
+    return nothing_to_flush();
+  msg::draft<msg::FlushStateReply> d;
+  auto out = d.root().initResult();
+  out.setPending(held);
+  write_errors(out,
+               {make_error(ec::not_found, "no store: " + std::to_string(held)
+                                            + " " + std::string{what}
+                                            + " cannot be made durable")});
+  return std::move(d).seal();
+}
+
+void write_errors(msg::DurabilityResult::Builder out,
+                  const std::vector<caf::error>& errors) {
+  if (errors.empty())
+    return;
+  auto list = out.initErrors(static_cast<unsigned>(errors.size()));
+  for (unsigned i = 0; i < errors.size(); ++i)
+    write_error(list[i], errors[i]);
+}
+
 void write_evidence(msg::DurabilityResult::Builder out,
                     const tiers::ssd::durability_evidence& ev) {
   out.setDurable(ev.durable);

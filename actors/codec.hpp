@@ -23,6 +23,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace kvtier::actors {
 
@@ -43,6 +44,15 @@ tiers::admission_request admission_of(msg::RequestIdentity::Reader r);
 /// The FlushState answer of a role that holds no state a flush could make
 /// durable (admission, sessions, the peer tier): durable, nothing pending.
 sealed_flush nothing_to_flush();
+
+/// The FlushState answer of a holder wired without a store: durable only
+/// when it holds nothing; otherwise `held` pending and an error saying that
+/// `held` `what` (e.g. "entries") cannot be made durable.
+sealed_flush flush_without_store(uint64_t held, std::string_view what);
+
+/// Writes `errors` as `out`'s error list (none: the list stays empty).
+void write_errors(msg::DurabilityResult::Builder out,
+                  const std::vector<caf::error>& errors);
 
 /// Copies durability evidence into a `DurabilityResult`.
 void write_evidence(msg::DurabilityResult::Builder out,

@@ -1,6 +1,7 @@
 #include "actors/peer_tier_actor.hpp"
 
 #include "actors/codec.hpp"
+#include "actors/tier_counters.hpp"
 #include "messages/bulk_lane.hpp"
 #include "messages/transfer_table.hpp"
 #include "tiers/entry_message.hpp"
@@ -32,7 +33,7 @@ constexpr size_t max_ns_bytes = 4096;
 
 struct counters {
   uint64_t finds = 0, over_cap = 0, fetches = 0, fetched = 0, bytes = 0,
-           coalesced = 0, lane = 0, chunks = 0, failed_none = 0,
+           coalesced = 0, lane_fetches = 0, chunk_fetches = 0, failed_none = 0,
            failed_unreachable = 0, failed_timeout = 0, failed_corrupt = 0,
            failed_other = 0, written_to_ssd = 0, ssd_write_failed = 0;
   /// Snapshots applied, and of them those after a gap or a restart.
@@ -359,7 +360,7 @@ void pull_transfer(self_ptr self, uint64_t id,
   st.in_flight += total;
   msg::reader_limits limits;
   if (h.getBulkPort() == 0) {
-    ++st.count.chunks;
+    ++st.count.chunk_fetches;
     auto pull = msg::transfer_pull::start(h, st.cfg.chunk_window, limits);
     if (!pull)
       return attempt_failed(self, id, std::move(pull.error()));
@@ -374,7 +375,7 @@ void pull_transfer(self_ptr self, uint64_t id,
       self, id,
       make_error(ec::invalid_argument, "peer " + f.holder + " names lane host "
                                          + host + " (loopback only)"));
-  ++st.count.lane;
+  ++st.count.lane_fetches;
   f.slot = std::make_shared<lane_slot>();
   auto me = caf::actor_cast<peer_tier_actor>(self);
   st.jobs->run([slot = f.slot, r, host, deadline = f.deadline, total, me, id,
@@ -648,38 +649,19 @@ void apply(self_ptr self, const directory_batch& b) {
   }
 }
 
+/// The peer part: the fetching side's counters (the same names) and, from
+/// `serve`'s reply when it answered, the serving side's.
 sealed<msg::ReadReportReply> report(self_ptr self,
                                     const sealed<msg::ReadReportReply>* serve) {
   auto& st = self->state;
-  auto& c = st.count;
+  auto part = tiers::report::peer::from(st.count);
+  part.peers_up = st.peers.size();
+  part.entries = st.directory.entries();
+  part.in_flight_bytes = st.in_flight;
+  if (serve)
+    read_part(serve->root(), part);
   msg::draft<msg::ReadReportReply> d;
-  if (serve && serve->root().hasPeer())
-    d.root().setPeer(serve->root().getPeer());
-  else
-    d.root().initPeer();
-  auto p = d.root().getPeer();
-  p.setPeersUp(st.peers.size());
-  p.setEntries(st.directory.entries());
-  p.setFinds(c.finds);
-  p.setOverCap(c.over_cap);
-  p.setFetches(c.fetches);
-  p.setFetched(c.fetched);
-  p.setBytes(c.bytes);
-  p.setCoalesced(c.coalesced);
-  p.setLaneFetches(c.lane);
-  p.setChunkFetches(c.chunks);
-  p.setFailedNone(c.failed_none);
-  p.setFailedUnreachable(c.failed_unreachable);
-  p.setFailedTimeout(c.failed_timeout);
-  p.setFailedCorrupt(c.failed_corrupt);
-  p.setFailedOther(c.failed_other);
-  p.setInFlightBytes(st.in_flight);
-  p.setWrittenToSsd(c.written_to_ssd);
-  p.setSsdWriteFailed(c.ssd_write_failed);
-  p.setFeedSnapshots(c.feed_snapshots);
-  p.setFeedGapResyncs(c.feed_gap_resyncs);
-  p.setFeedRestartResyncs(c.feed_restart_resyncs);
-  p.setRefusedRemote(c.refused_remote);
+  report_sections{}.add(part).write(d.root());
   return std::move(d).seal();
 }
 

@@ -1,4 +1,5 @@
 #include "actors/ram_tier_actor.hpp"
+#include "actors/tier_counters.hpp"
 
 #include "actors/codec.hpp"
 #include "actors/ram_tier_objects.hpp"
@@ -162,65 +163,39 @@ sealed<msg::UnprotectEntryReply> unprotect(ram_tier_pointer self,
   return std::move(d).seal();
 }
 
-/// Without a store nothing can become durable: durable only when RAM
-/// holds no entry.
-sealed<msg::FlushStateReply> flush_without_store(ram_tier_pointer self) {
-  auto held = tier(self).counters().entries;
-  if (held == 0)
-    return nothing_to_flush();
-  msg::draft<msg::FlushStateReply> d;
-  auto out = d.root().initResult();
-  write_error(out.initErrors(1)[0],
-              make_error(ec::not_found, "no cold tier: " + std::to_string(held)
-                                          + " entries cannot be made durable"));
-  return std::move(d).seal();
-}
-
 /// Snapshots every entry and object not yet durable (each stays in RAM);
 /// replies once the orders are sent (durable unless some are still held
 /// back): the facade's flush of the store follows them.
 caf::result<sealed<msg::FlushStateReply>>
 flush_snapshots(ram_tier_pointer self) {
   if (!self->state.ssd)
-    return flush_without_store(self);
+    return flush_without_store(tier(self).counters().entries, "entries");
   ram_objects::snapshot(self);
   return snapshot(self); // prefix entries (ram_ops)
 }
 
 sealed<msg::ReadReportReply> report(ram_tier_pointer self) {
   auto c = tier(self).counters();
+  auto ram = tiers::report::ram::from(c); // the counters of the same names
+  ram.cap_bytes = c.capacity;
+  ram.observer_errors +=
+    self->state.observer ? self->state.observer->errors() : 0;
+  ram.snapshots = self->state.snapshots;
+  ram.resident_bytes = tier(self).resident_bytes();
+  tiers::report::objects objects;
+  objects.entries = c.objects;
+  objects.bytes = c.object_bytes;
+  objects.hits = c.object_hits;
+  objects.misses = c.object_misses;
+  tiers::report::sessions sessions; // the rest is the sessions actor's
+  sessions.protected_entries = c.protected_entries;
   msg::draft<msg::ReadReportReply> d;
-  auto ram = d.root().initRam();
-  ram.setEntries(c.entries);
-  ram.setBytes(c.bytes);
-  ram.setCapBytes(c.capacity);
-  ram.setHits(c.hits);
-  ram.setMisses(c.misses);
-  ram.setSessionHits(c.session_hits);
-  ram.setSessionMisses(c.session_misses);
-  ram.setPrefixScans(c.prefix_scans);
-  ram.setEvictions(c.evictions);
-  ram.setSupersessions(c.supersessions);
-  ram.setReplacements(c.replacements);
-  ram.setOversize(c.oversize);
-  ram.setObserverErrors(
-    c.observer_errors
-    + (self->state.observer ? self->state.observer->errors() : 0));
-  ram.setBackingLost(c.backing_lost);
-  ram.setLeavingEntries(c.leaving_entries);
-  ram.setLeavingBytes(c.leaving_bytes);
-  ram.setLeavingDropped(c.leaving_dropped);
-  ram.setRejoined(c.rejoined);
-  ram.setBoundaryDropped(c.boundary_dropped);
-  ram.setSnapshots(self->state.snapshots);
-  ram.setResidentBytes(tier(self).resident_bytes());
   d.root().setDemotions(self->state.demotions);
-  // Open and closed sessions are the sessions actor's part.
-  d.root().initSessions().setProtectedEntries(c.protected_entries);
-  auto objects = d.root().initObjects();
-  objects.setEntries(c.objects);
-  objects.setHits(c.object_hits);
-  objects.setMisses(c.object_misses);
+  report_sections{}
+    .add(ram)
+    .add(objects)
+    .add(sessions, {"protected_entries"})
+    .write(d.root());
   return std::move(d).seal();
 }
 

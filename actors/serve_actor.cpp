@@ -2,6 +2,7 @@
 
 #include "actors/codec.hpp"
 #include "actors/local_lookup.hpp"
+#include "actors/tier_counters.hpp"
 #include "messages/bulk_lane.hpp"
 #include "tiers/entry_message.hpp"
 
@@ -189,17 +190,21 @@ serve_actor::behavior_type serve(serve_pointer self, serve_config cfg,
     },
     [self](const sealed<msg::ReadReport>&) {
       auto& c = self->state.counters;
-      msg::draft<msg::ReadReportReply> d;
-      auto p = d.root().initPeer();
-      p.setServed(c.served);
-      p.setServedNone(c.none);
-      p.setServeRefused(c.refused);
-      p.setServeBytes(c.bytes);
+      tiers::report::peer p; // the serving side's part of it
+      p.served = c.served;
+      p.served_none = c.none;
+      p.serve_refused = c.refused;
+      p.serve_bytes = c.bytes;
       if (auto& lane = self->state.lane) {
         auto l = lane->stats();
-        p.setLaneRefused(l.refused);
-        p.setLaneFailed(l.failed);
+        p.lane_refused = l.refused;
+        p.lane_failed = l.failed;
       }
+      msg::draft<msg::ReadReportReply> d;
+      actors::report_sections{}
+        .add(p, {"served", "served_none", "serve_refused", "serve_bytes",
+                 "lane_refused", "lane_failed"})
+        .write(d.root());
       return std::move(d).seal();
     },
     [self](serve_tick_atom) {

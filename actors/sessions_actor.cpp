@@ -1,6 +1,7 @@
 #include "actors/sessions_actor.hpp"
 
 #include "actors/codec.hpp"
+#include "actors/tier_counters.hpp"
 #include "tiers/entry_message.hpp"
 
 namespace kvtier::actors {
@@ -52,13 +53,10 @@ close_session(sessions_pointer self, const std::string& session) {
 }
 
 sealed<msg::ReadReportReply> report(sessions_pointer self) {
-  auto c = self->state.table.counters();
+  // protected_entries is the RAM actor's (it holds the pins).
+  auto part = tiers::report::sessions::from(self->state.table.counters());
   msg::draft<msg::ReadReportReply> d;
-  auto out = d.root().initSessions();
-  out.setOpen(c.open);
-  out.setOpened(c.opened);
-  out.setClosed(c.closed);
-  // protectedEntries is the RAM actor's part.
+  report_sections{}.add(part, {"open", "opened", "closed"}).write(d.root());
   return std::move(d).seal();
 }
 

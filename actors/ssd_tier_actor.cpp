@@ -1,6 +1,7 @@
 #include "actors/ssd_tier_actor.hpp"
 
 #include "actors/codec.hpp"
+#include "actors/tier_counters.hpp"
 #include "tiers/entry_message.hpp"
 
 #include <caf/send.hpp>
@@ -476,11 +477,7 @@ void flush_answer(ssd_tier_pointer self, tiers::ssd::durability_evidence ev) {
       make_error(ec::io_error, std::to_string(ev.removals_pending)
                                  + " completed checkpoint removals pending: "
                                  + ev.removal_error));
-  if (!errs.empty()) {
-    auto list = out.initErrors(static_cast<unsigned>(errs.size()));
-    for (unsigned i = 0; i < errs.size(); ++i)
-      write_error(list[i], errs[i]);
-  }
+  write_errors(out, errs);
   auto reply = std::move(d).seal();
   for (auto& rp : run.waiters)
     rp.deliver(reply);
@@ -597,45 +594,18 @@ sealed<msg::ReadStatsReply> stats(ssd_tier_pointer self) {
   return std::move(d).seal();
 }
 
-void write_ssd_counters(ssd_tier_pointer self, msg::SsdCounters::Builder o) {
-  auto s = tier(self).stats();
-  o.setFiles(s.files);
-  o.setFileBytes(s.file_bytes);
-  o.setCapBytes(tier(self).byte_cap());
-  o.setQueueItems(s.queue_items);
-  o.setQueueBytes(s.queue_bytes);
-  o.setWritesOk(s.writes_ok);
-  o.setWritesFailed(s.writes_failed);
-  o.setWriteNoSpace(s.write_no_space);
-  o.setDropped(s.dropped);
-  o.setSuperseded(s.superseded);
-  o.setRejectedTooLarge(s.rejected_too_large);
-  o.setEvicted(s.evicted);
-  o.setRestoresOk(s.restores_ok);
-  o.setRestoresFailed(s.restores_failed);
-  o.setCoalesced(s.coalesced);
-  o.setCancelled(s.cancelled);
-  o.setCorruptRemoved(s.corrupt_removed);
-  o.setWritesCancelled(s.writes_cancelled);
-  o.setWritesGivenUp(s.writes_given_up);
-  o.setWritesRetried(s.writes_retried);
-  o.setIoBufferBytes(tier(self).io_buffer_bytes());
-  o.setRemovalRecords(s.removal_records);
-  o.setRemovalFailures(s.removal_failures);
-  o.setRemovalsPending(s.removals_pending);
-  o.setGeometryMismatched(s.geometry_mismatched);
-  o.setRestoresMismatched(s.restores_mismatched);
-  o.setFilesSuperseded(s.files_superseded);
-  o.setDeltaFiles(s.delta_files);
-  o.setDeltaRefused(s.delta_refused);
-  o.setChainCascades(s.chain_cascades);
-  o.setPrefixBytesWritten(s.prefix_bytes_written);
-  o.setNewTokenBytes(s.new_token_bytes);
+/// The SSD part: the engine's counters of the same names, its cap and
+/// the buffers its running writes and reads hold.
+tiers::report::ssd ssd_part(ssd_tier_pointer self) {
+  auto part = tiers::report::ssd::from(tier(self).stats());
+  part.cap_bytes = tier(self).byte_cap();
+  part.io_buffer_bytes = tier(self).io_buffer_bytes();
+  return part;
 }
 
 sealed<msg::ReadReportReply> report(ssd_tier_pointer self) {
   msg::draft<msg::ReadReportReply> d;
-  write_ssd_counters(self, d.root().initSsd());
+  report_sections{}.add(ssd_part(self)).write(d.root());
   auto& c = self->state.parts->engine->counts();
   auto s = tier(self).stats();
   auto io = d.root().initIo(1)[0];

@@ -280,201 +280,46 @@ struct IoCounters {
   calls @8 :UInt64;        # blocking file-system calls (create, rename...)
 }
 
-struct RamCounters {
-  # Mirrors the RAM tier's counters (tiers/ram_types.hpp).
-  entries @0 :UInt64;
-  bytes @1 :UInt64;        # shared buffers counted once
-  capBytes @2 :UInt64;
-  hits @3 :UInt64;         # lookups that lent a prefix (RAM candidacy only)
-  misses @4 :UInt64;
-  sessionHits @5 :UInt64;  # lookups naming a session, served from it
-  sessionMisses @6 :UInt64;
-  prefixScans @7 :UInt64;  # index walks (lookups and peeks)
-  evictions @8 :UInt64;    # over the cap or for pressure relief
-  supersessions @9 :UInt64; # ancestors removed by a trimmable newcomer
-  replacements @10 :UInt64; # puts replacing the same key
-  oversize @11 :UInt64;    # puts larger than the whole cap
-  observerErrors @12 :UInt64; # put observers that threw (contained)
-  backingLost @13 :UInt64; # durable marks cleared: their SSD file went
-  leavingEntries @14 :UInt64; # evicted, still servable: writes pending
-  leavingBytes @15 :UInt64; # bytes only leaving entries hold (off the cap)
-  leavingDropped @16 :UInt64; # leaving entries whose write was not stored
-  rejoined @17 :UInt64;    # leaving entries a hit made resident again
-  boundaryDropped @18 :UInt64; # optional entries a boundary dropped
-  snapshots @19 :UInt64;   # write-behind snapshots made durable
-  residentBytes @20 :UInt64; # bytes of resident entries (the cap's)
-}
-
-struct SsdCounters {
-  # Mirrors the SSD tier's counters (tiers/ssd/ssd_stats.hpp).
-  files @0 :UInt64;
-  fileBytes @1 :UInt64;
-  capBytes @2 :UInt64;
-  queueItems @3 :UInt64;   # writes waiting in the write-behind queue
-  queueBytes @4 :UInt64;
-  writesOk @5 :UInt64;
-  writesFailed @6 :UInt64;
-  writeNoSpace @7 :UInt64;
-  dropped @8 :UInt64;      # spills dropped over the queue cap
-  superseded @9 :UInt64;   # queued writes replaced by a newer one
-  rejectedTooLarge @10 :UInt64;
-  evicted @11 :UInt64;     # files removed over the byte cap
-  restoresOk @12 :UInt64;  # cold restores (counted here, not as RAM hits)
-  restoresFailed @13 :UInt64;
-  coalesced @14 :UInt64;   # restores that joined a read in flight
-  cancelled @15 :UInt64;   # reads whose last interest ended first
-  corruptRemoved @16 :UInt64; # files dropped as corrupt at scan or read
-  writesCancelled @17 :UInt64; # queued writes taken back by EraseEntry
-  geometryMismatched @18 :UInt64; # files the scan left unindexed: layers of another model (kept)
-  restoresMismatched @19 :UInt64; # restores refused: the file is another model's (a miss, file kept)
-  removalRecords @20 :UInt64; # checkpoint removal records written
-  removalFailures @21 :UInt64; # removal steps that failed (retried)
-  removalsPending @22 :UInt64; # checkpoint removals not durably done
-  filesSuperseded @23 :UInt64; # prefix files a trimmable longer one
-                           # superseded (removed)
-  writesGivenUp @24 :UInt64; # writes that failed their last attempt
-  writesRetried @25 :UInt64; # failed writes tried again
-  ioBufferBytes @26 :UInt64; # buffers of writes and reads running (headers,
-                           # read buffers): the SSD tier's own, not RAM's
-  deltaFiles @27 :UInt64;  # delta files made durable (rows past a parent)
-  deltaRefused @28 :UInt64; # prefix writes with a parent written whole
-                           # (shared rows differed)
-  chainCascades @29 :UInt64; # delta files removed with a file they depend on
-  prefixBytesWritten @30 :UInt64; # prefix files: bytes handed to the engine
-  newTokenBytes @31 :UInt64; # the ideal: new tokens x bytes per token
-}
-
-struct CheckpointCounters {
-  # The checkpoints actor's part of the report.
-  held @0 :UInt64;         # identities held (memory or file)
-  saved @1 :UInt64;        # checkpoints kept by `checkpoint`
-  disposed @2 :UInt64;     # checkpoints disposed (not newer, stale attempt)
-  resumed @3 :UInt64;      # acquires served a checkpoint
-  stale @4 :UInt64;        # acquires whose checkpoint did not extend the
-                           # prompt (served through the prefix search)
-  removed @5 :UInt64;      # identities removed by completed releases
-  everyTokens @6 :UInt64;  # service.checkpoint-every-tokens (0: none)
-  ramOnly @7 :Bool;        # an interval without an SSD tier: checkpoints
-                           # live in RAM only and none survives a restart
-}
-
-struct SessionCounters {
-  open @0 :UInt64;         # sessions open now (sessions actor)
-  protectedEntries @1 :UInt64; # RAM entries carrying a pin (RAM actor)
-  closed @2 :UInt64;       # open sessions closed (sessions actor)
-  opened @3 :UInt64;       # sessions that became open (sessions actor)
-}
-
-struct ObjectCounters {
-  entries @0 :UInt64;
-  bytes @1 :UInt64;
-  hits @2 :UInt64;
-  misses @3 :UInt64;
-}
-
-struct AdmissionCounters {
-  admitted @0 :UInt64;     # requests that started holding bytes
-  refused @1 :UInt64;      # admit answers "wait"
-  errors @2 :UInt64;       # requests that could never be admitted
-  released @3 :UInt64;     # requests that gave their bytes back
-  waiting @4 :UInt64;      # requests queued right now
-  heldBytes @5 :UInt64;
-  holders @6 :UInt64;      # requests holding bytes right now
-  budgetBytes @7 :UInt64;
-  maxQueued @8 :UInt64;    # the queue's bound (admission.max-queued)
-  queueFull @9 :UInt64;    # queued admits refused over that bound
-}
-
 struct ReadReport {
   unused @0 :Void;
 }
 
 struct ReadReportReply {
-  ram @0 :RamCounters;
-  ssd @1 :SsdCounters;
-  sessions @2 :SessionCounters;
-  objects @3 :ObjectCounters;
-  demotions @4 :UInt64;    # entries demoted by idle demotion
-  admission @5 :AdmissionCounters;
-  io @6 :List(IoCounters); # one per tier doing I/O
-  checkpoints @7 :CheckpointCounters;
-  deadTiers @8 :UInt64;    # cold tier actors the facade saw go down (each
+  # Each member of the service answers with the sections it counts; the
+  # facade's reply carries them all plus its own figures.
+  tiers @0 :List(TierCounters); # one section per part: the built-in parts
+                           # ("ram", "ssd", "checkpoints", "sessions",
+                           # "objects", "admission", "peer", "tokens"),
+                           # declared in tiers/report_parts.hpp, and those
+                           # of tiers added beside them
+  io @1 :List(IoCounters); # one per tier doing I/O
+  demotions @2 :UInt64;    # entries demoted by idle demotion (RAM)
+  deadTiers @3 :UInt64;    # cold tier actors the facade saw go down (each
                            # dropped from its lookups; counted once)
-  coldTiers @9 :UInt64;    # cold tier actors its lookups consult now
-  peer @10 :PeerCounters;  # the peer tier's part (cluster.enabled only)
-  closed @11 :Bool;        # close began: new work is refused (the facade)
-  coldLate @12 :UInt64;    # acquires whose RAM hit was served without a
+  coldTiers @4 :UInt64;    # cold tier actors its lookups consult now
+  closed @5 :Bool;         # close began: new work is refused (the facade)
+  coldLate @6 :UInt64;     # acquires whose RAM hit was served without a
                            # cold tier that had not answered within
                            # service.cold-wait-ms (the facade)
-  silentTiers @13 :List(Text); # tiers that did not answer this report by
-                           # their deadline (their parts are zero): "ram",
-                           # "admission", "checkpoints", "sessions", "ssd",
-                           # "peer"
-  tokens @14 :TokenCounters; # prompt tokens of acquires (the facade)
-  tiers @15 :List(TierCounters); # tiers that report their counters by
-                           # declaration (a store added beside the built-in
-                           # tiers), one section each
+  silentTiers @7 :List(Text); # members that did not answer this report by
+                           # their deadline (their sections are missing):
+                           # "ram", "admission", "checkpoints", "sessions",
+                           # "ssd", "peer", or an added store's name
 }
 
 struct TierCounters {
-  # One tier's counters as it declares them (actors/tier_counters.hpp): the
-  # report, /stats and /metrics iterate them, nothing names them one by one.
+  # One part's counters by name (actors/tier_counters.hpp): the report,
+  # /stats and /metrics iterate them, nothing names them one by one.
   tier @0 :Text;           # the tier's name (lower_snake_case)
   counters @1 :List(CounterValue);
 }
 
 struct CounterValue {
   name @0 :Text;           # lower_snake_case, unique within its tier
-  help @1 :Text;           # one line, for /metrics and the docs
+  help @1 :Text;           # one line, for /metrics and the docs (empty for
+                           # a built-in part's: its readers know it)
   gauge @2 :Bool;          # a level that may go down; false: a running total
   value @3 :UInt64;
-}
-
-struct TokenCounters {
-  # The facade's count of the prompt tokens its acquires answered: where the
-  # state it served came from, and what the engine was left to compute
-  # (served + computed = every prompt token of a successful acquire).
-  ram @0 :UInt64;          # served from RAM (a hit, or a prefetched donor)
-  ssd @1 :UInt64;          # restored from SSD by the acquire
-  peer @2 :UInt64;         # fetched from a peer by the acquire
-  checkpoint @3 :UInt64;   # the request's own checkpoint (its prompt part)
-  computed @4 :UInt64;     # prompt tokens no state covered
-  store @5 :UInt64;        # served from a store added beside the built-in
-                           # tiers (source `store`)
-}
-
-struct PeerCounters {
-  # The peer tier's counters (actors/peer_tier_actor.hpp, docs/cluster.md).
-  peersUp @0 :UInt64;      # peer nodes whose entries may be fetched now
-  entries @1 :UInt64;      # distinct entries the directory knows of
-  finds @2 :UInt64;        # FindPrefix calls answered with a candidate
-  overCap @3 :UInt64;      # candidates refused over cluster.fetch-max-bytes
-  fetches @4 :UInt64;      # transfers started (FetchEntry sent)
-  fetched @5 :UInt64;      # entries fetched, verified and handed up
-  bytes @6 :UInt64;        # flat bytes of the verified transfers
-  coalesced @7 :UInt64;    # restores and prefetches that joined a fetch
-  laneFetches @8 :UInt64;  # transfers read from a bulk lane
-  chunkFetches @9 :UInt64; # transfers pulled chunk by chunk
-  failedNone @10 :UInt64;  # the holder had nothing usable any more
-  failedUnreachable @11 :UInt64; # the holder went down or did not answer
-  failedTimeout @12 :UInt64; # the fetch deadline passed
-  failedCorrupt @13 :UInt64; # checksum, decode or shape check failed
-  failedOther @14 :UInt64; # refused by the holder, over the cap, I/O
-  inFlightBytes @15 :UInt64; # bytes of transfers running now
-  writtenToSsd @16 :UInt64; # fetched entries written to the local SSD
-  ssdWriteFailed @17 :UInt64; # such writes that failed or were dropped
-  served @18 :UInt64;      # serving side: FetchEntry answered with a transfer
-  servedNone @19 :UInt64;  # ... answered none (nothing longer held)
-  serveRefused @20 :UInt64; # ... refused: malformed, oversized, over the cap
-  serveBytes @21 :UInt64;  # ... flat bytes offered
-  feedSnapshots @22 :UInt64; # peer snapshots applied to the directory
-  feedGapResyncs @23 :UInt64; # ... of them after a gap in a peer's feed
-  feedRestartResyncs @24 :UInt64; # ... after a peer restarted
-  refusedRemote @25 :UInt64; # messages to the peer tier from another
-                           # process (it serves its own node only)
-  laneRefused @26 :UInt64; # bulk lane requests refused: unknown id, wrong
-                           # token, bad request (messages/bulk_lane.hpp)
-  laneFailed @27 :UInt64;  # bulk lane writes that broke or timed out
 }
 
 struct ListSavedPrefixes {

@@ -361,8 +361,8 @@ public:
   /// `actors::directory_batch` messages of what peers hold.
   caf::actor peer_tier() const noexcept;
 
-  /// The actor serving this node's state to peers (runtime/cluster/
-  /// serve.hpp) when `cluster.enabled`, else null.
+  /// The actor serving this node's state to peers (actors/serve_actor.hpp)
+  /// when `cluster.enabled`, else null.
   caf::actor state_server() const noexcept;
 
   caf::actor_system& system() noexcept;

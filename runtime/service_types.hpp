@@ -9,6 +9,7 @@
 #pragma once
 
 #include "../tiers/latency.hpp"
+#include "../tiers/report_parts.hpp"
 #include "../tiers/state.hpp"
 
 #include <cstdint>
@@ -227,76 +228,34 @@ struct io_counters {
   uint64_t submitted = 0;
 };
 
-/// Every counter (`report()`), mirroring ReadReportReply.
+/// Every counter (`report()`). The built-in parts are declared in
+/// tiers/report_parts.hpp, one line per counter (its name, kind, metric
+/// and help: docs/operations.md lists them); /stats, /metrics and
+/// Python's report() print every declared counter.
 struct service_report {
-  struct ram_part {
-    uint64_t entries = 0, bytes = 0, cap_bytes = 0, hits = 0, misses = 0,
-             session_hits = 0, session_misses = 0, prefix_scans = 0,
-             evictions = 0, supersessions = 0, replacements = 0, oversize = 0,
-             observer_errors = 0, backing_lost = 0;
-    /// Evicted entries still in RAM, servable, until their writes settle,
-    /// and the bytes only they hold (outside the cap).
-    uint64_t leaving_entries = 0, leaving_bytes = 0;
-    /// Leaving entries whose write was not stored (dropped, given up).
-    uint64_t leaving_dropped = 0;
-    /// Leaving entries a hit made resident again.
-    uint64_t rejoined = 0;
-    /// Optional entries a boundary dropped (durable nowhere).
-    uint64_t boundary_dropped = 0;
-    /// Write-behind snapshots made durable.
-    uint64_t snapshots = 0;
-    /// Bytes of resident entries (what the cap bounds).
-    uint64_t resident_bytes = 0;
-  } ram;
-  struct ssd_part {
-    uint64_t files = 0, file_bytes = 0, cap_bytes = 0, queue_items = 0,
-             queue_bytes = 0, writes_ok = 0, writes_failed = 0,
-             write_no_space = 0, dropped = 0, superseded = 0,
-             rejected_too_large = 0, evicted = 0, restores_ok = 0,
-             restores_failed = 0, coalesced = 0, cancelled = 0,
-             corrupt_removed = 0, writes_cancelled = 0, removal_records = 0,
-             removal_failures = 0, removals_pending = 0;
-    /// Files of this directory whose layers are another model's: left
-    /// unindexed at start, kept on disk.
-    uint64_t geometry_mismatched = 0;
-    /// Restores refused because the file is another model's (a miss; the
-    /// file is kept).
-    uint64_t restores_mismatched = 0;
-    /// Prefix files removed because a trimmable longer file of the same
-    /// namespace superseded them.
-    uint64_t files_superseded = 0;
-    /// Writes that failed their last attempt (never written), and failed
-    /// writes tried again (docs/ssd-format.md "Retries").
-    uint64_t writes_given_up = 0, writes_retried = 0;
-    /// Bytes of buffers the SSD tier's running writes and reads hold
-    /// (headers, read buffers), beside what RAM holds.
-    uint64_t io_buffer_bytes = 0;
-    /// Delta files (docs/ssd-format.md "Delta files"): made durable,
-    /// written whole because their shared rows differed from the parent's,
-    /// removed with a file they depended on.
-    uint64_t delta_files = 0, delta_refused = 0, chain_cascades = 0;
-    /// Prefix files: bytes handed to the engine, and the ideal (each
-    /// write's tokens beyond the longest prefix of it already on SSD,
-    /// times the bytes per token).
-    uint64_t prefix_bytes_written = 0, new_token_bytes = 0;
-  } ssd;
+  using ram_part = ::kvtier::tiers::report::ram;
+  using ssd_part = ::kvtier::tiers::report::ssd;
+  using checkpoints_part = ::kvtier::tiers::report::checkpoints;
+  using sessions_part = ::kvtier::tiers::report::sessions;
+  using objects_part = ::kvtier::tiers::report::objects;
+  using admission_part = ::kvtier::tiers::report::admission;
+  using peer_part = ::kvtier::tiers::report::peer;
+  using node_part = ::kvtier::tiers::report::node;
+  using tokens_part = ::kvtier::tiers::report::tokens;
+
+  /// The RAM tier (resident and leaving entries: evicted ones still
+  /// servable until their writes settle).
+  ram_part ram;
+  /// The SSD tier (files, its write queue, restores, removals).
+  ssd_part ssd;
   /// Checkpoints: identities held, saves kept and disposed, acquires that
-  /// resumed one and that found a stale one, identities removed.
-  struct checkpoints_part {
-    uint64_t held = 0, saved = 0, disposed = 0, resumed = 0, stale = 0,
-             removed = 0;
-    /// `service.checkpoint-every-tokens` (0: none).
-    uint64_t every_tokens = 0;
-    /// An interval without an SSD tier: checkpoints are kept in RAM only,
-    /// so none survives a restart (the start says so in the log too).
-    bool ram_only = false;
-  } checkpoints;
-  struct sessions_part {
-    uint64_t open = 0, protected_entries = 0, closed = 0, opened = 0;
-  } sessions;
-  struct objects_part {
-    uint64_t entries = 0, bytes = 0, hits = 0, misses = 0;
-  } objects;
+  /// resumed one and that found a stale one, identities removed;
+  /// `ram_only` (1) when there is no SSD tier, so none survives a restart.
+  checkpoints_part checkpoints;
+  sessions_part sessions;
+  /// Exact tensor objects (encoder outputs) in RAM.
+  objects_part objects;
+  /// Entries demoted by idle demotion.
   uint64_t demotions = 0;
   /// Cold tier actors the facade's lookups consult now (the SSD tier, when
   /// configured), and those it saw go down and dropped (each once).
@@ -307,56 +266,29 @@ struct service_report {
   uint64_t cold_late = 0;
   /// Whether close began: the service refuses new work (/health says so).
   bool closed = false;
-  struct admission_part {
-    uint64_t admitted = 0, refused = 0, errors = 0, released = 0, waiting = 0,
-             held_bytes = 0, holders = 0, budget_bytes = 0;
-    /// The queue's bound (admission.max-queued) and the queued admits
-    /// refused over it (`ec::queue_full`).
-    uint64_t max_queued = 0, queue_full = 0;
-  } admission;
-  /// The peer tier (cluster.enabled; messages/service.capnp PeerCounters,
-  /// docs/cluster.md): fetching side, then serving side.
-  struct peer_part {
-    uint64_t peers_up = 0, entries = 0, finds = 0, over_cap = 0, fetches = 0,
-             fetched = 0, bytes = 0, coalesced = 0, lane_fetches = 0,
-             chunk_fetches = 0, failed_none = 0, failed_unreachable = 0,
-             failed_timeout = 0, failed_corrupt = 0, failed_other = 0,
-             in_flight_bytes = 0, written_to_ssd = 0, ssd_write_failed = 0;
-    uint64_t served = 0, served_none = 0, serve_refused = 0, serve_bytes = 0;
-    /// Snapshots of peers' feeds applied to the directory: every first
-    /// sync (a join, a rejoin), and those after a gap or a peer's restart.
-    uint64_t feed_snapshots = 0, feed_gap_resyncs = 0, feed_restart_resyncs = 0;
-    /// Messages to the peer tier from another process, refused.
-    uint64_t refused_remote = 0;
-    /// The bulk lane's server side (messages/bulk_lane.hpp): requests
-    /// refused (unknown transfer, wrong token, bad request) and writes that
-    /// broke or timed out.
-    uint64_t lane_refused = 0, lane_failed = 0;
-  } peer;
-  /// The node's port (cluster.enabled; messages/wire_guard.hpp), read from
-  /// its guard's counters: peer messages refused before decoding (over
+  /// The admission budget and its queue (`admission.max-queued`).
+  admission_part admission;
+  /// The peer tier (cluster.enabled; docs/cluster.md): fetching side, then
+  /// serving side (its bulk lane's too).
+  peer_part peer;
+  /// The node's port (cluster.enabled), read from its guard's counters:
+  /// peer messages refused before decoding (over
   /// cluster.max-message-bytes) and that failed to decode; frames the port
-  /// refused (announced over their bound; not CAF's protocol);
-  /// connections its gate closed before their handshake and connections
-  /// that closed without finishing it. The configured peers (cluster.peers
-  /// and --join), for /health.
-  struct node_part {
-    uint64_t refused_oversized = 0, refused_undecodable = 0,
-             oversized_frames = 0, garbage_frames = 0, configured_peers = 0,
-             refused_connections = 0, failed_handshakes = 0;
-  } node;
+  /// refused (announced over their bound; not CAF's protocol); connections
+  /// its gate closed before their handshake and connections that closed
+  /// without finishing it. The configured peers (cluster.peers and
+  /// --join), for /health.
+  node_part node;
   /// Prompt tokens of the acquires the service answered (the facade counts
   /// them once): served from RAM (a hit, also of a donor a prefetch
   /// brought), restored from SSD or fetched from a peer by the acquire, the
-  /// request's own checkpoint (its prompt part), and computed (no state
-  /// covered them). served + computed = every prompt token acquired.
-  struct tokens_part {
-    uint64_t ram = 0, ssd = 0, peer = 0, checkpoint = 0, computed = 0,
-             store = 0;
-  } tokens;
-  /// The counters of tiers that report them by declaration (a store added
-  /// beside the built-in tiers): each tier's name and its counters, as it
-  /// declared them; /stats and /metrics iterate them.
+  /// request's own checkpoint (its prompt part), from a store added beside
+  /// the built-in tiers, and computed (no state covered them).
+  /// served + computed = every prompt token acquired.
+  tokens_part tokens;
+  /// The counters of the tiers added beside the built-in ones (a store):
+  /// each tier's name and its counters, as it declared them; /stats and
+  /// /metrics iterate them.
   struct tier_section {
     struct counter {
       std::string name, help;

@@ -766,6 +766,10 @@ ram_counters ram_tier::counters() const {
   auto c = counters_;
   c.entries = index_.size();
   c.objects = objects_.size();
+  for (auto& [key, id] : objects_)
+    for (auto& a : records_.find_extras(id)->object)
+      for (auto& v : a.segments)
+        c.object_bytes += v.length;
   c.bytes = ledger_.bytes();
   c.capacity = capacity_;
   c.protected_entries = protected_;

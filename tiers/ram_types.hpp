@@ -206,6 +206,8 @@ struct ram_counters {
   uint64_t replacements = 0;
   /// Puts refused because the item alone exceeds the cap.
   uint64_t oversize = 0;
+  /// Bytes of the objects' tensors (the views' lengths).
+  uint64_t object_bytes = 0;
   uint64_t object_hits = 0;
   uint64_t object_misses = 0;
   /// Put observers that threw (contained).

@@ -6,6 +6,7 @@
 
 #include "actors/codec.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/tier_counters.hpp"
 #include "messages/log.hpp"
 #include "messages/type_ids.hpp"
 
@@ -199,7 +200,13 @@ void refresh_load(node_actor* self) {
               msg::draft<msg::ReadReport>{}.seal())
     .then(
       [self](const sealed<msg::ReadReportReply>& r) {
-        self->state.load = load_of(r.root().getAdmission());
+        auto a = actors::read_part<tiers::report::admission>(r.root());
+        msg::draft<msg::NodeLoad> d;
+        d.root().setHeldBytes(a.held_bytes);
+        d.root().setBudgetBytes(a.budget_bytes);
+        d.root().setHolders(a.holders);
+        d.root().setWaiting(a.waiting);
+        self->state.load = std::move(d).seal();
       },
       [](const caf::error&) {});
 }

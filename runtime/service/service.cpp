@@ -67,9 +67,9 @@ service::~service() {
   stopper->send_exit(h.tiers.checkpoints, caf::exit_reason::user_shutdown);
   stopper->send_exit(h.tiers.sessions, caf::exit_reason::user_shutdown);
   // Stores added beside the built-in tiers (the SSD actor goes below).
-  for (auto& m : h.tiers.lifecycle)
-    if (m.stage == actors::tier_stage::store && m.name != "ssd")
-      stopper->send_exit(m.actor, caf::exit_reason::user_shutdown);
+  for (auto& s : h.tiers.stores)
+    if (!h.tiers.ssd || s.address() != h.tiers.ssd.address())
+      stopper->send_exit(s, caf::exit_reason::user_shutdown);
   // The peer tier and the serving side (cluster.enabled): the serve
   // actor's lane threads end with it; a fetch running fails as closed.
   if (h.cluster.peer)

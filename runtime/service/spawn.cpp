@@ -163,10 +163,7 @@ static caf::error spawn_cluster_parts(caf::actor_system& sys,
     lane = std::move(*l);
   }
   // What it serves from: RAM, then every store (the local lookup).
-  actors::local_tiers local{h.tiers.ram, {}};
-  for (auto& m : h.tiers.lifecycle)
-    if (m.stage == actors::tier_stage::store)
-      local.stores.push_back(caf::actor_cast<actors::store_actor>(m.actor));
+  actors::local_tiers local{h.tiers.ram, h.tiers.stores};
   auto serve = actors::spawn_serve(sys, sc, std::move(local), std::move(lane));
   h.cluster.serve = caf::actor_cast<caf::actor>(serve);
   actors::peer_tier_config pc;
@@ -237,6 +234,7 @@ void wire_store(actors::service_actors& t, actors::store_actor store,
                 std::string name, msg::Tier tag) {
   if (!t.store)
     t.store = store;
+  t.stores.push_back(store);
   t.cold.push_back({store, tag, name});
   t.lifecycle.push_back({store, std::move(name), actors::tier_stage::store});
 }

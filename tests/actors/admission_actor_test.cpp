@@ -2,6 +2,7 @@
 // when a release admits it, in arrival order; a request that can never be
 // admitted gets its error inside the reply.
 #define BOOST_TEST_MODULE actors_admission
+#include "actors/tier_counters.hpp"
 #include "tests/caf_bridge.hpp"
 
 #include "actors/admission_actor.hpp"
@@ -113,10 +114,10 @@ BOOST_AUTO_TEST_CASE(close_answers_queued_admits_closed_and_refuses_later) {
   self->send(adm, msg::draft<msg::ReadReport>{}.seal());
   drain();
   self->receive([](const sealed<msg::ReadReportReply>& r) {
-    auto a = r.root().getAdmission();
-    BOOST_CHECK_EQUAL(a.getWaiting(), 0u);
-    BOOST_CHECK_EQUAL(a.getHolders(), 0u);
-    BOOST_CHECK_EQUAL(a.getAdmitted(), 1u);
+    auto a = actors::read_part<tiers::report::admission>(r.root());
+    BOOST_CHECK_EQUAL(a.waiting, 0u);
+    BOOST_CHECK_EQUAL(a.holders, 0u);
+    BOOST_CHECK_EQUAL(a.admitted, 1u);
   });
 }
 
@@ -142,10 +143,10 @@ BOOST_AUTO_TEST_CASE(a_queued_admit_past_the_bound_is_refused_queue_full) {
   self->send(small, msg::draft<msg::ReadReport>{}.seal());
   drain();
   self->receive([](const sealed<msg::ReadReportReply>& r) {
-    auto a = r.root().getAdmission();
-    BOOST_CHECK_EQUAL(a.getMaxQueued(), 1u);
-    BOOST_CHECK_EQUAL(a.getQueueFull(), 1u);
-    BOOST_CHECK_EQUAL(a.getWaiting(), 1u);
+    auto a = actors::read_part<tiers::report::admission>(r.root());
+    BOOST_CHECK_EQUAL(a.max_queued, 1u);
+    BOOST_CHECK_EQUAL(a.queue_full, 1u);
+    BOOST_CHECK_EQUAL(a.waiting, 1u);
   });
   self->send(small, release(1));
   drain();

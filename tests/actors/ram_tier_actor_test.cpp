@@ -6,6 +6,7 @@
 // durable claim is confirmed). tests/actors/ssd_evict_test.cpp runs the RAM
 // actor against a real SSD actor.
 #define BOOST_TEST_MODULE actors_ram_tier
+#include "actors/tier_counters.hpp"
 #include "tests/caf_bridge.hpp"
 
 #include "actors/ram_tier_actor.hpp"
@@ -138,7 +139,8 @@ BOOST_AUTO_TEST_CASE(demotion_waits_for_the_ssd_before_the_entry_leaves) {
   drain();
   self->receive([](const sealed<msg::PublishStateReply>&) {});
   self->receive([](const sealed<msg::ReadReportReply>& r) {
-    BOOST_CHECK_EQUAL(r.root().getRam().getEntries(), 1u);
+    BOOST_CHECK_EQUAL(actors::read_part<tiers::report::ram>(r.root()).entries,
+                      1u);
   });
   self->receive([](const sealed<msg::DemoteIdleReply>& r) {
     BOOST_CHECK_EQUAL(r.root().getDemoted(), 1u);
@@ -146,7 +148,8 @@ BOOST_AUTO_TEST_CASE(demotion_waits_for_the_ssd_before_the_entry_leaves) {
   self->send(ram, empty<msg::ReadReport>());
   drain();
   self->receive([](const sealed<msg::ReadReportReply>& r) {
-    BOOST_CHECK_EQUAL(r.root().getRam().getEntries(), 0u);
+    BOOST_CHECK_EQUAL(actors::read_part<tiers::report::ram>(r.root()).entries,
+                      0u);
   });
 }
 

@@ -5,6 +5,7 @@
 // Most cases use a stand-in RAM actor that records the orders; the last
 // runs against the real RAM tier actor and watches its protected entries.
 #define BOOST_TEST_MODULE actors_sessions
+#include "actors/tier_counters.hpp"
 #include "tests/caf_bridge.hpp"
 
 #include "actors/ram_tier_actor.hpp"
@@ -134,12 +135,12 @@ BOOST_AUTO_TEST_CASE(the_report_counts_open_opened_and_closed_sessions) {
   drain();
   self->receive([](const sealed<msg::CloseSessionReply>&) {});
   self->receive([](const sealed<msg::ReadReportReply>& r) {
-    auto s = r.root().getSessions();
-    BOOST_CHECK_EQUAL(s.getOpen(), 2u);
-    BOOST_CHECK_EQUAL(s.getOpened(), 3u);
-    BOOST_CHECK_EQUAL(s.getClosed(), 1u);
-    BOOST_CHECK_EQUAL(s.getProtectedEntries(), 0u); // RAM's part
-    BOOST_CHECK(!r.root().hasRam());
+    auto s = actors::read_part<tiers::report::sessions>(r.root());
+    BOOST_CHECK_EQUAL(s.open, 2u);
+    BOOST_CHECK_EQUAL(s.opened, 3u);
+    BOOST_CHECK_EQUAL(s.closed, 1u);
+    BOOST_CHECK_EQUAL(s.protected_entries, 0u); // RAM's part
+    BOOST_CHECK(!actors::has_part(r.root(), "ram"));
   });
 }
 
@@ -155,8 +156,10 @@ BOOST_AUTO_TEST_CASE(close_service_forgets_every_session) {
     BOOST_CHECK_EQUAL(r.root().getUnprotected(), 0u);
   });
   self->receive([](const sealed<msg::ReadReportReply>& r) {
-    BOOST_CHECK_EQUAL(r.root().getSessions().getOpen(), 0u);
-    BOOST_CHECK_EQUAL(r.root().getSessions().getClosed(), 0u);
+    BOOST_CHECK_EQUAL(actors::read_part<tiers::report::sessions>(r.root()).open,
+                      0u);
+    BOOST_CHECK_EQUAL(
+      actors::read_part<tiers::report::sessions>(r.root()).closed, 0u);
   });
 }
 
@@ -187,7 +190,8 @@ BOOST_AUTO_TEST_CASE(with_the_real_ram_tier_the_newest_entry_alone_is_pinned) {
     drain();
     uint64_t n = 0;
     self->receive([&](const sealed<msg::ReadReportReply>& r) {
-      n = r.root().getSessions().getProtectedEntries();
+      n =
+        actors::read_part<tiers::report::sessions>(r.root()).protected_entries;
     });
     return n;
   };
@@ -204,7 +208,8 @@ BOOST_AUTO_TEST_CASE(with_the_real_ram_tier_the_newest_entry_alone_is_pinned) {
   self->send(real_ram, empty<msg::ReadReport>());
   drain();
   self->receive([](const sealed<msg::ReadReportReply>& r) {
-    BOOST_CHECK_EQUAL(r.root().getRam().getEntries(), 2u); // none deleted
+    BOOST_CHECK_EQUAL(actors::read_part<tiers::report::ram>(r.root()).entries,
+                      2u); // none deleted
   });
 }
 

@@ -7,6 +7,7 @@
 // the writes running and counts what was released unwritten.
 #define BOOST_TEST_MODULE actors_ssd_close
 // Before the CAF test DSL, whose `inject` macro would eat the method's name.
+#include "actors/tier_counters.hpp"
 #include "tiers/ssd/faulty_file_system.hpp"
 
 #include "tests/actors/inline_ssd.hpp"
@@ -67,11 +68,11 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     return out;
   }
 
-  msg::SsdCounters::Reader counters() {
+  tiers::report::ssd counters() {
     self->send(ssd, msg::draft<msg::ReadReport>{}.seal());
     drain();
     self->receive([&](const sealed<msg::ReadReportReply>& r) { report = r; });
-    return report->root().getSsd();
+    return actors::read_part<tiers::report::ssd>(report->root());
   }
 
   std::optional<sealed<msg::ReadReportReply>> report;
@@ -146,9 +147,9 @@ BOOST_AUTO_TEST_CASE(close_releases_unwritten_writes_and_refuses_later_ones) {
     BOOST_CHECK_EQUAL(r.root().getLeaseId(), 0u);
   });
   auto c = counters();
-  BOOST_CHECK_EQUAL(c.getQueueItems(), 0u);
-  BOOST_CHECK_EQUAL(c.getQueueBytes(), 0u);
-  BOOST_CHECK_EQUAL(c.getFiles(), 2u);
+  BOOST_CHECK_EQUAL(c.queue_items, 0u);
+  BOOST_CHECK_EQUAL(c.queue_bytes, 0u);
+  BOOST_CHECK_EQUAL(c.files, 2u);
   BOOST_CHECK_EQUAL(report->root().getIo()[0].getFailures(), 1u);
   report.reset();
   // Nothing is held: no queued write, no prefetch result.

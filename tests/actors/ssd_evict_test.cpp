@@ -6,6 +6,7 @@
 // The SSD cap holds one 100-token entry, so each new file evicts the one
 // before. Also: a completed release cancels its checkpoint's writes.
 #define BOOST_TEST_MODULE actors_ssd_evict
+#include "actors/tier_counters.hpp"
 #include "tests/actors/inline_ssd.hpp"
 #include "tests/caf_bridge.hpp"
 
@@ -137,7 +138,7 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     drain();
     uint64_t n = 0;
     self->receive([&](const sealed<msg::ReadReportReply>& r) {
-      n = r.root().getRam().getBackingLost();
+      n = actors::read_part<tiers::report::ram>(r.root()).backing_lost;
     });
     return n;
   }
@@ -211,9 +212,9 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     return deref<checkpoints_impl>(ckpt).state.store;
   }
 
-  msg::SsdCounters::Reader ssd_counters() {
+  tiers::report::ssd ssd_counters() {
     report_ = ssd_report();
-    return report_->root().getSsd();
+    return actors::read_part<tiers::report::ssd>(report_->root());
   }
 
   std::optional<sealed<msg::ReadReportReply>> report_;
@@ -243,14 +244,16 @@ BOOST_AUTO_TEST_CASE(an_entry_evicted_from_ssd_is_no_longer_durable_in_ram) {
   BOOST_CHECK(durable(b));
   BOOST_CHECK(!durable(a));
   BOOST_REQUIRE(item(a)); // still held, now as the only copy
-  BOOST_CHECK_EQUAL(ssd_report().root().getSsd().getEvicted(), 1u);
+  BOOST_CHECK_EQUAL(
+    actors::read_part<tiers::report::ssd>(ssd_report().root()).evicted, 1u);
   BOOST_CHECK_EQUAL(backing_lost(), 1u);
   // A boundary releases B (its file is there), never A.
   BOOST_CHECK_EQUAL(boundary(), 1u);
   BOOST_CHECK(!item(b));
   BOOST_REQUIRE(item(a));
   // Demotion writes A again before it leaves RAM.
-  auto writes = ssd_report().root().getSsd().getWritesOk();
+  auto writes =
+    actors::read_part<tiers::report::ssd>(ssd_report().root()).writes_ok;
   msg::draft<msg::DemoteIdle> d;
   d.root().setIdleMs(0);
   self->send(ram, std::move(d).seal());
@@ -259,7 +262,9 @@ BOOST_AUTO_TEST_CASE(an_entry_evicted_from_ssd_is_no_longer_durable_in_ram) {
     BOOST_CHECK_EQUAL(r.root().getDemoted(), 1u);
   });
   BOOST_CHECK(!item(a));
-  BOOST_CHECK_EQUAL(ssd_report().root().getSsd().getWritesOk(), writes + 1);
+  BOOST_CHECK_EQUAL(
+    actors::read_part<tiers::report::ssd>(ssd_report().root()).writes_ok,
+    writes + 1);
   msg::draft<msg::FindPrefix> f;
   f.root().setNs("ns");
   tiers::write_tokens(f.root().initPrompt(101), seq(101, 1));
@@ -335,18 +340,18 @@ BOOST_AUTO_TEST_CASE(
   BOOST_CHECK(save_checkpoint(7, 100, 1));
   flush_checkpoints();
   BOOST_CHECK(checkpoints().undurable().empty());
-  BOOST_CHECK_EQUAL(ssd_counters().getWritesOk(), 1u);
+  BOOST_CHECK_EQUAL(ssd_counters().writes_ok, 1u);
   // A prefix file pushes the checkpoint's out of the SSD cap: the
   // checkpoints actor hears of it (RAM does not), and its checkpoint held
   // in memory is no longer durable.
   publish_durable(100, 5000);
-  BOOST_CHECK_EQUAL(ssd_counters().getEvicted(), 1u);
+  BOOST_CHECK_EQUAL(ssd_counters().evicted, 1u);
   BOOST_CHECK_EQUAL(backing_lost(), 0u);
   BOOST_CHECK_EQUAL(checkpoints().undurable().size(), 1u);
   // The next flush writes it again (and that evicts the prefix file).
   flush_checkpoints();
   BOOST_CHECK(checkpoints().undurable().empty());
-  BOOST_CHECK_EQUAL(ssd_counters().getWritesOk(), 3u);
+  BOOST_CHECK_EQUAL(ssd_counters().writes_ok, 3u);
   BOOST_CHECK_EQUAL(backing_lost(), 1u);
   // Memory cleared (a close): the file alone restores it.
   self->send(ckpt, empty<msg::CloseService>());
@@ -373,7 +378,7 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_file_that_went_is_a_miss_from_then_on) {
   BOOST_CHECK_EQUAL(find_checkpoint(7), 0u);
   BOOST_CHECK_EQUAL(checkpoints().size(), 0u);
   BOOST_CHECK_EQUAL(find_checkpoint(7), 0u); // no second read
-  BOOST_CHECK_EQUAL(ssd_counters().getRestoresFailed(), 1u);
+  BOOST_CHECK_EQUAL(ssd_counters().restores_failed, 1u);
 }
 
 BOOST_AUTO_TEST_CASE(a_completed_release_cancels_its_checkpoint_writes) {
@@ -391,11 +396,11 @@ BOOST_AUTO_TEST_CASE(a_completed_release_cancels_its_checkpoint_writes) {
   });
   // The queued one was never written; the one in flight was, then erased.
   auto c = ssd_counters();
-  BOOST_CHECK_EQUAL(c.getWritesCancelled(), 1u);
-  BOOST_CHECK_EQUAL(c.getWritesOk(), 1u);
-  BOOST_CHECK_EQUAL(c.getFiles(), 0u);
-  BOOST_CHECK_EQUAL(c.getQueueItems(), 0u);
-  BOOST_CHECK_EQUAL(c.getDropped(), 0u);
+  BOOST_CHECK_EQUAL(c.writes_cancelled, 1u);
+  BOOST_CHECK_EQUAL(c.writes_ok, 1u);
+  BOOST_CHECK_EQUAL(c.files, 0u);
+  BOOST_CHECK_EQUAL(c.queue_items, 0u);
+  BOOST_CHECK_EQUAL(c.dropped, 0u);
   BOOST_CHECK_EQUAL(checkpoints().size(), 0u); // late answers change nothing
   BOOST_CHECK_EQUAL(find_checkpoint(7), 0u);
   self->send(ssd, empty<msg::ReadStats>());
@@ -425,9 +430,9 @@ BOOST_AUTO_TEST_CASE(a_completed_release_answers_after_its_removal_record) {
   expect((sealed<msg::ReleaseRequestReply>), from(ckpt).to(self));
   drain();
   auto c = ssd_counters();
-  BOOST_CHECK_EQUAL(c.getRemovalRecords(), 1u);
-  BOOST_CHECK_EQUAL(c.getFiles(), 0u);
-  BOOST_CHECK_EQUAL(c.getRemovalsPending(), 0u);
+  BOOST_CHECK_EQUAL(c.removal_records, 1u);
+  BOOST_CHECK_EQUAL(c.files, 0u);
+  BOOST_CHECK_EQUAL(c.removals_pending, 0u);
   BOOST_CHECK_EQUAL(find_checkpoint(7), 0u);
 }
 
@@ -451,7 +456,7 @@ BOOST_AUTO_TEST_CASE(a_prefix_in_a_checkpoint_like_namespace_stays_a_prefix) {
   BOOST_CHECK_EQUAL(find_checkpoint(7), 0u);
   BOOST_CHECK_EQUAL(checkpoints().size(), 0u);
   publish_durable(100, 5000); // evicts it
-  BOOST_CHECK_EQUAL(ssd_counters().getEvicted(), 1u);
+  BOOST_CHECK_EQUAL(ssd_counters().evicted, 1u);
   BOOST_CHECK_EQUAL(backing_lost(), 1u); // RAM heard of it
   BOOST_CHECK_EQUAL(checkpoints().size(), 0u);
   // A spill order cannot smuggle a checkpoint key past its reason.
@@ -483,10 +488,10 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_is_served_only_for_a_prompt_it_extends) {
   self->send(ckpt, empty<msg::CloseService>());
   drain();
   self->receive([](const sealed<msg::CloseServiceReply>&) {});
-  auto reads = ssd_counters().getRestoresOk();
+  auto reads = ssd_counters().restores_ok;
   BOOST_CHECK_EQUAL(find_checkpoint(7, nullptr, seq(60, 2), 0, &stale), 0u);
   BOOST_CHECK_EQUAL(stale, 100u);
-  BOOST_CHECK_EQUAL(ssd_counters().getRestoresOk(), reads);
+  BOOST_CHECK_EQUAL(ssd_counters().restores_ok, reads);
   bool from_ssd = false;
   BOOST_CHECK_EQUAL(find_checkpoint(7, &from_ssd, seq(60, 1)), 100u);
   BOOST_CHECK(from_ssd);
@@ -517,7 +522,7 @@ BOOST_AUTO_TEST_CASE(a_retry_that_resumes_a_checkpoint_owns_it) {
     BOOST_CHECK_EQUAL(r.root().getCheckpointsRemoved(), 1u);
   });
   BOOST_CHECK_EQUAL(find_checkpoint(7, nullptr, seq(50, 1), 1), 0u);
-  BOOST_CHECK_EQUAL(ssd_counters().getFiles(), 0u);
+  BOOST_CHECK_EQUAL(ssd_counters().files, 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_superseded_file_is_no_longer_durable_in_ram) {
@@ -537,8 +542,8 @@ BOOST_AUTO_TEST_CASE(a_superseded_file_is_no_longer_durable_in_ram) {
   BOOST_CHECK(!durable(seq(20, 1)));
   BOOST_REQUIRE(item(seq(20, 1))); // kept, now as the only copy
   BOOST_CHECK_EQUAL(backing_lost(), 1u);
-  BOOST_CHECK_EQUAL(ssd_counters().getFilesSuperseded(), 1u);
-  BOOST_CHECK_EQUAL(ssd_counters().getFiles(), 1u);
+  BOOST_CHECK_EQUAL(ssd_counters().files_superseded, 1u);
+  BOOST_CHECK_EQUAL(ssd_counters().files, 1u);
   // A's prompts are served by B's file, trimmed.
   msg::draft<msg::FindPrefix> f;
   f.root().setNs("ns");

@@ -11,6 +11,7 @@
 // the outage, and the write was given up.)
 #define BOOST_TEST_MODULE actors_ssd_retry
 // Before the CAF test DSL, whose `inject` macro would eat the method's name.
+#include "actors/tier_counters.hpp"
 #include "tiers/ssd/faulty_file_system.hpp"
 
 #include "tests/actors/inline_ssd.hpp"
@@ -86,11 +87,11 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     }
   }
 
-  msg::SsdCounters::Reader counters() {
+  tiers::report::ssd counters() {
     self->send(ssd, msg::draft<msg::ReadReport>{}.seal());
     run_now();
     self->receive([&](const sealed<msg::ReadReportReply>& r) { report = r; });
-    return report->root().getSsd();
+    return actors::read_part<tiers::report::ssd>(report->root());
   }
 
   std::optional<sealed<msg::ReadReportReply>> report;
@@ -107,8 +108,8 @@ BOOST_AUTO_TEST_CASE(a_write_is_retried_on_its_backoff_through_an_outage) {
   run_until(1000, 250);
   BOOST_CHECK((attempts == std::vector<uint64_t>{0, 100, 300}));
   auto c = counters();
-  BOOST_CHECK_EQUAL(c.getWritesOk(), 1u);
-  BOOST_CHECK_EQUAL(c.getWritesGivenUp(), 0u);
+  BOOST_CHECK_EQUAL(c.writes_ok, 1u);
+  BOOST_CHECK_EQUAL(c.writes_given_up, 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_flush_waits_for_the_retry_clock_instead_of_driving_it) {
@@ -136,9 +137,9 @@ BOOST_AUTO_TEST_CASE(a_flush_waits_for_the_retry_clock_instead_of_driving_it) {
                   });
   BOOST_CHECK_EQUAL(flushes, 2);
   auto c = counters();
-  BOOST_CHECK_EQUAL(c.getWritesOk(), 1u);
-  BOOST_CHECK_EQUAL(c.getWritesGivenUp(), 0u);
-  BOOST_CHECK_EQUAL(c.getWritesFailed(), 2u);
+  BOOST_CHECK_EQUAL(c.writes_ok, 1u);
+  BOOST_CHECK_EQUAL(c.writes_given_up, 0u);
+  BOOST_CHECK_EQUAL(c.writes_failed, 2u);
 }
 
 BOOST_AUTO_TEST_CASE(a_flush_ends_when_the_last_attempt_is_given_up) {
@@ -160,7 +161,7 @@ BOOST_AUTO_TEST_CASE(a_flush_ends_when_the_last_attempt_is_given_up) {
                     BOOST_CHECK_EQUAL(ev.getPending(), 0u);
                   });
   BOOST_CHECK(answered);
-  BOOST_CHECK_EQUAL(counters().getWritesGivenUp(), 1u);
+  BOOST_CHECK_EQUAL(counters().writes_given_up, 1u);
   faulty.clear();
 }
 

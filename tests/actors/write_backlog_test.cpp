@@ -10,6 +10,7 @@
 // bound saying how many snapshots still wait, and an evicted entry's
 // waiting write goes at once.
 #define BOOST_TEST_MODULE actors_write_backlog
+#include "actors/tier_counters.hpp"
 #include "tests/actors/inline_ssd.hpp"
 #include "tests/caf_bridge.hpp"
 
@@ -144,10 +145,10 @@ BOOST_AUTO_TEST_CASE(a_flush_of_many_entries_never_overfills_the_write_queue) {
   BOOST_CHECK(f.root().getResult().getDurable());
   BOOST_CHECK_EQUAL(f.root().getResult().getDropped(), 0u);
   auto report = ssd_report(); // kept: `s` reads from it
-  auto s = report.root().getSsd();
-  BOOST_CHECK_EQUAL(s.getDropped(), 0u);
-  BOOST_CHECK_EQUAL(s.getWritesOk(), entries);
-  BOOST_CHECK_EQUAL(s.getFiles(), entries);
+  auto s = actors::read_part<tiers::report::ssd>(report.root());
+  BOOST_CHECK_EQUAL(s.dropped, 0u);
+  BOOST_CHECK_EQUAL(s.writes_ok, entries);
+  BOOST_CHECK_EQUAL(s.files, entries);
   for (size_t i = 0; i < entries; ++i) {
     auto it = item(i);
     BOOST_REQUIRE(it);
@@ -169,9 +170,9 @@ BOOST_AUTO_TEST_CASE(idle_demotion_of_many_entries_drops_no_write) {
   });
   BOOST_CHECK_EQUAL(demoted, entries);
   auto report = ssd_report(); // kept: `s` reads from it
-  auto s = report.root().getSsd();
-  BOOST_CHECK_EQUAL(s.getDropped(), 0u);
-  BOOST_CHECK_EQUAL(s.getFiles(), entries);
+  auto s = actors::read_part<tiers::report::ssd>(report.root());
+  BOOST_CHECK_EQUAL(s.dropped, 0u);
+  BOOST_CHECK_EQUAL(s.files, entries);
   for (size_t i = 0; i < entries; ++i)
     BOOST_CHECK(!item(i)); // made durable, then left RAM
 }

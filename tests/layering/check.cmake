@@ -1,6 +1,7 @@
 # The build enforces the layering (CMakeLists.txt "the layers"): run by
 # CTest as layering.upward_include_fails with
-#   cmake -DBUILD_DIR=<build> -DSOURCE_DIR=<source> -P check.cmake
+#   cmake -DBUILD_DIR=<build> -DSOURCE_DIR=<source>
+#         -DPUBLIC_HEADERS=<the installed headers> -P check.cmake
 #
 # 1. A tiers/ source including its own and a lower layer's headers builds
 #    (kvtier_layering_down): the probes are set up right.
@@ -44,9 +45,13 @@ foreach(probe "kvtier_layering_tiers_up;actors/interfaces.hpp"
   message(STATUS "${target}: refused (${header} is outside its view)")
 endforeach()
 
-set(public runtime/service.hpp runtime/config.hpp runtime/service_types.hpp
-  messages/error.hpp messages/buffer.hpp tiers/model_identity.hpp
-  tiers/geometry.hpp tiers/state.hpp tiers/latency.hpp)
+# The installed headers (CMakeLists.txt KVTIER_PUBLIC_HEADERS): they
+# include each other relatively, as the installed tree lays them out.
+set(public ${PUBLIC_HEADERS})
+if(NOT public)
+  message(FATAL_ERROR "PUBLIC_HEADERS is empty: pass the installed headers "
+    "(-DPUBLIC_HEADERS=...)")
+endif()
 file(GLOB_RECURSE sources RELATIVE ${SOURCE_DIR}
   ${SOURCE_DIR}/messages/*.?pp ${SOURCE_DIR}/tiers/*.?pp
   ${SOURCE_DIR}/actors/*.?pp ${SOURCE_DIR}/runtime/*.?pp)
