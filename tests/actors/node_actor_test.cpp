@@ -1,10 +1,10 @@
 // The typed node actor (actors/node_actor.hpp) message by message on CAF's
 // deterministic scheduler, without a middleman: a stand-in peer says hello
 // (accepted; refused for another fingerprint or protocol), a silent peer
-// goes down once the test clock passes down-after, and an admin request
-// from a sender of another process (here an anonymous one, as a peer's
-// anon_send arrives) is refused and counted while a local one reaches the
-// facade.
+// goes down once the test clock passes down-after (hooks and listeners
+// hear both, the listeners from the node itself), and an admin request from
+// a sender of another process (here an anonymous one, as a peer's anon_send
+// arrives) is refused and counted while a local one reaches the facade.
 #define BOOST_TEST_MODULE actors_node_actor
 #include "tests/caf_bridge.hpp"
 
@@ -24,6 +24,8 @@ struct seen {
   size_t heartbeats = 0;
   size_t flushes = 0;
   std::vector<std::string> hooks; // "up ID" / "down ID"
+  /// What the listener heard, and whether each came from the node.
+  std::vector<std::string> heard;
 };
 
 /// A peer's node actor: records the hello replies and heartbeats it gets.
@@ -35,6 +37,27 @@ caf::behavior fake_peer(caf::event_based_actor*, std::shared_ptr<seen> s) {
                                    : std::string{r.root().getKind()});
     },
     [s](const sealed<msg::ClusterHeartbeat>&) { ++s->heartbeats; },
+  };
+}
+
+/// A listener (the peer tier, the feed follower): records each peer up,
+/// address and down, with whether the node actor sent it (they check).
+caf::behavior fake_listener(caf::event_based_actor* self,
+                            std::shared_ptr<seen> s, caf::actor_addr node) {
+  auto from_node = [=] {
+    return self->current_sender() == node ? "" : " (not from the node)";
+  };
+  return {
+    [=](actors::peer_up_atom, const std::string& id, const caf::actor& h) {
+      s->heard.push_back("up " + id + (h ? "" : " (no handle)") + from_node());
+    },
+    [=](actors::peer_load_atom, const std::string& id,
+        const std::string& address) {
+      s->heard.push_back("at " + id + " " + address + from_node());
+    },
+    [=](actors::peer_down_atom, const std::string& id) {
+      s->heard.push_back("down " + id + from_node());
+    },
   };
 }
 
@@ -84,7 +107,13 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     setup.hooks->hooks.down = [s = s](const std::string& id) {
       s->hooks.push_back("down " + id);
     };
+    auto hooks = setup.hooks;
     node = sys.spawn(actors::node, std::move(setup));
+    {
+      std::lock_guard<std::mutex> guard{hooks->mtx};
+      hooks->listeners.push_back(
+        sys.spawn(fake_listener, s, caf::actor_cast<caf::actor_addr>(node)));
+    }
     self->send(node, actors::node_start_atom::value, std::string{"n1"},
                std::string{"127.0.0.1:7000"}, std::set<std::string>{});
     self->send(node, actors::node_attach_atom::value, caf::actor{},
@@ -134,6 +163,8 @@ BOOST_AUTO_TEST_CASE(a_hello_of_the_same_identity_is_accepted) {
   BOOST_TEST((s->hello_replies == std::vector<std::string>{"accepted"}));
   BOOST_TEST(state_of("p") == "up");
   BOOST_TEST((s->hooks == std::vector<std::string>{"up p"}));
+  BOOST_TEST(
+    (s->heard == std::vector<std::string>{"up p", "at p 127.0.0.1:7001"}));
 }
 
 BOOST_AUTO_TEST_CASE(a_hello_of_another_fingerprint_is_refused_and_counted) {
@@ -173,6 +204,9 @@ BOOST_AUTO_TEST_CASE(a_silent_peer_is_down_after_down_after) {
   sched.run();
   BOOST_TEST(state_of("p") == "down");
   BOOST_TEST((s->hooks == std::vector<std::string>{"up p", "down p"}));
+  BOOST_TEST(
+    (s->heard
+     == std::vector<std::string>{"up p", "at p 127.0.0.1:7001", "down p"}));
 }
 
 BOOST_AUTO_TEST_CASE(a_remote_admin_request_is_refused_without_remote_admin) {
