@@ -1,10 +1,11 @@
-// The typed interfaces of the cluster's actors in actors/: the serve actor
-// (actors/serve_actor.hpp), which answers peers' fetches, and the feed
-// follower (actors/feed_follower_actor.hpp), which follows peers' event
-// feeds. Beside actors/interfaces.hpp (the tiers' and the facade's), whose
-// peer atoms they use; one handler per line with a comment above it.
+// The typed interfaces of the cluster's actors in actors/: the node actor
+// (actors/node_actor.hpp), which meets peers and answers them, the serve
+// actor (actors/serve_actor.hpp), which answers peers' fetches, and the
+// feed follower (actors/feed_follower_actor.hpp), which follows peers'
+// event feeds. Beside actors/interfaces.hpp (the tiers' and the facade's),
+// whose peer atoms they use; one handler per line with a comment above it.
 //
-// Both are reached through the node actor (runtime/cluster/node.hpp):
+// The serve actor and the follower are reached through the node actor:
 // peers' requests are delegated to the serve actor, and the follower is one
 // of the node's listeners (it hears every peer up, down and load).
 #pragma once
@@ -15,6 +16,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 namespace kvtier::actors {
@@ -88,5 +90,58 @@ using feed_follower_actor = caf::typed_actor<
   caf::reacts_to<sealed<msg::FeedSnapshot>>,
   // The follower's counters (tests).
   caf::replies_to<follower_stats_atom>::with<follow_counts>>;
+
+/// The node actor's local orders (runtime/cluster/node.hpp sends them; a
+/// peer sending one is counted as bad input and ignored): start meeting
+/// peers, the heartbeat timer, leave, attach delegates or the replay agent.
+using node_start_atom = caf::atom_constant<caf::atom("kvclstart")>;
+using node_tick_atom = caf::atom_constant<caf::atom("kvcltick")>;
+using node_leave_atom = caf::atom_constant<caf::atom("kvclleave")>;
+using node_attach_atom = caf::atom_constant<caf::atom("kvclattach")>;
+
+/// A node of a cluster (actors/node_actor.hpp): what its peers and its own
+/// process may ask of it. Peers reach it through CAF's middleman as a
+/// dynamically typed actor (the wire carries the sealed messages of
+/// messages/membership.capnp and the others below, nothing else); a
+/// message outside this list is counted as bad input and refused.
+using node_actor = caf::typed_actor<
+  // A peer introduces itself: accepted (with the up members it may not
+  // know) or refused, naming why.
+  KVTIER_CALL(ClusterHello),
+  // A peer is alive (its seq, its up members, its load).
+  caf::reacts_to<sealed<msg::ClusterHeartbeat>>,
+  // A peer leaves: it is marked left at once.
+  KVTIER_CALL(ClusterLeave),
+  // The membership view and the refusal counters (any sender).
+  KVTIER_CALL(ListMembers),
+  // Routing, read only (any sender): to the facade.
+  KVTIER_CALL(RouteRequest),
+  // A replay tool's steps (any sender): to the replay agent.
+  KVTIER_CALL(ReplayStep), KVTIER_CALL(ReplayFinish),
+  // Admin requests: to the facade for local senders, for remote ones only
+  // with cluster.remote-admin.
+  KVTIER_CALL(FlushState), KVTIER_CALL(CloseService), KVTIER_CALL(CloseSession),
+  KVTIER_CALL(DemoteIdle), KVTIER_CALL(StopIdleDemotion),
+  KVTIER_CALL(RelievePressure), KVTIER_CALL(ReclaimAtBoundary),
+  KVTIER_CALL(SetSsdLimit),
+  // A peer's fetch of this node's state: to the serve actor.
+  KVTIER_CALL(FetchEntry), KVTIER_CALL(FetchChunk), KVTIER_CALL(CancelTransfer),
+  // A peer's subscription to this node's event feed: to the feed.
+  KVTIER_CALL(SubscribeFeed),
+  // Local: published as (node id, HOST:PORT); meet these seeds.
+  caf::reacts_to<node_start_atom, std::string, std::string,
+                 std::set<std::string>>,
+  // Local: the heartbeat timer (heartbeats out, silent peers down,
+  // reconnections due).
+  caf::reacts_to<node_tick_atom>,
+  // Local: refuse new peers, tell the up ones within the timeout (ms);
+  // the number that acknowledged.
+  caf::replies_to<node_leave_atom, uint64_t>::with<uint64_t>,
+  // Local: the feed, serve, facade and admission actors peers' requests
+  // go to (node_delegates).
+  caf::reacts_to<node_attach_atom, caf::actor, caf::actor, caf::actor,
+                 caf::actor>,
+  // Local: the replay agent.
+  caf::reacts_to<node_attach_atom, caf::actor>>;
 
 } // namespace kvtier::actors

@@ -12,7 +12,7 @@
 // out, pushed batches are ignored: its reply decides where the node stands.
 //
 // The actor (`spawn_feed_follower`) is a cluster listener of the node
-// actor (runtime/cluster/node.hpp): on `peer_up_atom(node, handle)` it
+// actor (actors/node_actor.hpp): on `peer_up_atom(node, handle)` it
 // subscribes through `handle` (the peer's node actor forwards to its feed)
 // from the node's last seq + 1, or from 0 for a node it does not follow
 // (first meeting, or a rejoin after a down: the peer tier dropped that

@@ -332,7 +332,7 @@ typename Inspector::result_type inspect(Inspector& f, directory_batch& x) {
 }
 
 /// A peer node was accepted (first time or again after being down), with
-/// its node actor (runtime/cluster/node.hpp); told to every cluster
+/// its node actor (actors/node_actor.hpp); told to every cluster
 /// listener of a node.
 using peer_up_atom = caf::atom_constant<caf::atom("kvtpeerup")>;
 

@@ -4,662 +4,30 @@
 #include "runtime/net/port_guard.hpp"
 #include "runtime/options.hpp"
 
-#include "actors/codec.hpp"
-#include "actors/interfaces.hpp"
-#include "actors/tier_counters.hpp"
-#include "messages/log.hpp"
+#include "actors/node_actor.hpp"
+#include "messages/caller_actor.hpp"
 #include "messages/type_ids.hpp"
 
-#include "messages/caller_actor.hpp"
 #include <caf/actor_cast.hpp>
-#include <caf/event_based_actor.hpp>
 #include <caf/function_view.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
-#include <caf/stateful_actor.hpp>
-
-#include <kj/exception.h>
 
 #include <algorithm>
-#include <cstdio>
 
 namespace kvtier::cluster {
 
 namespace {
 
-/// Local-only messages of the node actor (a peer sending one is counted
-/// as bad input and ignored).
-using start_atom = caf::atom_constant<caf::atom("kvclstart")>;
-using tick_atom = caf::atom_constant<caf::atom("kvcltick")>;
-using leave_atom = caf::atom_constant<caf::atom("kvclleave")>;
-using attach_atom = caf::atom_constant<caf::atom("kvclattach")>;
-
 template <class Root>
 using sealed = msg::sealed<Root>;
 
-void write_identity(msg::NodeIdentity::Builder b, const identity& id) {
-  b.setNodeId(id.node_id);
-  b.setFingerprint(id.fingerprint);
-  b.setProtocol(id.protocol);
-  b.setAddress(id.address);
-}
+/// The local orders of the node actor (actors/cluster_interfaces.hpp).
+using actors::node_attach_atom;
+using actors::node_leave_atom;
+using actors::node_start_atom;
 
-/// Reads a peer's text field; over `limit` bytes it is cut to `limit + 1`
-/// (so a judge still sees it is too long) without copying the rest.
-std::string text_of(capnp::Text::Reader t, size_t limit) {
-  return std::string{t.begin(), std::min<size_t>(t.size(), limit + 1)};
-}
-
-identity read_identity(msg::NodeIdentity::Reader r) {
-  identity id;
-  id.node_id = text_of(r.getNodeId(), max_node_id_bytes);
-  id.fingerprint = text_of(r.getFingerprint(), max_fingerprint_bytes);
-  id.protocol = r.getProtocol();
-  id.address = text_of(r.getAddress(), max_address_bytes);
-  return id;
-}
-
-struct node_state {
-  membership view{identity{}, timing{}};
-  std::shared_ptr<hook_slot> hooks;
-  /// The node actor of every member we hold a connection to.
-  std::map<std::string, caf::actor> handles;
-  /// Where peers' requests for state and feed go (node::attach).
-  node_delegates delegates;
-  /// The replay agent (node::attach_agent).
-  caf::actor agent;
-  node_policy policy;
-  /// Whose decode refusals ListMembers reports (null: the default guard).
-  std::shared_ptr<msg::wire_guard> guard;
-  uint64_t refused_admin = 0;
-  /// Connection attempts that closed in CAF's (TLS or BASP) handshake.
-  uint64_t refused_handshake = 0;
-  uint64_t seq = 0;
-  /// This node's admission figures, refreshed every heartbeat (routing).
-  std::optional<sealed<msg::NodeLoad>> load;
-  bool started = false;
-  bool leaving = false;
-
-  static inline const char* name = "kvtier.node";
-};
-
-using node_actor = caf::stateful_actor<node_state>;
-
-/// One line of the log (messages/log.hpp) naming this node: peers coming
-/// and going at info, refusals and unreachable peers at warn.
-void log(node_actor* self, const std::string& text,
-         log::level l = log::level::warn) {
-  if (log::enabled(l))
-    log::write(l,
-               "kvtier node " + self->state.view.self().node_id + ": " + text);
-}
-
-void count_bad(node_actor* self, const std::string& what) {
-  self->state.view.count_bad();
-  log(self, "bad input from a peer: " + what);
-}
-
-sealed<msg::ClusterHello> hello_of(const identity& self) {
-  msg::draft<msg::ClusterHello> d;
-  write_identity(d.root().initFrom(), self);
-  return std::move(d).seal();
-}
-
-sealed<msg::ClusterLeave> leave_of(const identity& self) {
-  msg::draft<msg::ClusterLeave> d;
-  d.root().setNodeId(self.node_id);
-  return std::move(d).seal();
-}
-
-template <class Builder>
-void write_up_members(Builder&& list_init, const membership& v,
-                      const std::string& except) {
-  std::vector<const member*> ups;
-  for (auto* m : v.up_members())
-    if (m->node_id != except)
-      ups.push_back(m);
-  if (ups.size() > max_listed_members)
-    ups.resize(max_listed_members);
-  auto list = list_init(ups.size());
-  for (size_t i = 0; i < ups.size(); ++i) {
-    list[i].setNodeId(ups[i]->node_id);
-    list[i].setAddress(ups[i]->address);
-  }
-}
-
-/// Learns the addresses of members a peer listed. False when the list is
-/// too long (bad input).
-bool learn(node_actor* self, capnp::List<msg::MemberAddress>::Reader members) {
-  if (members.size() > max_listed_members)
-    return false;
-  auto now = clock::now();
-  auto& v = self->state.view;
-  for (auto m : members) {
-    auto id = text_of(m.getNodeId(), max_node_id_bytes);
-    auto address = text_of(m.getAddress(), max_address_bytes);
-    auto hp = net::parse_address(address);
-    if (!hp || !net::allowed(hp->host, self->state.policy.any_address)
-        || id == v.self().node_id || id.size() > max_node_id_bytes)
-      continue;
-    if (auto known = v.find(id); known && known->state == peer_state::up)
-      continue;
-    v.add_address(address, now);
-  }
-  return true;
-}
-
-/// The hooks and listeners as they are now: copied, so that they run
-/// outside the lock (a hook may replace the hooks).
-hook_slot::view current_hooks(node_actor* self) {
-  auto& slot = *self->state.hooks;
-  std::lock_guard<std::mutex> guard{slot.mtx};
-  return {slot.hooks, slot.listeners};
-}
-
-void fire_up(node_actor* self, const std::string& id,
-             const std::string& address, const caf::actor& h) {
-  auto now = current_hooks(self);
-  for (auto& l : now.listeners) {
-    self->send(l, actors::peer_up_atom::value, id, h);
-    // Its address now (routes name it), its load with its heartbeats.
-    self->send(l, actors::peer_load_atom::value, id, address);
-  }
-  if (now.hooks.up)
-    now.hooks.up(id, h);
-}
-
-/// A NodeLoad of the four figures `r` has (admission's counters, or a
-/// peer's heartbeat load).
-template <class Reader>
-sealed<msg::NodeLoad> load_of(Reader r) {
-  msg::draft<msg::NodeLoad> d;
-  d.root().setHeldBytes(r.getHeldBytes());
-  d.root().setBudgetBytes(r.getBudgetBytes());
-  d.root().setHolders(r.getHolders());
-  d.root().setWaiting(r.getWaiting());
-  return std::move(d).seal();
-}
-
-/// A peer's heartbeat carried its load: the listeners (the peer tier) keep
-/// it for routing.
-void fire_load(node_actor* self, const std::string& id,
-               const std::string& address, msg::NodeLoad::Reader load) {
-  auto m = load_of(load);
-  for (auto& l : current_hooks(self).listeners)
-    self->send(l, actors::peer_load_atom::value, id, address, m);
-}
-
-/// Asks the admission actor for this node's load; the next heartbeat
-/// carries the answer (an old one, or none, when it is slow).
-void refresh_load(node_actor* self) {
-  auto& st = self->state;
-  if (!st.delegates.load)
-    return;
-  self
-    ->request(st.delegates.load, caf::duration{st.view.times().heartbeat},
-              msg::draft<msg::ReadReport>{}.seal())
-    .then(
-      [self](const sealed<msg::ReadReportReply>& r) {
-        auto a = actors::read_part<tiers::report::admission>(r.root());
-        msg::draft<msg::NodeLoad> d;
-        d.root().setHeldBytes(a.held_bytes);
-        d.root().setBudgetBytes(a.budget_bytes);
-        d.root().setHolders(a.holders);
-        d.root().setWaiting(a.waiting);
-        self->state.load = std::move(d).seal();
-      },
-      [](const caf::error&) {});
-}
-
-void fire_down(node_actor* self, const std::string& id) {
-  auto now = current_hooks(self);
-  for (auto& l : now.listeners)
-    self->send(l, actors::peer_down_atom::value, id);
-  if (now.hooks.down)
-    now.hooks.down(id);
-}
-
-/// Records `them` as up behind `h` (monitored); fires "up" on a change.
-void peer_up(node_actor* self, const identity& them, const caf::actor& h) {
-  auto& st = self->state;
-  bool changed = st.view.mark_up(them, clock::now());
-  auto& slot = st.handles[them.node_id];
-  if (slot != h) {
-    if (slot)
-      self->demonitor(slot);
-    slot = h;
-    self->monitor(h);
-  }
-  if (changed) {
-    log(self, "peer " + them.node_id + " at " + them.address + " is up",
-        log::level::info);
-    fire_up(self, them.node_id, them.address, h);
-  }
-}
-
-/// `id` is down (already marked in the view when `marked`).
-void peer_down(node_actor* self, const std::string& id, const char* why) {
-  auto& st = self->state;
-  if (auto i = st.handles.find(id); i != st.handles.end()) {
-    self->demonitor(i->second);
-    st.handles.erase(i);
-  }
-  // A peer that said it leaves is news; one gone silent is a warning.
-  bool leaving = std::string_view{why}.find("leaves") != std::string_view::npos;
-  log(self, "peer " + id + " is down (" + why + ")",
-      leaving ? log::level::info : log::level::warn);
-  fire_down(self, id);
-}
-
-void attempt_failed(node_actor* self, const std::string& address,
-                    const caf::error& err) {
-  auto& v = self->state.view;
-  // A connection that closed in CAF's handshake: over TLS the certificate
-  // check failed on one side (or the peer speaks plaintext); without TLS
-  // the peer likely speaks TLS. Counted on every attempt.
-  bool handshake = err == caf::sec::disconnect_during_handshake;
-  if (handshake)
-    ++self->state.refused_handshake;
-  // One line per streak of failures (its first), not one per attempt.
-  if (v.failures(address) == 0) {
-    std::string why;
-    if (handshake)
-      why = self->system().has_openssl_manager()
-              ? " (TLS handshake failed: its certificate is not signed by "
-                "cluster.tls-ca, ours is not signed by its CA, or it speaks "
-                "plaintext)"
-              : " (it closed the connection in the handshake: does it "
-                "speak TLS?)";
-    log(self, "cannot reach " + address + ": " + reason(err) + why
-                + " (retrying with backoff)");
-  }
-  v.attempt_done(address, false, clock::now());
-}
-
-void say_hello(node_actor* self, const std::string& address,
-               const caf::actor& h) {
-  auto timeout = caf::duration{self->state.view.times().down_after};
-  self->request(h, timeout, hello_of(self->state.view.self()))
-    .then(
-      [=](const sealed<msg::ClusterHelloReply>& r) {
-        auto& v = self->state.view;
-        auto now = clock::now();
-        try {
-          auto root = r.root();
-          auto them = read_identity(root.getFrom());
-          if (!root.getAccepted()) {
-            auto kind = text_of(root.getKind(), 32);
-            auto reason = text_of(root.getReason(), 1024);
-            // Our own judgement counts the refusal on this side too.
-            v.judge(them);
-            log(self, "refused by the peer at " + address + ": " + reason);
-            // A leaving peer may come back; any other refusal stands.
-            v.attempt_done(address, false, now,
-                           kind != to_string(refusal::leaving));
-            return;
-          }
-          auto d = v.judge(them);
-          if (!d.accepted()) {
-            log(self, "refusing peer at " + address + ": " + d.text);
-            self->send(h, leave_of(v.self()));
-            v.attempt_done(address, false, now, true);
-            return;
-          }
-          if (!learn(self, root.getMembers()))
-            count_bad(self, "hello reply lists too many members");
-          peer_up(self, them, h);
-          // An alias of the peer's own address (e.g. localhost:P for
-          // 127.0.0.1:P) is not tried again while the peer is up there.
-          v.attempt_done(address, true, now, them.address != address);
-        } catch (const kj::Exception& e) {
-          count_bad(self,
-                    std::string{"hello reply: "} + e.getDescription().cStr());
-          v.attempt_done(address, false, now);
-        }
-      },
-      [=](caf::error& err) { attempt_failed(self, address, err); });
-}
-
-void connect(node_actor* self, const std::string& address) {
-  auto hp = net::parse_address(address);
-  if (!hp) {
-    self->state.view.attempt_done(address, false, clock::now(), true);
-    return;
-  }
-  auto& sys = self->system();
-  auto mm = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
-                                      : sys.middleman().actor_handle();
-  auto timeout = caf::duration{self->state.view.times().down_after};
-  self->request(mm, timeout, caf::connect_atom_v, hp->host, hp->port)
-    .then(
-      [=](const caf::node_id&, caf::strong_actor_ptr serv,
-          const std::set<std::string>&) {
-        if (!serv) {
-          attempt_failed(self, address,
-                         make_error(ec::not_found, "no actor published"));
-          return;
-        }
-        say_hello(self, address, caf::actor_cast<caf::actor>(serv));
-      },
-      [=](caf::error& err) { attempt_failed(self, address, err); });
-}
-
-void tick(node_actor* self) {
-  auto& st = self->state;
-  if (st.leaving)
-    return;
-  auto now = clock::now();
-  auto& v = st.view;
-  msg::draft<msg::ClusterHeartbeat> d;
-  d.root().setNodeId(v.self().node_id);
-  d.root().setSeq(++st.seq);
-  write_up_members([&](size_t n) { return d.root().initMembers(n); }, v, {});
-  if (st.load)
-    d.root().setLoad(st.load->root());
-  auto hb = std::move(d).seal();
-  refresh_load(self);
-  for (auto* m : v.up_members())
-    if (auto i = st.handles.find(m->node_id); i != st.handles.end())
-      self->send(i->second, hb);
-  for (auto& id : v.expire(now))
-    peer_down(self, id, "silent");
-  for (auto& address : v.due(now))
-    connect(self, address);
-  self->delayed_send(self, v.times().heartbeat, tick_atom::value);
-}
-
-sealed<msg::ClusterHelloReply> refusal_reply(const identity& self, refusal r,
-                                             const std::string& text) {
-  msg::draft<msg::ClusterHelloReply> d;
-  d.root().setAccepted(false);
-  d.root().setKind(to_string(r));
-  d.root().setReason(text);
-  write_identity(d.root().initFrom(), self);
-  return std::move(d).seal();
-}
-
-/// Hands a peer's request to the local actor that serves it (`to`), which
-/// answers the peer directly; without one the request fails `not_found`.
-template <class Root>
-caf::result<caf::message> forward(node_actor* self, const caf::actor& to,
-                                  const sealed<Root>& m, const char* what) {
-  if (!to)
-    return make_error(ec::not_found,
-                      std::string{"this node serves no "} + what);
-  return self->delegate(to, m);
-}
-
-/// An admin request: passed to the facade for a local sender, or a remote
-/// one with `cluster.remote-admin`; else refused and counted. The facade
-/// is asked by the node actor itself (so it sees a local sender) within
-/// the policy's admin deadline.
-template <class Root, class Reply>
-caf::result<sealed<Reply>> admin(node_actor* self, const sealed<Root>& m,
-                                 const char* what) {
-  auto& st = self->state;
-  if (actors::from_other_process(self) && !st.policy.remote_admin) {
-    ++st.refused_admin;
-    log(self, std::string{"refused a remote admin request ("} + what
-                + ") from node " + to_string(self->current_sender()->node())
-                + ": cluster.remote-admin is false");
-    return make_error(ec::not_permitted,
-                      std::string{what}
-                        + " from a remote sender: this node does not allow "
-                          "remote admin (cluster.remote-admin = false)");
-  }
-  if (!st.delegates.admin)
-    return make_error(ec::not_found, "this node serves no admin requests");
-  auto rp = self->make_response_promise<sealed<Reply>>();
-  self->request(st.delegates.admin, caf::duration{st.policy.admin_deadline}, m)
-    .then([rp](const sealed<Reply>& r) mutable { rp.deliver(r); },
-          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
-  return rp;
-}
-
-caf::behavior node_behavior(node_actor* self) {
-  // Published: any client may send it anything.
-  actors::guard_signals(
-    self, [self](const std::string& what) { count_bad(self, what); });
-  self->set_down_handler([self](caf::down_msg& dm) {
-    auto& st = self->state;
-    for (auto& [id, h] : st.handles)
-      if (h.address() == dm.source) {
-        auto gone = id;
-        st.handles.erase(gone);
-        if (st.view.mark_down(gone, clock::now()))
-          peer_down(self, gone, "connection lost");
-        return;
-      }
-  });
-  self->set_default_handler(
-    [](caf::scheduled_actor* ptr,
-       caf::message_view& x) -> caf::result<caf::message> {
-      auto self = static_cast<node_actor*>(ptr);
-      // CAF delivers a message whose content failed to load as an empty
-      // one: the wire guard refused it (counted and logged there).
-      if (x.content().empty())
-        return make_error(ec::malformed_message,
-                          "the message was refused before decoding or did "
-                          "not decode (messages/wire_guard.hpp)");
-      count_bad(self, "unexpected message " + to_string(x.content()));
-      return caf::sec::unexpected_message;
-    });
-  return {
-    [self](start_atom, const std::string& node_id, const std::string& address,
-           const std::set<std::string>& seeds) {
-      if (actors::from_other_process(self) || self->state.started)
-        return count_bad(self, "start from a peer");
-      auto& st = self->state;
-      st.started = true;
-      st.view.set_self(node_id, address);
-      auto now = clock::now();
-      for (auto& s : seeds)
-        st.view.add_address(s, now);
-      tick(self);
-    },
-    [self](attach_atom, const caf::actor& feed, const caf::actor& serve,
-           const caf::actor& facade, const caf::actor& load) {
-      if (actors::from_other_process(self))
-        return count_bad(self, "attach from a peer");
-      self->state.delegates = node_delegates{feed, serve, facade, load};
-    },
-    [self](const sealed<msg::RouteRequest>& m) {
-      // Reads only: any sender may ask (docs/cluster.md "Routing").
-      return forward(self, self->state.delegates.admin, m, "routing");
-    },
-    [self](attach_atom, const caf::actor& agent) {
-      if (actors::from_other_process(self))
-        return count_bad(self, "attach from a peer");
-      self->state.agent = agent;
-    },
-    [self](const sealed<msg::ReplayStep>& m) {
-      return forward(self, self->state.agent, m, "replay steps");
-    },
-    [self](const sealed<msg::ReplayFinish>& m) {
-      return forward(self, self->state.agent, m, "replay steps");
-    },
-    [self](const sealed<msg::FlushState>& m) {
-      return admin<msg::FlushState, msg::FlushStateReply>(self, m, "flush");
-    },
-    [self](const sealed<msg::CloseService>& m) {
-      return admin<msg::CloseService, msg::CloseServiceReply>(self, m, "close");
-    },
-    [self](const sealed<msg::CloseSession>& m) {
-      return admin<msg::CloseSession, msg::CloseSessionReply>(self, m,
-                                                              "close session");
-    },
-    [self](const sealed<msg::DemoteIdle>& m) {
-      return admin<msg::DemoteIdle, msg::DemoteIdleReply>(self, m,
-                                                          "demote idle");
-    },
-    [self](const sealed<msg::StopIdleDemotion>& m) {
-      return admin<msg::StopIdleDemotion, msg::StopIdleDemotionReply>(
-        self, m, "stop idle demotion");
-    },
-    [self](const sealed<msg::RelievePressure>& m) {
-      return admin<msg::RelievePressure, msg::RelievePressureReply>(
-        self, m, "relieve pressure");
-    },
-    [self](const sealed<msg::ReclaimAtBoundary>& m) {
-      return admin<msg::ReclaimAtBoundary, msg::ReclaimAtBoundaryReply>(
-        self, m, "reclaim at boundary");
-    },
-    [self](const sealed<msg::SetSsdLimit>& m) {
-      return admin<msg::SetSsdLimit, msg::SetSsdLimitReply>(self, m,
-                                                            "set SSD limit");
-    },
-    [self](const sealed<msg::FetchEntry>& m) {
-      return forward(self, self->state.delegates.serve, m, "state");
-    },
-    [self](const sealed<msg::FetchChunk>& m) {
-      return forward(self, self->state.delegates.serve, m, "state");
-    },
-    [self](const sealed<msg::CancelTransfer>& m) {
-      return forward(self, self->state.delegates.serve, m, "state");
-    },
-    [self](const sealed<msg::SubscribeFeed>& m) {
-      return forward(self, self->state.delegates.feed, m, "feed");
-    },
-    [self](tick_atom) {
-      if (actors::from_other_process(self))
-        return count_bad(self, "tick from a peer");
-      tick(self);
-    },
-    [self](leave_atom, uint64_t timeout_ms) -> caf::result<uint64_t> {
-      if (actors::from_other_process(self)) {
-        count_bad(self, "leave order from a peer");
-        return caf::sec::unexpected_message;
-      }
-      auto& st = self->state;
-      st.leaving = true;
-      auto handles = st.handles;
-      auto now = clock::now();
-      for (auto& [id, h] : handles)
-        if (st.view.mark_down(id, now, true))
-          peer_down(self, id, "this node leaves");
-      if (handles.empty())
-        return uint64_t{0};
-      log(self,
-          "leaving: telling " + std::to_string(handles.size()) + " peer(s)",
-          log::level::info);
-      auto rp = self->make_response_promise<uint64_t>();
-      auto pending = std::make_shared<size_t>(handles.size());
-      auto acked = std::make_shared<uint64_t>(0);
-      auto leave = leave_of(st.view.self());
-      for (auto& [id, h] : handles)
-        self->request(h, caf::duration{millis{timeout_ms}}, leave)
-          .then(
-            [=](const sealed<msg::ClusterLeaveReply>&) mutable {
-              ++*acked;
-              if (--*pending == 0)
-                rp.deliver(*acked);
-            },
-            [=](caf::error&) mutable {
-              if (--*pending == 0)
-                rp.deliver(*acked);
-            });
-      return rp;
-    },
-    [self](
-      const sealed<msg::ClusterHello>& m) -> sealed<msg::ClusterHelloReply> {
-      auto& st = self->state;
-      auto& v = st.view;
-      try {
-        auto them = read_identity(m.root().getFrom());
-        if (st.leaving || !st.started)
-          return refusal_reply(
-            v.self(), refusal::leaving,
-            "node " + v.self().node_id
-              + (st.leaving ? " is leaving" : " is starting"));
-        auto d = v.judge(them);
-        if (!d.accepted()) {
-          log(self, "refused peer at " + them.address + ": " + d.text);
-          return refusal_reply(v.self(), d.reason, d.text);
-        }
-        auto h = caf::actor_cast<caf::actor>(self->current_sender());
-        if (!h) {
-          count_bad(self, "hello without a sender");
-          return refusal_reply(v.self(), refusal::malformed, "no sender");
-        }
-        peer_up(self, them, h);
-        msg::draft<msg::ClusterHelloReply> d2;
-        d2.root().setAccepted(true);
-        write_identity(d2.root().initFrom(), v.self());
-        write_up_members([&](size_t n) { return d2.root().initMembers(n); }, v,
-                         them.node_id);
-        return std::move(d2).seal();
-      } catch (const kj::Exception& e) {
-        count_bad(self, std::string{"hello: "} + e.getDescription().cStr());
-        return refusal_reply(v.self(), refusal::malformed, "malformed hello");
-      }
-    },
-    [self](const sealed<msg::ClusterHeartbeat>& m) {
-      auto& v = self->state.view;
-      try {
-        auto id = text_of(m.root().getNodeId(), max_node_id_bytes);
-        if (id.empty() || id.size() > max_node_id_bytes)
-          return count_bad(self, "heartbeat with a bad node id");
-        if (!learn(self, m.root().getMembers()))
-          return count_bad(self, "heartbeat lists too many members");
-        auto now = clock::now();
-        if (!v.heard(id, now)) {
-          if (auto known = v.find(id))
-            v.retry_now(known->address, now); // it is back: say hello
-        } else if (m.root().hasLoad()) {
-          if (auto known = v.find(id))
-            fire_load(self, id, known->address, m.root().getLoad());
-        }
-      } catch (const kj::Exception& e) {
-        count_bad(self, std::string{"heartbeat: "} + e.getDescription().cStr());
-      }
-    },
-    [self](
-      const sealed<msg::ClusterLeave>& m) -> sealed<msg::ClusterLeaveReply> {
-      auto& st = self->state;
-      msg::draft<msg::ClusterLeaveReply> d;
-      try {
-        auto id = text_of(m.root().getNodeId(), max_node_id_bytes);
-        auto known = st.view.find(id) != nullptr;
-        d.root().setKnown(known);
-        if (st.view.mark_down(id, clock::now(), true))
-          peer_down(self, id, "it leaves");
-      } catch (const kj::Exception& e) {
-        count_bad(self, std::string{"leave: "} + e.getDescription().cStr());
-      }
-      return std::move(d).seal();
-    },
-    [self](const sealed<msg::ListMembers>&) -> sealed<msg::ListMembersReply> {
-      auto& st = self->state;
-      auto& v = st.view;
-      msg::draft<msg::ListMembersReply> d;
-      auto r = d.root();
-      write_identity(r.initSelf(), v.self());
-      auto list = r.initMembers(v.members().size());
-      size_t i = 0;
-      for (auto& [id, m] : v.members()) {
-        list[i].setNodeId(id);
-        list[i].setAddress(m.address);
-        list[i].setState(to_string(m.state));
-        ++i;
-      }
-      r.setRefusedIdentity(v.refused().model_identity);
-      r.setRefusedNodeId(v.refused().node_id);
-      r.setRefusedProtocol(v.refused().protocol);
-      r.setBadMessages(v.refused().malformed);
-      r.setLeaving(st.leaving);
-      auto& g = st.guard ? *st.guard : msg::guard_of(nullptr);
-      r.setRefusedOversized(g.oversized.load());
-      r.setRefusedUndecodable(g.undecodable.load());
-      r.setRefusedAdmin(st.refused_admin);
-      r.setRefusedHandshake(st.refused_handshake);
-      r.setOversizedFrames(g.oversized_frames.load());
-      r.setGarbageFrames(g.garbage_frames.load());
-      r.setRefusedConnections(g.refused_connections.load());
-      r.setFailedHandshakes(g.failed_handshakes.load());
-      return std::move(d).seal();
-    },
-  };
-}
+using actors::read_identity;
 
 members_view view_of(const sealed<msg::ListMembersReply>& reply) {
   members_view out;
@@ -694,7 +62,8 @@ members_view view_of(const sealed<msg::ListMembersReply>& reply) {
 } // namespace
 
 caf::expected<members_view> ask_members(caf::actor_system& sys,
-                                        const caf::actor& a, millis timeout) {
+                                        const actors::node_actor& a,
+                                        millis timeout) {
   kvtier::caller_actor self{sys};
   caf::expected<members_view> out = make_error(ec::timeout, "no answer");
   msg::draft<msg::ListMembers> d;
@@ -737,20 +106,22 @@ node_policy policy_of(const runtime::service_options& o) {
   return p;
 }
 
-caf::actor spawn_node_actor(caf::actor_system& sys, identity self, timing t,
-                            std::shared_ptr<hook_slot> hooks,
-                            node_policy policy,
-                            std::shared_ptr<msg::wire_guard> guard) {
-  return sys.spawn(
-    [](node_actor* a, identity id, timing tt, std::shared_ptr<hook_slot> h,
-       node_policy p, std::shared_ptr<msg::wire_guard> g) -> caf::behavior {
-      a->state.view = membership{std::move(id), tt};
-      a->state.hooks = std::move(h);
-      a->state.policy = p;
-      a->state.guard = std::move(g);
-      return node_behavior(a);
-    },
-    std::move(self), t, std::move(hooks), policy, std::move(guard));
+actors::node_actor spawn_node_actor(caf::actor_system& sys, identity self,
+                                    timing t, std::shared_ptr<hook_slot> hooks,
+                                    node_policy policy,
+                                    std::shared_ptr<msg::wire_guard> guard) {
+  actors::node_setup setup;
+  setup.self = std::move(self);
+  setup.times = t;
+  setup.hooks = std::move(hooks);
+  setup.policy = policy;
+  setup.guard = std::move(guard);
+  // Where the node actor connects to its peers: the middleman, or over TLS
+  // its OpenSSL manager (`connect_atom` answered with the published actor).
+  setup.connector = caf::actor_cast<caf::actor>(
+    sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
+                              : sys.middleman().actor_handle());
+  return sys.spawn(actors::node, std::move(setup));
 }
 
 caf::expected<std::unique_ptr<node>>
@@ -802,9 +173,12 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
   limits.penalty_base = millis{o.cluster_failed_handshake_penalty_ms};
   limits.penalty_max = millis{o.cluster_handshake_timeout_ms};
   limits.handshake_deadline = millis{o.cluster_handshake_timeout_ms};
-  auto port = net::publish_guarded(
-    sys, n->actor_, static_cast<uint16_t>(o.cluster_port),
-    o.cluster_listen_address, o.cluster_tls, n->guard_->shared(), limits);
+  // Published untyped (no signatures), as before the node actor was typed:
+  // peers and tools reach it as a dynamically typed actor.
+  auto port = net::publish_guarded(sys, caf::actor_cast<caf::actor>(n->actor_),
+                                   static_cast<uint16_t>(o.cluster_port),
+                                   o.cluster_listen_address, o.cluster_tls,
+                                   n->guard_->shared(), limits);
   // The node actor takes control messages from actors of this process only
   // (an anonymous message may be a peer's).
   kvtier::caller_actor local{sys};
@@ -820,7 +194,8 @@ node::start(caf::actor_system& sys, const runtime::service_options& o,
   n->started_ = std::chrono::steady_clock::now();
   n->address_ = o.cluster_listen_address + ":" + std::to_string(*port);
   n->node_id_ = o.cluster_node_id.empty() ? n->address_ : o.cluster_node_id;
-  local->send(n->actor_, start_atom::value, n->node_id_, n->address_, seeds);
+  local->send(n->actor_, node_start_atom::value, n->node_id_, n->address_,
+              seeds);
   return n;
 }
 
@@ -846,13 +221,13 @@ node::~node() {
 
 void node::attach(node_delegates d) {
   kvtier::caller_actor local{*sys_};
-  local->send(actor_, attach_atom::value, std::move(d.feed), std::move(d.serve),
-              std::move(d.admin), std::move(d.load));
+  local->send(actor_, node_attach_atom::value, std::move(d.feed),
+              std::move(d.serve), std::move(d.admin), std::move(d.load));
 }
 
 void node::attach_agent(caf::actor agent) {
   kvtier::caller_actor local{*sys_};
-  local->send(actor_, attach_atom::value, std::move(agent));
+  local->send(actor_, node_attach_atom::value, std::move(agent));
 }
 
 void node::set_hooks(peer_hooks h) {
@@ -869,8 +244,8 @@ caf::expected<size_t> node::leave(millis timeout) {
   kvtier::caller_actor self{*sys_};
   caf::expected<size_t> out = make_error(ec::timeout, "leave unanswered");
   self
-    ->request(actor_, caf::duration{timeout + millis{500}}, leave_atom::value,
-              static_cast<uint64_t>(timeout.count()))
+    ->request(actor_, caf::duration{timeout + millis{500}},
+              node_leave_atom::value, static_cast<uint64_t>(timeout.count()))
     .receive([&](uint64_t acked) { out = static_cast<size_t>(acked); },
              [&](caf::error& err) { out = std::move(err); });
   return out;

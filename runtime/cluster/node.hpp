@@ -1,9 +1,14 @@
-// A kvtier node's place in a cluster: the node actor, published through
-// CAF's middleman on `cluster.listen-address`:`cluster.port`, that meets
-// peers (hello: node id, model identity fingerprint, protocol version),
-// keeps the membership view (runtime/cluster/membership.hpp) with
-// heartbeats, monitors every peer's node actor, reconnects with backoff and
-// tells its peers when it leaves (docs/cluster.md).
+// A kvtier node's place in a cluster, as the runtime wires it: the node
+// actor (actors/node_actor.hpp: meeting peers, the membership view of
+// tiers/membership.hpp, heartbeats, reconnections, leaving, and what it
+// passes on to the facade, the serve actor, the feed and the replay agent)
+// spawned over this process's options and published through CAF's
+// middleman on `cluster.listen-address`:`cluster.port` behind the port
+// guard (runtime/net/port_guard.hpp), over TLS with `cluster.tls`
+// (docs/cluster.md). The node actor's interface is typed (`node_actor`,
+// actors/cluster_interfaces.hpp); it is published with no signatures, so
+// peers and tools reach it as a dynamically typed actor and the wire
+// carries exactly the sealed messages of messages/*.capnp.
 //
 // Hooks: `set_hooks` installs "peer up(node id, handle)" and "peer
 // down(node id)"; they run on the node actor's thread, in the order of the
@@ -21,23 +26,20 @@
 // cluster's CA). Every wait is bounded: a connection attempt and a hello by
 // `cluster.down-after-ms`, `leave` by its argument. Input from a peer is
 // size-checked before it is decoded (messages/wire_guard.hpp) and checked
-// field by field; what is malformed, oversized, of another protocol or
-// unexpected is refused and counted, never trusted. Admin requests
-// (FlushState, CloseService, CloseSession, DemoteIdle, StopIdleDemotion,
-// RelievePressure, ReclaimAtBoundary, SetSsdLimit) sent to the node actor
-// are passed to the facade for local senders, and for remote ones only with
-// `cluster.remote-admin`; otherwise refused (`ec::not_permitted`) and
-// counted. ReplayStep and ReplayFinish (messages/replay.capnp, a tool's)
-// go to the replay agent when one is attached (`kvtier node
+// field by field by the node actor; admin requests from remote senders
+// pass only with `cluster.remote-admin` (actors/node_actor.hpp says what
+// goes where). ReplayStep and ReplayFinish (messages/replay.capnp, a
+// tool's) go to the replay agent when one is attached (`kvtier node
 // --replay-agent`), from any sender; otherwise `ec::not_found`.
 //
 // Owner: one `service` (runtime/service.hpp) or a test; `node`'s methods
 // are called from one thread at a time (the hooks may be set from any).
 #pragma once
 
+#include "actors/node_actor.hpp"
 #include "messages/wire_guard.hpp"
-#include "runtime/cluster/membership.hpp"
 #include "runtime/config.hpp"
+#include "tiers/membership.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -52,54 +54,31 @@
 
 namespace kvtier::cluster {
 
-/// What the membership layer tells the rest of a node.
-struct peer_hooks {
-  /// A peer was accepted (first time or after being down).
-  std::function<void(const std::string& node_id, const caf::actor& handle)> up;
-  /// A peer went down: silent, disconnected, or it left.
-  std::function<void(const std::string& node_id)> down;
-};
+// The membership engine's and the node actor's names, as the runtime and
+// its users have always spelled them (kvtier::cluster::membership, ...).
+using tiers::backoff;
+using tiers::clock;
+using tiers::decision;
+using tiers::identity;
+using tiers::max_address_bytes;
+using tiers::max_fingerprint_bytes;
+using tiers::max_listed_members;
+using tiers::max_node_id_bytes;
+using tiers::member;
+using tiers::membership;
+using tiers::millis;
+using tiers::peer_state;
+using tiers::protocol_version;
+using tiers::refusal;
+using tiers::refusal_counts;
+using tiers::time_point;
+using tiers::timing;
+using tiers::to_string;
 
-/// The hooks, shared by the owner and the node actor, and the local actors
-/// told of every change as messages (`actors::peer_up_atom, node id,
-/// handle` and `actors::peer_down_atom, node id`; actors/interfaces.hpp).
-struct hook_slot {
-  std::mutex mtx;
-  peer_hooks hooks;
-  std::vector<caf::actor> listeners;
-
-  /// What the slot holds, copied out of the lock.
-  struct view {
-    peer_hooks hooks;
-    std::vector<caf::actor> listeners;
-  };
-};
-
-/// The local actors a node actor hands peers' requests to (each answers
-/// the peer directly; a null one: the node serves none of its requests).
-struct node_delegates {
-  /// The event feed: a peer's feed subscription (docs/cluster.md).
-  caf::actor feed;
-  /// What serves this node's state to peers: FetchEntry, FetchChunk,
-  /// CancelTransfer.
-  caf::actor serve;
-  /// The service facade: admin requests (see the policy above) and route
-  /// requests (any sender: they read only).
-  caf::actor admin;
-  /// The admission actor: asked for this node's load every heartbeat,
-  /// which carries it to the peers (routing; null: no load is sent).
-  caf::actor load;
-};
-
-/// What a node actor lets in beyond the membership protocol.
-struct node_policy {
-  /// Peers and learned members may be on any address (cluster.tls).
-  bool any_address = false;
-  /// Remote senders may make admin requests (cluster.remote-admin).
-  bool remote_admin = false;
-  /// The longest an admin request passed to the facade may take.
-  millis admin_deadline{60000};
-};
+using actors::hook_slot;
+using actors::node_delegates;
+using actors::node_policy;
+using actors::peer_hooks;
 
 /// One member as `members()` reports it.
 struct member_view {
@@ -149,13 +128,13 @@ timing timing_of(const runtime::service_options& o);
 /// `o`'s node policy.
 node_policy policy_of(const runtime::service_options& o);
 
-/// Spawns the node actor (not yet published). Exposed for tests that drive
-/// it without `node`. `guard`: whose refusal counters it reports (null: the
-/// process-wide default guard's).
-caf::actor spawn_node_actor(caf::actor_system& sys, identity self, timing t,
-                            std::shared_ptr<hook_slot> hooks,
-                            node_policy policy = {},
-                            std::shared_ptr<msg::wire_guard> guard = nullptr);
+/// Spawns the node actor (not yet published) in `sys`, connecting through
+/// its middleman (its OpenSSL manager's when loaded). `guard`: whose
+/// refusal counters it reports (null: the process-wide default guard's).
+actors::node_actor
+spawn_node_actor(caf::actor_system& sys, identity self, timing t,
+                 std::shared_ptr<hook_slot> hooks, node_policy policy = {},
+                 std::shared_ptr<msg::wire_guard> guard = nullptr);
 
 class node {
 public:
@@ -191,7 +170,7 @@ public:
     return node_id_;
   }
   /// The published node actor.
-  const caf::actor& actor() const noexcept {
+  const actors::node_actor& actor() const noexcept {
     return actor_;
   }
   /// The counters of what this node's port refused (atomics: read them
@@ -228,7 +207,7 @@ private:
   node() = default;
 
   caf::actor_system* sys_ = nullptr;
-  caf::actor actor_;
+  actors::node_actor actor_;
   std::shared_ptr<hook_slot> hooks_;
   uint16_t port_ = 0;
   std::string address_;
@@ -245,6 +224,7 @@ private:
 /// client helpers of runtime/tools/client.hpp). Not on a thread of `sys`'s
 /// own (see runtime/tools/client.hpp).
 caf::expected<members_view> ask_members(caf::actor_system& sys,
-                                        const caf::actor& node, millis timeout);
+                                        const actors::node_actor& node,
+                                        millis timeout);
 
 } // namespace kvtier::cluster

@@ -5,9 +5,14 @@
 // bulk lane (plain TCP) listens on loopback only; the HTTP endpoint
 // without `http.admin-token` serves loopback only. Loopback is
 // 127.0.0.0/8 in dotted decimal, ::1 and localhost; nothing is resolved.
+// The parsing and the rule itself live in tiers/address.hpp (the
+// membership engine judges peers' addresses by them, below the actors) and
+// are named here too; this header adds the checks that name options.
 //
 // Plain functions; any thread.
 #pragma once
+
+#include "tiers/address.hpp"
 
 #include <caf/error.hpp>
 
@@ -20,25 +25,14 @@
 
 namespace kvtier::net {
 
-/// The longest HOST:PORT and node id a peer or a configuration may give
-/// (bytes).
-inline constexpr size_t max_address_bytes = 300;
-inline constexpr size_t max_node_id_bytes = 128;
-
-/// HOST:PORT split; nullopt unless HOST is non-empty and PORT 1..65535
-/// (a bracketed IPv6 host loses its brackets).
-struct host_port {
-  std::string host;
-  uint16_t port = 0;
-};
-std::optional<host_port> parse_address(const std::string& text);
-
-/// Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
-bool is_loopback(const std::string& host);
-
-/// The address rule: whether `host` may carry a connection that is
-/// `protected_` (TLS, an admin token) or not. Unprotected: loopback only.
-bool allowed(const std::string& host, bool protected_);
+/// The plain part of the rule (tiers/address.hpp), here under its
+/// networking names.
+using tiers::allowed;
+using tiers::host_port;
+using tiers::is_loopback;
+using tiers::max_address_bytes;
+using tiers::max_node_id_bytes;
+using tiers::parse_address;
 
 /// The rule as a configuration check: none when `allowed`, else
 /// `ec::invalid_config` naming the option and what it holds, e.g.

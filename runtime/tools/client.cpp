@@ -1,5 +1,6 @@
 #include "runtime/tools/client.hpp"
 
+#include "runtime/net/address.hpp"
 #include "runtime/service/service_codec.hpp"
 
 #include "actors/codec.hpp"
@@ -64,7 +65,8 @@ caf::expected<members_view> query_members(caf::actor_system& sys,
   auto remote = connect_node(sys, address, timeout);
   if (!remote)
     return std::move(remote.error());
-  return ask_members(sys, *remote, timeout);
+  return ask_members(sys, caf::actor_cast<actors::node_actor>(*remote),
+                     timeout);
 }
 
 caf::expected<runtime::route_decision>

@@ -65,7 +65,7 @@ BOOST_FIXTURE_TEST_CASE(
   BOOST_REQUIRE(n);
   std::mutex mtx;
   std::vector<std::string> events;
-  n->set_hooks({[&](const std::string& id, const caf::actor& h) {
+  n->set_hooks({[&](const std::string& id, const actors::node_actor& h) {
                   std::lock_guard<std::mutex> guard{mtx};
                   events.push_back("up " + id + (h ? "" : " (no handle)"));
                 },

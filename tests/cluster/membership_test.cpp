@@ -1,13 +1,13 @@
-// The membership logic without sockets (runtime/cluster/membership.hpp):
+// The membership logic without sockets (tiers/membership.hpp):
 // handshake decisions, heartbeat deadlines, the backoff schedule and the
 // reconnect targets, with time stepped by hand.
 #define BOOST_TEST_MODULE cluster_membership
 #include <boost/test/unit_test.hpp>
 
-#include "runtime/cluster/membership.hpp"
 #include "runtime/net/address.hpp"
+#include "tiers/membership.hpp"
 
-using namespace kvtier::cluster;
+using namespace kvtier::tiers;
 using namespace kvtier::net;
 using namespace std::chrono_literals;
 

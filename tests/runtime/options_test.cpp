@@ -20,13 +20,13 @@
 #include "actors/ssd_tier_actor.hpp"
 #include "messages/transfer_table.hpp"
 #include "messages/wire_guard.hpp"
-#include "runtime/cluster/membership.hpp"
 #include "runtime/http/endpoint.hpp"
 #include "runtime/net/port_guard.hpp"
 #include "runtime/options.hpp"
 #include "runtime/service.hpp"
 #include "runtime/tools/simulate.hpp"
 #include "tiers/admission.hpp"
+#include "tiers/membership.hpp"
 #include "tiers/routing.hpp"
 #include "tiers/ssd/memory_file_system.hpp"
 #include "tiers/ssd/ssd_tier.hpp"
@@ -430,7 +430,7 @@ BOOST_AUTO_TEST_CASE(config_struct_defaults_agree_with_the_shipped_options) {
   BOOST_TEST((port.penalty_base == ms{o.cluster_failed_handshake_penalty_ms}));
   BOOST_TEST((port.penalty_max == ms{o.cluster_handshake_timeout_ms}));
   BOOST_TEST((port.handshake_deadline == ms{o.cluster_handshake_timeout_ms}));
-  const cluster::timing t;
+  const tiers::timing t;
   BOOST_TEST((t.heartbeat == ms{o.cluster_heartbeat_ms}));
   BOOST_TEST((t.down_after == ms{o.cluster_down_after_ms}));
   BOOST_TEST((t.reconnect.base == ms{o.cluster_reconnect_backoff_ms}));

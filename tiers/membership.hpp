@@ -16,11 +16,12 @@
 // tried again. Time is the caller's (`time_point` arguments), so tests step
 // it by hand.
 //
-// Owner: one node actor (runtime/cluster/node_actor.hpp), or a test; not
-// thread-safe.
+// Owner: one node actor (actors/node_actor.hpp), or a test; not
+// thread-safe. Plain values in (the runtime turns its options into an
+// `identity` and a `timing`: runtime/cluster/node.hpp), no actors, no I/O.
 #pragma once
 
-#include "runtime/net/address.hpp"
+#include "tiers/address.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -30,7 +31,7 @@
 #include <string>
 #include <vector>
 
-namespace kvtier::cluster {
+namespace kvtier::tiers {
 
 using clock = std::chrono::steady_clock;
 using time_point = clock::time_point;
@@ -42,11 +43,9 @@ using millis = std::chrono::milliseconds;
 /// heartbeats carry the node's load (routing).
 inline constexpr uint32_t protocol_version = 2;
 
-/// Largest node id, fingerprint and address a peer may send (bytes), and
-/// the most member addresses one message may carry.
-using net::max_node_id_bytes;
+/// Largest fingerprint a peer may send (bytes; its node id and address:
+/// tiers/address.hpp), and the most member addresses one message may carry.
 inline constexpr size_t max_fingerprint_bytes = 128;
-using net::max_address_bytes;
 inline constexpr size_t max_listed_members = 1024;
 
 /// Who a node is, as it introduces itself.
@@ -224,4 +223,4 @@ private:
   refusal_counts refused_;
 };
 
-} // namespace kvtier::cluster
+} // namespace kvtier::tiers

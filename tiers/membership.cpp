@@ -1,9 +1,9 @@
-#include "runtime/cluster/membership.hpp"
+#include "tiers/membership.hpp"
 
 #include <algorithm>
 #include <ostream>
 
-namespace kvtier::cluster {
+namespace kvtier::tiers {
 
 const char* to_string(refusal r) {
   switch (r) {
@@ -80,7 +80,7 @@ decision membership::judge(const identity& remote, bool count) {
     return refuse(refusal::malformed,
                   "fingerprint of " + std::to_string(remote.fingerprint.size())
                     + " bytes");
-  if (!net::parse_address(remote.address))
+  if (!parse_address(remote.address))
     return refuse(refusal::malformed, "listen address is not HOST:PORT");
   if (remote.protocol != self_.protocol)
     return refuse(refusal::protocol, "peer " + remote.node_id
@@ -222,4 +222,4 @@ membership::next_attempt(const std::string& address) const {
   return i->second.next;
 }
 
-} // namespace kvtier::cluster
+} // namespace kvtier::tiers
