@@ -35,7 +35,9 @@ int replay_command(kvtier_config& cfg, const std::vector<std::string>& args);
 int demo_command(kvtier_config& cfg, const std::vector<std::string>& args);
 
 /// `kvtier regret [TRACE] [--capacities=N,N,...|--sweep] [--json FILE]
-/// [--plot FILE.svg] [--max-requests N] [--conv-stagger S]`: LRU,
+/// [--plot FILE.svg] [--max-requests N] [--conv-stagger S] [--frequency-cap
+/// N] [--ghost-factor X] [--cost-weight X] [--duel-window X] [--no-inherit]
+/// [--no-duel]` (the policy's knobs, tiers::gdsf_options): LRU,
 /// gdsf-radix and the foresight ceiling at each capacity (tokens; default
 /// the sweep over the working set, runtime/tools/regret.hpp); 1 when a
 /// rule of the policy fails at some capacity (docs/eviction.md).

@@ -39,11 +39,13 @@ const command_help commands[] = {
    "writing demo-data/replay.{json,svg}"},
   {"regret",
    "regret [TRACE] [--capacities=N,N,...|--sweep] [--json FILE]\n"
-   "       [--plot FILE.svg] [--max-requests N] [--conv-stagger S]",
+   "       [--plot FILE.svg] [--max-requests N] [--conv-stagger S]\n"
+   "       [--frequency-cap N] [--ghost-factor X] [--cost-weight X]\n"
+   "       [--duel-window X] [--no-inherit] [--no-duel]",
    "block-level token hit ratio of LRU, gdsf-radix and Belady's foresight\n"
    "ceiling at each capacity in tokens (default --sweep: 1 % .. 100 % of\n"
    "the working set), with the policy's rules checked; exit 1 when one\n"
-   "fails (docs/eviction.md)"},
+   "fails; the other flags change the policy's knobs (docs/eviction.md)"},
   {"scenario", "scenario FILE...",
    "run scripted engine scenarios (conf/scenarios/*.scn)"},
   {"inspect", "inspect DIR [--verify] [--quarantine]",
