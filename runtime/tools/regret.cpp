@@ -19,8 +19,10 @@ double regret_point::ratio() const {
   return lru > 0 ? policy / lru : 0;
 }
 
-double regret_point::gap_closed() const {
-  return ceiling > lru ? (policy - lru) / (ceiling - lru) : 1;
+std::optional<double> regret_point::gap_closed() const {
+  if (!(ceiling > lru))
+    return std::nullopt;
+  return (policy - lru) / (ceiling - lru);
 }
 
 bool regret_point::never_below() const {
@@ -205,12 +207,13 @@ std::string render_table(const regret_report& r) {
                 "gap", "rules");
   o += line;
   for (auto& p : r.points) {
-    std::snprintf(line, sizeof line,
-                  "%12llu %5.1f%% %7.4f %7.4f %7.4f %6.3fx %5.1f%%  %s%s\n",
-                  static_cast<unsigned long long>(p.capacity_tokens),
-                  p.share * 100, p.lru, p.policy, p.ceiling, p.ratio(),
-                  p.gap_closed() * 100, flag(p).c_str(),
-                  p.gain_owed() ? " (gain owed)" : "");
+    auto gap = p.gap_closed();
+    std::string gap_text = gap ? svg::fixed(*gap * 100, 1) + "%" : "-";
+    std::snprintf(
+      line, sizeof line, "%12llu %5.1f%% %7.4f %7.4f %7.4f %6.3fx %6s  %s%s\n",
+      static_cast<unsigned long long>(p.capacity_tokens), p.share * 100, p.lru,
+      p.policy, p.ceiling, p.ratio(), gap_text.c_str(), flag(p).c_str(),
+      p.gain_owed() ? " (gain owed)" : "");
     o += line;
   }
   o += r.holds() ? "rules hold at every capacity\n"
@@ -222,17 +225,18 @@ std::string render_json(const regret_report& r) {
   using json = nlohmann::json;
   json points = json::array();
   for (auto& p : r.points)
-    points.push_back({{"capacity_tokens", p.capacity_tokens},
-                      {"capacity_blocks", p.capacity_blocks},
-                      {"share", p.share},
-                      {"lru", p.lru},
-                      {"policy", p.policy},
-                      {"ceiling", p.ceiling},
-                      {"policy_over_lru", p.ratio()},
-                      {"gap_closed", p.gap_closed()},
-                      {"never_below", p.never_below()},
-                      {"gain_owed", p.gain_owed()},
-                      {"gain_met", p.gain_met()}});
+    points.push_back(
+      {{"capacity_tokens", p.capacity_tokens},
+       {"capacity_blocks", p.capacity_blocks},
+       {"share", p.share},
+       {"lru", p.lru},
+       {"policy", p.policy},
+       {"ceiling", p.ceiling},
+       {"policy_over_lru", p.ratio()},
+       {"gap_closed", p.gap_closed() ? json(*p.gap_closed()) : json(nullptr)},
+       {"never_below", p.never_below()},
+       {"gain_owed", p.gain_owed()},
+       {"gain_met", p.gain_met()}});
   json j = {{"trace", r.trace},
             {"policy", r.policy},
             {"block_size", r.block_size},

@@ -14,6 +14,7 @@
 #include "tiers/eviction_policy.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,9 +37,9 @@ struct regret_point {
   double lru = 0, policy = 0, ceiling = 0; // token hit ratios
   /// policy / LRU (0 when LRU is 0).
   double ratio() const;
-  /// (policy - LRU) / (ceiling - LRU): the gap closed (1 when there is
-  /// none).
-  double gap_closed() const;
+  /// (policy - LRU) / (ceiling - LRU): the gap closed; nullopt when there
+  /// is no gap (the ceiling is LRU's).
+  std::optional<double> gap_closed() const;
   bool never_below() const;
   /// Whether the gain rule applies here (ceiling >= 2 × LRU).
   bool gain_owed() const;
