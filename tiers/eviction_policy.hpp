@@ -12,13 +12,18 @@
 //   lru         least recently touched leaf. With a request's blocks
 //               touched tail-first this is the LRU of tests/traces/README.md.
 //   gdsf-radix  GreedyDual-Size-Frequency over leaves with an inflation
-//               clock: priority L + min(count, cap) (see gdsf_options),
-//               counts remembered for evicted blocks in a bounded ghost list,
-//               and a new block extending a session's tip inherits the
-//               tip's count.
+//               clock: rank L + value, value = min(count, cap) × a cost
+//               growing with the block's position (gdsf_options); counts of
+//               evicted blocks come back from a bounded ghost list; a new
+//               block extending a chain's tip inherits the tip's count.
+//               It keeps LRU's order beside GDSF's and evicts by the one
+//               whose key-only shadow cache scored more hits recently (set
+//               dueling), so it falls back to LRU where frequency hurts.
 //   belady      the offline ceiling: the leaf whose next use is farthest
 //               (each access says its next use); prefix-respecting.
-// Every operation is O(log n) in the cached nodes (ordered sets, hash maps).
+// Every operation is O(log n) in the cached nodes (ordered sets, hash maps);
+// gdsf-radix holds four such orders (two of them its shadows') and two
+// ghost lists.
 //
 // Single-owner, not thread-safe, no I/O and no clocks: time is the owner's
 // request counter.
@@ -92,12 +97,12 @@ public:
   virtual size_t size() const = 0;
 };
 
-/// The knobs of gdsf-radix (docs/eviction.md "Tuning" measured each).
+/// The knobs of gdsf-radix (docs/eviction.md "Ingredients, measured").
 struct gdsf_options {
   /// Largest count that raises a priority: L + min(count, cap).
   uint32_t frequency_cap = 16;
-  /// A new block extending a chain's tip (a cached block with at most one
-  /// cached child) starts with the tip's count.
+  /// A new block extending a chain's tip (a cached block past the root
+  /// with at most one cached child) starts with the tip's count.
   bool inherit_session = true;
   /// Evicted blocks whose counts are remembered (a ghost list), as a
   /// multiple of the cache's capacity in blocks, at most `ghost_limit`.

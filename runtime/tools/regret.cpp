@@ -6,10 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <future>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -89,6 +90,53 @@ caf::error bad(const std::string& what) {
   return make_error(ec::invalid_argument, what);
 }
 
+/// The capacities to run, sorted and distinct: the caller's, or the sweep
+/// (at least one block each).
+caf::expected<std::vector<uint64_t>> capacities_of(const regret_report& r,
+                                                   const regret_options& o) {
+  auto out = o.capacities_tokens;
+  if (out.empty())
+    for (double s : regret_sweep)
+      out.push_back(std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(
+                                            s * double(r.distinct_blocks))))
+                    * r.block_size);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  for (auto c : out)
+    if (c < r.block_size)
+      return bad("capacity " + std::to_string(c)
+                 + " tokens is less than one block of "
+                 + std::to_string(r.block_size) + " tokens");
+  return out;
+}
+
+/// Fills every point's three ratios: each (point, policy) run is
+/// independent, and `jobs` threads take them in turn.
+void run_points(const trace& t, const regret_options& o, regret_report& r) {
+  auto future = compute_next_uses(t);
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t k; (k = next++) < 3 * r.points.size();) {
+      auto& pt = r.points[k / 3];
+      auto blocks = pt.capacity_blocks;
+      switch (k % 3) {
+        case 0: pt.lru = run(t, tiers::make_lru(), blocks, nullptr); break;
+        case 1:
+          pt.policy =
+            run(t, tiers::make_gdsf_radix(blocks, o.policy), blocks, nullptr);
+          break;
+        default: pt.ceiling = run(t, tiers::make_belady(), blocks, &future);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned i = 1; i < std::max(1u, o.jobs); ++i)
+    threads.emplace_back(worker);
+  worker();
+  for (auto& th : threads)
+    th.join();
+}
+
 } // namespace
 
 caf::expected<regret_report> regret(const trace& t, const regret_options& o) {
@@ -107,58 +155,17 @@ caf::expected<regret_report> regret(const trace& t, const regret_options& o) {
     return bad(t.name
                + ": no request reuses a block of another (lengths "
                  "only?): every policy hits nothing, there is no regret");
-  auto capacities = o.capacities_tokens;
-  if (capacities.empty())
-    for (double s : regret_sweep)
-      capacities.push_back(static_cast<uint64_t>(
-        std::llround(s * double(r.distinct_blocks)) * r.block_size));
-  std::sort(capacities.begin(), capacities.end());
-  capacities.erase(std::unique(capacities.begin(), capacities.end()),
-                   capacities.end());
-  for (auto c : capacities)
-    if (c < r.block_size)
-      return bad("capacity " + std::to_string(c)
-                 + " tokens is less than one block of "
-                 + std::to_string(r.block_size) + " tokens");
-  auto future = compute_next_uses(t);
-  // Every (capacity, policy) run is independent: `jobs` at a time.
-  struct task {
-    size_t point;
-    int which; // 0 lru, 1 policy, 2 ceiling
-  };
-  std::vector<task> tasks;
-  r.points.resize(capacities.size());
-  for (size_t p = 0; p < capacities.size(); ++p) {
-    auto& pt = r.points[p];
-    pt.capacity_tokens = capacities[p];
-    pt.capacity_blocks = capacities[p] / r.block_size;
+  auto capacities = capacities_of(r, o);
+  if (!capacities)
+    return capacities.error();
+  for (auto c : *capacities) {
+    regret_point pt;
+    pt.capacity_tokens = c;
+    pt.capacity_blocks = c / r.block_size;
     pt.share = double(pt.capacity_blocks) / double(r.distinct_blocks);
-    for (int w = 0; w < 3; ++w)
-      tasks.push_back({p, w});
+    r.points.push_back(pt);
   }
-  auto work = [&](const task& k) {
-    auto blocks = r.points[k.point].capacity_blocks;
-    switch (k.which) {
-      case 0: return run(t, tiers::make_lru(), blocks, nullptr);
-      case 1:
-        return run(t, tiers::make_gdsf_radix(blocks, o.policy), blocks,
-                   nullptr);
-      default: return run(t, tiers::make_belady(), blocks, &future);
-    }
-  };
-  size_t jobs = std::max(1u, o.jobs);
-  for (size_t i = 0; i < tasks.size(); i += jobs) {
-    std::vector<std::future<double>> running;
-    for (size_t k = i; k < std::min(tasks.size(), i + jobs); ++k)
-      running.push_back(std::async(std::launch::async, work, tasks[k]));
-    for (size_t k = i; k < std::min(tasks.size(), i + jobs); ++k) {
-      double v = running[k - i].get();
-      auto& pt = r.points[tasks[k].point];
-      (tasks[k].which == 0   ? pt.lru
-       : tasks[k].which == 1 ? pt.policy
-                             : pt.ceiling) = v;
-    }
-  }
+  run_points(t, o, r);
   return r;
 }
 
