@@ -3,6 +3,7 @@
 #include "runtime/tools/inspect.hpp"
 #include "runtime/tools/multi_replay.hpp"
 #include "runtime/tools/progress.hpp"
+#include "runtime/tools/regret.hpp"
 #include "runtime/tools/replay.hpp"
 #include "runtime/tools/scenario.hpp"
 #include "runtime/tools/simulate.hpp"
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include <future>
 #include <optional>
 #include <sstream>
+#include <tuple>
 #include <unistd.h>
 
 namespace kvtier::runtime {
@@ -374,6 +377,123 @@ int demo_command(kvtier_config& cfg, const std::vector<std::string>& args) {
   if (!f->has("plot"))
     f->named["plot"] = "demo-data/replay.svg";
   return run_replay("demo", cfg, *f);
+}
+
+namespace {
+
+/// A whole number of at most `max` from a flag, or nullopt after saying
+/// what is wrong.
+std::optional<uint64_t> whole_flag(const std::string& cmd, const flags& f,
+                                   const std::string& key, uint64_t max) {
+  auto v = f.get(key);
+  uint64_t n = 0;
+  auto [p, err] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || err != std::errc{} || p != v.data() + v.size() || n > max) {
+    complain(cmd, "--" + key + " \"" + v + "\" is not a whole number 0 .. "
+                    + std::to_string(max));
+    return std::nullopt;
+  }
+  return n;
+}
+
+/// A number 0 .. `max` from a flag, or nullopt after saying what is wrong.
+std::optional<double> number_flag(const std::string& cmd, const flags& f,
+                                  const std::string& key, double max) {
+  auto v = f.get(key);
+  double x = 0;
+  auto [p, err] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || err != std::errc{} || p != v.data() + v.size()
+      || !(x >= 0 && x <= max)) {
+    char range[32];
+    std::snprintf(range, sizeof range, "%g", max);
+    complain(cmd, "--" + key + " \"" + v + "\" is not a number 0 .. " + range);
+    return std::nullopt;
+  }
+  return x;
+}
+
+/// gdsf-radix's knobs from `kvtier regret`'s flags (docs/eviction.md
+/// "Ingredients" runs each one off); false after saying what is wrong.
+bool policy_flags(const flags& f, tiers::gdsf_options& o) {
+  if (f.has("frequency-cap")) {
+    auto n = whole_flag("regret", f, "frequency-cap", 1u << 20);
+    if (!n || *n == 0) {
+      if (n)
+        complain("regret", "--frequency-cap must be at least 1");
+      return false;
+    }
+    o.frequency_cap = static_cast<uint32_t>(*n);
+  }
+  for (auto [key, field, max] :
+       {std::tuple{"ghost-factor", &tiers::gdsf_options::ghost_factor, 1024.0},
+        std::tuple{"cost-weight", &tiers::gdsf_options::cost_weight, 1024.0},
+        std::tuple{"duel-window", &tiers::gdsf_options::duel_window, 1e6}})
+    if (f.has(key)) {
+      auto x = number_flag("regret", f, key, max);
+      if (!x)
+        return false;
+      o.*field = *x;
+    }
+  o.inherit_session = !f.has("no-inherit");
+  o.duel = !f.has("no-duel");
+  return true;
+}
+
+} // namespace
+
+int regret_command(kvtier_config& cfg, const std::vector<std::string>& args) {
+  auto f =
+    parse("regret", args,
+          {"capacities", "json", "plot", "max-requests", "conv-stagger",
+           "frequency-cap", "ghost-factor", "cost-weight", "duel-window"},
+          {"sweep", "no-inherit", "no-duel"}, 1);
+  if (!f)
+    return 2;
+  regret_options ro;
+  if (!policy_flags(*f, ro.policy))
+    return 2;
+  if (f->has("capacities") && f->has("sweep")) {
+    complain("regret", "--capacities and --sweep exclude each other");
+    return 2;
+  }
+  if (f->has("capacities")) {
+    auto c = parse_capacities(f->get("capacities"));
+    if (!c) {
+      complain("regret", "--capacities: " + reason(c.error()));
+      return 2;
+    }
+    ro.capacities_tokens = std::move(*c);
+  }
+  trace_options to;
+  if (f->has("max-requests")) {
+    auto n = whole_flag("regret", *f, "max-requests", UINT32_MAX);
+    if (!n)
+      return 2;
+    to.max_requests = *n;
+  }
+  if (f->has("conv-stagger")) {
+    auto n = whole_flag("regret", *f, "conv-stagger", 86400);
+    if (!n)
+      return 2;
+    to.conv_stagger_s = double(*n);
+  }
+  auto path = f->positional.empty() ? cfg.replay.trace : f->positional[0];
+  auto t = load_trace(path, to);
+  if (!t) {
+    complain("regret", reason(t.error()));
+    return 2;
+  }
+  auto r = regret(*t, ro);
+  if (!r) {
+    complain("regret", reason(r.error()));
+    return 2;
+  }
+  std::fputs(render_table(*r).c_str(), stdout);
+  if (f->has("json") && !write_file(f->get("json"), render_json(*r)))
+    return 2;
+  if (f->has("plot") && !write_file(f->get("plot"), render_svg(*r)))
+    return 2;
+  return r->holds() ? 0 : 1;
 }
 
 int inspect_command(kvtier_config&, const std::vector<std::string>& args) {

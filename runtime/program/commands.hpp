@@ -1,5 +1,6 @@
 // The `kvtier` program's commands beyond `config` and `version`: `replay`,
-// `demo`, `inspect`, `scenario` (docs/replay.md, docs/scenarios.md), `node`
+// `demo`, `regret`, `inspect`, `scenario` (docs/replay.md, docs/eviction.md,
+// docs/scenarios.md), `node`
 // and `members` (docs/cluster.md).
 // Each takes the loaded configuration and the command's own arguments (the
 // `--section.key=value` overrides are already applied) and returns the
@@ -32,6 +33,15 @@ int replay_command(kvtier_config& cfg, const std::vector<std::string>& args);
 /// `kvtier demo`: the replay of [replay] trace, writing
 /// demo-data/replay.json and demo-data/replay.svg.
 int demo_command(kvtier_config& cfg, const std::vector<std::string>& args);
+
+/// `kvtier regret [TRACE] [--capacities=N,N,...|--sweep] [--json FILE]
+/// [--plot FILE.svg] [--max-requests N] [--conv-stagger S] [--frequency-cap
+/// N] [--ghost-factor X] [--cost-weight X] [--duel-window X] [--no-inherit]
+/// [--no-duel]` (the policy's knobs, tiers::gdsf_options): LRU,
+/// gdsf-radix and the foresight ceiling at each capacity (tokens; default
+/// the sweep over the working set, runtime/tools/regret.hpp); 1 when a
+/// rule of the policy fails at some capacity (docs/eviction.md).
+int regret_command(kvtier_config& cfg, const std::vector<std::string>& args);
 
 /// `kvtier inspect DIR [--verify]`.
 int inspect_command(kvtier_config& cfg, const std::vector<std::string>& args);

@@ -37,6 +37,15 @@ const command_help commands[] = {
   {"demo", "demo [--json FILE] [--plot FILE.svg] [--no-verify] [--quiet]",
    "the replay of the conversation trace on the default configuration,\n"
    "writing demo-data/replay.{json,svg}"},
+  {"regret",
+   "regret [TRACE] [--capacities=N,N,...|--sweep] [--json FILE]\n"
+   "       [--plot FILE.svg] [--max-requests N] [--conv-stagger S]\n"
+   "       [--frequency-cap N] [--ghost-factor X] [--cost-weight X]\n"
+   "       [--duel-window X] [--no-inherit] [--no-duel]",
+   "block-level token hit ratio of LRU, gdsf-radix and Belady's foresight\n"
+   "ceiling at each capacity in tokens (default --sweep: 1 % .. 100 % of\n"
+   "the working set), with the policy's rules checked; exit 1 when one\n"
+   "fails; the other flags change the policy's knobs (docs/eviction.md)"},
   {"scenario", "scenario FILE...",
    "run scripted engine scenarios (conf/scenarios/*.scn)"},
   {"inspect", "inspect DIR [--verify] [--quarantine]",
@@ -209,6 +218,8 @@ int main(int argc, char** argv) {
     return replay_command(cfg, own);
   if (cmd == "demo")
     return demo_command(cfg, own);
+  if (cmd == "regret")
+    return regret_command(cfg, own);
   if (cmd == "inspect")
     return inspect_command(cfg, own);
   if (cmd == "scenario")

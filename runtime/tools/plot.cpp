@@ -5,6 +5,7 @@
 // sample of each line and its final value, and axes with even ticks
 // (steps of 1, 2 or 5 times a power of ten) labelled on both.
 #include "runtime/tools/report.hpp"
+#include "runtime/tools/svg.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -77,65 +78,17 @@ double peer(const replay_sample& s) {
   return s.input_tokens ? double(s.peer_tokens) / double(s.input_tokens) : 0;
 }
 
-std::string escaped(const std::string& t) {
-  std::string out;
-  for (char ch : t) {
-    if (ch == '<')
-      out += "&lt;";
-    else if (ch == '>')
-      out += "&gt;";
-    else if (ch == '&')
-      out += "&amp;";
-    else
-      out += ch;
-  }
-  return out;
-}
-
-void text(std::ostringstream& o, double x, double y, const std::string& t,
-          const char* anchor = "start", const char* colour = "#222",
-          const char* extra = "") {
-  char buf[160];
-  std::snprintf(buf, sizeof buf,
-                "<text x='%.1f' y='%.1f' text-anchor='%s' fill='%s'%s>", x, y,
-                anchor, colour, extra);
-  o << buf << escaped(t) << "</text>\n";
-}
-
-void line(std::ostringstream& o, double x1, double y1, double x2, double y2,
-          const char* colour, const char* extra = "") {
-  char buf[240];
-  std::snprintf(
-    buf, sizeof buf,
-    "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='%s'%s/>\n", x1, y1,
-    x2, y2, colour, extra);
-  o << buf;
-}
-
-const char* const dashed = " stroke-width='1.5' stroke-dasharray='6,4'";
+using svg::dashed;
+using svg::fixed;
+using svg::line;
+using svg::text;
+using svg::with_commas;
 
 /// A dashed horizontal line at `v` across the plot.
 void reference(std::ostringstream& o, const chart& c,
                const std::optional<double>& v, const char* colour) {
   if (v)
     line(o, left, c.y(*v), width - right, c.y(*v), colour, dashed);
-}
-
-std::string with_commas(uint64_t v) {
-  auto digits = std::to_string(v);
-  std::string s;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0)
-      s += ',';
-    s += digits[i];
-  }
-  return s;
-}
-
-std::string fixed(double v, int decimals) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
 }
 
 } // namespace
@@ -192,13 +145,10 @@ std::string render_svg(const replay_report& r) {
   uint64_t requests = r.series.empty() ? 0 : r.series.back().requests;
   double xstep = nice_step(double(std::max<uint64_t>(requests, 1)), 6);
   chart c{std::max(double(requests), 1.0), ymax};
-  int ydecimals =
-    std::max(0, -static_cast<int>(std::floor(std::log10(ystep) + 1e-9)));
+  int ydecimals = svg::decimals_of(ystep);
 
   std::ostringstream o;
-  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width
-    << "' height='" << height << "' font-family='sans-serif' font-size='12'>\n"
-    << "<rect width='100%' height='100%' fill='white'/>\n";
+  svg::begin(o, width, height);
   text(o, left, 24, "Token hit ratio over the replay of " + r.trace, "start",
        "#222", " font-size='15' font-weight='bold'");
   text(o, left, 44, chart_subtitle(r), "start", "#444");

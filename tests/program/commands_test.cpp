@@ -63,6 +63,15 @@ BOOST_AUTO_TEST_CASE(every_command_refuses_a_stray_argument) {
           "[--verify] [--quarantine]");
   refused("scenario", "kvtier scenario: which file? usage: kvtier scenario "
                       "FILE...");
+  refused("regret a.jsonl b.jsonl",
+          "kvtier regret: unexpected argument 'b.jsonl'");
+  refused("regret --sweep --capacities=5",
+          "kvtier regret: --capacities and --sweep exclude each other");
+  refused("regret --capacities=5,x",
+          "kvtier regret: --capacities: invalid_argument: capacity 'x' is not "
+          "a whole number of tokens above 0");
+  refused("regret --cost-weight=-1",
+          "kvtier regret: --cost-weight \"-1\" is not a number 0 .. 1024");
   refused("node extra", "kvtier node: unexpected argument 'extra'");
   refused("node --join", "kvtier node: --join needs HOST:PORT");
   refused("members 127.0.0.1:1 extra",
@@ -148,8 +157,8 @@ BOOST_AUTO_TEST_CASE(help_shows_one_commands_usage) {
                args << ": " << r.out);
     BOOST_TEST(r.out.find("SIGTERM") != std::string::npos, r.out);
   }
-  for (auto* cmd : {"replay", "demo", "scenario", "inspect", "members",
-                    "config", "version", "help"}) {
+  for (auto* cmd : {"replay", "demo", "regret", "scenario", "inspect",
+                    "members", "config", "version", "help"}) {
     auto r = kvtier(std::string{"help "} + cmd);
     BOOST_TEST(r.status == 0, cmd << ": " << r.out);
     BOOST_TEST(r.out.rfind(std::string{"usage: kvtier "} + cmd, 0) == 0, r.out);

@@ -1,0 +1,435 @@
+#include "tiers/eviction_policy.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace kvtier::tiers {
+
+eviction_policy::~eviction_policy() = default;
+
+namespace {
+
+/// A leaf's place in the eviction order: smallest first.
+using rank = std::tuple<uint64_t, uint64_t, uint64_t>; // primary, tie, key
+
+/// The cached forest and its leaves ordered by a policy's rank; a policy
+/// says how an access ranks a node (`ranked`).
+class leaf_order : public eviction_policy {
+public:
+  bool on_insert(const block_ref& b) override {
+    auto [it, fresh] = nodes_.try_emplace(b.key);
+    if (!fresh)
+      return false;
+    auto& n = it->second;
+    inserted(n, b); // sees the parent's children before this one
+    n.parent = b.parent;
+    if (b.parent) {
+      if (auto p = nodes_.find(*b.parent); p != nodes_.end()) {
+        if (p->second.children++ == 0)
+          leaves_.erase(rank_of(p->first, p->second));
+      } else {
+        n.parent.reset(); // an owner's slip: treat it as a root
+      }
+    }
+    leaves_.insert(rank_of(b.key, n));
+    return true;
+  }
+
+  bool on_hit(const block_ref& b) override {
+    auto it = nodes_.find(b.key);
+    if (it == nodes_.end())
+      return false;
+    auto& n = it->second;
+    if (n.children == 0)
+      leaves_.erase(rank_of(b.key, n));
+    hit(n, b);
+    if (n.children == 0)
+      leaves_.insert(rank_of(b.key, n));
+    return true;
+  }
+
+  std::optional<uint64_t> victim() const override {
+    if (leaves_.empty())
+      return std::nullopt;
+    return std::get<2>(*leaves_.begin());
+  }
+
+  bool erase(uint64_t key) override {
+    auto it = nodes_.find(key);
+    if (it == nodes_.end() || it->second.children > 0)
+      return false;
+    auto& n = it->second;
+    leaves_.erase(rank_of(key, n));
+    left(key, n);
+    if (n.parent) {
+      auto p = nodes_.find(*n.parent);
+      if (--p->second.children == 0)
+        leaves_.insert(rank_of(p->first, p->second));
+    }
+    nodes_.erase(it);
+    return true;
+  }
+
+  bool contains(uint64_t key) const override {
+    return nodes_.count(key) > 0;
+  }
+
+  size_t size() const override {
+    return nodes_.size();
+  }
+
+protected:
+  struct node {
+    std::optional<uint64_t> parent;
+    uint32_t children = 0;
+    uint32_t count = 0;   // requests that touched it (gdsf)
+    uint64_t primary = 0; // its rank: (primary, tie, key)
+    uint64_t tie = 0;
+  };
+
+  /// Sets the rank of a node just inserted.
+  virtual void inserted(node& n, const block_ref& b) = 0;
+  /// Sets the rank of a node that served again.
+  virtual void hit(node& n, const block_ref& b) = 0;
+  /// The node leaves the cache.
+  virtual void left(uint64_t, const node&) {}
+
+  const node* find(uint64_t key) const {
+    auto it = nodes_.find(key);
+    return it == nodes_.end() ? nullptr : &it->second;
+  }
+
+private:
+  static rank rank_of(uint64_t key, const node& n) {
+    return {n.primary, n.tie, key};
+  }
+
+  std::unordered_map<uint64_t, node> nodes_;
+  std::set<rank> leaves_;
+};
+
+class lru final : public leaf_order {
+public:
+  std::string name() const override {
+    return "lru";
+  }
+
+private:
+  void inserted(node& n, const block_ref& b) override {
+    n.primary = b.stamp;
+  }
+  void hit(node& n, const block_ref& b) override {
+    n.primary = b.stamp;
+  }
+};
+
+class belady final : public leaf_order {
+public:
+  std::string name() const override {
+    return "belady";
+  }
+
+private:
+  // Farthest next use first; among equal ones the deepest (a parent is
+  // never used later than its child, so the first rank is a leaf's).
+  void inserted(node& n, const block_ref& b) override {
+    hit(n, b);
+  }
+  void hit(node& n, const block_ref& b) override {
+    n.primary = never_used - b.next_use;
+    n.tie = UINT32_MAX - b.depth;
+  }
+};
+
+/// Counts of evicted blocks, the most recent `capacity` of them.
+class ghost_list {
+public:
+  explicit ghost_list(uint64_t capacity)
+    : capacity_(capacity) {}
+
+  void remember(uint64_t key, uint32_t count) {
+    if (capacity_ == 0)
+      return;
+    auto& g = counts_[key];
+    g = {count, ++seq_};
+    order_.emplace_back(key, seq_);
+    while (order_.size() > capacity_) {
+      auto [k, s] = order_.front();
+      order_.pop_front();
+      if (auto it = counts_.find(k);
+          it != counts_.end() && it->second.second == s)
+        counts_.erase(it);
+    }
+  }
+
+  /// The remembered count of `key` (0: none), forgotten now.
+  uint32_t take(uint64_t key) {
+    auto it = counts_.find(key);
+    if (it == counts_.end())
+      return 0;
+    auto c = it->second.first;
+    counts_.erase(it); // its entry in order_ goes stale
+    return c;
+  }
+
+private:
+  uint64_t capacity_;
+  uint64_t seq_ = 0;
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> counts_;
+  std::deque<std::pair<uint64_t, uint64_t>> order_;
+};
+
+/// GreedyDual-Size-Frequency over leaves: rank L + value, value growing
+/// with the (capped) count and the block's position, L the rank of the
+/// last eviction (an inflation clock: what is not touched ages out).
+class gdsf final : public leaf_order {
+public:
+  gdsf(uint64_t capacity_blocks, const gdsf_options& opts)
+    : opts_(opts)
+    , ghosts_(std::min<uint64_t>(
+        opts.ghost_limit,
+        static_cast<uint64_t>(double(capacity_blocks)
+                              * std::max(0.0, opts.ghost_factor)))) {}
+
+  std::string name() const override {
+    return "gdsf";
+  }
+
+private:
+  void inserted(node& n, const block_ref& b) override {
+    n.count = ghosts_.take(b.key) + 1;
+    if (opts_.inherit_session) {
+      if (b.anchor && b.parent == b.anchor) {
+        // The first new block: does the request extend a chain's tip (a
+        // block past the root with at most one cached child)?
+        auto* a = find(*b.anchor);
+        chain_count_ = a && a->parent && a->children <= 1 ? a->count : 0;
+      } else if (!b.parent) {
+        chain_count_ = 0; // nothing hit: a new chain
+      }                   // else: the next new block of the same request
+      n.count = std::max(n.count, chain_count_);
+    }
+    rank(n, b);
+  }
+  void hit(node& n, const block_ref& b) override {
+    ++n.count;
+    rank(n, b);
+  }
+  void left(uint64_t key, const node& n) override {
+    clock_ = std::max(clock_, n.primary);
+    ghosts_.remember(key, n.count);
+  }
+  void rank(node& n, const block_ref& b) {
+    // Prefill cost grows with the block's position (attention over all
+    // tokens before it): 1 + cost_weight × position / 64 Ki tokens.
+    double position = double(b.depth) * double(b.tokens ? b.tokens : 1);
+    double value = double(std::min(n.count, opts_.frequency_cap))
+                   * (1.0 + opts_.cost_weight * position / 65536.0);
+    n.primary = clock_ + static_cast<uint64_t>(value * 256.0);
+    n.tie = b.stamp;
+  }
+
+  gdsf_options opts_;
+  ghost_list ghosts_;
+  uint64_t clock_ = 0; // L: the rank of the last eviction
+  uint32_t chain_count_ = 0;
+};
+
+/// A key-only cache that runs a policy beside the real one, to score it:
+/// a block counts as a hit when it and its whole prefix were cached.
+class shadow {
+public:
+  shadow(std::unique_ptr<eviction_policy> p, uint64_t capacity)
+    : policy_(std::move(p))
+    , capacity_(capacity) {}
+
+  /// Whether the access hit (its parent did, and it is cached); either way
+  /// the block is cached afterwards.
+  bool access(const block_ref& b) {
+    bool prefix = !b.parent || (last_hit_ && *last_hit_ == *b.parent);
+    if (policy_->on_hit(b)) {
+      if (prefix)
+        last_hit_ = b.key;
+      return prefix;
+    }
+    block_ref r = b;
+    if (r.parent && !policy_->contains(*r.parent))
+      r.parent.reset(); // evicted under us: a root of its own
+    policy_->on_insert(r);
+    return false;
+  }
+
+  void settle() {
+    while (policy_->size() > capacity_) {
+      auto v = policy_->victim();
+      if (!v || !policy_->erase(*v))
+        break;
+    }
+    last_hit_.reset();
+  }
+
+private:
+  std::unique_ptr<eviction_policy> policy_;
+  uint64_t capacity_;
+  std::optional<uint64_t> last_hit_;
+};
+
+/// gdsf-radix: the cache keeps both orders over its leaves, LRU's and
+/// GDSF's, and evicts by the one whose key-only shadow cache of the same
+/// capacity scored more hits recently (set dueling): it gains where
+/// frequency pays and falls back to LRU where recency does.
+class gdsf_radix final : public eviction_policy {
+public:
+  gdsf_radix(uint64_t capacity_blocks, const gdsf_options& opts)
+    : lru_(std::make_unique<lru>())
+    , gdsf_(std::make_unique<gdsf>(capacity_blocks, opts))
+    , duel_(opts.duel)
+    , decay_(
+        1.0 - 1.0 / std::max(1.0, opts.duel_window * double(capacity_blocks))) {
+    if (duel_) {
+      shadow_lru_.emplace(std::make_unique<lru>(), capacity_blocks);
+      shadow_gdsf_.emplace(std::make_unique<gdsf>(capacity_blocks, opts),
+                           capacity_blocks);
+    }
+  }
+
+  std::string name() const override {
+    return duel_ ? "gdsf-radix" : "gdsf";
+  }
+
+  bool on_insert(const block_ref& b) override {
+    if (!lru_->on_insert(b))
+      return false;
+    gdsf_->on_insert(b);
+    score(b);
+    return true;
+  }
+
+  bool on_hit(const block_ref& b) override {
+    if (!lru_->on_hit(b))
+      return false;
+    gdsf_->on_hit(b);
+    score(b);
+    return true;
+  }
+
+  std::optional<uint64_t> victim() const override {
+    return frequency_wins() ? gdsf_->victim() : lru_->victim();
+  }
+
+  bool erase(uint64_t key) override {
+    if (!lru_->erase(key))
+      return false;
+    gdsf_->erase(key);
+    return true;
+  }
+
+  void settle() override {
+    if (duel_) {
+      shadow_lru_->settle();
+      shadow_gdsf_->settle();
+    }
+  }
+
+  bool contains(uint64_t key) const override {
+    return lru_->contains(key);
+  }
+
+  size_t size() const override {
+    return lru_->size();
+  }
+
+private:
+  bool frequency_wins() const {
+    return !duel_ || gdsf_score_ > lru_score_;
+  }
+
+  void score(const block_ref& b) {
+    if (!duel_)
+      return;
+    lru_score_ = lru_score_ * decay_ + (shadow_lru_->access(b) ? 1 : 0);
+    gdsf_score_ = gdsf_score_ * decay_ + (shadow_gdsf_->access(b) ? 1 : 0);
+  }
+
+  std::unique_ptr<eviction_policy> lru_;
+  std::unique_ptr<eviction_policy> gdsf_;
+  bool duel_;
+  double decay_;
+  std::optional<shadow> shadow_lru_, shadow_gdsf_;
+  double lru_score_ = 0, gdsf_score_ = 0;
+};
+
+} // namespace
+
+std::unique_ptr<eviction_policy> make_lru() {
+  return std::make_unique<lru>();
+}
+
+std::unique_ptr<eviction_policy> make_gdsf_radix(uint64_t capacity_blocks,
+                                                 const gdsf_options& opts) {
+  return std::make_unique<gdsf_radix>(capacity_blocks, opts);
+}
+
+std::unique_ptr<eviction_policy> make_belady() {
+  return std::make_unique<belady>();
+}
+
+double block_counts::token_ratio() const {
+  return input_tokens ? double(hit_tokens) / double(input_tokens) : 0;
+}
+
+block_cache::block_cache(std::unique_ptr<eviction_policy> policy,
+                         uint64_t capacity_blocks, uint32_t block_size)
+  : policy_(std::move(policy))
+  , capacity_(std::max<uint64_t>(capacity_blocks, 1))
+  , block_size_(std::max<uint32_t>(block_size, 1)) {}
+
+uint64_t block_cache::request(std::span<const uint64_t> blocks,
+                              uint64_t input_tokens,
+                              std::span<const uint64_t> next_uses) {
+  size_t n = blocks.size();
+  size_t hit = 0;
+  while (hit < n && policy_->contains(blocks[hit]))
+    ++hit;
+  ++counts_.requests;
+  counts_.referenced_blocks += n;
+  counts_.hit_blocks += hit;
+  counts_.input_tokens += input_tokens;
+  counts_.hit_tokens += std::min<uint64_t>(hit * block_size_, input_tokens);
+  // Stamps fall along the request: its head is its most recent part.
+  uint64_t base = now_;
+  now_ += n + 1;
+  std::optional<uint64_t> anchor;
+  if (hit > 0)
+    anchor = blocks[hit - 1];
+  for (size_t i = 0; i < n; ++i) {
+    block_ref b;
+    b.key = blocks[i];
+    if (i > 0)
+      b.parent = blocks[i - 1];
+    b.depth = static_cast<uint32_t>(i);
+    uint64_t before = i * uint64_t{block_size_};
+    b.tokens = static_cast<uint32_t>(std::min<uint64_t>(
+      block_size_, input_tokens - std::min(input_tokens, before)));
+    b.stamp = base + (n - i);
+    if (i < next_uses.size())
+      b.next_use = next_uses[i];
+    b.anchor = anchor;
+    if (!policy_->on_hit(b))
+      policy_->on_insert(b);
+  }
+  while (policy_->size() > capacity_) {
+    auto v = policy_->victim();
+    if (!v || !policy_->erase(*v))
+      break;
+    ++counts_.evictions;
+  }
+  policy_->settle();
+  return hit;
+}
+
+} // namespace kvtier::tiers
