@@ -367,7 +367,7 @@ int main(int argc, char** argv) {
       auto hits = static_cast<double>(calls - 1);
       std::printf("acquire, RAM hit: %.1f us p50 (%.1f us for 5 s, %.0f "
                   "hits, %.1f us CPU and %.2f switches per hit); echo "
-                  "floor %.1f us; %.2f switches per hit\n",
+                  "floor %.1f us; the hit row %.2f switches per hit\n",
                   hit.p50 / 1e3, p.p50 / 1e3, hits,
                   (cpu_ms() - cpu0) * 1e3 / hits, (switches_now() - sw0) / hits,
                   floor / 1e3, hit.switches);
