@@ -12,7 +12,10 @@
 // only when strictly longer than RAM's and every earlier cold tier's.
 // These requests (and the winner's restore) are urgent (high priority,
 // with a `caf::duration` timeout, see `urgent_timeout`): they pass the
-// spill orders and completions queued in a tier's mailbox. Once RAM
+// spill orders and completions queued in a tier's mailbox. The lookup's
+// requests carry no CAF timeout (one clock entry each, woken per request):
+// the facade's own deadline answers any still waiting with a timeout,
+// which frees its handler. Once RAM
 // answered with a usable prefix, the cold tiers' finds are waited for at
 // most `cold_wait_ms` more: a tier that has not answered by then is no
 // candidate for this acquire (the RAM hit is served; counted `coldLate`),
@@ -215,8 +218,10 @@ struct cache_service_state {
   /// both (`lookup_timer`, its id, 0: none armed; `lookup_timer_due`):
   /// a delayed message per acquire for the cold wait woke CAF's clock
   /// thread on every RAM hit and came back to the facade as a message
-  /// later. (The requests keep CAF's timeout: it frees the handler of a
-  /// request a stalled tier never answers.)
+  /// later; so did a CAF timeout per request. A lookup stays in
+  /// `deadlines` until each of its requests was answered: at the deadline
+  /// the facade answers those still waiting with a timeout itself, which
+  /// frees their handlers (a stalled tier leaves none behind).
   using lookup_queue =
     std::deque<std::pair<caf::actor_clock::time_point, std::weak_ptr<void>>>;
   lookup_queue cold_waits;

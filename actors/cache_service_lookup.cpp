@@ -61,10 +61,21 @@ struct lookup {
   /// The request's checkpoint did not extend its prompt: its tokens, said
   /// in the reply (0: none).
   uint64_t stale = 0;
+  /// The response ids of the requests to RAM (first) and each cold tier
+  /// still unanswered (an answered one is reset to an async id). They
+  /// carry no CAF timeout: at the tier deadline the facade answers each
+  /// itself with a timeout (`release_handlers`).
+  std::vector<caf::message_id> asked;
 
   /// Whether the candidates are still to be chosen.
   bool open() const {
     return !decided && !answered;
+  }
+
+  /// Whether a request of this lookup still waits for its tier.
+  bool asking() const {
+    return std::any_of(asked.begin(), asked.end(),
+                       [](caf::message_id id) { return id.is_response(); });
   }
 };
 
@@ -199,26 +210,41 @@ void decide(self_ptr self, const lookup_ptr& s) {
   choose(self, s);
 }
 
-/// The lookup a queued wait is for, while it is still open (null once it
-/// was decided or answered).
-lookup_ptr waiting(const std::weak_ptr<void>& w) {
-  auto s = std::static_pointer_cast<lookup>(w.lock());
-  return s && s->open() ? s : nullptr;
+/// Whether a lookup still needs its place in a queue: in `cold_waits`
+/// while its candidates are to be chosen; in `deadlines` also while a
+/// request of it waits for its tier (the deadline frees that handler).
+using keep_fn = bool (*)(const lookup&);
+
+bool keeps_cold_wait(const lookup& s) {
+  return s.open();
 }
 
-/// Drops the waits at the front of `q` whose lookups were decided.
-void prune(cache_service_state::lookup_queue& q) {
-  while (!q.empty() && !waiting(q.front().second))
+bool keeps_deadline(const lookup& s) {
+  return s.open() || s.asking();
+}
+
+/// The lookup a queued wait is for, while `keep` says it needs it (null
+/// once it does not).
+lookup_ptr waiting(const std::weak_ptr<void>& w, keep_fn keep) {
+  auto s = std::static_pointer_cast<lookup>(w.lock());
+  return s && keep(*s) ? s : nullptr;
+}
+
+/// Drops the waits at the front of `q` that `keep` no longer needs.
+void prune(cache_service_state::lookup_queue& q, keep_fn keep) {
+  while (!q.empty() && !waiting(q.front().second, keep))
     q.pop_front();
 }
 
-/// Arms the lookup timer for the oldest open wait of either queue, unless
-/// one is armed for that time or earlier.
+/// Arms the lookup timer for the oldest wait of either queue, unless one
+/// is armed for that time or earlier.
 void arm_lookup_timer(self_ptr self) {
   auto& st = self->state;
   std::optional<caf::actor_clock::time_point> due;
-  for (auto* q : {&st.cold_waits, &st.deadlines}) {
-    prune(*q);
+  const std::pair<cache_service_state::lookup_queue*, keep_fn> queues[] = {
+    {&st.cold_waits, keeps_cold_wait}, {&st.deadlines, keeps_deadline}};
+  for (auto [q, keep] : queues) {
+    prune(*q, keep);
     if (!q->empty() && (!due || q->front().first < *due))
       due = q->front().first;
   }
@@ -232,21 +258,22 @@ void arm_lookup_timer(self_ptr self) {
 }
 
 /// Queues a wait of `s` for `span` in `q` (`cache_service_state`).
-void wait_in(self_ptr self, cache_service_state::lookup_queue& q,
+void wait_in(self_ptr self, cache_service_state::lookup_queue& q, keep_fn keep,
              const lookup_ptr& s, std::chrono::milliseconds span) {
-  prune(q);
+  prune(q, keep);
   q.emplace_back(self->clock().now() + span, s);
   arm_lookup_timer(self);
 }
 
-/// Runs `over` for each open wait of `q` due by `now`, oldest first.
+/// Runs `over` for each wait of `q` due by `now` that `keep` needs, oldest
+/// first.
 template <class F>
 void expire(cache_service_state::lookup_queue& q,
-            caf::actor_clock::time_point now, F over) {
+            caf::actor_clock::time_point now, keep_fn keep, F over) {
   while (!q.empty()) {
-    auto s = waiting(q.front().second);
+    auto s = waiting(q.front().second, keep);
     if (s && q.front().first > now)
-      return; // the oldest still open is not due yet
+      return; // the oldest still needed is not due yet
     q.pop_front();
     if (s)
       over(s);
@@ -262,7 +289,8 @@ void wait_for_cold(self_ptr self, const lookup_ptr& s) {
   if (!s->open() || st.cold_wait_ms == 0
       || s->ram->root().getUsableTokens() == 0)
     return;
-  wait_in(self, st.cold_waits, s, std::chrono::milliseconds{st.cold_wait_ms});
+  wait_in(self, st.cold_waits, keeps_cold_wait, s,
+          std::chrono::milliseconds{st.cold_wait_ms});
 }
 
 /// The cold tiers' question for a prompt: candidates longer than
@@ -290,47 +318,80 @@ void find_all(self_ptr self, const std::vector<cold_tier_ref>& cold,
             [done, i](const caf::error&) { done(i, std::nullopt); });
 }
 
+/// Answers each request of lookup `s` still waiting for its tier with a
+/// timeout, as CAF's request timeout would: its handler runs (finding the
+/// lookup decided) and is freed. A tier that stays alive and never answers
+/// thus leaves no handler behind; one that answers later finds none (CAF
+/// drops that answer).
+void release_handlers(self_ptr self, const lookup_ptr& s) {
+  for (auto& id : s->asked)
+    if (id.is_response())
+      self->enqueue(
+        nullptr, std::exchange(id, caf::message_id{}),
+        caf::make_message(caf::make_error(caf::sec::request_timeout)),
+        self->context());
+}
+
 /// The tier deadline of lookup `s` is over: a tier that has not answered
-/// is no candidate; without RAM's answer the acquire fails.
+/// is no candidate; without RAM's answer the acquire fails (naming RAM).
+/// The requests still waiting are then released.
 void deadline_over(self_ptr self, const lookup_ptr& s) {
-  if (!s->ram)
-    return deliver(s,
-                   timed_out(self, caf::make_error(caf::sec::request_timeout),
-                             "the RAM tier's lookup"));
-  choose(self, s);
+  if (s->open() && !s->ram)
+    deliver(s, timed_out(self, caf::make_error(caf::sec::request_timeout),
+                         "the RAM tier's lookup"));
+  else if (s->open())
+    choose(self, s);
+  release_handlers(self, s);
 }
 
 /// Asks RAM (the engine's request as it came) and every cold tier at once
 /// for the longest usable prefix. The lookup waits in the facade's
 /// `deadlines` queue (one timer for all lookups, cache_service.hpp), and an
 /// answer after its deadline finds the lookup decided and changes nothing.
-/// The requests keep CAF's timeout of the same deadline all the same: it
-/// is what frees a request's response handler when a tier that stays
-/// alive never answers (CAF 0.17 cannot drop a pending handler
-/// otherwise), so a stalled tier does not make the facade grow per
-/// acquire.
+/// The requests carry no CAF timeout: in CAF 0.17 each one is an entry
+/// pushed to the clock thread (waking it), kept after the answer and sent
+/// back to the facade as a message when due, two per RAM hit. The facade's
+/// deadline stands in for them: it answers each request still waiting with
+/// a timeout (`release_handlers`), which frees its handler, so a stalled
+/// tier does not make the facade grow per acquire. A tier that dies
+/// answers its requests with an error (CAF bounces them).
 void search_tiers(self_ptr self, const lookup_ptr& s) {
   auto& t = self->state.tiers;
+  // No CAF timeout: the lookup's deadline releases them (above).
+  constexpr auto untimed = caf::duration{caf::infinite};
   s->cold = t.cold;
   s->found.resize(s->cold.size());
   s->left = 1 + s->cold.size();
-  wait_in(self, self->state.deadlines, s, tier_timeout(self));
-  self->request<urgent>(t.ram, urgent_timeout(self), s->request)
-    .then(
-      [self, s](const sealed<msg::AcquireStateReply>& r) {
-        s->ram = r;
-        decide(self, s);
-        wait_for_cold(self, s);
-      },
-      [s](caf::error& err) { deliver(s, std::move(err)); });
+  s->asked.resize(s->left);
+  wait_in(self, self->state.deadlines, keeps_deadline, s, tier_timeout(self));
+  auto h = self->request<urgent>(t.ram, untimed, s->request);
+  s->asked[0] = h.id();
+  h.then(
+    [self, s](const sealed<msg::AcquireStateReply>& r) {
+      s->asked[0] = {};
+      s->ram = r;
+      decide(self, s);
+      wait_for_cold(self, s);
+    },
+    [s](caf::error& err) {
+      s->asked[0] = {};
+      deliver(s, std::move(err));
+    });
   if (s->cold.empty())
     return;
   auto q = s->request.root().getRequest();
-  find_all(self, s->cold, find_message(q.getNs(), q.getPrompt(), 0),
-           urgent_timeout(self), [self, s](size_t i, found_reply r) {
-             s->found[i] = std::move(r);
-             decide(self, s);
-           });
+  auto find = find_message(q.getNs(), q.getPrompt(), 0);
+  for (size_t i = 0; i < s->cold.size(); ++i) {
+    auto c = self->request<urgent>(s->cold[i].actor, untimed, find);
+    s->asked[i + 1] = c.id();
+    auto got = [self, s, i](found_reply r) {
+      s->asked[i + 1] = {};
+      s->found[i] = std::move(r);
+      decide(self, s);
+    };
+    c.then([got](const sealed<msg::FindPrefixReply>& r) { got(r); },
+           [got](const caf::error&) { got(std::nullopt); });
+  }
 }
 
 using prefetch_promise =
@@ -496,11 +557,11 @@ void lookup_timer_over(self_ptr self, uint64_t id) {
     return; // superseded by an earlier one
   st.lookup_timer = 0;
   auto now = self->clock().now();
-  expire(st.cold_waits, now, [&](const lookup_ptr& s) {
+  expire(st.cold_waits, now, keeps_cold_wait, [&](const lookup_ptr& s) {
     ++st.cold_late; // a shorter prefix may be served: counted
     choose(self, s);
   });
-  expire(st.deadlines, now,
+  expire(st.deadlines, now, keeps_deadline,
          [&](const lookup_ptr& s) { deadline_over(self, s); });
   arm_lookup_timer(self);
 }

@@ -166,15 +166,19 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     self->receive([](const sealed<msg::PublishStateReply>&) {});
   }
 
-  /// Sends an acquire of a 40-token prompt.
-  void send_acquire() {
+  /// Sends an acquire of a 40-token prompt; the request's words, watched
+  /// (whoever still holds the request keeps them).
+  std::weak_ptr<const kvtier::buffer> send_acquire() {
     msg::draft<msg::AcquireState> d;
     auto q = d.root().initRequest();
     q.setId(7);
     q.setNs("ns");
     auto prompt = seq(40);
     tiers::write_tokens(q.initPrompt(prompt.size()), prompt);
-    self->send(facade, std::move(d).seal());
+    auto m = std::move(d).seal();
+    std::weak_ptr<const kvtier::buffer> words = m.words();
+    self->send(facade, std::move(m));
+    return words;
   }
 
   /// Acquires a 40-token prompt: the source and the served tokens, each
@@ -295,7 +299,7 @@ BOOST_AUTO_TEST_CASE(a_ram_hit_waits_for_a_silent_cold_tier_only_briefly) {
   BOOST_CHECK_EQUAL(report().root().getColdLate(), 1u);
 }
 
-BOOST_AUTO_TEST_CASE(ram_hits_arm_no_cold_wait_timer_per_acquire) {
+BOOST_AUTO_TEST_CASE(ram_hits_arm_no_timer_per_acquire) {
   start({{20}});
   publish_to_ram(30);
   auto timers = [&] { return sched.clock().schedule().size(); };
@@ -307,11 +311,36 @@ BOOST_AUTO_TEST_CASE(ram_hits_arm_no_cold_wait_timer_per_acquire) {
   }
   // Each hit's tier deadline and cold wait are served by the facade's one
   // timer (armed for the first lookup's deadline, then again for its
-  // earlier cold wait); its two requests (RAM, the cold tier) keep CAF's
-  // timeout, which frees their handlers should a tier stall. A delayed
-  // cold-wait message per hit would make it three per hit.
-  BOOST_CHECK_LE(timers(), before + 2 + 2 * 20);
+  // earlier cold wait); its two requests (RAM, the cold tier) carry no
+  // CAF timeout (the facade's deadline releases them). A delayed
+  // cold-wait message or a request timeout per hit would add one or two
+  // per hit.
+  BOOST_CHECK_LE(timers(), before + 2);
   BOOST_CHECK_EQUAL(report().root().getColdLate(), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_stalled_cold_tier_leaves_no_lookup_past_the_deadline) {
+  start({{35}});
+  scripts[0]->silent = true; // alive, never answers
+  publish_to_ram(20);
+  std::vector<std::weak_ptr<const kvtier::buffer>> requests;
+  for (int i = 0; i < 5; ++i)
+    requests.push_back(send_acquire());
+  sched.run();
+  sched.advance_time(std::chrono::milliseconds{cold_wait_ms});
+  sched.run();
+  for (int i = 0; i < 5; ++i)
+    BOOST_CHECK(answer().first == msg::Tier::RAM);
+  // Served, but each lookup's find still waits for the silent tier: its
+  // response handler holds the lookup (and the engine's request).
+  for (auto& w : requests)
+    BOOST_CHECK(!w.expired());
+  // The tier deadline answers those finds with a timeout: every handler,
+  // and with them the lookups, are gone.
+  drain();
+  for (auto& w : requests)
+    BOOST_CHECK(w.expired());
+  BOOST_CHECK_EQUAL(scripts[0]->finds, 5);
 }
 
 BOOST_AUTO_TEST_CASE(a_ram_miss_waits_for_the_cold_tiers_until_the_deadline) {
@@ -448,6 +477,42 @@ BOOST_AUTO_TEST_CASE(prefetch_with_nothing_longer_than_ram_reads_nothing) {
   });
   for (auto& sc : scripts)
     BOOST_CHECK_EQUAL(sc->prefetches, 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_stalled_ram_tier_fails_the_acquire_naming_it) {
+  // A RAM tier that stays alive and never answers a lookup.
+  auto never = std::make_shared<std::vector<caf::response_promise>>();
+  auto silent = sys.spawn(
+    [](caf::event_based_actor* self,
+       std::shared_ptr<std::vector<caf::response_promise>> kept)
+      -> caf::behavior {
+      return {[self, kept](const sealed<msg::AcquireState>&)
+                -> caf::result<sealed<msg::AcquireStateReply>> {
+        kept->push_back(self->make_response_promise());
+        return caf::delegated<sealed<msg::AcquireStateReply>>{};
+      }};
+    },
+    never);
+  ram = caf::actor_cast<actors::ram_tier_actor>(silent);
+  start({{35}});
+  auto request = send_acquire();
+  drain(); // the tier deadline
+  bool failed = false;
+  self->receive(
+    [](const sealed<msg::AcquireStateReply>&) {
+      BOOST_FAIL("an answer without RAM's");
+    },
+    [&](const caf::error& err) {
+      failed = true;
+      BOOST_CHECK(err == ec::timeout);
+      BOOST_CHECK_NE(describe(err).find("RAM tier"), std::string::npos);
+    },
+    caf::after(std::chrono::seconds(0)) >> [] { BOOST_FAIL("no answer"); });
+  BOOST_CHECK(failed);
+  BOOST_CHECK_EQUAL(never->size(), 1u);
+  // Its request's handler was released with the lookup.
+  BOOST_CHECK(request.expired());
+  never->clear();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -42,9 +42,12 @@
 // Each timed row also says how many context switches the whole process
 // made per call (every thread: caller, workers, CAF's clock thread): a
 // round trip costs about what its thread wake-ups cost on this kind of VM.
+// It also says the CPU time the whole process used per call: wall time
+// grows with whatever else runs on the machine, CPU per call much less.
 //
 // --hits-only: after the hit row, RAM hits alone for 5 s, then exit (a
-// profiler's run: `perf record -g bench_service --quick --hits-only`).
+// profiler's run: `perf record -g bench_service --quick --hits-only`),
+// printing the hits of those 5 s with their CPU and switches per hit.
 //
 // Usage: bench_service [--quick] [--json] [--hits-only]
 #include "runtime/affine_sharing.hpp"
@@ -83,6 +86,9 @@ struct percentiles {
   /// Context switches of the whole process (every thread: the caller,
   /// the workers, CAF's clock) per timed call, voluntary and not.
   double switches = 0;
+  /// CPU microseconds the whole process used per timed call (a cost that
+  /// other processes on the machine do not inflate as they do wall time).
+  double cpu_us = 0;
 };
 
 /// Context switches of the whole process so far.
@@ -90,6 +96,17 @@ double switches_now() {
   rusage u{};
   ::getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_nvcsw + u.ru_nivcsw);
+}
+
+/// CPU milliseconds the whole process (every thread) used so far.
+double cpu_ms() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto ms = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) * 1e3
+           + static_cast<double>(t.tv_usec) / 1e3;
+  };
+  return ms(u.ru_utime) + ms(u.ru_stime);
 }
 
 percentiles summarize(std::vector<double> ns) {
@@ -108,6 +125,7 @@ percentiles time_each(size_t n, F&& f) {
   std::vector<double> out;
   out.reserve(n);
   auto sw0 = switches_now();
+  auto cpu0 = cpu_ms();
   for (size_t i = 0; i < n; ++i) {
     auto t0 = clk::now();
     f(i);
@@ -115,8 +133,10 @@ percentiles time_each(size_t n, F&& f) {
       std::chrono::duration<double, std::nano>(clk::now() - t0).count());
   }
   auto sw = (switches_now() - sw0) / static_cast<double>(n);
+  auto cpu = (cpu_ms() - cpu0) * 1e3 / static_cast<double>(n);
   auto p = summarize(std::move(out));
   p.switches = sw;
+  p.cpu_us = cpu;
   return p;
 }
 
@@ -245,15 +265,6 @@ sized_hits(const runtime::service_options& base, size_t n) {
 /// CPU milliseconds the whole process used while idle for `span` (the
 /// service started, no call made): a scheduler that spins shows here.
 double idle_cpu(std::chrono::milliseconds span) {
-  auto cpu_ms = [] {
-    rusage u{};
-    ::getrusage(RUSAGE_SELF, &u);
-    auto ms = [](const timeval& t) {
-      return static_cast<double>(t.tv_sec) * 1e3
-             + static_cast<double>(t.tv_usec) / 1e3;
-    };
-    return ms(u.ru_utime) + ms(u.ru_stime);
-  };
   std::this_thread::sleep_for(std::chrono::milliseconds(200)); // start-up
   auto before = cpu_ms();
   std::this_thread::sleep_for(span);
@@ -342,12 +353,24 @@ int main(int argc, char** argv) {
       require(got && got->usable_tokens == 512, "hit");
     });
     if (hits_only) {
-      // For a profiler: RAM hits alone for 5 s more, nothing else.
+      // For a profiler: RAM hits alone for 5 s more, nothing else. The
+      // process's CPU time and context switches per hit of those 5 s say
+      // what a hit costs when wall time is noisy (other processes).
       auto until = clk::now() + std::chrono::seconds(5);
-      auto p = hits_until(svc, hit_req, [&] { return clk::now() >= until; });
-      std::printf("acquire, RAM hit: %.1f us p50 (%.1f us for 5 s); "
-                  "echo floor %.1f us; %.2f switches per hit\n",
-                  hit.p50 / 1e3, p.p50 / 1e3, floor / 1e3, hit.switches);
+      size_t calls = 0;
+      auto cpu0 = cpu_ms();
+      auto sw0 = switches_now();
+      auto p = hits_until(svc, hit_req, [&] {
+        ++calls;
+        return clk::now() >= until;
+      });
+      auto hits = static_cast<double>(calls - 1);
+      std::printf("acquire, RAM hit: %.1f us p50 (%.1f us for 5 s, %.0f "
+                  "hits, %.1f us CPU and %.2f switches per hit); echo "
+                  "floor %.1f us; the hit row %.2f switches per hit\n",
+                  hit.p50 / 1e3, p.p50 / 1e3, hits,
+                  (cpu_ms() - cpu0) * 1e3 / hits, (switches_now() - sw0) / hits,
+                  floor / 1e3, hit.switches);
       std::filesystem::remove_all(dir);
       return 0;
     }
@@ -433,12 +456,12 @@ int main(int argc, char** argv) {
                 in_publish.p99, idle_cpu_ms);
     return 0;
   }
-  std::printf("%-28s %10s %10s %12s\n", "round trip", "p50 us", "p99 us",
-              "switches");
+  std::printf("%-28s %10s %10s %12s %10s\n", "round trip", "p50 us", "p99 us",
+              "switches", "CPU us");
   auto row = [](const char* what, percentiles p) {
     std::printf("%-28s %10.1f %10.1f", what, p.p50 / 1e3, p.p99 / 1e3);
     if (p.switches > 0)
-      std::printf(" %12.2f", p.switches);
+      std::printf(" %12.2f %10.1f", p.switches, p.cpu_us);
     std::printf("\n");
   };
   row("echo, work-stealing", stealing);
@@ -452,8 +475,10 @@ int main(int argc, char** argv) {
   row("acquire, 1 GiB entry", hit_1gib);
   row("acquire, RAM hit, in flush", in_flush);
   row("acquire, RAM hit, publishing", in_publish);
-  std::printf("hit / echo floor: %.2fx; 1 GiB / 1 MiB: %.2fx\n",
-              hit.p50 / floor, hit_1gib.p50 / hit_1mib.p50);
+  std::printf("hit / echo floor: %.2fx; 1 GiB / 1 MiB: %.2fx; CPU per "
+              "call, hit / echo affine: %.2fx\n",
+              hit.p50 / floor, hit_1gib.p50 / hit_1mib.p50,
+              hit.cpu_us / affine.cpu_us);
   std::printf("RAM-hit acquires/s (2 threads): %.0f before the publish "
               "burst, %.0f after it and its flush (%.2fx)\n",
               per_s_before, per_s, per_s / per_s_before);
