@@ -1,6 +1,22 @@
 #include "actors/tier_counters.hpp"
 
+#include <cstring>
+
 namespace kvtier::actors {
+
+namespace {
+
+/// Copies `v` into a text field made by `init(size)`: a string_view need
+/// not end in NUL (a Text reader of one would read past it) and may be
+/// null when empty.
+template <class Init>
+void set_text(Init init, std::string_view v) {
+  auto t = init(static_cast<unsigned>(v.size()));
+  if (!v.empty())
+    std::memcpy(t.begin(), v.data(), v.size());
+}
+
+} // namespace
 
 report_sections& report_sections::add(std::string_view tier,
                                       std::span<const counter_decl> decls,
@@ -18,13 +34,13 @@ void report_sections::write(msg::ReadReportReply::Builder out) const {
   for (size_t i = 0; i < sections_.size(); ++i) {
     auto& from = sections_[i];
     auto sec = secs[static_cast<unsigned>(i)];
-    sec.setTier({from.tier.data(), from.tier.size()});
+    set_text([&](unsigned n) { return sec.initTier(n); }, from.tier);
     auto cs = sec.initCounters(static_cast<unsigned>(from.counters.size()));
     for (size_t j = 0; j < from.counters.size(); ++j) {
       auto& c = from.counters[j];
       auto to = cs[static_cast<unsigned>(j)];
-      to.setName({c.name.data(), c.name.size()});
-      to.setHelp({c.help.data(), c.help.size()});
+      set_text([&](unsigned n) { return to.initName(n); }, c.name);
+      set_text([&](unsigned n) { return to.initHelp(n); }, c.help);
       to.setGauge(c.gauge);
       to.setValue(c.value);
     }
