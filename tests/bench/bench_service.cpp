@@ -15,8 +15,8 @@
 //   publish   publish of a fresh 64-token prefill.
 //   1mib/1gib hit acquire of a 1 MiB and a 1 GiB entry of the same token
 //             count: zero-copy makes them cost the same. The two are
-//             called in one loop, in a shuffled order (both see the same
-//             machine);
+//             called in one loop, in a shuffled order, their two services
+//             on one actor system (both see the same machine and workers);
 //             pending spills are flushed before this row and the
 //             throughput row.
 //   acquires/s  RAM hits from two client threads for a second, before
@@ -48,8 +48,9 @@
 // --hits-only: after the hit row, RAM hits alone for 5 s, then exit (a
 // profiler's run: `perf record -g bench_service --quick --hits-only`),
 // printing the hits of those 5 s with their CPU and switches per hit.
+// --sized-only: the 1 MiB / 1 GiB rows alone, then exit.
 //
-// Usage: bench_service [--quick] [--json] [--hits-only]
+// Usage: bench_service [--quick] [--json] [--hits-only | --sized-only]
 #include "runtime/affine_sharing.hpp"
 #include "runtime/service.hpp"
 #include "runtime/tools/oracle.hpp"
@@ -217,9 +218,14 @@ void require(const caf::expected<T>& r, const char* what) {
 /// Publishes an entry of 1 MiB and one of 1 GiB (same token count), each
 /// in a service of its own whose model is that entry's geometry (a service
 /// refuses another model's shape), and times hit acquires of both, mixed
-/// call by call so that both see the same machine: {1 MiB, 1 GiB}.
+/// call by call so that both see the same machine: {1 MiB, 1 GiB}. Both
+/// services run on one actor system (`sys`, the shipped scheduler): with
+/// a system each, their workers slept on different cores, and whichever
+/// shared its core with another process lost every wake-up (one row 4x
+/// the other, in either direction, whatever the entry's size).
 std::pair<percentiles, percentiles>
-sized_hits(const runtime::service_options& base, size_t n) {
+sized_hits(caf::actor_system& sys, const runtime::service_options& base,
+           size_t n) {
   constexpr uint64_t tokens = 1024;
   auto prompt = seq(tokens, 7);
   const std::pair<const char*, uint64_t> sizes[] = {{"1mib", 1ull << 20},
@@ -232,7 +238,7 @@ sized_hits(const runtime::service_options& base, size_t n) {
     opts.ssd_dir.clear(); // RAM hits only
     opts.model_layers = g.layers_text();
     opts.ram_cap_bytes = std::max<uint64_t>(opts.ram_cap_bytes, 2 * bytes);
-    svcs[i] = std::make_unique<runtime::service>(opts);
+    svcs[i] = std::make_unique<runtime::service>(sys, opts);
     require(!svcs[i]->start_error(), "start a sized service");
     runtime::oracle_engine big{g};
     require(svcs[i]->publish(request(1, prompt), big.prefill(ns, prompt)),
@@ -260,6 +266,16 @@ sized_hits(const runtime::service_options& base, size_t n) {
       ns_of[which].push_back(t);
   }
   return {summarize(std::move(ns_of[0])), summarize(std::move(ns_of[1]))};
+}
+
+/// `sized_hits` on a system of its own under the shipped configuration.
+std::pair<percentiles, percentiles> sized_hits(size_t n) {
+  runtime::kvtier_config cfg;
+  char arg0[] = "bench_service";
+  char* args[] = {arg0, nullptr};
+  require(!cfg.load(1, args), "load the shipped configuration");
+  caf::actor_system sys{cfg};
+  return sized_hits(sys, cfg.options, n);
 }
 
 /// CPU milliseconds the whole process used while idle for `span` (the
@@ -311,13 +327,22 @@ double throughput(runtime::service& svc, const runtime::state_request& r,
 } // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, json = false, hits_only = false;
+  bool quick = false, json = false, hits_only = false, sized_only = false;
   for (int i = 1; i < argc; ++i) {
     quick = quick || std::strcmp(argv[i], "--quick") == 0;
     json = json || std::strcmp(argv[i], "--json") == 0;
     hits_only = hits_only || std::strcmp(argv[i], "--hits-only") == 0;
+    sized_only = sized_only || std::strcmp(argv[i], "--sized-only") == 0;
   }
   size_t n = quick ? 2000 : 20000;
+  if (sized_only) {
+    auto [a, b] = sized_hits(n);
+    std::printf("1 MiB p50 %.1f us p99 %.1f; 1 GiB p50 %.1f us p99 %.1f; "
+                "1 GiB / 1 MiB: %.2fx\n",
+                a.p50 / 1e3, a.p99 / 1e3, b.p50 / 1e3, b.p99 / 1e3,
+                b.p50 / a.p50);
+    return 0;
+  }
   auto stealing = echo(caf::atom("stealing"), n);
   auto sharing = echo(caf::atom("sharing"), n);
   auto affine = echo(caf::atom("affine"), n);
@@ -431,7 +456,7 @@ int main(int argc, char** argv) {
     stop = true;
     publisher.join();
   }
-  std::tie(hit_1mib, hit_1gib) = sized_hits(cfg.options, n);
+  std::tie(hit_1mib, hit_1gib) = sized_hits(n);
   std::filesystem::remove_all(dir);
   if (json) {
     std::printf("{\"echo_p50_ns\": %.0f, \"echo_stealing_p50_ns\": %.0f, "
