@@ -349,7 +349,8 @@ int main(int argc, char** argv) {
     // A floor the fetch beats is not a floor, unless the reason is known:
     // none is known for these, so a median above 1.00x is named as such.
     auto above = [&](const char* floor, const std::vector<double>& by) {
-      if (by.size() > 1 && steady_median(by) > 1.0) {
+      // Above it as printed (two decimals): equal is no finding.
+      if (by.size() > 1 && steady_median(by) > 1.005) {
         floors_hold = false;
         std::printf("NOTE fetch median %.2fx %s: above its floor, reason "
                     "not known (the floor is not a floor)\n",
