@@ -367,17 +367,24 @@ std::vector<std::span<const std::byte>> gather(const std::vector<piece>& pieces,
   return out;
 }
 
+/// A new engine of the tier's kind (`--engine`) for a floor, reporting
+/// into `q`.
+std::unique_ptr<io_engine> floor_engine(const options& o, completion_queue& q) {
+  auto choice = parse_engine_choice(o.engine);
+  if (!choice)
+    throw std::runtime_error(describe(choice.error()));
+  auto engine = make_io_engine(*choice, q.sink());
+  if (!engine)
+    throw std::runtime_error(describe(engine.error()));
+  return std::move(*engine);
+}
+
 clk::duration engine_write(const options& o, const std::string& path,
                            const entry& e) {
   uint64_t size = 0;
   auto pieces = pieces_of(e, size);
-  auto choice = parse_engine_choice(o.engine);
   completion_queue q;
-  auto engine = choice
-                  ? make_io_engine(*choice, q.sink())
-                  : caf::expected<std::unique_ptr<io_engine>>{choice.error()};
-  if (!engine)
-    throw std::runtime_error(describe(engine.error()));
+  auto engine = floor_engine(o, q);
   posix_file_system fs;
   ::unlink(path.c_str());
   ::sync(); // settle earlier writes and frees outside the timed region
@@ -400,7 +407,7 @@ clk::duration engine_write(const options& o, const std::string& path,
       op.pieces = gather(pieces, next, op.length);
       op.tag = 1;
       next += op.length;
-      (*engine)->submit(std::move(op));
+      engine->submit(std::move(op));
     }
   };
   auto drive = [&](auto done) {
@@ -420,7 +427,7 @@ clk::duration engine_write(const options& o, const std::string& path,
             return caf::error{};
           };
           wb.tag = 2;
-          (*engine)->submit(std::move(wb));
+          engine->submit(std::move(wb));
         } else if (c.tag == 2) {
           --calls;
         } else {
@@ -434,12 +441,12 @@ clk::duration engine_write(const options& o, const std::string& path,
   sync.kind = io_kind::sync;
   sync.target = *f;
   sync.tag = 3;
-  (*engine)->submit(std::move(sync));
+  engine->submit(std::move(sync));
   drive([&] { return written == synced; });
   if (auto err = fs.sync_dir(std::filesystem::path(path).parent_path()))
     throw std::runtime_error(describe(err));
   auto d = clk::now() - t0;
-  engine->reset();
+  engine.reset();
   drop_cache(path); // keep the page cache from growing run after run
   return d;
 }
@@ -563,13 +570,8 @@ clk::duration raw_read(const options& o, const std::string& path,
 clk::duration engine_read(const options& o, const std::string& path,
                           cache_check& cache, uint64_t op_bytes,
                           buffer_builder& b) {
-  auto choice = parse_engine_choice(o.engine);
   completion_queue q;
-  auto engine = choice
-                  ? make_io_engine(*choice, q.sink())
-                  : caf::expected<std::unique_ptr<io_engine>>{choice.error()};
-  if (!engine)
-    throw std::runtime_error(describe(engine.error()));
+  auto engine = floor_engine(o, q);
   posix_file_system fs;
   auto size = before_read(path, cache, b);
   auto t0 = clk::now();
@@ -587,7 +589,7 @@ clk::duration engine_read(const options& o, const std::string& path,
       op.data = b.data() + next;
       op.length = std::min<uint64_t>(op_bytes, size - next);
       next += op.length;
-      (*engine)->submit(std::move(op));
+      engine->submit(std::move(op));
     }
   };
   feed();
@@ -601,7 +603,7 @@ clk::duration engine_read(const options& o, const std::string& path,
     feed();
   }
   auto d = clk::now() - t0;
-  engine->reset(); // waits for every op, as the tier's owner does
+  engine.reset(); // waits for every op, as the tier's owner does
   return d;
 }
 
