@@ -815,6 +815,9 @@ std::vector<row> measure(const options& o, bench_tier& b,
         best = std::min({best, p, q});
       }
     };
+    // The tier's op size is known after its first restore: raw reads in
+    // it then too, even on a run where raw went first.
+    bool knew_op = tier_op > 0;
     if (raw_first)
       raw_reads(cold, raw_cold);
     auto before = b.counted->counts();
@@ -823,7 +826,7 @@ std::vector<row> measure(const options& o, bench_tier& b,
     if (after.reads > before.reads)
       tier_op = (after.bytes_read - before.bytes_read)
                 / (after.reads - before.reads) / 4096 * 4096;
-    if (!raw_first)
+    if (!raw_first || !knew_op)
       raw_reads(cold, raw_cold);
     fio_cold = std::max(fio_cold, run_fio(o, path, fio_job::read_cold,
                                           file_bytes, engine, &cold));
