@@ -290,8 +290,12 @@ int main(int argc, char** argv) {
               "flat %llu bytes, best of %d\n",
               static_cast<unsigned long long>(mib), tokens,
               static_cast<unsigned long long>(flat), reps);
+  // "0.52x", or "-" where the floor has no figure (never a silent 0).
   auto ratio = [](double fetch, double floor) {
-    return floor > 0 ? fetch / floor : 0.0;
+    char out[32] = "-";
+    if (floor > 0)
+      std::snprintf(out, sizeof out, "%.2fx", fetch / floor);
+    return std::string{out};
   };
   if (iperf_error.empty())
     std::printf("iperf3           %8.2f GB/s (iperf3 -J on 127.0.0.1, 1 MiB "
@@ -305,16 +309,17 @@ int main(int argc, char** argv) {
   std::printf("raw tcp sockets  %8.2f GB/s (from and into one 4 MiB buffer, "
               "in cache)\n",
               sockets_best);
-  std::printf("peer fetch       %8.2f GB/s  %.2fx iperf3, %.2fx memory, "
-              "%.2fx sockets (best of each; FetchEntry, export, lane + XXH3, "
+  std::printf("peer fetch       %8.2f GB/s  %s iperf3, %s memory, %s "
+              "sockets (best of each; FetchEntry, export, lane + XXH3, "
               "verify, decode)\n",
-              fetch_best, ratio(fetch_best, iperf_best),
-              ratio(fetch_best, whole_best), ratio(fetch_best, sockets_best));
-  std::printf("peer fetch first %8.2f GB/s  %.2fx iperf3, %.2fx memory (the "
-              "first of the run: fresh pages, no reused buffer, no block "
-              "hash known yet)\n",
-              fetch_first, ratio(fetch_first, iperf_best),
-              ratio(fetch_first, whole_best));
+              fetch_best, ratio(fetch_best, iperf_best).c_str(),
+              ratio(fetch_best, whole_best).c_str(),
+              ratio(fetch_best, sockets_best).c_str());
+  std::printf("peer fetch first %8.2f GB/s  %s iperf3, %s memory (the first "
+              "of the run: fresh pages, no reused buffer, no block hash "
+              "known yet)\n",
+              fetch_first, ratio(fetch_first, iperf_best).c_str(),
+              ratio(fetch_first, whole_best).c_str());
   // The steady rounds (all but the first), each fetch against the floors
   // of the same round.
   auto spread = [](std::vector<double> v) {
