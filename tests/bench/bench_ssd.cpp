@@ -6,8 +6,9 @@
 //                 rename, directory fsync).
 //   restore cold  restore of that entry with none of its file's pages in
 //                 the page cache (posix_fadvise DONTNEED after fdatasync;
-//                 no root needed), read into fresh buffers, chunk checksums
-//                 verified.
+//                 no root needed), read into the tier's own buffers (from
+//                 the process's buffer pool, or fresh past it), chunk
+//                 checksums verified.
 //   restore warm  the same with every page of the file resident (a warm-up
 //                 read first): the copy out of the page cache and the
 //                 tier's own work, no disk.
@@ -19,7 +20,8 @@
 //
 // Each row has two floors measured in the same run, interleaved with the
 // tier (alternating which goes first), at the tier's queue depth
-// (`--window`, default 1), buffered I/O like the tier's:
+// (`--window`, default 1), buffered I/O like the tier's; each row prints
+// every raw way's figure, so the reader sees which one made the floor:
 //   raw  this process's own loops over the same bytes. A restore's: the
 //        tier's own entry file read into one buffer of the tier's kind
 //        (msg::buffer_builder: huge pages, touched once before any clock),
@@ -28,10 +30,14 @@
 //        ops of the size the tier handed its engine (one per payload:
 //        2 MiB for the 64 MiB entry's layers); the best of them. A
 //        spill's: the entry's own buffers written to a new file in ops of
-//        `--op-mib` (pwritev gathering across buffers, as the tier does),
-//        sync_file_range(WRITE) after each on a second thread while the
-//        next is written (as the tier starts writeback on its engine's
-//        call thread), fsync, directory fsync (the tier's durability).
+//        `--op-mib` (gathered across buffers, as the tier does), writeback
+//        started after each (sync_file_range WRITE) while the next is
+//        written, as the tier does on its engine's call thread, fsync,
+//        directory fsync (the tier's durability); with pwritev (writeback
+//        on a second thread) and through an engine of the tier's kind
+//        (writeback as call ops); the better of the two. Every side
+//        writes a new file each run and keeps it to the end, as the tier
+//        does.
 //        mincore checks the cache state before every timed read, on every
 //        side: none of the file's pages resident (cold), all (warm), to
 //        within one page in a thousand.
