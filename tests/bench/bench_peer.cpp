@@ -1,13 +1,17 @@
-// bench_peer: the peer tier's real path on loopback, in one run, next to a
-// raw TCP transfer of the same bytes and a local SSD restore of the same
-// entry.
+// bench_peer: the peer tier's real path on loopback, in one run, next to
+// the network floors of the same bytes on the same loopback and a local SSD
+// restore of the same entry.
 //
-//   raw        the entry's flat bytes written to a loopback TCP socket in
-//              4 MiB writes and read by another thread: into one fresh
-//              buffer, into one reused 4 MiB buffer (sockets: both ends in
-//              cache, the floor the target is set against), and from and
-//              into memory of the whole length (memory: what a fetch
-//              moves, neither end in cache, no page fault).
+//   iperf3     Debian's iperf3 on 127.0.0.1 (one-off server on an
+//              ephemeral port, client with -J, 1 MiB writes, the same byte
+//              count; tests/bench/raw_tcp.hpp): the network's own figure.
+//              Without iperf3 installed the program says so in that row.
+//   raw        the entry's flat bytes through one loopback TCP connection
+//              (tests/bench/raw_tcp.hpp; 1 MiB socket buffers and ops, no
+//              allocation in the timed region): from and into memory of
+//              the whole length in kvtier's own huge-page buffers, touched
+//              before (memory: what a fetch moves), and from and into one
+//              reused 4 MiB buffer (sockets: both ends in cache).
 //   fetch      B's peer tier answers RestoreEntry for an entry node A holds
 //              in RAM: FetchEntry over the middleman, A's RAM export and
 //              transfer table (the message laid out once per request, its
@@ -23,11 +27,17 @@
 //
 // Three embedded services (A, B in a cluster; C alone), llama-3.1-8b shape
 // (128 KiB per token): --mib 64 is 512 tokens. Usage:
-//   bench_peer [--mib N] [--reps N] [--fetch-only]
-// It prints the best of each figure, and for the steady rounds (all but
-// the first) the fetch against the raw transfers of the same round: min,
-// median, max, and whether the median meets the 0.70x target (#12).
-// --fetch-only runs the fetches alone (for a profiler).
+//   bench_peer [--mib N] [--reps N] [--fetch-only] [--check]
+// Every round times the fetch, then each floor on the same bytes (each
+// floor the best of 5 tries: one slow try on a shared machine does not
+// lower it). It prints the best of each figure and the fetch beside each
+// floor, and for the steady rounds (all but the first) the fetch against the
+// floors of the same round: min, median, max; whether the median meets the
+// 0.70x sockets target (#12); and a NOTE naming the reason for any median above
+// 1.00x of a floor (a floor the fetch beats is not a floor, unless the
+// reason is known). --check makes the exit status 1 when the target is not
+// met, iperf3 gave no figure or the fetch beat a floor. --fetch-only runs
+// the fetches alone (for a profiler).
 #include "actors/interfaces.hpp"
 #include "runtime/cluster/node.hpp"
 #include "runtime/service.hpp"
@@ -45,6 +55,7 @@
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,16 +74,37 @@ double seconds_since(clk::time_point t0) {
   return std::chrono::duration<double>(clk::now() - t0).count();
 }
 
+/// Tries per round of each floor: a floor is the best its tool did, so
+/// one slow try on this shared machine does not lower it.
+constexpr int floor_tries = 5;
+
 /// Seconds to move `bytes` through a loopback TCP connection
-/// (tests/bench/raw_tcp.hpp): into one fresh buffer, as the lane reads, or
-/// (the sockets' own floor) into one reused buffer.
+/// (tests/bench/raw_tcp.hpp), the best of `floor_tries`: memory to memory
+/// (the default) or through one reused buffer at each end (the sockets).
 double raw_tcp(uint64_t bytes,
-               bench::raw_receive mode = bench::raw_receive::fresh_buffer) {
-  std::string err;
-  auto s = bench::raw_tcp(bytes, mode, err);
-  if (!s)
-    die("raw tcp: " + err);
-  return *s;
+               bench::raw_receive mode = bench::raw_receive::whole_memory) {
+  double best = 0;
+  for (int i = 0; i < floor_tries; ++i) {
+    std::string err;
+    auto s = bench::raw_tcp(bytes, mode, err);
+    if (!s)
+      die("raw tcp: " + err);
+    best = i == 0 ? *s : std::min(best, *s);
+  }
+  return best;
+}
+
+/// iperf3's bytes per second for `bytes` on 127.0.0.1, the best of
+/// `floor_tries`, or nullopt with `error` saying why there is none.
+std::optional<double> iperf3(uint64_t bytes, std::string& error) {
+  std::optional<double> best;
+  for (int i = 0; i < floor_tries; ++i) {
+    auto bps = bench::iperf3_loopback(bytes, error);
+    if (!bps)
+      return std::nullopt;
+    best = std::max(best.value_or(0.0), *bps);
+  }
+  return best;
 }
 
 runtime::service_options base(uint64_t ram_cap) {
@@ -107,6 +139,7 @@ int main(int argc, char** argv) {
   uint64_t mib = 64;
   int reps = 20;
   bool fetch_only = false; // for a profiler: the fetches alone
+  bool check = false;      // exit 1 unless every floor held and the target
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--mib") && i + 1 < argc)
       mib = std::strtoull(argv[++i], nullptr, 10);
@@ -114,8 +147,10 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--fetch-only"))
       fetch_only = true;
+    else if (!std::strcmp(argv[i], "--check"))
+      check = true;
     else
-      die("usage: bench_peer [--mib N] [--reps N] [--fetch-only]");
+      die("usage: bench_peer [--mib N] [--reps N] [--fetch-only] [--check]");
   }
   auto geo = runtime::running_geometry(base(0));
   if (!geo)
@@ -171,9 +206,10 @@ int main(int argc, char** argv) {
 
   caf::scoped_actor self{b->system()};
   auto peer = caf::actor_cast<actors::peer_tier_actor>(b->peer_tier());
-  double raw_best = 0, sockets_best = 0, whole_best = 0, fetch_best = 0; // GB/s
-  std::vector<double> fetch_round, by_sockets, by_whole; // per round
-  double fetch_first = 0; // the first fetch: nothing in the buffer pool yet
+  double sockets_best = 0, whole_best = 0, iperf_best = 0, fetch_best = 0;
+  std::vector<double> fetch_round, by_sockets, by_whole, by_iperf; // rounds
+  std::string iperf_error; // why iperf3 gave no figure (empty: it did)
+  double fetch_first = 0;  // the first fetch: nothing in the buffer pool yet
   auto gbs = [](uint64_t bytes, double s) { return bytes / s / 1e9; };
   uint64_t flat = 0, counted = 0;
   std::vector<double> remote, ssd;
@@ -220,14 +256,19 @@ int main(int argc, char** argv) {
       counted = after->peer.bytes;
       continue;
     }
-    raw_best = std::max(raw_best, gbs(flat, raw_tcp(flat)));
+    // The floors of this round, right after its fetch, on its bytes.
     auto sockets = gbs(flat, raw_tcp(flat, bench::raw_receive::reused_buffer));
-    auto whole = gbs(flat, raw_tcp(flat, bench::raw_receive::whole_memory));
+    auto whole = gbs(flat, raw_tcp(flat));
     sockets_best = std::max(sockets_best, sockets);
     whole_best = std::max(whole_best, whole);
-    // The ratios of this round: the fetch against the sockets right after.
     by_sockets.push_back(fetch_round.back() / sockets);
     by_whole.push_back(fetch_round.back() / whole);
+    if (iperf_error.empty()) {
+      if (auto bps = iperf3(flat, iperf_error)) {
+        iperf_best = std::max(iperf_best, *bps / 1e9);
+        by_iperf.push_back(fetch_round.back() / (*bps / 1e9));
+      }
+    }
     // remote hit and SSD hit, interleaved.
     t0 = clk::now();
     auto rb = b->acquire({10u + i, prompt, 16, std::nullopt}, "n");
@@ -249,26 +290,38 @@ int main(int argc, char** argv) {
               "flat %llu bytes, best of %d\n",
               static_cast<unsigned long long>(mib), tokens,
               static_cast<unsigned long long>(flat), reps);
-  std::printf("raw tcp          %8.2f GB/s (into one fresh buffer, as the "
-              "lane)\n",
-              raw_best);
+  // "0.52x", or "-" where the floor has no figure (never a silent 0).
+  auto ratio = [](double fetch, double floor) {
+    char out[32] = "-";
+    if (floor > 0)
+      std::snprintf(out, sizeof out, "%.2fx", fetch / floor);
+    return std::string{out};
+  };
+  if (iperf_error.empty())
+    std::printf("iperf3           %8.2f GB/s (iperf3 -J on 127.0.0.1, 1 MiB "
+                "writes, the same bytes)\n",
+                iperf_best);
+  else
+    std::printf("iperf3           no figure: %s\n", iperf_error.c_str());
+  std::printf("raw tcp memory   %8.2f GB/s (from and into memory of the "
+              "whole length, huge pages, touched before)\n",
+              whole_best);
   std::printf("raw tcp sockets  %8.2f GB/s (from and into one 4 MiB buffer, "
               "in cache)\n",
               sockets_best);
-  std::printf("raw tcp memory   %8.2f GB/s (from and into memory of the "
-              "whole length, touched before)\n",
-              whole_best);
-  std::printf("peer fetch       %8.2f GB/s  %.2fx raw, %.2fx sockets, %.2fx "
-              "memory (best of each; FetchEntry, export, lane + XXH3, "
+  std::printf("peer fetch       %8.2f GB/s  %s iperf3, %s memory, %s "
+              "sockets (best of each; FetchEntry, export, lane + XXH3, "
               "verify, decode)\n",
-              fetch_best, fetch_best / raw_best, fetch_best / sockets_best,
-              fetch_best / whole_best);
-  std::printf("peer fetch first %8.2f GB/s  %.2fx raw, %.2fx sockets (the "
-              "first of the run: fresh pages, no reused buffer, no block "
-              "hash known yet)\n",
-              fetch_first, fetch_first / raw_best, fetch_first / sockets_best);
-  // The steady rounds (all but the first), each fetch against the raw
-  // transfers of the same round.
+              fetch_best, ratio(fetch_best, iperf_best).c_str(),
+              ratio(fetch_best, whole_best).c_str(),
+              ratio(fetch_best, sockets_best).c_str());
+  std::printf("peer fetch first %8.2f GB/s  %s iperf3, %s memory (the first "
+              "of the run: fresh pages, no reused buffer, no block hash "
+              "known yet)\n",
+              fetch_first, ratio(fetch_first, iperf_best).c_str(),
+              ratio(fetch_first, whole_best).c_str());
+  // The steady rounds (all but the first), each fetch against the floors
+  // of the same round.
   auto spread = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     char out[64];
@@ -276,6 +329,12 @@ int main(int argc, char** argv) {
                   v.front(), v[v.size() / 2], v.back());
     return std::string{out};
   };
+  auto steady_median = [](const std::vector<double>& all) {
+    std::vector<double> v(all.begin() + 1, all.end());
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  bool floors_hold = true, target_met = false;
   if (by_sockets.size() > 1) {
     std::vector<double> s(by_sockets.begin() + 1, by_sockets.end());
     std::vector<double> w(by_whole.begin() + 1, by_whole.end());
@@ -283,11 +342,29 @@ int main(int argc, char** argv) {
     std::sort(f.begin(), f.end());
     std::printf("steady fetch     median %.2f GB/s (rounds 2..%d)\n",
                 f[f.size() / 2], reps);
-    std::printf("steady / sockets %s per round\n", spread(s).c_str());
+    if (by_iperf.size() > 1) {
+      std::vector<double> ip(by_iperf.begin() + 1, by_iperf.end());
+      std::printf("steady / iperf3  %s per round\n", spread(ip).c_str());
+    }
     std::printf("steady / memory  %s per round\n", spread(w).c_str());
-    std::sort(s.begin(), s.end());
+    std::printf("steady / sockets %s per round\n", spread(s).c_str());
+    target_met = steady_median(by_sockets) >= 0.70;
     std::printf("target 0.70x sockets (median of the rounds): %s\n",
-                s[s.size() / 2] >= 0.70 ? "met" : "not met");
+                target_met ? "met" : "not met");
+    // A floor the fetch beats is not a floor, unless the reason is known:
+    // none is known for these, so a median above 1.00x is named as such.
+    auto above = [&](const char* floor, const std::vector<double>& by) {
+      // Above it as printed (two decimals): equal is no finding.
+      if (by.size() > 1 && steady_median(by) > 1.005) {
+        floors_hold = false;
+        std::printf("NOTE fetch median %.2fx %s: above its floor, reason "
+                    "not known (the floor is not a floor)\n",
+                    steady_median(by), floor);
+      }
+    };
+    above("iperf3", by_iperf);
+    above("raw tcp memory", by_whole);
+    above("raw tcp sockets", by_sockets);
   }
   if (!remote.empty())
     std::printf("remote hit       p50 %7.2f ms  p99 %7.2f ms (acquire on B, "
@@ -314,5 +391,9 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(pool.unmapped));
   c.reset();
   std::filesystem::remove_all(dir);
-  return 0;
+  // --check: exit 1 when the target was not met, iperf3 gave no figure or
+  // the fetch beat a floor.
+  if (!check || fetch_only)
+    return 0;
+  return target_met && iperf_error.empty() && floors_hold ? 0 : 1;
 }

@@ -1,8 +1,10 @@
 // bench_transfer: a peer fetch over CAF's middleman next to raw TCP, on
 // loopback, in one run.
 //
-//   raw      the same number of bytes written to a loopback TCP socket in
-//            4 MiB writes and read by another thread: the floor.
+//   raw      the same number of bytes through a loopback TCP connection
+//            from and into one reused 4 MiB huge-page buffer at each end,
+//            1 MiB socket buffers and ops (tests/bench/raw_tcp.hpp, the
+//            sockets alone): the floor.
 //   lane     one entry fetched from another actor system: FetchEntry over
 //            the middleman (127.0.0.1, an ephemeral port; the sender's
 //            transfer_table lays the entry out as pieces then), the bytes
