@@ -49,6 +49,10 @@ caf::result<sealed<msg::PublishStateReply>>
 publish(self_ptr self, const sealed<msg::PublishState>& m) {
   if (auto err = check_shape(self, m.root().getEntry()))
     return err;
+  if (auto p = m.root().getRequest().getPriority(); p > tiers::max_priority)
+    return make_error(ec::invalid_argument, "publish with priority "
+                                              + std::to_string(p)
+                                              + ": a priority is 0 to 100");
   auto& t = self->state.tiers;
   if (!m.root().getEntry().getSession().isId() || !t.sessions)
     return self->delegate(t.ram, m);

@@ -105,7 +105,9 @@ publish(ram_tier_pointer self, const sealed<msg::PublishState>& m) {
   auto p =
     m.root().getProtect() ? tiers::protection::pin : tiers::protection::none;
   ram_key key{false, e->ns, e->tokens};
-  auto r = tier(self).put(std::move(*e), now(self), false, p);
+  auto req = m.root().getRequest();
+  tiers::retention ret{req.getPriority(), req.getPinMs()};
+  auto r = tier(self).put(std::move(*e), now(self), false, p, ret);
   if (!r)
     return std::move(r.error());
   if (r->kept)
@@ -115,6 +117,8 @@ publish(ram_tier_pointer self, const sealed<msg::PublishState>& m) {
   d.root().setOutcome(outcome_of(*r));
   d.root().setSuperseded(static_cast<uint32_t>(r->superseded));
   d.root().setPin(r->pin);
+  d.root().setPinned(r->pinned);
+  d.root().setPinRefused(r->pin_refused);
   spill(self, std::move(r->evicted));
   return std::move(d).seal();
 }
@@ -240,8 +244,8 @@ ram_tier(ram_tier_pointer self, ram_tier_config cfg, store_actor ssd,
   st.cfg = cfg;
   st.objects = cfg.objects;
   // With a cold tier below, evicted entries are leaving until written.
-  st.tier =
-    std::make_unique<tiers::ram_tier>(cfg.cap_bytes, static_cast<bool>(ssd));
+  st.tier = std::make_unique<tiers::ram_tier>(
+    cfg.cap_bytes, static_cast<bool>(ssd), cfg.policy, cfg.pin_budget_bytes);
   st.ssd = std::move(ssd);
   st.budget = static_cast<double>(cfg.write_behind_bytes_per_s);
   st.budget_at_ms = now(self);

@@ -101,6 +101,10 @@ struct ram_tier_config {
   uint64_t cap_bytes = 2ull << 30;
   /// An object cache (`ram-tier.objects`); false: object calls refused.
   bool objects = true;
+  /// `ram-tier.policy`, and the bytes engine pins may hold
+  /// (`ram-tier.pin-share` of the cap; 0: no pin granted).
+  tiers::ram_policy policy = tiers::ram_policy::lru;
+  uint64_t pin_budget_bytes = 0;
   /// How long a demotion or a relief waits for its writes, and how long
   /// this actor's requests to the SSD actor may take
   /// (`service.storage-deadline-ms`).

@@ -113,6 +113,12 @@ struct RequestIdentity {
   attempt @6 :UInt32;      # which try of the request id this is (a retry
                            # is a new attempt); owns the checkpoints it
                            # saves or resumes
+  priority @7 :UInt8 = 35; # retention of the state it publishes, 0..100:
+                           # every RAM entry of a lower priority is evicted
+                           # before any of a higher one (more is refused)
+  pinMs @8 :UInt64;        # pin the state it publishes in RAM this long,
+                           # renewed by every hit, within the pin budget;
+                           # 0: no pin
 }
 
 struct Error {

@@ -63,6 +63,8 @@ struct PublishStateReply {
   superseded @2 :UInt32;   # prefix-ancestors removed without spill
   pin @3 :UInt64;          # RAM -> service: the pin protecting the entry
                            # (protect set and kept); 0 otherwise
+  pinned @4 :Bool;         # the request's pinMs was granted
+  pinRefused @5 :Bool;     # it was refused: over the pin budget
 }
 
 struct WouldKeep {

@@ -16,6 +16,7 @@
 #include "messages/assert.hpp"
 #include "messages/log.hpp"
 #include "messages/type_ids.hpp"
+#include "tiers/entry_ranking.hpp"
 #include "tiers/ssd/io_engine.hpp"
 
 #include <algorithm>
@@ -546,6 +547,10 @@ const option_check io_engine{
   "auto, uring, threads", nullptr, [](std::string_view w) {
     return static_cast<bool>(tiers::ssd::parse_engine_choice(w));
   }};
+const option_check ram_policy{"lru, gdsf", nullptr, [](std::string_view w) {
+                                return static_cast<bool>(
+                                  tiers::parse_ram_policy(w));
+                              }};
 const option_check log_level{
   log::level_names(), nullptr,
   [](std::string_view w) { return log::parse_level(w).has_value(); }};

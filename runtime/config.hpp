@@ -35,6 +35,13 @@ struct service_options {
   /// `ram-tier.objects`: keep exact tensor objects (`service::objects()`);
   /// false: no object port (objects() is null, object calls `unsupported`).
   bool objects = true;
+  /// `ram-tier.policy`: the eviction order within a priority, "lru" or
+  /// "gdsf" (tiers/entry_ranking.hpp, docs/eviction.md).
+  std::string ram_policy = "lru";
+  /// `ram-tier.pin-share`: the share of the cap that entries an engine
+  /// pinned (`state_request::pin_ms`) may hold, at most; a pin over it is
+  /// refused (the put stands).
+  double pin_share = 0.25;
   // [ssd-tier]
   std::string ssd_dir;
   uint64_t ssd_cap_bytes = 16ull << 30;

@@ -33,7 +33,7 @@ struct option_check {
 };
 
 namespace checks {
-extern const option_check power_of_two, io_engine, log_level, model_identity,
+extern const option_check power_of_two, io_engine, ram_policy, log_level, model_identity,
   model_preset, model_layers, listen_address, peer_addresses, node_id, tls_file,
   http_address, admin_token;
 } // namespace checks

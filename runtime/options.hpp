@@ -42,6 +42,10 @@
     "bytes of state kept in RAM")                                              \
   X("ram-tier", "objects", objects, flag(),                                    \
     "keep exact tensor objects (objects()); false: no object port")            \
+  X("ram-tier", "policy", ram_policy, checked(checks::ram_policy),             \
+    "eviction order within a priority: lru or gdsf")                           \
+  X("ram-tier", "pin-share", pin_share, number("ratio", 0, 1),                 \
+    "share of the cap engine pins may hold (0: no pin is granted)")            \
   X("ssd-tier", "dir", ssd_dir, text("a path"),                                \
     "SSD tier directory (empty: no cold tier)")                                \
   X("ssd-tier", "cap-bytes", ssd_cap_bytes, bytes(MiB, PiB),                   \

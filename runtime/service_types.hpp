@@ -39,6 +39,14 @@ struct state_request {
   /// Which try of the request id this is (0 for an engine that never
   /// retries); it owns the checkpoints it saves or resumes.
   uint32_t attempt = 0;
+  /// Retention of the state this request publishes, 0 to 100 (more is
+  /// refused with `invalid_argument`): every RAM entry of a lower priority
+  /// is evicted before any of a higher one (docs/eviction.md).
+  uint8_t priority = tiers::default_priority;
+  /// Pin the state this request publishes in RAM for this many
+  /// milliseconds, renewed by every hit, within `ram-tier.pin-share` of
+  /// the cap (`publish_result::pinned`); 0: no pin.
+  uint64_t pin_ms = 0;
 };
 
 /// Where acquired state came from.
@@ -107,6 +115,9 @@ struct publish_result {
   put_outcome outcome = put_outcome::kept;
   /// Prefix-ancestors removed without spill.
   uint32_t superseded = 0;
+  /// The request's `pin_ms` was granted / refused (over the pin budget).
+  bool pinned = false;
+  bool pin_refused = false;
 };
 
 /// An admission answer. A request that can never be admitted is an error
@@ -279,6 +290,20 @@ struct service_report {
   /// without finishing it. The configured peers (cluster.peers and
   /// --join), for /health.
   node_part node;
+  /// Calls `f(part)` for every built-in part (KVTIER_REPORT_PARTS), and
+  /// `each_member(f)` `f(&service_report::part)`.
+  template <class F>
+  void each_part(F&& f) {
+#define KVTIER_SERVICE_PART_(type) f(type);
+    KVTIER_REPORT_PARTS(KVTIER_SERVICE_PART_)
+#undef KVTIER_SERVICE_PART_
+  }
+  template <class F>
+  static void each_member(F&& f) {
+#define KVTIER_SERVICE_PART_(type) f(&service_report::type);
+    KVTIER_REPORT_PARTS(KVTIER_SERVICE_PART_)
+#undef KVTIER_SERVICE_PART_
+  }
   /// Prompt tokens of the acquires the service answered (the facade counts
   /// them once): served from RAM (a hit, also of a donor a prefetch
   /// brought), restored from SSD or fetched from a peer by the acquire, the

@@ -23,6 +23,7 @@
 #pragma once
 
 #include "messages/assert.hpp"
+#include "tiers/entry_ranking.hpp"
 #include "tiers/prefix_tree.hpp"
 #include "tiers/ram_types.hpp"
 #include "tiers/state.hpp"
@@ -41,6 +42,14 @@ namespace kvtier::tiers {
 struct ram_record_extras {
   std::vector<uint64_t> leases; // interests holding it
   std::vector<uint64_t> pins;   // protections (empty: unprotected)
+  /// Its priority (0..100) when not the default.
+  uint8_t priority = default_priority;
+  /// An engine's pin: held until `pin_until` (the tier's clock), each hit
+  /// pushing that to now + `pin_ms`; `pinned_bytes` what it counts
+  /// against the pin budget. pin_ms 0: none.
+  uint64_t pin_ms = 0;
+  uint64_t pin_until = 0;
+  uint64_t pinned_bytes = 0;
   /// Tokens of the SSD file behind a durable entry when that file is
   /// longer (0: a file of its own length).
   uint32_t file_tokens = 0;
@@ -52,7 +61,8 @@ struct ram_record_extras {
 
   /// Whether an entry's extras hold nothing (they may go).
   bool empty() const noexcept {
-    return leases.empty() && pins.empty() && file_tokens == 0;
+    return leases.empty() && pins.empty() && file_tokens == 0
+           && priority == default_priority && pin_ms == 0;
   }
 };
 

@@ -8,9 +8,12 @@
 
 namespace kvtier::tiers {
 
-ram_tier::ram_tier(uint64_t capacity_bytes, bool cold_tier)
+ram_tier::ram_tier(uint64_t capacity_bytes, bool cold_tier, ram_policy policy,
+                   uint64_t pin_budget_bytes)
   : capacity_(capacity_bytes)
-  , cold_(cold_tier) {}
+  , cold_(cold_tier)
+  , pin_budget_(pin_budget_bytes)
+  , rank_(policy) {}
 
 namespace {
 
@@ -104,6 +107,8 @@ ram_tier::record_id ram_tier::emplace(record&& init, ram_flags flags,
   if (resident)
     resident_.hold(bufs);
   records_.link_back(resident ? lru_ : leaving_, id);
+  if (resident)
+    rank_.insert(id, 0, default_priority); // a put ranks its entry anew
   return id;
 }
 
@@ -161,6 +166,8 @@ uint64_t ram_tier::drop(record_id id, std::vector<released_buffer>* released,
   }
   if (!pins(id).empty())
     --protected_;
+  rank_.erase(id);
+  unpin(id);
   // The ledger's ids come from the state itself (immutable while held), so
   // the record keeps no list of them.
   if (refs.empty())
@@ -218,6 +225,8 @@ spill_order ram_tier::leave(record_id id) {
   out.leaving = true;
   out.needs_spill = !f.writing;
   f.writing = true;
+  rank_.erase(id);
+  unpin(id);
   if (!pins(id).empty()) { // protection leaves with residency
     records_.extras(id).pins.clear();
     records_.shrink(id);
@@ -239,6 +248,10 @@ void ram_tier::rejoin(record_id id, uint64_t now) {
   records_.unlink(leaving_, id);
   records_.link_back(lru_, id);
   index_.touch(rec(id).ref, stamp_at(now));
+  auto ref = rec(id).ref;
+  auto x = records_.find_extras(id);
+  rank(id, x ? x->priority : default_priority, index_.key(ref), index_.ns(ref),
+       0);
   ++counters_.rejoined;
 }
 
@@ -270,6 +283,7 @@ uint64_t ram_tier::would_free(record_id id) const {
 void ram_tier::touch(record_id id, uint64_t now) {
   records_.unlink(lru_, id);
   records_.link_back(lru_, id);
+  rank_.touch(id);
   if (fl(id).is_object)
     records_.extras(id).last_used = now;
   else
@@ -295,15 +309,74 @@ bool ram_tier::unleased(record_id r) const {
 }
 
 bool ram_tier::evictable(record_id r) const {
-  return !fl(r).has_extras || (leases(r).empty() && !protects(r));
+  return !fl(r).has_extras
+         || (leases(r).empty() && !protects(r) && !engine_pinned(r));
 }
 
 ram_tier::record_id ram_tier::lru_where(bool (ram_tier::*ok)(record_id) const,
                                         record_id skip) {
-  for (auto r = lru_.head; r != record::none; r = rec(r).next)
-    if (r != skip && (this->*ok)(r))
-      return r;
-  return record::none;
+  // The ranking's order (under lru exactly the resident list's).
+  auto r = rank_.first(
+    [&](entry_ranking::id i) { return i != skip && (this->*ok)(i); });
+  return r == entry_ranking::none ? record::none : r;
+}
+
+bool ram_tier::engine_pinned(record_id r) const {
+  if (!fl(r).has_extras)
+    return false;
+  auto x = records_.find_extras(r);
+  return x && x->pin_ms != 0 && x->pin_until > now_;
+}
+
+bool ram_tier::pin_for(record_id r, uint64_t pin_ms, uint64_t now) {
+  if (pin_ms == 0)
+    return false;
+  auto bytes = distinct_bytes(buffers_of(r));
+  if (pinned_bytes_ + bytes > pin_budget_) {
+    ++counters_.pins_refused;
+    return false;
+  }
+  auto& x = records_.extras(r);
+  x.pin_ms = pin_ms;
+  x.pin_until = now + pin_ms;
+  x.pinned_bytes = bytes;
+  pinned_bytes_ += bytes;
+  pinned_.push_back(r);
+  ++counters_.pins_granted;
+  return true;
+}
+
+void ram_tier::unpin(record_id r) {
+  if (!fl(r).has_extras)
+    return;
+  auto x = records_.find_extras(r);
+  if (!x || x->pin_ms == 0)
+    return;
+  pinned_bytes_ -= x->pinned_bytes;
+  x->pin_ms = x->pin_until = x->pinned_bytes = 0;
+  std::erase(pinned_, r);
+  records_.shrink(r);
+}
+
+void ram_tier::expire_pins(uint64_t now) {
+  now_ = std::max(now_, now);
+  for (size_t i = 0; i < pinned_.size();) {
+    auto r = pinned_[i];
+    if (records_.find_extras(r)->pin_until <= now_) {
+      unpin(r); // erases pinned_[i]
+      ++counters_.pins_expired;
+    } else {
+      ++i;
+    }
+  }
+}
+
+void ram_tier::rank(record_id r, uint8_t priority, std::span<const token> key,
+                    std::string_view ns, uint32_t inherited) {
+  priority = std::min(priority, max_priority);
+  if (priority != default_priority)
+    records_.extras(r).priority = priority;
+  rank_.insert(r, key.size(), priority, ranking_key(ns, key), inherited);
 }
 
 ram_tier::record_id ram_tier::victim(record_id skip) {
@@ -324,13 +397,14 @@ std::vector<spill_order> ram_tier::evict_over_cap(record_id keep) {
   while (resident_.bytes() > capacity_) {
     auto v = victim(keep);
     KVTIER_ASSERT(v != record::none);
+    rank_.evicted(v);
     out.push_back(leaves(v) ? leave(v) : take(v));
     ++counters_.evictions;
   }
   return out;
 }
 
-size_t ram_tier::supersede(record_id id) {
+size_t ram_tier::supersede(record_id id, uint32_t& counts) {
   auto ref = rec(id).ref;
   auto floor = index_.floor(ref);
   if (floor >= length_of(id))
@@ -340,6 +414,9 @@ size_t ram_tier::supersede(record_id id) {
     if (index_.length(a) < floor)
       break; // ancestors come nearest first: the rest are shorter still
     auto old = index_.handle(a).record;
+    if (engine_pinned(old))
+      continue; // an engine's pin keeps it in place
+    counts = std::max(counts, rank_.count(old));
     fl(old).gone_as = static_cast<uint8_t>(ram_change_kind::superseded);
     ++n;
     if (cold_ && fl(old).writing) {
@@ -415,7 +492,7 @@ put_result ram_tier::hold_oversize(entry&& e,
 }
 
 caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
-                                        protection p) {
+                                        protection p, retention ret) {
   if (e.tokens.empty())
     return make_error(ec::invalid_argument, "put of an entry with no tokens");
   if (e.tokens.size() >= ram_record::none)
@@ -424,6 +501,7 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
                                               + " tokens: at most 2^32 - 1");
   if (auto err = e.validate())
     return err;
+  expire_pins(now);
   std::vector<buffer_ref> bufs;
   collect_buffers(e, bufs);
   bool oversize = distinct_bytes(bufs) > capacity_;
@@ -446,15 +524,29 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
   auto key = std::move(e.tokens);
   ram_flags flags;
   flags.durable = durable; // a file of its own length
+  // What the entry it replaces had: its count and its engine pin.
+  uint32_t inherited = 0;
+  uint64_t pin_ms = ret.pin_ms;
+  if (auto old = index_.find(ns, key)) {
+    auto o = index_.handle(old).record;
+    inherited = rank_.count(o);
+    if (pin_ms == 0 && engine_pinned(o))
+      pin_ms = records_.find_extras(o)->pin_ms; // the pin follows the key
+  }
   auto id = emplace(std::move(init), flags, bufs);
   out.replaced = index_entry(id, ns, key, floor, now);
   if (p == protection::pin) {
     out.pin = ++pins_;
     pin(id, out.pin);
   }
+  if (pin_ms != 0) {
+    out.pinned = pin_for(id, pin_ms, now);
+    out.pin_refused = !out.pinned;
+  }
   out.serial = serial_of(id);
-  out.superseded = supersede(id);
+  out.superseded = supersede(id, inherited);
   counters_.supersessions += out.superseded;
+  rank(id, ret.priority, key, ns, inherited);
   out.evicted = evict_over_cap(id);
   out.kept = true;
   announce(id, false, &key);
@@ -467,6 +559,7 @@ ram_tier::lookup(std::span<const token> prompt, std::string_view ns,
                  const std::optional<std::string>& session, uint64_t now,
                  uint64_t better_than) {
   ++counters_.prefix_scans;
+  expire_pins(now);
   auto m = index_.longest_usable(ns, prompt);
   if (!m || m->length <= better_than) {
     ++counters_.misses;
@@ -485,6 +578,10 @@ ram_tier::lookup(std::span<const token> prompt, std::string_view ns,
   // count) and the usable length; views are cut when asked for.
   ram_hit out{
     r.state, index_.ns(m->ref), m->length, index_.length(m->ref), serial, {}};
+  if (engine_pinned(id)) { // a hit renews the pin
+    auto x = records_.find_extras(id);
+    x->pin_until = now + x->pin_ms;
+  }
   if (!fl(id).leaving) {
     touch(id, now);
   } else if (distinct_bytes(buffers_of(id)) <= capacity_) {
@@ -641,6 +738,7 @@ std::optional<spill_order> ram_tier::pop_lru() {
     return std::nullopt;
   ++counters_.evictions;
   auto v = victim(record::none);
+  rank_.evicted(v);
   return leaves(v) ? leave(v) : take(v);
 }
 
@@ -746,6 +844,15 @@ bool ram_tier::is_protected(std::string_view ns,
   return ref && protects(index_.handle(ref).record);
 }
 
+bool ram_tier::is_pinned(std::string_view ns, std::span<const token> tokens,
+                         uint64_t now) const {
+  auto ref = index_.find(ns, tokens);
+  if (!ref)
+    return false;
+  auto x = records_.find_extras(index_.handle(ref).record);
+  return x && x->pin_ms != 0 && x->pin_until > now;
+}
+
 void ram_tier::clear() {
   for (auto* list : {&lru_, &leaving_})
     for (auto id = list->head; id != record::none; id = rec(id).next)
@@ -758,6 +865,9 @@ void ram_tier::clear() {
   records_.clear();
   lru_ = {};
   leaving_ = {};
+  rank_ = entry_ranking{rank_.policy()};
+  pinned_.clear();
+  pinned_bytes_ = 0;
   ledger_.clear();
   resident_.clear();
 }
@@ -775,6 +885,8 @@ ram_counters ram_tier::counters() const {
   c.protected_entries = protected_;
   c.leaving_entries = leaving_.size;
   c.leaving_bytes = ledger_.bytes() - resident_.bytes();
+  c.pinned_entries = pinned_.size();
+  c.pinned_bytes = pinned_bytes_;
   return c;
 }
 

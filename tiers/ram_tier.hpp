@@ -1,7 +1,8 @@
-// The RAM tier: a byte-capped LRU of whole-prefix entries and exact tensor
-// objects, on a `prefix_index` per namespace. Owned by the ram_tier actor,
-// its only user: single-threaded, no locks, no I/O, no clocks (callers pass
-// `now` in milliseconds of any monotonic clock).
+// The RAM tier: a byte-capped cache of whole-prefix entries and exact
+// tensor objects, on a `prefix_index` per namespace, evicting in the order
+// of an `entry_ranking` (LRU or GDSF within priorities, docs/eviction.md).
+// Owned by the ram_tier actor, its only user: single-threaded, no locks, no
+// I/O, no clocks (callers pass `now` in milliseconds of any monotonic clock).
 //
 // Policy (docs/ram-tier.md):
 // - `lookup` lends the donor and the longest usable prefix length: the
@@ -17,7 +18,10 @@
 //   trimmable newcomer supersedes its strict prefix-ancestors that it can
 //   stand in for (ancestor length >= its trim floor); an untrimmable one
 //   supersedes nothing. Replaced and superseded entries leave without spill.
-// - Over the cap, least-recently-used items leave as ordered spill orders;
+// - Over the cap, items leave in the ranking's order (every item of a lower
+//   priority before any of a higher one; within a priority least recently
+//   used first under `ram_policy::lru`, lowest GDSF rank first under
+//   `ram_policy::gdsf`) as ordered spill orders;
 //   `needs_spill` is false for items marked durable on SSD. The owner
 //   sets and clears that mark (`mark_durable`, `mark_not_durable`) from
 //   what the SSD tier reports; a mark remembers which file length gave it,
@@ -60,8 +64,15 @@
 //   otherwise. An item held by an interest (a request or prefetch lease
 //   about to consume it) leaves after everything else, the cap still
 //   winning in the end.
-// - Objects (exact tensor objects, `put_object`) share the LRU, the cap and
-//   the durable marks; they are found by exact key only.
+// - An engine's pin (`retention::pin_ms`) holds an entry like a session's
+//   pin (evicted only when nothing else is left), for a time to live that
+//   every hit renews; once it runs out the entry is an ordinary one. Pinned
+//   entries' bytes never exceed the pin budget: a pin that would go over it
+//   is refused (the put stands, unpinned). A pinned entry is never
+//   superseded (a longer prompt extending it leaves it in place); a put
+//   replacing its key takes the pin over (re-counted against the budget).
+// - Objects (exact tensor objects, `put_object`) share the ranking, the cap
+//   and the durable marks; they are found by exact key only.
 // - Recurrent layers and wrapped rings are exact-boundary: the index never
 //   offers such an entry below its own length. Attachments ride along only
 //   at full length; below it the entry is lent without them.
@@ -86,6 +97,16 @@ namespace kvtier::tiers {
 /// Whether a put pins its new entry (see `ram_tier::put`).
 enum class protection : bool { none, pin };
 
+/// What an engine asked of the entry a put stores.
+struct retention {
+  /// 0..`max_priority` (larger is clamped): every item of a lower
+  /// priority leaves RAM before any of a higher one.
+  uint8_t priority = default_priority;
+  /// Pin the entry for this many milliseconds of the tier's clock, renewed
+  /// by every hit; 0: no pin. Granted within the pin budget only.
+  uint64_t pin_ms = 0;
+};
+
 class ram_tier {
 public:
   /// Called with (tokens, ns) after every put that stored an entry.
@@ -95,16 +116,22 @@ public:
   /// A tier holding at most `capacity_bytes` resident; `cold_tier`: a tier
   /// below takes evicted entries, so they are leaving until their write
   /// settles (see the header comment).
-  explicit ram_tier(uint64_t capacity_bytes, bool cold_tier = false);
+  /// `policy`: the order within a priority; `pin_budget_bytes`: the most
+  /// bytes engine pins may hold (0: none granted).
+  explicit ram_tier(uint64_t capacity_bytes, bool cold_tier = false,
+                    ram_policy policy = ram_policy::lru,
+                    uint64_t pin_budget_bytes = 0);
 
   /// Offers `e`. Fails with `ec::invalid_argument` (leaving `e` untouched)
   /// for an empty token list or a state that does not validate. Otherwise
   /// ownership moves into the tier or into the returned spill orders.
   /// `durable`: a copy is already on SSD (an entry restored from there).
   /// `protection::pin`: the stored entry is protected under a new pin
-  /// (`put_result::pin`) before anything is evicted for it.
+  /// (`put_result::pin`) before anything is evicted for it. `r`: its
+  /// priority and the engine's pin (`put_result::pinned`, `pin_refused`).
   caf::expected<put_result> put(entry&& e, uint64_t now, bool durable = false,
-                                protection p = protection::none);
+                                protection p = protection::none,
+                                retention r = {});
 
   /// The longest usable prefix of `prompt` in `ns`, lent (see `ram_hit`), when
   /// it is longer than `better_than` tokens; else nullopt (a miss, nothing
@@ -229,6 +256,16 @@ public:
 
   /// Whether (ns, tokens) is held and carries at least one pin.
   bool is_protected(std::string_view ns, std::span<const token> tokens) const;
+
+  /// Whether (ns, tokens) is held under an engine's pin that has not run
+  /// out by `now`.
+  bool is_pinned(std::string_view ns, std::span<const token> tokens,
+                 uint64_t now) const;
+
+  /// The eviction order's policy.
+  ram_policy policy() const noexcept {
+    return rank_.policy();
+  }
 
   /// Stores an exact tensor object under `key` (same budget and LRU as
   /// prefix entries). Replaces an object with the same key. Evicted
@@ -356,13 +393,27 @@ private:
   void touch(record_id r, uint64_t now);
   bool protects(record_id r) const;
   void pin(record_id r, uint64_t id);
+  /// Whether an engine's pin holds `r` (at `now_`).
+  bool engine_pinned(record_id r) const;
+  /// Grants `r` an engine pin of `pin_ms` from `now` when its bytes fit
+  /// the budget; false (counted) otherwise.
+  bool pin_for(record_id r, uint64_t pin_ms, uint64_t now);
+  /// Takes `r`'s engine pin off (its bytes leave the budget).
+  void unpin(record_id r);
+  /// Unpins every engine pin run out by `now` (and remembers `now`).
+  void expire_pins(uint64_t now);
+  /// Ranks `r` anew (a put's entry: its key, priority and inherited count).
+  void rank(record_id r, uint8_t priority, std::span<const token> key,
+            std::string_view ns, uint32_t inherited);
   record_id victim(record_id skip);
   record_id lru_where(bool (ram_tier::*ok)(record_id) const, record_id skip);
   bool evictable(record_id r) const;
   bool unleased(record_id r) const;
   bool any(record_id r) const;
   std::vector<spill_order> evict_over_cap(record_id keep);
-  size_t supersede(record_id r);
+  /// Removes `r`'s ancestors a trimmable `r` stands in for; `counts`
+  /// receives the largest ranking count among them.
+  size_t supersede(record_id r, uint32_t& counts);
   void notify(const token_seq& tokens, const std::string& ns);
   /// Tells the change observer of `r` (stored, or its `gone_as` once);
   /// `tokens`: its key when the caller has it, else rebuilt from the index.
@@ -374,6 +425,11 @@ private:
 
   uint64_t capacity_;
   bool cold_;
+  uint64_t pin_budget_;
+  uint64_t pinned_bytes_ = 0;
+  std::vector<record_id> pinned_; // records holding an engine pin
+  uint64_t now_ = 0;              // the latest clock reading given
+  entry_ranking rank_;            // resident items
   ram_records records_;
   ram_record_list lru_;     // resident; head: least recently used
   ram_record_list leaving_; // leaving, oldest first

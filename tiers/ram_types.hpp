@@ -180,6 +180,10 @@ struct put_result {
   /// The pin protecting the stored entry (a put with `protection::pin`
   /// that kept it); 0 otherwise.
   uint64_t pin = 0;
+  /// The engine's pin (`retention::pin_ms`) was granted / refused because
+  /// it would have gone over the pin budget.
+  bool pinned = false;
+  bool pin_refused = false;
 };
 
 /// Every counter of the RAM tier.
@@ -228,6 +232,15 @@ struct ram_counters {
   uint64_t rejoined = 0;
   /// Items a boundary dropped without a durable copy (optional state).
   uint64_t boundary_dropped = 0;
+  /// Entries an engine's pin holds right now, and their bytes (at most
+  /// the pin budget).
+  uint64_t pinned_entries = 0;
+  uint64_t pinned_bytes = 0;
+  /// Engine pins granted, refused over the budget, and run out (their
+  /// time to live passed without a hit).
+  uint64_t pins_granted = 0;
+  uint64_t pins_refused = 0;
+  uint64_t pins_expired = 0;
 };
 
 /// A change of which prefix entries the tier holds (the event feed's RAM

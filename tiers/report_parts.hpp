@@ -88,7 +88,13 @@ std::string metric_of(std::string_view part, const counter_info& c);
     "leaving entries whose write was not stored")                              \
   X(rejoined, total, "", "", "leaving entries a hit made resident again")      \
   X(boundary_dropped, total, "", "", "optional entries a boundary dropped")    \
-  X(snapshots, total, "", "", "write-behind snapshots made durable")
+  X(snapshots, total, "", "", "write-behind snapshots made durable")           \
+  X(pinned_entries, gauge, "", "", "entries an engine's pin holds")            \
+  X(pinned_bytes, gauge, "", "",                                               \
+    "bytes engine pins hold (at most the pin budget)")                         \
+  X(pins_granted, total, "", "", "engine pins granted")                        \
+  X(pins_refused, total, "", "", "engine pins refused over the pin budget")    \
+  X(pins_expired, total, "", "", "engine pins whose time to live ran out")
 
 #define KVTIER_REPORT_SSD(X)                                                   \
   X(files, gauge, "", "", "entry files on SSD")                                \
@@ -273,6 +279,25 @@ KVTIER_REPORT_PART(admission, "admission", KVTIER_REPORT_ADMISSION);
 KVTIER_REPORT_PART(peer, "peer", KVTIER_REPORT_PEER);
 KVTIER_REPORT_PART(node, "node", KVTIER_REPORT_NODE);
 KVTIER_REPORT_PART(tokens, "tokens", KVTIER_REPORT_TOKENS);
+#undef KVTIER_REPORT_MEMBER_
+#undef KVTIER_REPORT_COPY_
+
+/// Every built-in part, P(type) each, in report order: the one list the
+/// report, /stats, /metrics and the tests iterate (a new part is one line
+/// here and its KVTIER_REPORT_PART above; `service_report` names its
+/// members after the types).
+#define KVTIER_REPORT_PARTS(P)                                                 \
+  P(ram)                                                                       \
+  P(ssd) P(checkpoints) P(sessions) P(objects) P(admission) P(peer) P(node)    \
+    P(tokens)
+
+/// Calls `f.template operator()<Part>()` for every built-in part.
+template <class F>
+void for_each_part(F&& f) {
+#define KVTIER_REPORT_VISIT_(type) f.template operator()<type>();
+  KVTIER_REPORT_PARTS(KVTIER_REPORT_VISIT_)
+#undef KVTIER_REPORT_VISIT_
+}
 
 /// Sets the counter of `part` named `counter` to `value`, summing when
 /// several sections carry it (each member writes whole parts, so a

@@ -37,6 +37,12 @@ namespace kvtier::tiers {
 using token = uint32_t;
 using token_seq = std::vector<token>;
 
+/// Retention priorities an engine may give the state a request publishes:
+/// 0 to 100, larger kept longer; `default_priority` (TensorRT-LLM's
+/// default) when it gives none (docs/eviction.md).
+inline constexpr uint8_t max_priority = 100;
+inline constexpr uint8_t default_priority = 35;
+
 enum class layer_kind : uint8_t { kv = 0, ring = 1, recurrent = 2, object = 3 };
 
 const char* to_string(layer_kind k);

@@ -100,15 +100,7 @@ field top(const char* key, const char* metric, kind k, const char* help,
 const std::vector<field>& fields() {
   static const std::vector<field> all = [] {
     std::vector<field> out;
-    add_part(out, &service_report::ram);
-    add_part(out, &service_report::ssd);
-    add_part(out, &service_report::checkpoints);
-    add_part(out, &service_report::sessions);
-    add_part(out, &service_report::objects);
-    add_part(out, &service_report::admission);
-    add_part(out, &service_report::peer);
-    add_part(out, &service_report::node);
-    add_part(out, &service_report::tokens);
+    service_report::each_member([&](auto member) { add_part(out, member); });
     add_io(out, "ram", &service_report::ram_io);
     add_io(out, "ssd", &service_report::ssd_io);
     out.push_back(top("demotions", "kvtier_demotions_total", kind::total,

@@ -41,6 +41,8 @@ void write_identity(msg::RequestIdentity::Builder out, const state_request& r,
     out.getSession().setId(*r.session);
   tiers::write_tokens(out.initPrompt(r.prompt.size()), r.prompt);
   out.setMaxNewTokens(r.max_new_tokens);
+  out.setPriority(r.priority);
+  out.setPinMs(r.pin_ms);
 }
 
 sealed<msg::PublishState> publish(const state_request& r,
@@ -109,6 +111,8 @@ published(const sealed<msg::PublishStateReply>& r) {
   publish_result out;
   out.kept = r.root().getKept();
   out.superseded = r.root().getSuperseded();
+  out.pinned = r.root().getPinned();
+  out.pin_refused = r.root().getPinRefused();
   switch (r.root().getOutcome()) {
     case msg::PutOutcome::KEPT: out.outcome = put_outcome::kept; break;
     case msg::PutOutcome::REPLACED: out.outcome = put_outcome::replaced; break;

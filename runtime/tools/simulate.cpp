@@ -29,6 +29,8 @@ simulate_options reference_options(const service_options& o,
   simulate_options s;
   s.geometry = g;
   s.ram_cap_bytes = o.ram_cap_bytes;
+  s.ram_policy = tiers::parse_ram_policy(o.ram_policy)
+                   .value_or(tiers::ram_policy::lru); // validated
   s.ssd_cap_bytes = o.ssd_dir.empty() ? 0 : o.ssd_cap_bytes;
   s.alignment = static_cast<uint32_t>(o.alignment);
   // The service's SSD tier keeps the default chunk (at least the alignment).
@@ -94,6 +96,8 @@ struct ram_entry {
   /// Pins of sessions whose newest entry it is (evicted after plain ones).
   std::vector<uint64_t> pins{};
   uint64_t serial = 0;
+  /// Its id in the eviction order.
+  tiers::entry_ranking::id rid = tiers::entry_ranking::none;
   entry_ref ref{};
   /// Tokens of the SSD file behind `durable` (it was restored from it).
   uint64_t file_tokens = 0;
@@ -111,7 +115,8 @@ class model {
 public:
   model(const simulate_options& o, simulate_result& out)
     : o_(o)
-    , out_(out) {
+    , out_(out)
+    , rank_(o.ram_policy) {
     for (auto& l : o.geometry.layers)
       bpt_ += l.bytes_per_token;
   }
@@ -148,7 +153,11 @@ private:
   const simulate_options& o_;
   simulate_result& out_;
   uint64_t bpt_ = 0;
-  std::list<ram_entry> ram_; // front: least recently used
+  std::list<ram_entry> ram_;
+  /// RAM's eviction order, as the tier's; its ids name `by_rid_`.
+  tiers::entry_ranking rank_;
+  std::vector<ram_it> by_rid_;
+  std::vector<tiers::entry_ranking::id> free_rids_;
   tiers::prefix_index<ram_it> ram_index_;
   /// Every buffer made (bytes, holders in RAM); a few per request.
   std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> buffers_;
@@ -179,6 +188,8 @@ void model::release(const std::vector<segment>& segs) {
 }
 
 void model::drop(ram_it r) {
+  rank_.erase(r->rid); // a no-op after `evicted`
+  free_rids_.push_back(r->rid);
   release(r->segments);
   if (r->ref)
     ram_index_.erase(r->ref);
@@ -194,12 +205,17 @@ void model::unprotect(const tiers::pinned_entry& p) {
 }
 
 model::ram_it model::victim(ram_it skip) {
-  // Plain entries first, then protected ones, then leased ones.
-  for (int pass = 0; pass < 3; ++pass)
-    for (auto r = ram_.begin(); r != ram_.end(); ++r)
-      if (r != skip
-          && (pass == 2 || (!r->leased && (pass == 1 || r->pins.empty()))))
-        return r;
+  // Plain entries first, then protected ones, then leased ones; each in
+  // the ranking's order.
+  for (int pass = 0; pass < 3; ++pass) {
+    auto id = rank_.first([&](tiers::entry_ranking::id i) {
+      auto r = by_rid_[i];
+      return r != skip
+             && (pass == 2 || (!r->leased && (pass == 1 || r->pins.empty())));
+    });
+    if (id != tiers::entry_ranking::none)
+      return by_rid_[id];
+  }
   return ram_.end();
 }
 
@@ -246,8 +262,23 @@ uint64_t model::put(ram_entry e, const token_seq& tokens, bool pin) {
   hold(e.segments);
   ram_.push_back(std::move(e));
   auto r = std::prev(ram_.end());
+  if (free_rids_.empty()) {
+    r->rid = static_cast<tiers::entry_ranking::id>(by_rid_.size());
+    by_rid_.push_back(r);
+  } else {
+    r->rid = free_rids_.back();
+    free_rids_.pop_back();
+    by_rid_[r->rid] = r;
+  }
   auto ins = ram_index_.insert(r->ns, tokens, r, 0);
   r->ref = ins.ref;
+  // The count it takes over: its key's previous entry's, or the ancestors'
+  // it supersedes (below).
+  uint32_t inherited = ins.replaced ? rank_.count((*ins.replaced)->rid) : 0;
+  for (auto a : ram_index_.ancestors(r->ref))
+    inherited = std::max(inherited, rank_.count(ram_index_.handle(a)->rid));
+  rank_.insert(r->rid, tokens.size(), tiers::default_priority,
+               tiers::ranking_key(r->ns, tokens), inherited);
   if (ins.replaced) {
     r->leased = r->leased || (*ins.replaced)->leased;
     r->pins = std::move((*ins.replaced)->pins); // pins follow the key
@@ -264,6 +295,7 @@ uint64_t model::put(ram_entry e, const token_seq& tokens, bool pin) {
     auto tokens = ram_index_.key(v->ref);
     if (!v->durable)
       write(v->ns, tokens, v->session);
+    rank_.evicted(v->rid);
     drop(v);
     ++out_.ram_evictions;
   }
@@ -329,7 +361,7 @@ void model::request(const std::string& ns, const token_seq& prompt,
   std::vector<segment> served;
   if (m) { // RAM lends (and touches) its best whichever tier wins
     auto d = ram_index_.handle(m->ref);
-    ram_.splice(ram_.end(), ram_, d);
+    rank_.touch(d->rid);
     ram_index_.touch(m->ref);
     for (auto& seg : d->segments)
       if (seg.from < r)

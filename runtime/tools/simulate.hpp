@@ -17,11 +17,11 @@
 // - publish of P: its buffers are the served prefix's buffers plus one new
 //   buffer of n - p rows (what the oracle's `extend` makes); the RAM rules
 //   of docs/ram-tier.md then apply: replace the same key, supersede
-//   ancestors, evict LRU by bytes (each buffer counted once, whole) over
-//   the cap, an open session's newest entry last (its publish pins it; the
-//   previous newest is unpinned after the put; restored entries are not
-//   pinned), spilling what is not on SSD; an entry larger than the cap is
-//   spilled instead of kept;
+//   ancestors, evict by `ram-tier.policy` (the tier's entry_ranking) by bytes
+//   (each buffer counted once, whole) over the cap, an open session's newest
+//   entry last (its publish pins it; the previous newest is unpinned after the
+//   put; restored entries are not pinned), spilling what is not on SSD; an
+//   entry larger than the cap is spilled instead of kept;
 // - SSD: a spill becomes a file of the entry format's exact length, most
 //   recently used; it supersedes the files of its strict prefixes in its
 //   namespace (a kv file trims to any of them); least recently used files
@@ -35,6 +35,7 @@
 
 #include "runtime/config.hpp"
 #include "runtime/tools/trace.hpp"
+#include "tiers/entry_ranking.hpp"
 #include "tiers/geometry.hpp"
 
 #include <cstdint>
@@ -47,6 +48,9 @@ namespace kvtier::runtime {
 struct simulate_options {
   tiers::model_geometry geometry;
   uint64_t ram_cap_bytes = 0;
+  /// RAM's eviction order (`ram-tier.policy`), decided by the tier's own
+  /// `entry_ranking`.
+  tiers::ram_policy ram_policy = tiers::ram_policy::lru;
   /// 0: no SSD tier.
   uint64_t ssd_cap_bytes = 0;
   uint32_t alignment = 4096;

@@ -68,16 +68,7 @@ void well_formed() {
   }
 }
 
-template <class... Parts>
-void each_part(auto fn) {
-  (fn.template operator()<Parts>(), ...);
-}
-
-constexpr auto every_part = [](auto fn) {
-  each_part<report::ram, report::ssd, report::checkpoints, report::sessions,
-            report::objects, report::admission, report::peer, report::node,
-            report::tokens>(fn);
-};
+constexpr auto every_part = [](auto fn) { report::for_each_part(fn); };
 
 } // namespace
 

@@ -283,3 +283,23 @@ def test_cluster_node_address(model, make_service):
         int(addr.rsplit(":", 1)[1]) > 0
     r = svc.route(list(range(10)))
     assert r["chosen"]["address"] == addr
+
+
+def test_priority_and_pin_ride_on_the_request(model, make_service):
+    svc = make_service(model, **{"ram-tier.pin-share": 0.5})
+    req = kvtier.Request(1, [1, 2, 3], priority=90, pin_ms=60000)
+    assert (req.priority, req.pin_ms) == (90, 60000)
+    assert kvtier.Request(1, [1]).priority == 35
+    with pytest.raises((ValueError, OverflowError, TypeError)) as err:
+        kvtier.Request(1, [1], priority=101)
+    assert "priority" in str(err.value)
+    prompt = list(range(1, 41))
+    res = publish(svc, model, prompt, priority=90, pin_ms=60000)
+    assert res.kept and res.pinned and not res.pin_refused
+    ram = svc.report()["ram"]
+    assert ram["pins_granted"] == 1 and ram["pinned_entries"] == 1
+    assert ram["pinned_bytes"] > 0
+    # No budget: the pin is refused, the state kept.
+    other = make_service(model, **{"ram-tier.pin-share": 0})
+    res = publish(other, model, prompt, pin_ms=1000)
+    assert res.kept and res.pin_refused and not res.pinned

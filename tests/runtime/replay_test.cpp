@@ -21,6 +21,8 @@ struct slice_case {
   size_t requests;
   uint64_t ram_cap;
   uint64_t ssd_cap;
+  /// `ram-tier.policy`: the reference decides with the same ranking.
+  const char* policy = "lru";
 };
 
 service_options options(const slice_case& c) {
@@ -29,6 +31,7 @@ service_options options(const slice_case& c) {
   o.model_scale = 1.0 / 4096; // 32 bytes per token
   o.ram_cap_bytes = c.ram_cap;
   o.ssd_cap_bytes = c.ssd_cap;
+  o.ram_policy = c.policy;
   o.ssd_dir = "/replay-test";
   o.io_engine = "threads";
   // As the replay's [replay] idle-demotion-ms (0) does: the reference
@@ -49,8 +52,8 @@ service_options options(const slice_case& c) {
   return rs.apply(o);
 }
 
-void replay_matches_reference(const slice_case& c) {
-  BOOST_TEST_MESSAGE("trace " << c.path);
+simulate_result replay_matches_reference(const slice_case& c) {
+  BOOST_TEST_MESSAGE("trace " << c.path << ", policy " << c.policy);
   trace_options to;
   to.max_requests = c.requests;
   auto t = load_trace(traces + c.path, to);
@@ -83,6 +86,7 @@ void replay_matches_reference(const slice_case& c) {
   // completed in, and the restored buffer's size decides later evictions
   // (docs/replay.md "Where the service and the reference may differ").
   BOOST_TEST((rep->spills > 0u) == (sim->spills > 0u));
+  return *sim;
 }
 
 } // namespace
@@ -110,5 +114,24 @@ BOOST_AUTO_TEST_CASE(weka_agent_sessions_slice_agrees_with_the_reference) {
 BOOST_AUTO_TEST_CASE(azure_code_slice_agrees_with_the_reference) {
   slice_case c{"azure-llm-inference-2023/AzureLLMInferenceTrace_code.csv.gz",
                300, 2u << 20, 8u << 20};
+  replay_matches_reference(c);
+}
+
+BOOST_AUTO_TEST_CASE(under_gdsf_the_service_agrees_with_its_own_reference) {
+  // The conversation slice at a RAM cap where the two orders part: the
+  // service under gdsf must equal the gdsf reference, not the lru one.
+  slice_case c{"mooncake-fast25/conversation_trace.jsonl.gz", 300, 4u << 20,
+               16u << 20, "gdsf"};
+  auto gdsf = replay_matches_reference(c);
+  c.policy = "lru";
+  auto lru = replay_matches_reference(c);
+  BOOST_TEST((gdsf.ram_tokens != lru.ram_tokens
+              || gdsf.ram_evictions != lru.ram_evictions),
+             "the slice tells the two policies apart");
+}
+
+BOOST_AUTO_TEST_CASE(under_gdsf_the_synthetic_slice_agrees_too) {
+  slice_case c{"mooncake-fast25/synthetic_trace.jsonl.gz", 200, 8u << 20,
+               24u << 20, "gdsf"};
   replay_matches_reference(c);
 }

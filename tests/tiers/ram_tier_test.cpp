@@ -979,3 +979,155 @@ BOOST_DATA_TEST_CASE(a_hit_lends_the_donor_and_writes_its_cut,
     }
   }
 }
+
+namespace {
+
+put_result must_retain(ram_tier& t, entry e, uint64_t now, retention r) {
+  auto out = t.put(std::move(e), now, false, protection::none, r);
+  if (!out)
+    BOOST_FAIL(describe(out.error()));
+  return std::move(*out);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_lower_priority_is_evicted_before_any_higher_one) {
+  for (auto policy : {ram_policy::lru, ram_policy::gdsf}) {
+    auto eng = engine("tiny-dense");
+    auto one = eng.geometry().bytes_at(8);
+    ram_tier t(3 * one, false, policy);
+    must_retain(t, eng.prefill("ns", run(8, 1000)), 1, {.priority = 90});
+    must_retain(t, eng.prefill("ns", run(8, 2000)), 2, {.priority = 10});
+    must_put(t, eng.prefill("ns", run(8, 3000)), 3); // the default, 35
+    for (uint64_t now = 4; now < 10; ++now)          // however recently used
+      t.lookup(run(9, 2000), "ns", std::nullopt, now);
+    auto r = must_put(t, eng.prefill("ns", run(8, 4000)), 10);
+    BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 2000)},
+               to_string(policy));
+    r = must_put(t, eng.prefill("ns", run(8, 5000)), 11);
+    BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 3000)},
+               "then the default ones, oldest first");
+    r = must_put(t, eng.prefill("ns", run(8, 6000)), 12);
+    BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 4000)});
+    BOOST_TEST(t.contains("ns", run(8, 1000)), "priority 90 stays longest");
+    // A priority over the maximum counts as the maximum: then only higher
+    // ones are left, and 90 goes before 100.
+    r = must_retain(t, eng.prefill("ns", run(8, 7000)), 13, {.priority = 250});
+    BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 5000)});
+    r = must_retain(t, eng.prefill("ns", run(8, 8000)), 14, {.priority = 95});
+    BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 6000)});
+    r = must_retain(t, eng.prefill("ns", run(8, 9000)), 15, {.priority = 99});
+    BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 1000)});
+    r = must_retain(t, eng.prefill("ns", run(8, 9500)), 16, {.priority = 99});
+    BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 8000)});
+    BOOST_TEST(t.contains("ns", run(8, 7000)));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gdsf_keeps_an_entry_that_serves_often) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  for (auto policy : {ram_policy::lru, ram_policy::gdsf}) {
+    ram_tier t(2 * one, false, policy);
+    must_put(t, eng.prefill("ns", run(8, 1000)), 1);
+    for (uint64_t now = 2; now < 6; ++now)
+      t.lookup(run(9, 1000), "ns", std::nullopt, now);
+    must_put(t, eng.prefill("ns", run(8, 2000)), 6);
+    auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 7);
+    // LRU takes 1000 (used longest ago); GDSF takes 2000 (used once).
+    auto want = policy == ram_policy::lru ? run(8, 1000) : run(8, 2000);
+    BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{want},
+               to_string(policy));
+    BOOST_TEST((t.policy() == policy));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_engine_pin_survives_a_flood_ten_times_the_cap) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(64);
+  for (auto policy : {ram_policy::lru, ram_policy::gdsf}) {
+    ram_tier t(8 * one, false, policy, 2 * one);
+    auto system = run(64, 1);
+    auto r = must_retain(t, eng.prefill("ns", system), 0, {.pin_ms = 1000});
+    BOOST_TEST(r.pinned);
+    // One-off prompts, each its own 64 tokens after a shared system prompt
+    // (they extend the pinned entry: it is not superseded), ten caps' worth.
+    uint64_t now = 1;
+    for (token b = 0; b < 80; ++b, ++now) {
+      auto hit = t.lookup(cat(system, run(64, 10000 + 100 * b)), "ns",
+                          std::nullopt, now);
+      BOOST_REQUIRE(hit);
+      BOOST_TEST(hit->length == 64u, "the system prompt serves every one-off");
+      auto e =
+        eng.extend(hit->state(system), cat(system, run(64, 10000 + 100 * b)));
+      BOOST_REQUIRE(e);
+      must_put(t, std::move(*e), now);
+      BOOST_TEST(t.counters().pinned_bytes <= 2 * one);
+      BOOST_TEST(t.bytes() <= t.capacity());
+    }
+    BOOST_TEST(t.contains("ns", system), to_string(policy));
+    BOOST_TEST(t.is_pinned("ns", system, now));
+    BOOST_TEST(t.counters().evictions >= 70u, "the flood went through RAM");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(pins_never_exceed_their_budget) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(8 * one, false, ram_policy::lru, 2 * one);
+  BOOST_TEST(
+    must_retain(t, eng.prefill("ns", run(8, 1000)), 0, {.pin_ms = 50}).pinned);
+  BOOST_TEST(
+    must_retain(t, eng.prefill("ns", run(8, 2000)), 0, {.pin_ms = 50}).pinned);
+  auto r = must_retain(t, eng.prefill("ns", run(8, 3000)), 0, {.pin_ms = 50});
+  BOOST_TEST(r.kept, "the put stands");
+  BOOST_TEST(!r.pinned);
+  BOOST_TEST(r.pin_refused);
+  auto c = t.counters();
+  BOOST_TEST(c.pinned_entries == 2u);
+  BOOST_TEST(c.pinned_bytes == 2 * one);
+  BOOST_TEST(c.pins_granted == 2u);
+  BOOST_TEST(c.pins_refused == 1u);
+  // No budget: no pin at all.
+  ram_tier none(8 * one);
+  BOOST_TEST(must_retain(none, eng.prefill("ns", run(8, 1)), 0, {.pin_ms = 9})
+               .pin_refused);
+}
+
+BOOST_AUTO_TEST_CASE(
+  a_hit_renews_a_pin_and_an_expired_pin_is_an_ordinary_entry) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(2 * one, false, ram_policy::lru, one);
+  must_retain(t, eng.prefill("ns", run(8, 1000)), 0, {.pin_ms = 100});
+  BOOST_TEST(
+    t.lookup(run(9, 1000), "ns", std::nullopt, 90).has_value()); // until 190
+  BOOST_TEST(t.is_pinned("ns", run(8, 1000), 150));
+  must_put(t, eng.prefill("ns", run(8, 2000)), 150);
+  auto r = must_put(t, eng.prefill("ns", run(8, 3000)), 160);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 2000)},
+             "the pinned entry stays although least recently used");
+  BOOST_TEST(!t.is_pinned("ns", run(8, 1000), 190), "not renewed since 90");
+  r = must_put(t, eng.prefill("ns", run(8, 4000)), 200);
+  BOOST_TEST(keys(r.evicted) == std::vector<token_seq>{run(8, 1000)},
+             "expired: evicted as any entry, least recently used first");
+  auto c = t.counters();
+  BOOST_TEST(c.pins_expired == 1u);
+  BOOST_TEST(c.pinned_bytes == 0u);
+  // Its budget is free again.
+  BOOST_TEST(
+    must_retain(t, eng.prefill("ns", run(8, 5000)), 201, {.pin_ms = 10})
+      .pinned);
+}
+
+BOOST_AUTO_TEST_CASE(a_replacing_put_takes_the_pin_over) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(8);
+  ram_tier t(4 * one, false, ram_policy::lru, one);
+  must_retain(t, eng.prefill("ns", run(8, 1000)), 0, {.pin_ms = 100});
+  auto r = must_put(t, eng.prefill("ns", run(8, 1000)), 10);
+  BOOST_TEST(r.replaced);
+  BOOST_TEST(r.pinned, "the pin follows the key");
+  BOOST_TEST(t.is_pinned("ns", run(8, 1000), 105), "from the replacing put");
+  BOOST_TEST(t.counters().pinned_bytes == one, "counted once");
+}

@@ -159,11 +159,15 @@ void register_values(py::module_& m) {
   py::class_<request>(m, "Request", R"(
 One engine request: id (unique while it lives; the same id resumes its
 checkpoint), prompt (a list of ints, a numpy or torch integer array),
-max_new_tokens, session (conversation affinity) and attempt (a retry's
-number). Immutable.)")
+max_new_tokens, session (conversation affinity), attempt (a retry's
+number), priority (0..100, default 35: every RAM entry of a lower priority
+is evicted before any of a higher one) and pin_ms (pin the state it
+publishes in RAM this long, renewed by every hit, within the pin budget;
+0: no pin). Immutable.)")
     .def(
       py::init([](py::handle id, py::handle prompt, py::handle max_new_tokens,
-                  std::optional<std::string> session, py::handle attempt) {
+                  std::optional<std::string> session, py::handle attempt,
+                  py::handle priority, py::handle pin_ms) {
         request q;
         q.r.id =
           checked_u64(id, "Request id", std::numeric_limits<uint64_t>::max());
@@ -174,10 +178,15 @@ number). Immutable.)")
         q.r.session = std::move(session);
         q.r.attempt = static_cast<uint32_t>(checked_u64(
           attempt, "attempt", std::numeric_limits<uint32_t>::max()));
+        q.r.priority = static_cast<uint8_t>(
+          checked_u64(priority, "priority", tiers::max_priority));
+        q.r.pin_ms =
+          checked_u64(pin_ms, "pin_ms", std::numeric_limits<uint64_t>::max());
         return q;
       }),
       py::arg("id"), py::arg("prompt"), py::arg("max_new_tokens") = 0,
-      py::arg("session") = py::none(), py::arg("attempt") = 0)
+      py::arg("session") = py::none(), py::arg("attempt") = 0,
+      py::arg("priority") = tiers::default_priority, py::arg("pin_ms") = 0)
     .def_property_readonly("id", [](const request& q) { return q.r.id; })
     .def_property_readonly("prompt",
                            [](py::object self) {
@@ -190,6 +199,10 @@ number). Immutable.)")
                            [](const request& q) { return q.r.session; })
     .def_property_readonly("attempt",
                            [](const request& q) { return q.r.attempt; })
+    .def_property_readonly("priority",
+                           [](const request& q) { return q.r.priority; })
+    .def_property_readonly("pin_ms",
+                           [](const request& q) { return q.r.pin_ms; })
     .def("__repr__", [](const request& q) {
       return "kvtier.Request(id=" + std::to_string(q.r.id) + ", prompt=<"
              + std::to_string(q.r.prompt.size())
@@ -234,10 +247,13 @@ ns, tokens, bytes of the layers, trimmable.)")
                              return runtime::to_string(p.outcome);
                            })
     .def_readonly("superseded", &runtime::publish_result::superseded)
+    .def_readonly("pinned", &runtime::publish_result::pinned)
+    .def_readonly("pin_refused", &runtime::publish_result::pin_refused)
     .def("__repr__", [](const runtime::publish_result& p) {
       return std::string{"PublishResult(kept="} + (p.kept ? "True" : "False")
-             + ", outcome='" + runtime::to_string(p.outcome)
-             + "', superseded=" + std::to_string(p.superseded) + ")";
+             + ", outcome='" + runtime::to_string(p.outcome) + "', superseded="
+             + std::to_string(p.superseded) + (p.pinned ? ", pinned=True" : "")
+             + (p.pin_refused ? ", pin_refused=True" : "") + ")";
     });
 
   py::class_<runtime::admit_decision>(m, "AdmitDecision")
