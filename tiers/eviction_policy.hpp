@@ -116,6 +116,21 @@ struct gdsf_options {
   bool duel = true;
   /// The scores' memory: decayed by 1 / (window × capacity) per access.
   double duel_window = 16.0;
+  /// A predictor evicts only while its shadow scores more than LRU's by
+  /// this share of LRU's score (where the orders are close, LRU decides).
+  double duel_edge = 0.05;
+  /// The predictors dueling LRU: GDSF's frequency order, and the reuse
+  /// interval order (a leaf's next use forecast from its past intervals).
+  bool frequency = true;
+  bool reuse = true;
+  /// reuse: the interval assumed for a block never seen twice, as a
+  /// multiple of the capacity in blocks; a leaf whose forecast is missed
+  /// by `slack` intervals goes first.
+  double unknown_interval = 16.0;
+  double slack = 2.0;
+  /// gdsf: the weight of a block's value while it has never been seen
+  /// before (count 1, no ghost, nothing inherited).
+  double fresh_weight = 0.0;
 };
 
 std::unique_ptr<eviction_policy> make_lru();
