@@ -16,13 +16,17 @@
 //               growing with the block's position (gdsf_options); counts of
 //               evicted blocks come back from a bounded ghost list; a new
 //               block extending a chain's tip inherits the tip's count.
-//               It keeps LRU's order beside GDSF's and evicts by the one
-//               whose key-only shadow cache scored more hits recently (set
-//               dueling), so it falls back to LRU where frequency hurts.
+//               A block seen for the first time ranks at the clock. A
+//               second order forecasts each leaf's next use from its
+//               reuse intervals (a new turn takes its session's cadence)
+//               and evicts the farthest, overdue leaves first. It keeps
+//               LRU's order beside both and evicts by the predictor whose
+//               key-only shadow cache scored more hits recently, if it
+//               beats LRU's by an edge (set dueling), else by LRU's.
 //   belady      the offline ceiling: the leaf whose next use is farthest
 //               (each access says its next use); prefix-respecting.
 // Every operation is O(log n) in the cached nodes (ordered sets, hash maps);
-// gdsf-radix holds four such orders (two of them its shadows') and two
+// gdsf-radix holds six such orders (three of them its shadows') and four
 // ghost lists.
 //
 // Single-owner, not thread-safe, no I/O and no clocks: time is the owner's

@@ -95,7 +95,7 @@ BOOST_AUTO_TEST_CASE(rules_hold_on_a_conversation_slice) {
 BOOST_AUTO_TEST_CASE(rules_hold_on_the_synthetic_trace) {
   // The whole trace (a few seconds): on its first 1,000 requests alone,
   // mostly first uses, the duel has too little history and the policy is
-  // up to 0.0031 below LRU (docs/eviction.md "Which rules hold").
+  // up to 0.0026 below LRU (docs/eviction.md "Which rules hold").
   check_slice(load(synthetic));
 }
 
