@@ -30,12 +30,12 @@ public:
     if (b.parent) {
       if (auto p = nodes_.find(*b.parent); p != nodes_.end()) {
         if (p->second.children++ == 0)
-          leaves_.erase(rank_of(p->first, p->second));
+          drop_leaf(p->first, p->second);
       } else {
         n.parent.reset(); // an owner's slip: treat it as a root
       }
     }
-    leaves_.insert(rank_of(b.key, n));
+    add_leaf(b.key, n);
     return true;
   }
 
@@ -45,10 +45,10 @@ public:
       return false;
     auto& n = it->second;
     if (n.children == 0)
-      leaves_.erase(rank_of(b.key, n));
+      drop_leaf(b.key, n);
     hit(n, b);
     if (n.children == 0)
-      leaves_.insert(rank_of(b.key, n));
+      add_leaf(b.key, n);
     return true;
   }
 
@@ -63,12 +63,12 @@ public:
     if (it == nodes_.end() || it->second.children > 0)
       return false;
     auto& n = it->second;
-    leaves_.erase(rank_of(key, n));
+    drop_leaf(key, n);
     left(key, n);
     if (n.parent) {
       auto p = nodes_.find(*n.parent);
       if (--p->second.children == 0)
-        leaves_.insert(rank_of(p->first, p->second));
+        add_leaf(p->first, p->second);
     }
     nodes_.erase(it);
     return true;
@@ -89,6 +89,9 @@ protected:
     uint32_t count = 0;   // requests that touched it (gdsf)
     uint64_t primary = 0; // its rank: (primary, tie, key)
     uint64_t tie = 0;
+    uint64_t last = 0;     // its last touch (reuse)
+    uint64_t interval = 0; // its estimated reuse interval (reuse; 0: none)
+    uint64_t expiry = 0;   // its second rank (reuse: when it is overdue)
   };
 
   /// Sets the rank of a node just inserted.
@@ -103,13 +106,35 @@ protected:
     return it == nodes_.end() ? nullptr : &it->second;
   }
 
+  /// A second order over the leaves, by `node::expiry` (off unless a
+  /// policy asks for it): its first leaf, when there is one.
+  void keep_expiry_order() {
+    by_expiry_.emplace();
+  }
+  std::optional<std::pair<uint64_t, uint64_t>> first_to_expire() const {
+    if (!by_expiry_ || by_expiry_->empty())
+      return std::nullopt;
+    return *by_expiry_->begin();
+  }
+
 private:
   static rank rank_of(uint64_t key, const node& n) {
     return {n.primary, n.tie, key};
   }
+  void add_leaf(uint64_t key, const node& n) {
+    leaves_.insert(rank_of(key, n));
+    if (by_expiry_)
+      by_expiry_->emplace(n.expiry, key);
+  }
+  void drop_leaf(uint64_t key, const node& n) {
+    leaves_.erase(rank_of(key, n));
+    if (by_expiry_)
+      by_expiry_->erase({n.expiry, key});
+  }
 
   std::unordered_map<uint64_t, node> nodes_;
   std::set<rank> leaves_;
+  std::optional<std::set<std::pair<uint64_t, uint64_t>>> by_expiry_;
 };
 
 class lru final : public leaf_order {
@@ -145,43 +170,56 @@ private:
   }
 };
 
-/// Counts of evicted blocks, the most recent `capacity` of them.
+/// What is remembered of an evicted block.
+struct ghost {
+  uint32_t count = 0;    // requests that touched it
+  uint64_t interval = 0; // its estimated reuse interval (0: none)
+  uint64_t last = 0;     // its last touch
+};
+
+/// The most recent `capacity` evicted blocks, what is known of them.
 class ghost_list {
 public:
   explicit ghost_list(uint64_t capacity)
     : capacity_(capacity) {}
 
-  void remember(uint64_t key, uint32_t count) {
+  void remember(uint64_t key, const ghost& g) {
     if (capacity_ == 0)
       return;
-    auto& g = counts_[key];
-    g = {count, ++seq_};
+    auto& e = entries_[key];
+    e = {g, ++seq_};
     order_.emplace_back(key, seq_);
     while (order_.size() > capacity_) {
       auto [k, s] = order_.front();
       order_.pop_front();
-      if (auto it = counts_.find(k);
-          it != counts_.end() && it->second.second == s)
-        counts_.erase(it);
+      if (auto it = entries_.find(k);
+          it != entries_.end() && it->second.second == s)
+        entries_.erase(it);
     }
   }
 
-  /// The remembered count of `key` (0: none), forgotten now.
-  uint32_t take(uint64_t key) {
-    auto it = counts_.find(key);
-    if (it == counts_.end())
-      return 0;
-    auto c = it->second.first;
-    counts_.erase(it); // its entry in order_ goes stale
-    return c;
+  /// What is remembered of `key` (nullopt: nothing), forgotten now.
+  std::optional<ghost> take(uint64_t key) {
+    auto it = entries_.find(key);
+    if (it == entries_.end())
+      return std::nullopt;
+    auto g = it->second.first;
+    entries_.erase(it); // its entry in order_ goes stale
+    return g;
   }
 
 private:
   uint64_t capacity_;
   uint64_t seq_ = 0;
-  std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> counts_;
+  std::unordered_map<uint64_t, std::pair<ghost, uint64_t>> entries_;
   std::deque<std::pair<uint64_t, uint64_t>> order_;
 };
+
+uint64_t ghost_capacity(uint64_t capacity_blocks, const gdsf_options& o) {
+  return std::min<uint64_t>(
+    o.ghost_limit, static_cast<uint64_t>(double(capacity_blocks)
+                                         * std::max(0.0, o.ghost_factor)));
+}
 
 /// GreedyDual-Size-Frequency over leaves: rank L + value, value growing
 /// with the (capped) count and the block's position, L the rank of the
@@ -190,10 +228,7 @@ class gdsf final : public leaf_order {
 public:
   gdsf(uint64_t capacity_blocks, const gdsf_options& opts)
     : opts_(opts)
-    , ghosts_(std::min<uint64_t>(
-        opts.ghost_limit,
-        static_cast<uint64_t>(double(capacity_blocks)
-                              * std::max(0.0, opts.ghost_factor)))) {}
+    , ghosts_(ghost_capacity(capacity_blocks, opts)) {}
 
   std::string name() const override {
     return "gdsf";
@@ -201,7 +236,8 @@ public:
 
 private:
   void inserted(node& n, const block_ref& b) override {
-    n.count = ghosts_.take(b.key) + 1;
+    auto g = ghosts_.take(b.key);
+    n.count = (g ? g->count : 0) + 1;
     if (opts_.inherit_session) {
       if (b.anchor && b.parent == b.anchor) {
         // The first new block: does the request extend a chain's tip (a
@@ -213,7 +249,7 @@ private:
       }                   // else: the next new block of the same request
       n.count = std::max(n.count, chain_count_);
     }
-    rank(n, b);
+    rank(n, b, n.count == 1 && !g ? opts_.fresh_weight : 1.0);
   }
   void hit(node& n, const block_ref& b) override {
     ++n.count;
@@ -221,14 +257,14 @@ private:
   }
   void left(uint64_t key, const node& n) override {
     clock_ = std::max(clock_, n.primary);
-    ghosts_.remember(key, n.count);
+    ghosts_.remember(key, {n.count, 0, 0});
   }
-  void rank(node& n, const block_ref& b) {
+  void rank(node& n, const block_ref& b, double weight = 1.0) {
     // Prefill cost grows with the block's position (attention over all
     // tokens before it): 1 + cost_weight × position / 64 Ki tokens.
     double position = double(b.depth) * double(b.tokens ? b.tokens : 1);
     double value = double(std::min(n.count, opts_.frequency_cap))
-                   * (1.0 + opts_.cost_weight * position / 65536.0);
+                   * (1.0 + opts_.cost_weight * position / 65536.0) * weight;
     n.primary = clock_ + static_cast<uint64_t>(value * 256.0);
     n.tie = b.stamp;
   }
@@ -237,6 +273,82 @@ private:
   ghost_list ghosts_;
   uint64_t clock_ = 0; // L: the rank of the last eviction
   uint32_t chain_count_ = 0;
+};
+
+/// Reuse-interval prediction, Belady's rule on a forecast: a leaf's next
+/// use is predicted at its last touch plus its estimated reuse interval
+/// (the mean of the last two, in the owner's stamps: blocks referenced),
+/// and the leaf predicted farthest goes first. A block with no interval
+/// yet is predicted `unknown` stamps out; a new block extending a chain's
+/// tip takes the tip's interval (a session's cadence); an evicted block's
+/// interval and last touch come back from the ghost list. A leaf whose
+/// forecast was missed by `slack` intervals is overdue and goes before
+/// everything (a second order, by when that happens).
+class reuse final : public leaf_order {
+public:
+  reuse(uint64_t capacity_blocks, const gdsf_options& opts)
+    : opts_(opts)
+    , unknown_(std::max<uint64_t>(
+        1,
+        static_cast<uint64_t>(opts.unknown_interval * double(capacity_blocks))))
+    , ghosts_(ghost_capacity(capacity_blocks, opts)) {
+    keep_expiry_order();
+  }
+
+  std::string name() const override {
+    return "reuse";
+  }
+
+  std::optional<uint64_t> victim() const override {
+    if (auto e = first_to_expire(); e && e->first < now_)
+      return e->second;
+    return leaf_order::victim();
+  }
+
+private:
+  void inserted(node& n, const block_ref& b) override {
+    now_ = std::max(now_, b.stamp);
+    n.interval = 0;
+    if (auto g = ghosts_.take(b.key))
+      n.interval = blend(g->interval, b.stamp - std::min(b.stamp, g->last));
+    if (opts_.inherit_session) {
+      if (b.anchor && b.parent == b.anchor) {
+        auto* a = find(*b.anchor);
+        chain_interval_ = a && a->parent && a->children <= 1 ? a->interval : 0;
+      } else if (!b.parent) {
+        chain_interval_ = 0;
+      }
+      if (n.interval == 0)
+        n.interval = chain_interval_;
+    }
+    n.last = b.stamp;
+    rank(n, b);
+  }
+  void hit(node& n, const block_ref& b) override {
+    now_ = std::max(now_, b.stamp);
+    n.interval = blend(n.interval, b.stamp - std::min(b.stamp, n.last));
+    n.last = b.stamp;
+    rank(n, b);
+  }
+  void left(uint64_t key, const node& n) override {
+    ghosts_.remember(key, {0, n.interval, n.last});
+  }
+  static uint64_t blend(uint64_t interval, uint64_t gap) {
+    return interval ? (interval + gap) / 2 : gap;
+  }
+  void rank(node& n, const block_ref& b) {
+    uint64_t iv = n.interval ? n.interval : unknown_;
+    uint64_t next = n.last + iv;
+    n.primary = UINT64_MAX - next;
+    n.tie = UINT32_MAX - b.depth;
+    n.expiry = n.last + static_cast<uint64_t>(opts_.slack * double(iv));
+  }
+
+  gdsf_options opts_;
+  uint64_t unknown_;
+  ghost_list ghosts_;
+  uint64_t now_ = 0;
+  uint64_t chain_interval_ = 0;
 };
 
 /// A key-only cache that runs a policy beside the real one, to score it:
@@ -278,89 +390,116 @@ private:
   std::optional<uint64_t> last_hit_;
 };
 
-/// gdsf-radix: the cache keeps both orders over its leaves, LRU's and
-/// GDSF's, and evicts by the one whose key-only shadow cache of the same
-/// capacity scored more hits recently (set dueling): it gains where
-/// frequency pays and falls back to LRU where recency does.
+/// gdsf-radix: the cache keeps LRU's order over its leaves beside the
+/// orders of its predictors (GDSF's frequency, reuse intervals) and evicts
+/// by the one whose key-only shadow cache of the same capacity scored the
+/// most hits recently (set dueling): it gains where a predictor pays and
+/// falls back to LRU where recency does.
 class gdsf_radix final : public eviction_policy {
 public:
   gdsf_radix(uint64_t capacity_blocks, const gdsf_options& opts)
-    : lru_(std::make_unique<lru>())
-    , gdsf_(std::make_unique<gdsf>(capacity_blocks, opts))
-    , duel_(opts.duel)
-    , decay_(
-        1.0 - 1.0 / std::max(1.0, opts.duel_window * double(capacity_blocks))) {
-    if (duel_) {
-      shadow_lru_.emplace(std::make_unique<lru>(), capacity_blocks);
-      shadow_gdsf_.emplace(std::make_unique<gdsf>(capacity_blocks, opts),
-                           capacity_blocks);
+    : duel_(opts.duel)
+    , decay_(1.0
+             - 1.0 / std::max(1.0, opts.duel_window * double(capacity_blocks)))
+    , edge_(opts.duel_edge) {
+    auto make = [&](int which) -> std::unique_ptr<eviction_policy> {
+      switch (which) {
+        case 0: return std::make_unique<lru>();
+        case 1: return std::make_unique<gdsf>(capacity_blocks, opts);
+        default: return std::make_unique<reuse>(capacity_blocks, opts);
+      }
+    };
+    for (int which : {0, 1, 2}) {
+      if ((which == 1 && !opts.frequency) || (which == 2 && !opts.reuse))
+        continue;
+      candidate c{make(which), {}, 0};
+      if (duel_)
+        c.twin.emplace(make(which), capacity_blocks);
+      candidates_.push_back(std::move(c));
     }
   }
 
   std::string name() const override {
-    return duel_ ? "gdsf-radix" : "gdsf";
+    return duel_ ? "gdsf-radix" : candidates_[best()].order->name();
   }
 
   bool on_insert(const block_ref& b) override {
-    if (!lru_->on_insert(b))
+    if (!candidates_[0].order->on_insert(b))
       return false;
-    gdsf_->on_insert(b);
+    for (size_t i = 1; i < candidates_.size(); ++i)
+      candidates_[i].order->on_insert(b);
     score(b);
     return true;
   }
 
   bool on_hit(const block_ref& b) override {
-    if (!lru_->on_hit(b))
+    if (!candidates_[0].order->on_hit(b))
       return false;
-    gdsf_->on_hit(b);
+    for (size_t i = 1; i < candidates_.size(); ++i)
+      candidates_[i].order->on_hit(b);
     score(b);
     return true;
   }
 
   std::optional<uint64_t> victim() const override {
-    return frequency_wins() ? gdsf_->victim() : lru_->victim();
+    return candidates_[best()].order->victim();
   }
 
   bool erase(uint64_t key) override {
-    if (!lru_->erase(key))
+    if (!candidates_[0].order->erase(key))
       return false;
-    gdsf_->erase(key);
+    for (size_t i = 1; i < candidates_.size(); ++i)
+      candidates_[i].order->erase(key);
     return true;
   }
 
   void settle() override {
-    if (duel_) {
-      shadow_lru_->settle();
-      shadow_gdsf_->settle();
-    }
+    if (duel_)
+      for (auto& c : candidates_)
+        c.twin->settle();
   }
 
   bool contains(uint64_t key) const override {
-    return lru_->contains(key);
+    return candidates_[0].order->contains(key);
   }
 
   size_t size() const override {
-    return lru_->size();
+    return candidates_[0].order->size();
   }
 
 private:
-  bool frequency_wins() const {
-    return !duel_ || gdsf_score_ > lru_score_;
+  struct candidate {
+    std::unique_ptr<eviction_policy> order;
+    std::optional<shadow> twin;
+    double score = 0;
+  };
+
+  /// The order evicting now: without the duel the last predictor (LRU
+  /// when there is none); with it the best scorer among the predictors
+  /// that beat LRU's score by the edge, else LRU.
+  size_t best() const {
+    if (!duel_)
+      return candidates_.size() - 1;
+    size_t b = 0;
+    double bar = candidates_[0].score * (1.0 + edge_);
+    for (size_t i = 1; i < candidates_.size(); ++i)
+      if (candidates_[i].score > bar
+          && (b == 0 || candidates_[i].score > candidates_[b].score))
+        b = i;
+    return b;
   }
 
   void score(const block_ref& b) {
     if (!duel_)
       return;
-    lru_score_ = lru_score_ * decay_ + (shadow_lru_->access(b) ? 1 : 0);
-    gdsf_score_ = gdsf_score_ * decay_ + (shadow_gdsf_->access(b) ? 1 : 0);
+    for (auto& c : candidates_)
+      c.score = c.score * decay_ + (c.twin->access(b) ? 1 : 0);
   }
 
-  std::unique_ptr<eviction_policy> lru_;
-  std::unique_ptr<eviction_policy> gdsf_;
   bool duel_;
   double decay_;
-  std::optional<shadow> shadow_lru_, shadow_gdsf_;
-  double lru_score_ = 0, gdsf_score_ = 0;
+  double edge_;
+  std::vector<candidate> candidates_; // LRU first
 };
 
 } // namespace

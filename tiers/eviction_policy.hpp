@@ -16,13 +16,17 @@
 //               growing with the block's position (gdsf_options); counts of
 //               evicted blocks come back from a bounded ghost list; a new
 //               block extending a chain's tip inherits the tip's count.
-//               It keeps LRU's order beside GDSF's and evicts by the one
-//               whose key-only shadow cache scored more hits recently (set
-//               dueling), so it falls back to LRU where frequency hurts.
+//               A block seen for the first time ranks at the clock. A
+//               second order forecasts each leaf's next use from its
+//               reuse intervals (a new turn takes its session's cadence)
+//               and evicts the farthest, overdue leaves first. It keeps
+//               LRU's order beside both and evicts by the predictor whose
+//               key-only shadow cache scored more hits recently, if it
+//               beats LRU's by an edge (set dueling), else by LRU's.
 //   belady      the offline ceiling: the leaf whose next use is farthest
 //               (each access says its next use); prefix-respecting.
 // Every operation is O(log n) in the cached nodes (ordered sets, hash maps);
-// gdsf-radix holds four such orders (two of them its shadows') and two
+// gdsf-radix holds six such orders (three of them its shadows') and four
 // ghost lists.
 //
 // Single-owner, not thread-safe, no I/O and no clocks: time is the owner's
@@ -116,6 +120,21 @@ struct gdsf_options {
   bool duel = true;
   /// The scores' memory: decayed by 1 / (window × capacity) per access.
   double duel_window = 16.0;
+  /// A predictor evicts only while its shadow scores more than LRU's by
+  /// this share of LRU's score (where the orders are close, LRU decides).
+  double duel_edge = 0.05;
+  /// The predictors dueling LRU: GDSF's frequency order, and the reuse
+  /// interval order (a leaf's next use forecast from its past intervals).
+  bool frequency = true;
+  bool reuse = true;
+  /// reuse: the interval assumed for a block never seen twice, as a
+  /// multiple of the capacity in blocks; a leaf whose forecast is missed
+  /// by `slack` intervals goes first.
+  double unknown_interval = 16.0;
+  double slack = 2.0;
+  /// gdsf: the weight of a block's value while it has never been seen
+  /// before (count 1, no ghost, nothing inherited).
+  double fresh_weight = 0.0;
 };
 
 std::unique_ptr<eviction_policy> make_lru();

@@ -266,7 +266,32 @@ int run_multi_replay(kvtier_config& cfg, multi_replay_options mo,
   return r->wrong_states() == 0 ? 0 : 1;
 }
 
+/// The flags of the regret report taking a value (the trace's and the
+/// policy's knobs, tiers::gdsf_options), beside --json and --plot.
+std::vector<std::string> regret_named_flags() {
+  return {"capacities",   "max-requests", "conv-stagger", "frequency-cap",
+          "ghost-factor", "cost-weight",  "duel-window",  "unknown-interval",
+          "slack",        "fresh-weight", "duel-edge"};
+}
+
+/// Its bare flags.
+std::vector<std::string> regret_toggles() {
+  return {"sweep", "no-inherit", "no-duel", "no-frequency", "no-reuse"};
+}
+
+/// The regret report of `kvtier regret` and `kvtier replay --simulate
+/// --sweep|--capacities` (defined with the policy's flags below).
+int run_regret(const std::string& cmd, kvtier_config& cfg, const flags& f);
+
 int run_replay(const std::string& cmd, kvtier_config& cfg, const flags& f) {
+  if (f.has("sweep") || f.has("capacities")) {
+    if (!f.has("simulate") || f.has("nodes")) {
+      complain(cmd, "--sweep and --capacities compare eviction policies "
+                    "offline: they need --simulate (and no --nodes)");
+      return 2;
+    }
+    return run_regret(cmd, cfg, f);
+  }
   auto& rs = cfg.replay;
   auto path = f.positional.empty() ? rs.trace : f.positional[0];
   multi_replay_options mo;
@@ -359,9 +384,13 @@ int run_replay(const std::string& cmd, kvtier_config& cfg, const flags& f) {
 } // namespace
 
 int replay_command(kvtier_config& cfg, const std::vector<std::string>& args) {
-  auto f = parse("replay", args,
-                 {"json", "plot", "nodes", "seed", "work-dir", "scenarios"},
-                 {"simulate", "no-verify", "no-settle", "quiet", "close"}, 1);
+  auto named = regret_named_flags();
+  named.insert(named.end(),
+               {"json", "plot", "nodes", "seed", "work-dir", "scenarios"});
+  auto toggles = regret_toggles();
+  toggles.insert(toggles.end(),
+                 {"simulate", "no-verify", "no-settle", "quiet", "close"});
+  auto f = parse("replay", args, named, toggles, 1);
   if (!f)
     return 2;
   return run_replay("replay", cfg, *f);
@@ -414,12 +443,13 @@ std::optional<double> number_flag(const std::string& cmd, const flags& f,
 
 /// gdsf-radix's knobs from `kvtier regret`'s flags (docs/eviction.md
 /// "Ingredients" runs each one off); false after saying what is wrong.
-bool policy_flags(const flags& f, tiers::gdsf_options& o) {
+bool policy_flags(const std::string& cmd, const flags& f,
+                  tiers::gdsf_options& o) {
   if (f.has("frequency-cap")) {
-    auto n = whole_flag("regret", f, "frequency-cap", 1u << 20);
+    auto n = whole_flag(cmd, f, "frequency-cap", 1u << 20);
     if (!n || *n == 0) {
       if (n)
-        complain("regret", "--frequency-cap must be at least 1");
+        complain(cmd, "--frequency-cap must be at least 1");
       return false;
     }
     o.frequency_cap = static_cast<uint32_t>(*n);
@@ -427,73 +457,84 @@ bool policy_flags(const flags& f, tiers::gdsf_options& o) {
   for (auto [key, field, max] :
        {std::tuple{"ghost-factor", &tiers::gdsf_options::ghost_factor, 1024.0},
         std::tuple{"cost-weight", &tiers::gdsf_options::cost_weight, 1024.0},
-        std::tuple{"duel-window", &tiers::gdsf_options::duel_window, 1e6}})
+        std::tuple{"duel-window", &tiers::gdsf_options::duel_window, 1e6},
+        std::tuple{"unknown-interval", &tiers::gdsf_options::unknown_interval,
+                   1e6},
+        std::tuple{"slack", &tiers::gdsf_options::slack, 1e6},
+        std::tuple{"fresh-weight", &tiers::gdsf_options::fresh_weight, 1e6},
+        std::tuple{"duel-edge", &tiers::gdsf_options::duel_edge, 1e6}})
     if (f.has(key)) {
-      auto x = number_flag("regret", f, key, max);
+      auto x = number_flag(cmd, f, key, max);
       if (!x)
         return false;
       o.*field = *x;
     }
   o.inherit_session = !f.has("no-inherit");
   o.duel = !f.has("no-duel");
+  o.frequency = !f.has("no-frequency");
+  o.reuse = !f.has("no-reuse");
   return true;
 }
 
-} // namespace
-
-int regret_command(kvtier_config& cfg, const std::vector<std::string>& args) {
-  auto f =
-    parse("regret", args,
-          {"capacities", "json", "plot", "max-requests", "conv-stagger",
-           "frequency-cap", "ghost-factor", "cost-weight", "duel-window"},
-          {"sweep", "no-inherit", "no-duel"}, 1);
-  if (!f)
-    return 2;
+int run_regret(const std::string& cmd, kvtier_config& cfg, const flags& f) {
   regret_options ro;
-  if (!policy_flags(*f, ro.policy))
+  if (!policy_flags(cmd, f, ro.policy))
     return 2;
-  if (f->has("capacities") && f->has("sweep")) {
-    complain("regret", "--capacities and --sweep exclude each other");
+  if (f.has("capacities") && f.has("sweep")) {
+    complain(cmd, "--capacities and --sweep exclude each other");
     return 2;
   }
-  if (f->has("capacities")) {
-    auto c = parse_capacities(f->get("capacities"));
+  if (f.has("capacities")) {
+    auto c = parse_capacities(f.get("capacities"));
     if (!c) {
-      complain("regret", "--capacities: " + reason(c.error()));
+      complain(cmd, "--capacities: " + reason(c.error()));
       return 2;
     }
     ro.capacities_tokens = std::move(*c);
   }
   trace_options to;
-  if (f->has("max-requests")) {
-    auto n = whole_flag("regret", *f, "max-requests", UINT32_MAX);
+  if (cmd == "replay")
+    to.max_requests = cfg.replay.max_requests;
+  if (f.has("max-requests")) {
+    auto n = whole_flag(cmd, f, "max-requests", UINT32_MAX);
     if (!n)
       return 2;
     to.max_requests = *n;
   }
-  if (f->has("conv-stagger")) {
-    auto n = whole_flag("regret", *f, "conv-stagger", 86400);
+  if (f.has("conv-stagger")) {
+    auto n = whole_flag(cmd, f, "conv-stagger", 86400);
     if (!n)
       return 2;
     to.conv_stagger_s = double(*n);
   }
-  auto path = f->positional.empty() ? cfg.replay.trace : f->positional[0];
+  auto path = f.positional.empty() ? cfg.replay.trace : f.positional[0];
   auto t = load_trace(path, to);
   if (!t) {
-    complain("regret", reason(t.error()));
+    complain(cmd, reason(t.error()));
     return 2;
   }
   auto r = regret(*t, ro);
   if (!r) {
-    complain("regret", reason(r.error()));
+    complain(cmd, reason(r.error()));
     return 2;
   }
   std::fputs(render_table(*r).c_str(), stdout);
-  if (f->has("json") && !write_file(f->get("json"), render_json(*r)))
+  if (f.has("json") && !write_file(f.get("json"), render_json(*r)))
     return 2;
-  if (f->has("plot") && !write_file(f->get("plot"), render_svg(*r)))
+  if (f.has("plot") && !write_file(f.get("plot"), render_svg(*r)))
     return 2;
   return r->holds() ? 0 : 1;
+}
+
+} // namespace
+
+int regret_command(kvtier_config& cfg, const std::vector<std::string>& args) {
+  auto named = regret_named_flags();
+  named.insert(named.end(), {"json", "plot"});
+  auto f = parse("regret", args, named, regret_toggles(), 1);
+  if (!f)
+    return 2;
+  return run_regret("regret", cfg, *f);
 }
 
 int inspect_command(kvtier_config&, const std::vector<std::string>& args) {

@@ -27,7 +27,8 @@ void complain(const std::string& cmd, const std::string& text);
 /// `kvtier replay [TRACE] [--simulate] [--json FILE] [--plot FILE.svg]
 /// [--no-verify] [--quiet]`; with `--nodes N [--seed S] [--scenarios
 /// LIST] [--work-dir DIR]` the multi-node comparison
-/// (runtime/tools/multi_replay.hpp).
+/// (runtime/tools/multi_replay.hpp); with `--simulate` and `--sweep` or
+/// `--capacities=N,...` the eviction regret report, as `regret_command`.
 int replay_command(kvtier_config& cfg, const std::vector<std::string>& args);
 
 /// `kvtier demo`: the replay of [replay] trace, writing
@@ -36,8 +37,10 @@ int demo_command(kvtier_config& cfg, const std::vector<std::string>& args);
 
 /// `kvtier regret [TRACE] [--capacities=N,N,...|--sweep] [--json FILE]
 /// [--plot FILE.svg] [--max-requests N] [--conv-stagger S] [--frequency-cap
-/// N] [--ghost-factor X] [--cost-weight X] [--duel-window X] [--no-inherit]
-/// [--no-duel]` (the policy's knobs, tiers::gdsf_options): LRU,
+/// N] [--ghost-factor X] [--cost-weight X] [--fresh-weight X] [--duel-window
+/// X] [--duel-edge X] [--unknown-interval X] [--slack X] [--no-inherit]
+/// [--no-duel] [--no-frequency] [--no-reuse]` (the policy's knobs,
+/// tiers::gdsf_options): LRU,
 /// gdsf-radix and the foresight ceiling at each capacity (tokens; default
 /// the sweep over the working set, runtime/tools/regret.hpp); 1 when a
 /// rule of the policy fails at some capacity (docs/eviction.md).

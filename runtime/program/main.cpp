@@ -28,10 +28,12 @@ const command_help commands[] = {
   {"replay",
    "replay [TRACE] [--simulate] [--json FILE] [--plot FILE.svg]\n"
    "       [--no-verify] [--no-settle] [--quiet] [--close]\n"
+   "replay [TRACE] --simulate --sweep|--capacities=N,N,... [regret's flags]\n"
    "replay [TRACE] --nodes N [--seed S] [--scenarios LIST]\n"
    "       [--work-dir DIR] [--json FILE] [--plot FILE.svg] [--quiet]",
    "replay a request trace through the service (default: the [replay]\n"
-   "trace); --simulate: the whole-prefix LRU reference; --nodes N: the\n"
+   "trace); --simulate: the whole-prefix LRU reference, with --sweep or\n"
+   "--capacities the eviction regret report (as regret); --nodes N: the\n"
    "trace across N node processes: routed, one node, random and\n"
    "round-robin placement (docs/replay.md)"},
   {"demo", "demo [--json FILE] [--plot FILE.svg] [--no-verify] [--quiet]",
@@ -41,7 +43,9 @@ const command_help commands[] = {
    "regret [TRACE] [--capacities=N,N,...|--sweep] [--json FILE]\n"
    "       [--plot FILE.svg] [--max-requests N] [--conv-stagger S]\n"
    "       [--frequency-cap N] [--ghost-factor X] [--cost-weight X]\n"
-   "       [--duel-window X] [--no-inherit] [--no-duel]",
+   "       [--fresh-weight X] [--duel-window X] [--duel-edge X]\n"
+   "       [--unknown-interval X] [--slack X] [--no-inherit] [--no-duel]\n"
+   "       [--no-frequency] [--no-reuse]",
    "block-level token hit ratio of LRU, gdsf-radix and Belady's foresight\n"
    "ceiling at each capacity in tokens (default --sweep: 1 % .. 100 % of\n"
    "the working set), with the policy's rules checked; exit 1 when one\n"

@@ -117,8 +117,15 @@ const std::vector<maker> all_policies = {
   [](uint64_t) { return make_lru(); },
   [](uint64_t cap) { return make_gdsf_radix(cap); },
   [](uint64_t cap) {
-    gdsf_options o;
+    gdsf_options o; // GDSF alone
     o.duel = false;
+    o.reuse = false;
+    return make_gdsf_radix(cap, o);
+  },
+  [](uint64_t cap) {
+    gdsf_options o; // the reuse-interval order alone
+    o.duel = false;
+    o.frequency = false;
     return make_gdsf_radix(cap, o);
   },
   [](uint64_t) { return make_belady(); }};
@@ -212,8 +219,9 @@ BOOST_AUTO_TEST_CASE(the_worked_example_keeps_the_session_lru_drops) {
   // then a long one-off D1..D4 (5..8), then session A's next turn.
   std::vector<std::vector<uint64_t>> rs = {
     {0, 1, 2}, {0, 4}, {0, 1, 2, 3}, {0, 5, 6, 7, 8}, {0, 1, 2, 3, 9}};
-  gdsf_options plain;
-  plain.duel = false; // the duel's shadows have no history yet
+  gdsf_options plain; // GDSF alone: the duel's shadows have no history yet
+  plain.duel = false;
+  plain.reuse = false;
   struct run {
     std::unique_ptr<eviction_policy> p;
     std::vector<uint64_t> evicted;
@@ -248,6 +256,7 @@ BOOST_AUTO_TEST_CASE(the_worked_example_keeps_the_session_lru_drops) {
 BOOST_AUTO_TEST_CASE(ghosts_bring_back_counts_of_evicted_blocks) {
   gdsf_options o;
   o.duel = false;
+  o.reuse = false;
   o.cost_weight = 0;
   o.inherit_session = false;
   auto p = make_gdsf_radix(2, o);
@@ -263,6 +272,56 @@ BOOST_AUTO_TEST_CASE(ghosts_bring_back_counts_of_evicted_blocks) {
   c.request(std::vector<uint64_t>{6}, 1); // 5 goes, not 1
   BOOST_TEST(c.policy().contains(1));
   BOOST_TEST(c.policy().contains(6));
+}
+
+BOOST_AUTO_TEST_CASE(reuse_keeps_the_block_due_next_until_it_is_overdue) {
+  gdsf_options o; // the reuse-interval order alone
+  o.duel = false;
+  o.frequency = false;
+  block_cache c(make_gdsf_radix(2, o), 2, 1);
+  block_cache l(make_lru(), 2, 1);
+  auto both = [&](uint64_t key) {
+    std::vector<uint64_t> r{key};
+    c.request(r, 1);
+    l.request(r, 1);
+  };
+  // One-block requests advance the stamps by 2. Block 1 comes back after
+  // 2 (its interval); 7 and 8 were never seen before: their next use is
+  // put 16 capacities out, so 8 goes at its own request, where LRU drops 1.
+  both(1);
+  both(1);
+  both(7);
+  both(8);
+  BOOST_TEST(c.policy().contains(1));
+  BOOST_TEST(!l.policy().contains(1));
+  both(1); // stamp 9: interval (2 + 6) / 2 = 4, overdue past 9 + 2 × 4
+  for (uint64_t k : {20u, 21u, 22u, 23u})
+    both(k);
+  BOOST_TEST(c.policy().contains(1)); // stamp 17: not overdue yet
+  both(24);
+  BOOST_TEST(!c.policy().contains(1)); // stamp 19: overdue, it went first
+  BOOST_TEST(c.policy().contains(7));
+}
+
+BOOST_AUTO_TEST_CASE(fresh_blocks_go_before_blocks_seen_twice) {
+  // Block 1 is seen twice (count 2), then one-offs stream through a cache
+  // of 2. A fresh block's value weighs `fresh_weight`: at 0 (the default)
+  // it ranks at the clock and goes first, so 1 stays; at 1 (plain GDSF)
+  // the clock rises with each eviction until the one-offs outrank 1.
+  for (double weight : {0.0, 1.0}) {
+    gdsf_options o; // GDSF alone
+    o.duel = false;
+    o.reuse = false;
+    o.cost_weight = 0;
+    o.fresh_weight = weight;
+    block_cache c(make_gdsf_radix(2, o), 2, 1);
+    for (uint64_t k : {1u, 1u, 2u, 3u, 4u, 5u, 6u})
+      c.request(std::vector<uint64_t>{k}, 1);
+    BOOST_TEST_CONTEXT("fresh weight " << weight) {
+      BOOST_TEST(c.policy().contains(1) == (weight == 0.0));
+      BOOST_TEST(c.policy().contains(6));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(belady_is_never_below_lru_on_random_trees) {
