@@ -167,6 +167,13 @@ struct ssd_tier_state {
   /// Prefetches whose read has not answered, by lease.
   std::unordered_map<uint64_t, prefetch_promise> prefetching;
   uint64_t failures = 0;
+  /// Writes of a snapshot, demotion or checkpoint the write budget refused
+  /// since the last flush answer, which names them (and the last error).
+  struct refused_writes {
+    uint64_t writes = 0;
+    caf::error last;
+  };
+  refused_writes over_budget;
   /// The RAM actor told of removals (`attach_ram_atom`); weak, since it
   /// holds this actor.
   caf::weak_actor_ptr ram;

@@ -17,6 +17,7 @@
 #include "messages/log.hpp"
 #include "messages/type_ids.hpp"
 #include "tiers/ssd/io_engine.hpp"
+#include "tiers/ssd/write_admission.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -545,6 +546,10 @@ const option_check power_of_two{"a power of two", is_power_of_two};
 const option_check io_engine{
   "auto, uring, threads", nullptr, [](std::string_view w) {
     return static_cast<bool>(tiers::ssd::parse_engine_choice(w));
+  }};
+const option_check ssd_admission{
+  "all, reused", nullptr, [](std::string_view w) {
+    return static_cast<bool>(tiers::ssd::parse_admission_rule(w));
   }};
 const option_check log_level{
   log::level_names(), nullptr,

@@ -21,6 +21,8 @@ struct slice_case {
   size_t requests;
   uint64_t ram_cap;
   uint64_t ssd_cap;
+  /// `ssd-tier.admission`.
+  const char* admission = "all";
 };
 
 service_options options(const slice_case& c) {
@@ -30,6 +32,7 @@ service_options options(const slice_case& c) {
   o.ram_cap_bytes = c.ram_cap;
   o.ssd_cap_bytes = c.ssd_cap;
   o.ssd_dir = "/replay-test";
+  o.ssd_admission = c.admission;
   o.io_engine = "threads";
   // As the replay's [replay] idle-demotion-ms (0) does: the reference
   // models no idle demotion, which is on by default in a service; and as
@@ -83,6 +86,11 @@ void replay_matches_reference(const slice_case& c) {
   // completed in, and the restored buffer's size decides later evictions
   // (docs/replay.md "Where the service and the reference may differ").
   BOOST_TEST((rep->spills > 0u) == (sim->spills > 0u));
+  if (std::string{c.admission} != "all") {
+    // The rule decided something, the same way in both.
+    BOOST_TEST(sim->skipped_spills > 0u);
+    BOOST_TEST(svc.report()->ssd.admission_skipped == sim->skipped_spills);
+  }
 }
 
 } // namespace
@@ -110,5 +118,13 @@ BOOST_AUTO_TEST_CASE(weka_agent_sessions_slice_agrees_with_the_reference) {
 BOOST_AUTO_TEST_CASE(azure_code_slice_agrees_with_the_reference) {
   slice_case c{"azure-llm-inference-2023/AzureLLMInferenceTrace_code.csv.gz",
                300, 2u << 20, 8u << 20};
+  replay_matches_reference(c);
+}
+
+BOOST_AUTO_TEST_CASE(conversation_slice_under_the_reused_rule_agrees) {
+  // The admission rule (ssd-tier.admission = reused) is modelled exactly:
+  // the same skipped spills, the same tokens from each tier.
+  slice_case c{"mooncake-fast25/conversation_trace.jsonl.gz", 300, 8u << 20,
+               32u << 20, "reused"};
   replay_matches_reference(c);
 }
