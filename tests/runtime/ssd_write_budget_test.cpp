@@ -94,32 +94,32 @@ BOOST_AUTO_TEST_CASE(a_flush_over_the_budget_names_it_and_writes_what_fits) {
 }
 
 BOOST_AUTO_TEST_CASE(spills_over_the_budget_leave_ram_as_misses) {
-  // RAM holds four turns; the budget two files: evicted turns past it are
-  // not written and leave RAM (counted dropped), later a miss, and every
-  // state served is exact.
-  budget_service s{300 * 1024, 512 * 1024};
-  for (int i = 0; i < 10; ++i)
+  // RAM holds eight turns, the budget about seven files: evicted turns
+  // past it are not written and leave RAM (counted dropped), later a
+  // miss, and every state served is exact.
+  budget_service s{1 * MiB, 1 * MiB};
+  for (int i = 0; i < 24; ++i)
     s.publish(i);
   auto rep = s.svc->report();
   BOOST_REQUIRE(rep);
   BOOST_TEST(rep->ssd.budget_refused > 0u);
-  BOOST_TEST(rep->ssd.budget_used_bytes <= 300u * 1024);
+  BOOST_TEST(rep->ssd.budget_used_bytes <= 1 * MiB);
   int served = 0;
-  for (int i = 0; i < 10; ++i)
+  for (int i = 0; i < 24; ++i)
     served += s.acquire(i) != runtime::state_source::none;
-  BOOST_TEST(served < 10);
-  BOOST_TEST(served >= 4);
+  BOOST_TEST(served < 24);
+  BOOST_TEST(served >= 6);
 }
 
 BOOST_AUTO_TEST_CASE(
   the_reused_rule_skips_first_evictions_through_the_service) {
-  budget_service s{0, 512 * 1024};
+  budget_service s{0, 1 * MiB};
   s.svc.reset();
   s.opts.ssd_admission = "reused";
   s.svc =
     std::make_unique<runtime::service>(s.opts, runtime::service_parts{&s.fs});
   BOOST_REQUIRE(!s.svc->start_error());
-  for (int i = 0; i < 10; ++i)
+  for (int i = 0; i < 16; ++i)
     s.publish(i);
   auto rep = s.svc->report();
   BOOST_REQUIRE(rep);
