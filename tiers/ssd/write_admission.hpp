@@ -1,7 +1,7 @@
 // What the SSD tier agrees to write (docs/ssd-format.md "Admission and the
 // write budget"): the admission rule for eviction spills and the daily
-// write budget. Plain single-threaded values; the SSD tier's write
-// pipeline owns one of each, and the hit-ratio reference
+// write budget. Plain single-threaded values; the SSD tier owns the rule,
+// its write pipeline the budget, and the hit-ratio reference
 // (runtime/tools/simulate.cpp) uses the same `spill_admission`, so the
 // reference decides exactly as the service does.
 //
