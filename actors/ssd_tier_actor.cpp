@@ -6,6 +6,8 @@
 
 #include <caf/send.hpp>
 
+#include <utility>
+
 namespace kvtier::actors {
 
 tiers::ssd::completion_sink completion_relay::sink() {
@@ -307,9 +309,19 @@ spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
   auto id =
     tier(self).enqueue(std::move(*e), reason_of(m.root().getReason()), *key);
   if (!id) {
-    if (id.error() != ec::closed)
+    // Not failures: a close, a spill the admission rule skips, a write
+    // over the daily budget. One the owner keeps in RAM (a flush's
+    // snapshot, a demotion, a checkpoint) and the budget refused is
+    // named by the next flush's answer.
+    auto& err = id.error();
+    if (err == ec::over_budget
+        && m.root().getReason() != msg::SpillReason::SPILL) {
+      ++self->state.over_budget.writes;
+      self->state.over_budget.last = err;
+    } else if (err != ec::closed && err != ec::cancelled
+               && err != ec::over_budget)
       ++self->state.failures;
-    return now(msg::SpillOutcome::REFUSED, id.error());
+    return now(msg::SpillOutcome::REFUSED, err);
   }
   if (notify) {
     self->state.waiting.emplace(
@@ -453,6 +465,14 @@ void flush_answer(ssd_tier_pointer self, tiers::ssd::durability_evidence ev) {
   ev.failed += run.given_up; // writes that failed and were not stored
   ev.durable = ev.pending == 0 && ev.failed == 0 && ev.dropped == 0
                && ev.removals_pending == 0;
+  // Writes of state its owner keeps that the budget refused since the
+  // last answer: named as such, never silent (each was answered refused
+  // when it came).
+  auto refused = std::exchange(self->state.over_budget, {});
+  if (refused.writes > 0) {
+    ev.durable = false;
+    ev.failed += refused.writes;
+  }
   msg::draft<msg::FlushStateReply> d;
   auto out = d.root().initResult();
   write_evidence(out, ev);
@@ -467,6 +487,12 @@ void flush_answer(ssd_tier_pointer self, tiers::ssd::durability_evidence ev) {
                                   + (n == 1 ? " write: " : " writes: ")
                                   + text_of(slot.first)));
     }
+  if (refused.writes > 0)
+    errs.push_back(make_error(ec::over_budget,
+                              std::to_string(refused.writes)
+                                + (refused.writes == 1 ? " write" : " writes")
+                                + " refused by the write budget; the last: "
+                                + text_of(refused.last)));
   if (!ev.durable && (ev.dropped > 0 || ev.pending > 0 || errs.empty()))
     errs.push_back(make_error(
       ec::io_error, std::to_string(ev.failed) + " failed, "

@@ -41,6 +41,14 @@
 // spread of attempts with or without a flush (docs/ssd-format.md
 // "Retries").
 //
+// Admission and the write budget (docs/ssd-format.md "Admission and the
+// write budget"): a spill the tier's admission rule skips is answered
+// refused (`ec::cancelled` naming `ssd-tier.admission`), so RAM lets the
+// entry go as not stored; a write over the daily budget is answered
+// refused (`ec::over_budget`), and one of state its owner keeps (a
+// snapshot, a demotion, a checkpoint) is also named in the next flush's
+// answer, which is then not durable. Neither counts as a failure.
+//
 // EraseEntry also cancels the key's pending writes (`ssd_tier::erase`):
 // their spill orders are answered `cancelled`. RemoveCheckpoints (a
 // completed generation) is answered once the tier's removal record is
@@ -167,6 +175,13 @@ struct ssd_tier_state {
   /// Prefetches whose read has not answered, by lease.
   std::unordered_map<uint64_t, prefetch_promise> prefetching;
   uint64_t failures = 0;
+  /// Writes of a snapshot, demotion or checkpoint the write budget refused
+  /// since the last flush answer, which names them (and the last error).
+  struct refused_writes {
+    uint64_t writes = 0;
+    caf::error last;
+  };
+  refused_writes over_budget;
   /// The RAM actor told of removals (`attach_ram_atom`); weak, since it
   /// holds this actor.
   caf::weak_actor_ptr ram;

@@ -18,6 +18,7 @@
 #include "messages/type_ids.hpp"
 #include "tiers/entry_ranking.hpp"
 #include "tiers/ssd/io_engine.hpp"
+#include "tiers/ssd/write_admission.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -551,6 +552,10 @@ const option_check ram_policy{"lru, gdsf", nullptr, [](std::string_view w) {
                                 return static_cast<bool>(
                                   tiers::parse_ram_policy(w));
                               }};
+const option_check ssd_admission{
+  "all, reused", nullptr, [](std::string_view w) {
+    return static_cast<bool>(tiers::ssd::parse_admission_rule(w));
+  }};
 const option_check log_level{
   log::level_names(), nullptr,
   [](std::string_view w) { return log::parse_level(w).has_value(); }};

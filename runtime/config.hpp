@@ -66,6 +66,12 @@ struct service_options {
   bool delta_files = true;
   /// `ssd-tier.max-chain`: most files one restore reads (a delta chain).
   uint64_t max_chain = 8;
+  /// `ssd-tier.admission`: which eviction spills are written, "all" or
+  /// "reused" (tiers/ssd/write_admission.hpp).
+  std::string ssd_admission = "all";
+  /// `ssd-tier.write-budget-bytes-per-day`: bytes the SSD tier writes in
+  /// any 24 hours at most; 0: no budget.
+  uint64_t ssd_write_budget_bytes_per_day = 0;
   // [model] (docs/configuration.md, "The model"; resolved by
   // `running_model`)
   /// `model.preset`: the geometry preset, unless `model_layers` is set.

@@ -33,9 +33,9 @@ struct option_check {
 };
 
 namespace checks {
-extern const option_check power_of_two, io_engine, ram_policy, log_level, model_identity,
-  model_preset, model_layers, listen_address, peer_addresses, node_id, tls_file,
-  http_address, admin_token;
+extern const option_check power_of_two, io_engine, ram_policy, ssd_admission,
+  log_level, model_identity, model_preset, model_layers, listen_address,
+  peer_addresses, node_id, tls_file, http_address, admin_token;
 } // namespace checks
 
 /// One end of a numeric range: a number, or `value` times another

@@ -74,6 +74,11 @@
     "write an extension of a durable prefix as a delta file")                  \
   X("ssd-tier", "max-chain", max_chain, count(1, 64),                          \
     "most files one restore reads (a delta chain)")                            \
+  X("ssd-tier", "admission", ssd_admission, checked(checks::ssd_admission),    \
+    "which eviction spills are written: all, or reused")                       \
+  X("ssd-tier", "write-budget-bytes-per-day", ssd_write_budget_bytes_per_day,  \
+    bytes(MiB, PiB).or_zero(),                                                 \
+    "bytes the SSD tier writes in any 24 hours (0: no budget)")                \
   X("model", "identity", model_identity, checked(checks::model_identity),      \
     "the engine's words for what its state means (weights, tokenizer, KV "     \
     "dtype, quantisation)")                                                    \

@@ -125,6 +125,15 @@ std::string metric_of(std::string_view part, const counter_info& c);
     "bytes handed to the engine for prefix files")                             \
   X(new_token_bytes, total, "", "",                                            \
     "ideal bytes: new tokens times bytes per token")                           \
+  X(admission_skipped, total, "", "",                                          \
+    "spills the admission rule did not write")                                 \
+  X(admission_skipped_bytes, total, "", "",                                    \
+    "bytes of the files those spills would have been")                         \
+  X(budget_refused, total, "", "", "writes the daily write budget refused")    \
+  X(budget_refused_bytes, total, "", "", "bytes of the writes it refused")     \
+  X(budget_used_bytes, gauge, "", "",                                          \
+    "bytes charged to the write budget in the last 24 hours")                  \
+  X(budget_bytes_per_day, gauge, "", "", "the daily write budget (0: none)")   \
   X(restores_ok, total, "", "", "entries restored from SSD")                   \
   X(restores_failed, total, "", "", "restores that failed")                    \
   X(restores_mismatched, total, "", "",                                        \

@@ -133,6 +133,7 @@ replay_report from_simulation(const trace& t, const simulate_result& s,
   r.ssd_tokens = s.ssd_tokens;
   r.fresh_tokens = s.input_tokens - s.ram_tokens - s.ssd_tokens;
   r.spills = s.spills;
+  r.ssd_bytes_written = s.spill_bytes;
   r.restores = s.restores;
   r.ram_evictions = s.ram_evictions;
   r.ssd_evictions = s.ssd_evictions;

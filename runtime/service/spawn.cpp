@@ -49,6 +49,11 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
   cfg.max_attempts = static_cast<uint32_t>(opts.write_attempts);
   cfg.delta_files = opts.delta_files;
   cfg.max_chain = static_cast<uint32_t>(opts.max_chain);
+  auto rule = ssd::parse_admission_rule(opts.ssd_admission);
+  if (!rule)
+    return std::move(rule.error());
+  cfg.admission = *rule;
+  cfg.write_budget_bytes_per_day = opts.ssd_write_budget_bytes_per_day;
   parts->cap_bytes = opts.ssd_cap_bytes;
   parts->retry_backoff_ms = opts.retry_backoff_ms;
   parts->deadline_ms = opts.storage_deadline_ms;

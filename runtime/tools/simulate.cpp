@@ -39,6 +39,10 @@ simulate_options reference_options(const service_options& o,
   s.fingerprint = model ? model->fingerprint() : o.model;
   s.position_limit = o.position_limit;
   s.kv_budget_bytes = o.kv_budget_bytes;
+  if (auto rule = tiers::ssd::parse_admission_rule(o.ssd_admission))
+    s.admission = *rule;
+  s.admission_memory_keys =
+    tiers::ssd::spill_admission::memory_for(o.ssd_cap_bytes);
   return s;
 }
 
@@ -116,7 +120,8 @@ public:
   model(const simulate_options& o, simulate_result& out)
     : o_(o)
     , out_(out)
-    , rank_(o.ram_policy) {
+    , rank_(o.ram_policy)
+    , admission_(o.admission, o.admission_memory_keys) {
     for (auto& l : o.geometry.layers)
       bpt_ += l.bytes_per_token;
   }
@@ -171,6 +176,7 @@ private:
   uint64_t ssd_bytes_ = 0;
   /// Files evicted from SSD whose news has not reached RAM yet.
   std::vector<std::pair<std::string, token_seq>> lost_;
+  tiers::ssd::spill_admission admission_;
 };
 
 void model::hold(const std::vector<segment>& segs) {
@@ -224,10 +230,17 @@ void model::write(const std::string& ns, const token_seq& tokens,
   auto bytes =
     entry_file_bytes(o_.geometry, tokens.size(), ns, session, o_.fingerprint,
                      o_.alignment, o_.checksum_chunk);
-  if (o_.ssd_cap_bytes == 0 || bytes > o_.ssd_cap_bytes
-      || ssd_index_.find(ns, tokens))
-    return; // no cold tier, too large, or already durable
+  if (o_.ssd_cap_bytes == 0 || ssd_index_.find(ns, tokens))
+    return; // no cold tier, or already durable
+  if (!admission_.admit(ns, tokens)) {
+    ++out_.skipped_spills;
+    out_.skipped_bytes += bytes;
+    return;
+  }
+  if (bytes > o_.ssd_cap_bytes)
+    return; // too large
   ++out_.spills;
+  out_.spill_bytes += bytes;
   ssd_.push_back({ns, session, bytes, {}});
   auto f = std::prev(ssd_.end());
   ssd_bytes_ += bytes;

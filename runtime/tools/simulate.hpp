@@ -29,6 +29,11 @@
 //   on (the replay lets writes finish in between), RAM entries a removed
 //   file backed (its key, prefixes restored from it) are no longer
 //   durable: written again when evicted.
+// - SSD admission (`ssd-tier.admission`): before a spill is written (after
+//   the already-durable check, before the too-large one, as the SSD tier
+//   decides) the same `tiers::ssd::spill_admission` the tier uses decides,
+//   with the memory it is sized to; a skipped spill leaves RAM unwritten.
+//   The write budget is not modelled (it follows the wall clock).
 // Only kv geometries are modelled (ring and recurrent layers change which
 // entries trim); `simulate` refuses others.
 #pragma once
@@ -37,6 +42,7 @@
 #include "runtime/tools/trace.hpp"
 #include "tiers/entry_ranking.hpp"
 #include "tiers/geometry.hpp"
+#include "tiers/ssd/write_admission.hpp"
 
 #include <cstdint>
 #include <string>
@@ -61,6 +67,9 @@ struct simulate_options {
   /// Tag entries with the trace's sessions (and close each after its last
   /// request), as the replay does.
   bool sessions = true;
+  /// The SSD tier's admission rule and the keys its memory holds.
+  tiers::ssd::admission_rule admission = tiers::ssd::admission_rule::all;
+  uint64_t admission_memory_keys = 1024;
 };
 
 /// What the reference counted.
@@ -74,6 +83,11 @@ struct simulate_result {
   /// Tokens an infinite whole-prefix cache would serve.
   uint64_t infinite_tokens = 0;
   uint64_t spills = 0;
+  /// Bytes of the files spills wrote; spills the admission rule skipped
+  /// and the bytes of their files.
+  uint64_t spill_bytes = 0;
+  uint64_t skipped_spills = 0;
+  uint64_t skipped_bytes = 0;
   uint64_t restores = 0;
   uint64_t ram_evictions = 0;
   uint64_t ssd_evictions = 0;

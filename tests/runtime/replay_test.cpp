@@ -23,6 +23,8 @@ struct slice_case {
   uint64_t ssd_cap;
   /// `ram-tier.policy`: the reference decides with the same ranking.
   const char* policy = "lru";
+  /// `ssd-tier.admission`.
+  const char* admission = "all";
 };
 
 service_options options(const slice_case& c) {
@@ -33,6 +35,7 @@ service_options options(const slice_case& c) {
   o.ssd_cap_bytes = c.ssd_cap;
   o.ram_policy = c.policy;
   o.ssd_dir = "/replay-test";
+  o.ssd_admission = c.admission;
   o.io_engine = "threads";
   // As the replay's [replay] idle-demotion-ms (0) does: the reference
   // models no idle demotion, which is on by default in a service; and as
@@ -86,6 +89,11 @@ simulate_result replay_matches_reference(const slice_case& c) {
   // completed in, and the restored buffer's size decides later evictions
   // (docs/replay.md "Where the service and the reference may differ").
   BOOST_TEST((rep->spills > 0u) == (sim->spills > 0u));
+  if (std::string{c.admission} != "all") {
+    // The rule decided something, the same way in both.
+    BOOST_TEST(sim->skipped_spills > 0u);
+    BOOST_TEST(svc.report()->ssd.admission_skipped == sim->skipped_spills);
+  }
   return *sim;
 }
 
@@ -133,5 +141,17 @@ BOOST_AUTO_TEST_CASE(under_gdsf_the_service_agrees_with_its_own_reference) {
 BOOST_AUTO_TEST_CASE(under_gdsf_the_synthetic_slice_agrees_too) {
   slice_case c{"mooncake-fast25/synthetic_trace.jsonl.gz", 200, 8u << 20,
                24u << 20, "gdsf"};
+  replay_matches_reference(c);
+}
+
+BOOST_AUTO_TEST_CASE(conversation_slice_under_the_reused_rule_agrees) {
+  // The admission rule (ssd-tier.admission = reused) is modelled exactly:
+  // the same skipped spills, the same tokens from each tier.
+  slice_case c{"mooncake-fast25/conversation_trace.jsonl.gz",
+               300,
+               8u << 20,
+               32u << 20,
+               "lru",
+               "reused"};
   replay_matches_reference(c);
 }

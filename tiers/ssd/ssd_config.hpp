@@ -8,6 +8,7 @@
 #include "tiers/model_identity.hpp"
 #include "tiers/ssd/ssd_events.hpp"
 #include "tiers/ssd/ssd_stats.hpp"
+#include "tiers/ssd/write_admission.hpp"
 
 #include <functional>
 #include <optional>
@@ -66,8 +67,22 @@ struct ssd_config {
   /// a delta that would make a longer chain is written whole. At least 1
   /// (1: no deltas; `ssd-tier.max-chain`).
   uint32_t max_chain = 8;
+  /// Which eviction spills (`write_reason::spill` of a prefix entry) are
+  /// written (`ssd-tier.admission`, write_admission.hpp): all, or those
+  /// whose key was spilled before within the memory. Demotions,
+  /// snapshots (a flush's writes), checkpoints and objects always are.
+  admission_rule admission = admission_rule::all;
+  /// Keys the `reused` rule remembers; 0: `spill_admission::memory_for`
+  /// the byte cap at construction.
+  uint64_t admission_memory_keys = 0;
+  /// Bytes the tier may write in any 24 hours
+  /// (`ssd-tier.write-budget-bytes-per-day`; 0: no budget): each write is
+  /// charged its whole file's length when it is queued and again at each
+  /// retry; a write the budget refuses is not written (`ec::over_budget`).
+  uint64_t write_budget_bytes_per_day = 0;
   /// Wall time in nanoseconds since the epoch, for the recency stamps the
-  /// tier records in each file's mtime; the system clock when empty.
+  /// tier records in each file's mtime and the write budget's window; the
+  /// system clock when empty.
   std::function<uint64_t()> clock;
   /// Where failure lines go; kvtier's log (messages/log.hpp, warn) when
   /// empty.

@@ -123,6 +123,17 @@ struct ssd_stats {
   /// serves it trimmed), times the entry's bytes per token.
   uint64_t prefix_bytes_written = 0;
   uint64_t new_token_bytes = 0;
+  /// Spills the admission rule did not write, and the bytes of the files
+  /// they would have been (`ssd-tier.admission`).
+  uint64_t admission_skipped = 0;
+  uint64_t admission_skipped_bytes = 0;
+  /// Writes (or retries) the write budget refused, and their files' bytes.
+  uint64_t budget_refused = 0;
+  uint64_t budget_refused_bytes = 0;
+  /// Bytes charged to the budget in the last 24 hours (at most a minute
+  /// more: the window's oldest minute counts whole); the budget itself.
+  uint64_t budget_used_bytes = 0;
+  uint64_t budget_bytes_per_day = 0;
 };
 
 } // namespace kvtier::tiers::ssd

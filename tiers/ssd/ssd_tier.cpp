@@ -27,6 +27,9 @@ ssd_tier::ssd_tier(ssd_config cfg, file_system& fs, io_engine& engine)
   , io_(fs, engine, join_path(cfg_.dir, cfg_.fingerprint), cfg_.log)
   , files_(cfg_, io_)
   , chains_(cfg_.delta_files, cfg_.max_chain)
+  , admission_(cfg_.admission, cfg_.admission_memory_keys > 0
+                                 ? cfg_.admission_memory_keys
+                                 : spill_admission::memory_for(cfg_.byte_cap))
   , reads_(reads_of(cfg_, files_), io_, stats_)
   , writes_(cfg_, files_.geometry(), io_, stats_)
   , removals_(io_, stats_) {}
@@ -235,6 +238,8 @@ ssd_stats ssd_tier::stats() const {
   s.queue_items = writes_.queue().size();
   s.queue_bytes = writes_.queue().bytes();
   s.removals_pending = removals_.pending();
+  s.budget_used_bytes = writes_.budget_used();
+  s.budget_bytes_per_day = cfg_.write_budget_bytes_per_day;
   return s;
 }
 

@@ -103,7 +103,10 @@ public:
   /// Queues `e` for writing as a prefix entry; returns the item id.
   /// `ec::no_space` when larger than the byte cap; `ec::invalid_argument`
   /// when invalid, not storable, or (with a model) of another shape;
-  /// `ec::closed` after a close.
+  /// `ec::closed` after a close. A spill the admission rule does not
+  /// write is `ec::cancelled` naming the rule (counted
+  /// `admission_skipped`); a write over the daily write budget is
+  /// `ec::over_budget` naming it (`budget_refused`); neither is queued.
   caf::expected<uint64_t> enqueue(entry e, write_reason reason);
 
   /// The same under `key` (ns and tokens `e`'s): a checkpoint's header
@@ -243,6 +246,7 @@ private:
   tier_io io_;
   file_set files_;
   delta_chains chains_;
+  spill_admission admission_;
   cold_reads reads_;
   write_pipeline writes_;
   removal_log removals_;

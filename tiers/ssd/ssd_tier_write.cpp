@@ -12,6 +12,20 @@ caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason) {
 
 caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason,
                                           const storage_key& key) {
+  // Only an eviction's spill of a prefix entry is the rule's to skip (not
+  // after a close: that answer is `closed`).
+  if (reason == write_reason::spill && key.kind == key_kind::prefix
+      && !writes_.closed() && !admission_.admit(e.ns, e.tokens)) {
+    auto bytes =
+      layout(e, cfg_.fingerprint, cfg_.alignment, cfg_.checksum_chunk)
+        .file_length;
+    ++stats_.admission_skipped;
+    stats_.admission_skipped_bytes += bytes;
+    return make_error(ec::cancelled,
+                      "not written: ssd-tier.admission = reused writes a "
+                      "spill only once its leading tokens were spilled "
+                      "before");
+  }
   auto id = writes_.enqueue(std::move(e), reason, key, cfg_.byte_cap);
   if (id)
     pump();
@@ -28,6 +42,14 @@ void ssd_tier::start_write(write_item& item) {
   if (item.kind == key_kind::prefix) {
     count_new_tokens(item.state);
     auto c = chains_.choose(files_.index(), item.state);
+    // The write budget charged the whole file: a delta longer than it (a
+    // longer header over few shared rows) is written whole instead.
+    if (c.parent && cfg_.write_budget_bytes_per_day > 0
+        && layout(item.state, cfg_.fingerprint, cfg_.alignment,
+                  cfg_.checksum_chunk, c.parent->name, c.tokens)
+               .file_length
+             > job.header().file_length)
+      c = {};
     if (c.parent && chains_.proven_by_origin(item.state, c)) {
       writes_.as_delta(job, *c.parent, c.tokens);
     } else if (c.parent && c.tokens == c.parent->header->token_count) {

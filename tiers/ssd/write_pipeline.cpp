@@ -1,6 +1,7 @@
 #include "tiers/ssd/write_pipeline.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -81,7 +82,8 @@ write_pipeline::write_pipeline(const ssd_config& cfg,
   , io_(io)
   , stats_(stats)
   , geometry_(std::move(geometry))
-  , queue_(cfg.queue_cap) {}
+  , queue_(cfg.queue_cap)
+  , budget_(cfg.write_budget_bytes_per_day) {}
 
 write_pipeline::~write_pipeline() = default;
 
@@ -123,6 +125,8 @@ caf::expected<uint64_t> write_pipeline::enqueue(entry e, write_reason reason,
             + " bytes: larger than the byte cap");
     return make_error(ec::no_space, "entry larger than the SSD byte cap");
   }
+  if (auto err = charge(h.file_length))
+    return err;
   auto name = file_name(key);
   storage_key owner{key.kind, {}, {}, key.request, key.attempt};
   auto r = queue_.push(std::move(name), std::move(e), reason, owner);
@@ -550,15 +554,64 @@ std::optional<entry> write_pipeline::queued(const storage_key& key) const {
   return newest->state;
 }
 
+uint64_t write_pipeline::now_ms() const {
+  using namespace std::chrono;
+  auto ns = cfg_.clock
+              ? cfg_.clock()
+              : static_cast<uint64_t>(duration_cast<nanoseconds>(
+                                        system_clock::now().time_since_epoch())
+                                        .count());
+  return ns / 1'000'000;
+}
+
+caf::error write_pipeline::charge(uint64_t bytes) {
+  auto now = now_ms();
+  if (budget_.charge(bytes, now))
+    return {};
+  ++stats_.budget_refused;
+  stats_.budget_refused_bytes += bytes;
+  return make_error(
+    ec::over_budget,
+    "not written: " + std::to_string(bytes)
+      + " bytes would pass ssd-tier.write-budget-bytes-per-day = "
+      + std::to_string(budget_.limit()) + " ("
+      + std::to_string(budget_.used(now))
+      + " bytes written in the last 24 hours)");
+}
+
+bool write_pipeline::charge_retry(uint64_t id) {
+  auto* item = queue_.find(id);
+  if (budget_.limit() == 0 || !item || !item->failed)
+    return true; // nothing to charge, or nothing to retry
+  auto bytes =
+    layout(item->state, cfg_.fingerprint, cfg_.alignment, cfg_.checksum_chunk)
+      .file_length;
+  auto err = charge(bytes);
+  if (!err)
+    return true;
+  io_.log("ssd: " + std::string{to_string(item->reason)} + " of " + item->key
+          + " given up: its retry is over the write budget");
+  auto taken = queue_.take(id);
+  ++stats_.writes_given_up;
+  report_gone(std::move(*taken), write_outcome::given_up, err);
+  return false;
+}
+
 void write_pipeline::retry_failed() {
-  stats_.writes_retried += queue_.retry_failed();
+  for (auto id : queue_.failed_ids())
+    if (charge_retry(id) && queue_.retry(id))
+      ++stats_.writes_retried;
 }
 
 bool write_pipeline::retry(uint64_t id) {
-  if (!queue_.retry(id))
+  if (!charge_retry(id) || !queue_.retry(id))
     return false;
   ++stats_.writes_retried;
   return true;
+}
+
+uint64_t write_pipeline::budget_used() const {
+  return budget_.used(now_ms());
 }
 
 void write_pipeline::finish_flushes(durability_evidence ev) {

@@ -168,9 +168,15 @@ public:
   /// The newest write of `key` the queue holds that is not erased.
   std::optional<entry> queued(const storage_key& key) const;
 
-  /// Makes failed writes writable again (`flush_retries::now`).
+  /// Makes failed writes writable again (`flush_retries::now`). Each
+  /// retry is charged to the write budget first; one it refuses is given
+  /// up (reported `given_up` with `ec::over_budget`) and not retried.
   void retry_failed();
+  /// False when `id` is not failed, or the budget refused its retry.
   bool retry(uint64_t id);
+
+  /// Bytes charged to the write budget in the window now.
+  uint64_t budget_used() const;
 
   /// Adds a flush waiting for `finish_flushes`.
   void add_flush(flush_callback cb) {
@@ -216,12 +222,18 @@ private:
   void pad_to_file_length(write_job& job, std::vector<write_piece>& out);
   void queue_writes(write_job& job, std::span<const write_piece> pieces);
   void data_written(write_job& job, io_completion& c);
+  uint64_t now_ms() const;
+  /// Charges `bytes` to the budget; the refusal's error (counted) if not.
+  caf::error charge(uint64_t bytes);
+  /// Charges a failed item's retry; gives it up when the budget refuses.
+  bool charge_retry(uint64_t id);
 
   ssd_config cfg_;
   tier_io& io_;
   ssd_stats& stats_;
   std::shared_ptr<const model_geometry> geometry_;
   write_queue queue_;
+  write_budget budget_;
   std::map<uint64_t, std::unique_ptr<write_job>> jobs_;
   /// Keys erased while their write was in flight: the file that write
   /// leaves is removed when it finishes.
