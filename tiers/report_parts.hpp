@@ -297,8 +297,8 @@ KVTIER_REPORT_PART(tokens, "tokens", KVTIER_REPORT_TOKENS);
 /// members after the types).
 #define KVTIER_REPORT_PARTS(P)                                                 \
   P(ram)                                                                       \
-  P(ssd) P(checkpoints) P(sessions) P(objects) P(admission) P(peer) P(node)    \
-    P(tokens)
+  P(ssd)                                                                       \
+  P(checkpoints) P(sessions) P(objects) P(admission) P(peer) P(node) P(tokens)
 
 /// Calls `f.template operator()<Part>()` for every built-in part.
 template <class F>
