@@ -26,6 +26,7 @@ put_result ram_tier::put_object(std::string key,
   flags.is_object = true;
   flags.durable = durable;
   auto r = emplace(record{}, flags, bufs);
+  rank_.insert(r, 0, default_priority); // an object: no key, no count
   auto& x = records_.extras(r);
   x.object_key = key;
   x.object = std::move(tensors);

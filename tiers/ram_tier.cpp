@@ -107,8 +107,6 @@ ram_tier::record_id ram_tier::emplace(record&& init, ram_flags flags,
   if (resident)
     resident_.hold(bufs);
   records_.link_back(resident ? lru_ : leaving_, id);
-  if (resident)
-    rank_.insert(id, 0, default_priority); // a put ranks its entry anew
   return id;
 }
 
@@ -321,11 +319,17 @@ ram_tier::record_id ram_tier::lru_where(bool (ram_tier::*ok)(record_id) const,
   return r == entry_ranking::none ? record::none : r;
 }
 
+namespace {
+
+/// Whether the engine pin in `x` (if any) still holds at `now`.
+bool pin_holds(const ram_record_extras* x, uint64_t now) {
+  return x && x->pin_ms != 0 && x->pin_until > now;
+}
+
+} // namespace
+
 bool ram_tier::engine_pinned(record_id r) const {
-  if (!fl(r).has_extras)
-    return false;
-  auto x = records_.find_extras(r);
-  return x && x->pin_ms != 0 && x->pin_until > now_;
+  return fl(r).has_extras && pin_holds(records_.find_extras(r), now_);
 }
 
 bool ram_tier::pin_for(record_id r, uint64_t pin_ms, uint64_t now) {
@@ -849,8 +853,7 @@ bool ram_tier::is_pinned(std::string_view ns, std::span<const token> tokens,
   auto ref = index_.find(ns, tokens);
   if (!ref)
     return false;
-  auto x = records_.find_extras(index_.handle(ref).record);
-  return x && x->pin_ms != 0 && x->pin_until > now;
+  return pin_holds(records_.find_extras(index_.handle(ref).record), now);
 }
 
 void ram_tier::clear() {
