@@ -245,7 +245,8 @@ ram_tier(ram_tier_pointer self, ram_tier_config cfg, store_actor ssd,
   st.objects = cfg.objects;
   // With a cold tier below, evicted entries are leaving until written.
   st.tier = std::make_unique<tiers::ram_tier>(
-    cfg.cap_bytes, static_cast<bool>(ssd), cfg.policy, cfg.pin_budget_bytes);
+    cfg.cap_bytes, static_cast<bool>(ssd), cfg.policy, cfg.pin_budget_bytes,
+    cfg.bookkeeping_budget_bytes);
   st.ssd = std::move(ssd);
   st.budget = static_cast<double>(cfg.write_behind_bytes_per_s);
   st.budget_at_ms = now(self);

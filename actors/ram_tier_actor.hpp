@@ -105,6 +105,9 @@ struct ram_tier_config {
   /// (`ram-tier.pin-share` of the cap; 0: no pin granted).
   tiers::ram_policy policy = tiers::ram_policy::lru;
   uint64_t pin_budget_bytes = 0;
+  /// The most bookkeeping resident entries may cost
+  /// (`ram-tier.bookkeeping-share` of the cap; UINT64_MAX: unbounded).
+  uint64_t bookkeeping_budget_bytes = UINT64_MAX;
   /// How long a demotion or a relief waits for its writes, and how long
   /// this actor's requests to the SSD actor may take
   /// (`service.storage-deadline-ms`).

@@ -42,6 +42,10 @@ struct service_options {
   /// pinned (`state_request::pin_ms`) may hold, at most; a pin over it is
   /// refused (the put stands).
   double pin_share = 0.25;
+  /// `ram-tier.bookkeeping-share`: the share of the cap that the RAM
+  /// tier's bookkeeping (index, records, bodies) may cost beside the state
+  /// bytes; over it entries are evicted as over the cap. 0: unbounded.
+  double bookkeeping_share = 0.5;
   // [ssd-tier]
   std::string ssd_dir;
   uint64_t ssd_cap_bytes = 16ull << 30;

@@ -46,6 +46,10 @@
     "eviction order within a priority: lru or gdsf")                           \
   X("ram-tier", "pin-share", pin_share, number("ratio", 0, 1),                 \
     "share of the cap engine pins may hold (0: no pin is granted)")            \
+  X("ram-tier", "bookkeeping-share", bookkeeping_share,                        \
+    number("ratio", 0, 16),                                                    \
+    "share of the cap the RAM tier's bookkeeping may cost beside state "       \
+    "(0: unbounded)")                                                          \
   X("ssd-tier", "dir", ssd_dir, text("a path"),                                \
     "SSD tier directory (empty: no cold tier)")                                \
   X("ssd-tier", "cap-bytes", ssd_cap_bytes, bytes(MiB, PiB),                   \

@@ -253,6 +253,7 @@ struct service_report {
   using peer_part = ::kvtier::tiers::report::peer;
   using node_part = ::kvtier::tiers::report::node;
   using tokens_part = ::kvtier::tiers::report::tokens;
+  using process_part = ::kvtier::tiers::report::process;
 
   /// The RAM tier (resident and leaving entries: evicted ones still
   /// servable until their writes settle).
@@ -290,6 +291,11 @@ struct service_report {
   /// without finishing it. The configured peers (cluster.peers and
   /// --join), for /health.
   node_part node;
+  /// The process the service runs in: its resident set now and at its
+  /// peak, read from /proc when the report is made (the true footprint,
+  /// beside the RAM tier's state bytes and bookkeeping; 0 where /proc is
+  /// missing).
+  process_part process;
   /// Calls `f(part)` for every built-in part (KVTIER_REPORT_PARTS), and
   /// `each_member(f)` `f(&service_report::part)`.
   template <class F>

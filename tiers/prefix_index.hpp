@@ -195,6 +195,12 @@ public:
            + free_.capacity() * sizeof(free_[0]);
   }
 
+  /// The tree's `approx_bytes` and the handle slots, in O(1).
+  uint64_t approx_bytes() const noexcept {
+    return tree_.approx_bytes() + slots_.capacity() * sizeof(slots_[0])
+           + free_.capacity() * sizeof(free_[0]);
+  }
+
   void clear() {
     tree_.clear();
     slots_.clear();

@@ -138,6 +138,12 @@ public:
   /// counted from sizes and capacities, not from the allocator; walks
   /// every node (O(nodes)), so call it for reports, not per request.
   uint64_t memory_bytes() const;
+  /// What the allocator holds for the tree, estimated in O(1) from its
+  /// node and token counts (a node, its edge run and its slot in its
+  /// parent's children, each with the allocator's own overhead): what the
+  /// RAM tier charges its bookkeeping budget. Close to `memory_bytes` plus
+  /// the allocator's per-allocation bytes; bench_memory prints both.
+  uint64_t approx_bytes() const noexcept;
 
   /// Removes everything.
   void clear();

@@ -9,8 +9,9 @@
 namespace kvtier::tiers {
 
 ram_tier::ram_tier(uint64_t capacity_bytes, bool cold_tier, ram_policy policy,
-                   uint64_t pin_budget_bytes)
+                   uint64_t pin_budget_bytes, uint64_t bookkeeping_budget_bytes)
   : capacity_(capacity_bytes)
+  , book_budget_(bookkeeping_budget_bytes)
   , cold_(cold_tier)
   , pin_budget_(pin_budget_bytes)
   , rank_(policy) {}
@@ -107,7 +108,54 @@ ram_tier::record_id ram_tier::emplace(record&& init, ram_flags flags,
   if (resident)
     resident_.hold(bufs);
   records_.link_back(resident ? lru_ : leaving_, id);
+  meta_ += meta_of(id);
+  if (!resident)
+    charge_leaving(id, bufs.size());
   return id;
+}
+
+namespace {
+
+/// Bookkeeping estimates (`ram_tier::bookkeeping_bytes`): an item's ranking
+/// slot and its node in the ranking's ordered set (with the allocator's
+/// 16 bytes), and a buffer's slot in a ledger's hash table (node, bucket,
+/// allocator).
+constexpr uint64_t ranking_bytes = 40 + 64 + 16;
+constexpr uint64_t ledger_slot_bytes = 32 + 8 + 16;
+/// What a leaving item's own key may cost in the index: a node of its own.
+constexpr uint64_t key_node_bytes = 160;
+
+} // namespace
+
+uint64_t ram_tier::meta_of(record_id r) const noexcept {
+  return sizeof(record) + sizeof(ram_flags) + ranking_bytes
+         + rec(r).state.footprint();
+}
+
+void ram_tier::charge_leaving(record_id r, size_t buffers) {
+  auto c = meta_of(r) + key_node_bytes + rec(r).state.length() * sizeof(token)
+           + buffers * ledger_slot_bytes;
+  leaving_charges_[r] = c;
+  leaving_meta_ += c;
+}
+
+void ram_tier::unleave(record_id r) {
+  if (auto it = leaving_charges_.find(r); it != leaving_charges_.end()) {
+    leaving_meta_ -= it->second;
+    leaving_charges_.erase(it);
+  }
+}
+
+uint64_t ram_tier::bookkeeping_bytes() const noexcept {
+  return index_.approx_bytes() + meta_
+         + (ledger_.buffers() + resident_.buffers()) * ledger_slot_bytes;
+}
+
+bool ram_tier::over_bookkeeping() const noexcept {
+  if (book_budget_ == UINT64_MAX)
+    return false;
+  auto b = bookkeeping_bytes();
+  return b > leaving_meta_ && b - leaving_meta_ > book_budget_;
 }
 
 bool ram_tier::index_entry(record_id id, std::string_view ns,
@@ -183,6 +231,8 @@ uint64_t ram_tier::drop(record_id id, std::vector<released_buffer>* released,
       if (auto b = by_id.find(id); b != by_id.end())
         released->push_back({*b->second, (*b->second)->size()});
   }
+  meta_ -= meta_of(id);
+  unleave(id);
   records_.unlink(f.leaving ? leaving_ : lru_, id);
   records_.free(id);
   return freed;
@@ -199,7 +249,10 @@ spill_order ram_tier::take(record_id id) {
   if (!object && r.ref)
     announce(id, true); // before its state moves out
   // Moved out when no lent hit shares it still, else copied (views); keyed
-  // from the index (the body holds no tokens).
+  // from the index (the body holds no tokens). Its body leaves here, so
+  // what the bookkeeping charged for it leaves now (`drop` sees none).
+  if (!object)
+    meta_ -= r.state.footprint();
   if (!object)
     out.state =
       std::move(r.state).release(out.key.name, token_seq(out.key.tokens));
@@ -230,8 +283,10 @@ spill_order ram_tier::leave(record_id id) {
     records_.shrink(id);
     --protected_;
   }
-  resident_.release(ids_of(buffers_of(id)));
+  auto bufs = buffers_of(id);
+  resident_.release(ids_of(bufs));
   f.leaving = true;
+  charge_leaving(id, bufs.size());
   records_.unlink(lru_, id);
   records_.link_back(leaving_, id);
   return out;
@@ -241,6 +296,7 @@ void ram_tier::rejoin(record_id id, uint64_t now) {
   resident_.hold(buffers_of(id));
   auto& f = fl(id);
   f.leaving = false;
+  unleave(id);
   // Resident again: evicted later.
   f.gone_as = static_cast<uint8_t>(ram_change_kind::evicted);
   records_.unlink(leaving_, id);
@@ -397,13 +453,22 @@ ram_tier::record_id ram_tier::victim(record_id skip) {
 std::vector<spill_order> ram_tier::evict_over_cap(record_id keep) {
   // `keep` alone fits the cap (puts refuse larger items), so evicting
   // everything else always gets under it.
+  // Over the bookkeeping budget alone, `keep` may be all that is left: it
+  // stays (a put's own item is never evicted for it).
   std::vector<spill_order> out;
-  while (resident_.bytes() > capacity_) {
+  for (;;) {
+    bool over_cap = resident_.bytes() > capacity_;
+    if (!over_cap && !over_bookkeeping())
+      break;
     auto v = victim(keep);
-    KVTIER_ASSERT(v != record::none);
+    KVTIER_ASSERT(v != record::none || !over_cap);
+    if (v == record::none)
+      break;
     rank_.evicted(v);
     out.push_back(leaves(v) ? leave(v) : take(v));
     ++counters_.evictions;
+    if (!over_cap)
+      ++counters_.bookkeeping_evictions;
   }
   return out;
 }
@@ -873,6 +938,9 @@ void ram_tier::clear() {
   pinned_bytes_ = 0;
   ledger_.clear();
   resident_.clear();
+  meta_ = 0;
+  leaving_meta_ = 0;
+  leaving_charges_.clear();
 }
 
 ram_counters ram_tier::counters() const {
@@ -890,6 +958,8 @@ ram_counters ram_tier::counters() const {
   c.leaving_bytes = ledger_.bytes() - resident_.bytes();
   c.pinned_entries = pinned_.size();
   c.pinned_bytes = pinned_bytes_;
+  c.bookkeeping_bytes = bookkeeping_bytes();
+  c.bookkeeping_budget_bytes = book_budget_ == UINT64_MAX ? 0 : book_budget_;
   return c;
 }
 

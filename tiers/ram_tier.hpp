@@ -117,10 +117,13 @@ public:
   /// below takes evicted entries, so they are leaving until their write
   /// settles (see the header comment).
   /// `policy`: the order within a priority; `pin_budget_bytes`: the most
-  /// bytes engine pins may hold (0: none granted).
+  /// bytes engine pins may hold (0: none granted);
+  /// `bookkeeping_budget_bytes`: the most `bookkeeping_bytes` resident
+  /// items may cost (see there; UINT64_MAX: unbounded).
   explicit ram_tier(uint64_t capacity_bytes, bool cold_tier = false,
                     ram_policy policy = ram_policy::lru,
-                    uint64_t pin_budget_bytes = 0);
+                    uint64_t pin_budget_bytes = 0,
+                    uint64_t bookkeeping_budget_bytes = UINT64_MAX);
 
   /// Offers `e`. Fails with `ec::invalid_argument` (leaving `e` untouched)
   /// for an empty token list or a state that does not validate. Otherwise
@@ -323,6 +326,18 @@ public:
   uint64_t index_bytes() const {
     return index_.memory_bytes();
   }
+  /// What the tier spends beside state bytes, estimated in O(1) from
+  /// counts: the index (`prefix_index::approx_bytes`), per item its record,
+  /// ranking slot and body (`stored_state::footprint`), per buffer its
+  /// ledger slots. bench_memory prints it beside the allocator's figure.
+  /// Over the bookkeeping budget, resident items are evicted as over the
+  /// cap; a leaving item is allowed what it may cost (its body, record and
+  /// a key of its own), since its write, not the budget, decides when it
+  /// goes.
+  uint64_t bookkeeping_bytes() const noexcept;
+  uint64_t bookkeeping_budget() const noexcept {
+    return book_budget_;
+  }
 
 private:
   using record = ram_record;
@@ -411,6 +426,15 @@ private:
   bool unleased(record_id r) const;
   bool any(record_id r) const;
   std::vector<spill_order> evict_over_cap(record_id keep);
+  /// What `r` costs beside its state bytes (record, ranking slot, body).
+  uint64_t meta_of(record_id r) const noexcept;
+  /// `r` is leaving now: it may cost `meta_of`, a key of its own and its
+  /// buffers' ledger slots (`buffers`), remembered until `unleave`.
+  void charge_leaving(record_id r, size_t buffers);
+  /// `r` is no longer leaving (resident again, or gone).
+  void unleave(record_id r);
+  /// Whether resident items cost more than the bookkeeping budget.
+  bool over_bookkeeping() const noexcept;
   /// Removes `r`'s ancestors a trimmable `r` stands in for; `counts`
   /// receives the largest ranking count among them.
   size_t supersede(record_id r, uint32_t& counts);
@@ -424,6 +448,10 @@ private:
   record_id find(const ram_key& key) const;
 
   uint64_t capacity_;
+  uint64_t book_budget_;
+  uint64_t meta_ = 0;         // Σ meta_of over every item
+  uint64_t leaving_meta_ = 0; // Σ of leaving_charges_
+  std::unordered_map<record_id, uint64_t> leaving_charges_;
   bool cold_;
   uint64_t pin_budget_;
   uint64_t pinned_bytes_ = 0;

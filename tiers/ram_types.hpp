@@ -241,6 +241,12 @@ struct ram_counters {
   uint64_t pins_granted = 0;
   uint64_t pins_refused = 0;
   uint64_t pins_expired = 0;
+  /// What the tier spends beside state bytes (`ram_tier::bookkeeping_bytes`)
+  /// and the most resident items may (0: unbounded); items evicted over
+  /// that budget alone.
+  uint64_t bookkeeping_bytes = 0;
+  uint64_t bookkeeping_budget_bytes = 0;
+  uint64_t bookkeeping_evictions = 0;
 };
 
 /// A change of which prefix entries the tier holds (the event feed's RAM

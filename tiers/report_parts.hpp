@@ -1,9 +1,9 @@
 // The built-in parts of the service's report, every counter declared once.
 //
 // Each part (a tier's or role's counters: "ram", "ssd", "checkpoints",
-// "sessions", "objects", "admission", "peer", "node", "tokens") is one list
-// below: per counter its name (the member, the /stats key), its kind, its
-// Prometheus metric ("" means `kvtier_<part>_<name>`, a running total
+// "sessions", "objects", "admission", "peer", "node", "process", "tokens") is
+// one list below: per counter its name (the member, the /stats key), its kind,
+// its Prometheus metric ("" means `kvtier_<part>_<name>`, a running total
 // ending in `_total`), an optional label of its series ("key=value", for a
 // metric that several counters share) and one line of help. From the list
 // come the part's struct (a `uint64_t` member per counter, what
@@ -94,7 +94,13 @@ std::string metric_of(std::string_view part, const counter_info& c);
     "bytes engine pins hold (at most the pin budget)")                         \
   X(pins_granted, total, "", "", "engine pins granted")                        \
   X(pins_refused, total, "", "", "engine pins refused over the pin budget")    \
-  X(pins_expired, total, "", "", "engine pins whose time to live ran out")
+  X(pins_expired, total, "", "", "engine pins whose time to live ran out")     \
+  X(bookkeeping_bytes, gauge, "", "",                                          \
+    "bytes the tier spends beside state: index, records, bodies (estimate)")   \
+  X(bookkeeping_budget_bytes, gauge, "", "",                                   \
+    "the most bookkeeping resident entries may cost (0: unbounded)")           \
+  X(bookkeeping_evictions, total, "", "",                                      \
+    "entries evicted over the bookkeeping budget alone")
 
 #define KVTIER_REPORT_SSD(X)                                                   \
   X(files, gauge, "", "", "entry files on SSD")                                \
@@ -245,6 +251,12 @@ std::string metric_of(std::string_view part, const counter_info& c);
     "handshake")                                                               \
   X(configured_peers, gauge, "", "", "peers the node was configured to join")
 
+#define KVTIER_REPORT_PROCESS(X)                                               \
+  X(resident_bytes, gauge, "", "",                                             \
+    "the process's resident set (state, bookkeeping, runtime, all)")           \
+  X(peak_resident_bytes, gauge, "", "",                                        \
+    "the most the process's resident set has been (VmHWM)")
+
 #define KVTIER_REPORT_TOKENS(X)                                                \
   X(ram, total, "kvtier_tokens_served_total", "tier=ram",                      \
     "prompt tokens acquires served from stored state, by where it came from")  \
@@ -287,6 +299,7 @@ KVTIER_REPORT_PART(objects, "objects", KVTIER_REPORT_OBJECTS);
 KVTIER_REPORT_PART(admission, "admission", KVTIER_REPORT_ADMISSION);
 KVTIER_REPORT_PART(peer, "peer", KVTIER_REPORT_PEER);
 KVTIER_REPORT_PART(node, "node", KVTIER_REPORT_NODE);
+KVTIER_REPORT_PART(process, "process", KVTIER_REPORT_PROCESS);
 KVTIER_REPORT_PART(tokens, "tokens", KVTIER_REPORT_TOKENS);
 #undef KVTIER_REPORT_MEMBER_
 #undef KVTIER_REPORT_COPY_
@@ -298,7 +311,8 @@ KVTIER_REPORT_PART(tokens, "tokens", KVTIER_REPORT_TOKENS);
 #define KVTIER_REPORT_PARTS(P)                                                 \
   P(ram)                                                                       \
   P(ssd)                                                                       \
-  P(checkpoints) P(sessions) P(objects) P(admission) P(peer) P(node) P(tokens)
+  P(checkpoints)                                                               \
+  P(sessions) P(objects) P(admission) P(peer) P(node) P(process) P(tokens)
 
 /// Calls `f.template operator()<Part>()` for every built-in part.
 template <class F>

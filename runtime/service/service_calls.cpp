@@ -6,6 +6,7 @@
 #include "tiers/entry_message.hpp"
 
 #include <chrono>
+#include <cstdio>
 
 namespace kvtier::runtime {
 
@@ -408,6 +409,25 @@ void service::stats_async(callback<persistence_stats> done) {
 
 namespace {
 
+/// The process's resident set now and at its peak, from /proc/self/status
+/// (VmRSS, VmHWM in kB); zeros where it cannot be read.
+service_report::process_part process_memory() {
+  service_report::process_part out;
+  auto* f = std::fopen("/proc/self/status", "r");
+  if (!f)
+    return out;
+  char line[256];
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long long kb = 0;
+    if (std::sscanf(line, "VmRSS: %llu kB", &kb) == 1)
+      out.resident_bytes = kb * 1024;
+    else if (std::sscanf(line, "VmHWM: %llu kB", &kb) == 1)
+      out.peak_resident_bytes = kb * 1024;
+  }
+  std::fclose(f);
+  return out;
+}
+
 /// The facade's report with the node's part (a cluster only): its port's
 /// refusal counters, read from the node's guard (their one home, the same
 /// `kvtier members` shows), and the peers it was configured to join.
@@ -418,6 +438,8 @@ struct report_with_node {
   caf::expected<service_report>
   operator()(const codec::sealed<msg::ReadReportReply>& r) const {
     auto out = codec::report(r);
+    if (out)
+      out->process = process_memory();
     if (out && guard) {
       auto& n = out->node;
       n.refused_oversized = guard->oversized.load();

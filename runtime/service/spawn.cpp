@@ -92,6 +92,9 @@ spawn_ram_tier(caf::actor_system& sys, const service_options& opts,
     tiers::parse_ram_policy(opts.ram_policy).value_or(tiers::ram_policy::lru);
   cfg.pin_budget_bytes = static_cast<uint64_t>(
     static_cast<double>(opts.ram_cap_bytes) * opts.pin_share);
+  if (opts.bookkeeping_share > 0)
+    cfg.bookkeeping_budget_bytes = static_cast<uint64_t>(
+      static_cast<double>(opts.ram_cap_bytes) * opts.bookkeeping_share);
   cfg.deadline_ms = opts.storage_deadline_ms;
   cfg.write_behind = opts.write_behind && ssd;
   cfg.write_behind_bytes_per_s = opts.write_behind_bytes_per_s;

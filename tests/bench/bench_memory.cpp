@@ -34,6 +34,12 @@
 //   Printed for the record, not checked: here the state's description
 //   (2 x 32 views) outweighs the key, whatever the tier does with keys.
 //
+// Also checked per mix: the tier's own O(1) estimate of its bookkeeping
+// (`ram_tier::bookkeeping_bytes`, what `ram-tier.bookkeeping-share` bounds)
+// against the allocator's bytes in use, within 0.9x .. 1.5x: an estimate
+// short of the real one would let the process outgrow its documented
+// bound.
+//
 // Usage: bench_memory [--check] [--quick] [--baseline BIN]
 //   --baseline BIN: also runs BIN (this bench built from another tree,
 //   e.g. main's) with --raw and prints its figures beside these.
@@ -118,6 +124,7 @@ uint64_t rss_bytes() {
 struct figure {
   double rss = 0;  // RSS growth
   double heap = 0; // allocator bytes in use, growth
+  double est = 0;  // the tier's own estimate (bookkeeping_bytes), growth
   double tokens = 0;
   double entries = 0;
 };
@@ -140,6 +147,7 @@ figure fill(const std::string& mix, size_t scale, bool tier,
       std::exit(1);
   }
   malloc_trim(0);
+  auto book0 = t.bookkeeping_bytes();
   auto rss0 = rss_bytes();
   auto heap0 = mallinfo2().uordblks;
   uint32_t i = 0;
@@ -176,6 +184,7 @@ figure fill(const std::string& mix, size_t scale, bool tier,
   });
   out.rss = static_cast<double>(rss_bytes() - rss0);
   out.heap = static_cast<double>(mallinfo2().uordblks - heap0);
+  out.est = static_cast<double>(t.bookkeeping_bytes() - book0);
   out.entries = i;
   return out;
 }
@@ -219,7 +228,7 @@ figure fill_apart(const std::string& mix, size_t scale, bool tier) {
 
 struct result {
   double index_bpt = 0, tier_bpt = 0;
-  double index_heap = 0, tier_heap = 0;
+  double index_heap = 0, tier_heap = 0, tier_est = 0;
   double tokens = 0, entries = 0;
 };
 
@@ -234,6 +243,7 @@ result measure(const std::string& mix, size_t scale) {
   r.tier_bpt = t.rss / tokens;
   r.index_heap = ix.heap / tokens;
   r.tier_heap = t.heap / tokens;
+  r.tier_est = t.est / tokens;
   return r;
 }
 
@@ -321,6 +331,15 @@ int main(int argc, char** argv) {
                 "(heap)\n",
                 (r.tier_bpt - r.index_bpt) * r.tokens / r.entries,
                 (r.tier_heap - r.index_heap) * r.tokens / r.entries);
+    // The estimate the bookkeeping budget is charged with must not fall
+    // short of what the allocator holds (else RSS outgrows the bound).
+    auto est_ratio = r.tier_est / r.tier_heap;
+    bool est_ok = est_ratio >= 0.9 && est_ratio <= 1.5;
+    failures += est_ok ? 0 : 1;
+    std::printf("%s %s: bookkeeping estimate %.2f B/t against the heap's "
+                "%.2f: %.3fx (within 0.90x .. 1.50x)\n",
+                est_ok ? "PASS" : "FAIL", m.c_str(), r.tier_est, r.tier_heap,
+                est_ratio);
     std::fflush(stdout);
     if (layers_of(m) > 1) {
       std::printf("NOTE %s: %u layers of two views, not checked (the "

@@ -1131,3 +1131,80 @@ BOOST_AUTO_TEST_CASE(a_replacing_put_takes_the_pin_over) {
   BOOST_TEST(t.is_pinned("ns", run(8, 1000), 105), "from the replacing put");
   BOOST_TEST(t.counters().pinned_bytes == one, "counted once");
 }
+
+BOOST_AUTO_TEST_CASE(bookkeeping_is_counted_and_returns_when_entries_leave) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(64);
+  ram_tier t(1000 * one);
+  auto empty = t.bookkeeping_bytes();
+  must_put(t, eng.prefill("ns", run(64, 1000)), 1);
+  auto first = t.bookkeeping_bytes();
+  BOOST_TEST(first > empty + 64 * sizeof(token), "its key and its record");
+  must_put(t, eng.prefill("ns", run(64, 2000)), 2);
+  BOOST_TEST(t.bookkeeping_bytes() > first);
+  BOOST_TEST(t.counters().bookkeeping_bytes == t.bookkeeping_bytes());
+  BOOST_TEST(t.counters().bookkeeping_budget_bytes == 0u, "unbounded");
+  t.clear();
+  // The index keeps its handle slots' capacity; everything else went.
+  BOOST_TEST(t.bookkeeping_bytes() < first);
+}
+
+/// What ten distinct entries of 64 tokens cost (`one`: the bytes of one),
+/// from a tier without a bookkeeping budget.
+template <class Engine>
+uint64_t bookkeeping_of_ten(Engine& eng, uint64_t one) {
+  ram_tier twin(1000 * one);
+  for (token b = 0; b < 10; ++b)
+    must_put(twin, eng.prefill("ns", run(64, 1000 * (b + 1))), b);
+  return twin.bookkeeping_bytes();
+}
+
+BOOST_AUTO_TEST_CASE(over_the_bookkeeping_budget_entries_are_evicted) {
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(64);
+  auto budget = bookkeeping_of_ten(eng, one);
+  // The cap alone would hold all forty: the budget decides.
+  ram_tier t(1000 * one, false, ram_policy::lru, 0, budget);
+  BOOST_TEST(t.bookkeeping_budget() == budget);
+  for (token b = 0; b < 40; ++b) {
+    must_put(t, eng.prefill("ns", run(64, 1000 * (b + 1))), b);
+    BOOST_TEST(t.bookkeeping_bytes() <= budget, "after put " << b);
+  }
+  auto c = t.counters();
+  BOOST_TEST(c.entries >= 8u, "the budget holds about ten: " << c.entries);
+  BOOST_TEST(c.entries <= 10u);
+  BOOST_TEST(c.bookkeeping_evictions == c.evictions);
+  BOOST_TEST(c.bookkeeping_evictions >= 30u);
+  BOOST_TEST(c.bookkeeping_budget_bytes == budget);
+  BOOST_TEST(t.contains("ns", run(64, 40000)), "the newest stays");
+  BOOST_TEST(!t.contains("ns", run(64, 1000)), "the oldest went first");
+}
+
+BOOST_AUTO_TEST_CASE(
+  with_a_cold_tier_the_bookkeeping_budget_does_not_flush_the_cache) {
+  // An evicted entry is leaving until its write settles: its bookkeeping
+  // is still there, and must not make every resident entry go too.
+  auto eng = engine("tiny-dense");
+  auto one = eng.geometry().bytes_at(64);
+  auto budget = bookkeeping_of_ten(eng, one);
+  ram_tier t(1000 * one, true, ram_policy::lru, 0, budget);
+  std::vector<spill_order> out;
+  for (token b = 0; b < 40; ++b) {
+    auto r = must_put(t, eng.prefill("ns", run(64, 1000 * (b + 1))), b);
+    for (auto& s : r.evicted)
+      out.push_back(std::move(s));
+    auto c = t.counters();
+    BOOST_TEST(c.entries - c.leaving_entries >= std::min<uint64_t>(b + 1, 5),
+               "resident after put " << b);
+  }
+  // Every write settles: what stays is within the budget.
+  for (auto& s : out) {
+    auto key = s.key;
+    auto serial = s.serial;
+    s.state = {};
+    t.write_settled(key, serial, write_result::durable);
+  }
+  BOOST_TEST(t.counters().leaving_entries == 0u);
+  BOOST_TEST(t.bookkeeping_bytes() <= budget);
+  BOOST_TEST(t.counters().entries >= 5u);
+}
