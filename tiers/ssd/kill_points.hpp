@@ -4,7 +4,7 @@
 // happens to fall.
 //
 // The environment variable KVTIER_KILL_AT, read once at the first step:
-//   unset or empty  nothing is counted (one load of a flag per step);
+//   unset or empty  nothing is counted (one call testing a flag a step);
 //   N               the process dies at its N-th step of any kind (N >= 1);
 //   KIND:N          at its N-th step of that kind; KIND is one of
 //                   create, write, sync, rename, remove, sync_dir.
@@ -28,14 +28,14 @@
 // nothing (their tests arm faults directly). Thread-safe.
 #pragma once
 
+#include "messages/error.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-
-#include "messages/error.hpp"
 
 namespace kvtier::tiers::ssd {
 
@@ -79,7 +79,7 @@ bool take_kill_step(kill_step s) noexcept;
 } // namespace detail
 
 /// Counts step `s` (on `what`, a path for the line); dies when it is the
-/// chosen one. Free but for one flag test when KVTIER_KILL_AT is unset.
+/// chosen one. Unset KVTIER_KILL_AT: one call that tests a flag.
 inline void kill_point(kill_step s, const std::string& what) {
   if (detail::kill_points_armed() && detail::take_kill_step(s))
     detail::die_at(s, what);
