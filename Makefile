@@ -8,7 +8,7 @@ CTEST    := ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 BUILD_TYPE ?= RelWithDebInfo
 
 .PHONY: all deps configure build test test-busy demo replay-full replay-nodes bench \
-	bench-reference soak \
+	bench-reference soak crash-loops \
 	asan clean format format-check
 
 all: build
@@ -94,6 +94,12 @@ bench-reference: build
 ## Long runs kept out of the default suite (crash loops, fuzzing, soaks).
 soak: build
 	$(CTEST) -L soak
+
+## The SSD tier's long crash loops alone, their figures printed: torn
+## writes over the in-memory file system and the expected-state loop
+## (kill points and SIGKILL; docs/ssd-format.md, "Crash tests").
+crash-loops: build
+	$(CTEST) -V -R '^ssd\.(torn|expected_state|crash)_soak$$'
 
 ## The suite under AddressSanitizer and UBSan, in its own build folder.
 asan: deps

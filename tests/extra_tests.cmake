@@ -14,6 +14,26 @@ add_dependencies(test_ssd_crash_test ssd_crash_writer)
 add_test(NAME ssd.crash_soak COMMAND test_ssd_crash_test -- 200)
 set_tests_properties(ssd.crash_soak PROPERTIES LABELS soak)
 
+# The expected-state crash loop (RocksDB style): its writer is its own
+# program, killed at kill points (KVTIER_KILL_AT) and by SIGKILL; 10 + 6
+# rounds in the default suite (ssd.expected_state, registered by the glob),
+# 200 per case under the `soak` label. The in-process torn-write loop over
+# the in-memory file system: 40 seeds by default (ssd.torn), 2000 under
+# soak.
+add_executable(ssd_expected_writer
+  ${CMAKE_CURRENT_SOURCE_DIR}/ssd/expected_writer.cpp)
+target_link_libraries(ssd_expected_writer PRIVATE kvtier_internal)
+set_target_properties(ssd_expected_writer PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_compile_definitions(test_ssd_expected_state_test PRIVATE
+  KVTIER_EXPECTED_WRITER="$<TARGET_FILE:ssd_expected_writer>")
+add_dependencies(test_ssd_expected_state_test ssd_expected_writer)
+add_test(NAME ssd.expected_state_soak
+  COMMAND test_ssd_expected_state_test -- 200)
+set_tests_properties(ssd.expected_state_soak PROPERTIES LABELS soak)
+add_test(NAME ssd.torn_soak COMMAND test_ssd_torn_test -- 2000)
+set_tests_properties(ssd.torn_soak PROPERTIES LABELS soak)
+
 # The randomized state-identity test: 4 seeds x 250 steps by default
 # (runtime.identity_random, registered by the glob), 12 x 3000 under soak.
 add_test(NAME runtime.identity_random_soak

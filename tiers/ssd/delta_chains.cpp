@@ -10,9 +10,12 @@ namespace kvtier::tiers::ssd {
 void delta_chains::resolve(std::vector<scanned_file>& found, scan_report& r,
                            tier_io& io) {
   // Each delta is resolved against its parent, the parent first: by name
-  // and write id, never by the listing's order. Write ids strictly fall
-  // along a chain (the decoder checks parent write id < write id), so
-  // this ends.
+  // and write id, never by the listing's order. The file under the
+  // parent's name is followed only when its write id is the one the
+  // delta was cut from; those strictly fall along a chain (the decoder
+  // checks parent write id < write id), so this ends. A parent rewritten
+  // since (even one the delta names as itself, a file written as a delta
+  // of its own key's older file) breaks the chain without a recursion.
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < found.size(); ++i)
     by_name[found[i].file.name] = i;
@@ -30,6 +33,11 @@ void delta_chains::resolve(std::vector<scanned_file>& found, scan_report& r,
     auto p = by_name.find(f.header->parent);
     if (p == by_name.end()) {
       why[i] = "its parent " + f.header->parent + " is missing";
+    } else if (auto wid = found[p->second].file.header->write_id;
+               wid != f.header->parent_write_id) {
+      why[i] = "its parent " + f.header->parent + " was rewritten (write id "
+               + std::to_string(wid) + ", the file was cut from "
+               + std::to_string(f.header->parent_write_id) + ")";
     } else if (!resolve(p->second)) {
       why[i] = "its parent " + f.header->parent + " is unusable";
     } else {
@@ -124,12 +132,18 @@ delta_chains::choice delta_chains::choose(const ssd_index& index,
   // file, or one the entry branches off inside), and of its chain the
   // links that serve rows below that length.
   auto m = index.find(e.tokens, e.ns);
-  if (!m || m->length == 0 || m->length >= e.tokens.size()
-      || m->name == file_name(e.ns, e.tokens))
+  auto self = file_name(e.ns, e.tokens);
+  if (!m || m->length == 0 || m->length >= e.tokens.size() || m->name == self)
     return c; // nothing shared, or a rewrite of the key itself: whole
   c.chain = serving_below(chain_of(index, m->name), m->length);
   if (c.chain.empty() || c.chain.size() + 1 > max_chain_)
     return {}; // at the chain bound: written whole
+  // A rewrite of a key whose older file is a link (the match a longer
+  // file trimmed, its chain through the key's own file): the rename
+  // replaces that link, so the delta would name itself. Written whole.
+  for (auto* link : c.chain)
+    if (link->name == self)
+      return {};
   c.parent = c.chain.back();
   c.tokens = m->length;
   return c;

@@ -1,5 +1,7 @@
 #include "tiers/ssd/file_system.hpp"
 
+#include "tiers/ssd/kill_points.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -84,6 +86,8 @@ public:
 
   caf::expected<size_t> write_at(uint64_t offset,
                                  std::span<const std::byte> src) override {
+    const std::span<const std::byte> one[] = {src};
+    kill_point_write(fd_, offset, one, path_);
     size_t done = 0;
     while (done < src.size()) {
       auto n = ::pwrite(fd_, src.data() + done, src.size() - done,
@@ -100,6 +104,7 @@ public:
   caf::expected<size_t> write_gathered_at(
     uint64_t offset,
     std::span<const std::span<const std::byte>> pieces) override {
+    kill_point_write(fd_, offset, pieces, path_);
     size_t done = 0;
     size_t i = 0, skip = 0; // next piece, and bytes of it already written
     std::vector<iovec> iov;
@@ -135,6 +140,7 @@ public:
   }
 
   caf::error sync() override {
+    kill_point(kill_step::sync, path_);
     if (::fsync(fd_) != 0)
       return errno_error(errno, "fsync " + path_);
     return {};
@@ -174,6 +180,8 @@ private:
 
 caf::expected<file_ref> posix_file_system::open(const std::string& path,
                                                 open_mode mode) {
+  if (mode == open_mode::create)
+    kill_point(kill_step::create, path);
   int flags = O_CLOEXEC;
   flags |= mode == open_mode::read ? O_RDONLY : O_WRONLY | O_CREAT | O_EXCL;
   int fd = ::open(path.c_str(), flags, 0600);
@@ -184,18 +192,21 @@ caf::expected<file_ref> posix_file_system::open(const std::string& path,
 
 caf::error posix_file_system::rename(const std::string& from,
                                      const std::string& to) {
+  kill_point(kill_step::rename, to);
   if (::rename(from.c_str(), to.c_str()) != 0)
     return errno_error(errno, "rename " + from + " to " + to);
   return {};
 }
 
 caf::error posix_file_system::remove(const std::string& path) {
+  kill_point(kill_step::remove, path);
   if (::unlink(path.c_str()) != 0)
     return errno_error(errno, "remove " + path);
   return {};
 }
 
 caf::error posix_file_system::sync_dir(const std::string& dir) {
+  kill_point(kill_step::sync_dir, dir);
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
     return errno_error(errno, "open directory " + dir);

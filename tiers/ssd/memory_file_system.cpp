@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <random>
+#include <set>
 
 namespace kvtier::tiers::ssd {
 
@@ -12,6 +14,12 @@ struct memory_file_system::inode {
   uint32_t mode = 0600;
   std::vector<std::byte> data;
   std::vector<std::byte> synced;
+  /// Writes since the last sync, in order (what a power loss may keep).
+  struct pending_write {
+    uint64_t offset = 0;
+    std::vector<std::byte> bytes;
+  };
+  std::vector<pending_write> pending;
   /// Nanoseconds since the epoch; metadata, kept across a power loss.
   uint64_t mtime = 0;
   /// `start_writeback` calls (tests count the hints).
@@ -60,6 +68,7 @@ public:
       d.resize(offset + src.size());
     if (!src.empty())
       std::memcpy(d.data() + offset, src.data(), src.size());
+    node_->pending.push_back({offset, {src.begin(), src.end()}});
     node_->mtime = wall_ns();
     return src.size();
   }
@@ -67,6 +76,7 @@ public:
   caf::error sync() override {
     std::lock_guard guard{node_->mtx};
     node_->synced = node_->data;
+    node_->pending.clear();
     return {};
   }
 
@@ -110,6 +120,7 @@ caf::expected<file_ref> memory_file_system::open(const std::string& path,
   auto node = std::make_shared<inode>();
   node->mtime = wall_ns();
   live_.emplace(path, node);
+  record(path, node);
   return file_ref{std::make_shared<memory_file>(node, true)};
 }
 
@@ -121,7 +132,8 @@ caf::error memory_file_system::rename(const std::string& from,
     return make_error(ec::not_found, "rename " + from);
   auto node = i->second;
   live_.erase(i);
-  live_[to] = std::move(node);
+  live_[to] = node;
+  record(to, std::move(node), from);
   return {};
 }
 
@@ -129,6 +141,7 @@ caf::error memory_file_system::remove(const std::string& path) {
   std::lock_guard guard{mtx_};
   if (live_.erase(path) == 0)
     return make_error(ec::not_found, "remove " + path);
+  record(path, nullptr);
   return {};
 }
 
@@ -138,7 +151,19 @@ caf::error memory_file_system::sync_dir(const std::string& dir) {
   for (auto& [path, node] : live_)
     if (parent_of(path) == dir)
       durable_[path] = node;
+  for (auto& op : dir_ops_)
+    op.unsynced.erase(dir);
+  std::erase_if(dir_ops_, [](const dir_op& op) { return op.unsynced.empty(); });
   return {};
+}
+
+void memory_file_system::record(std::string name, std::shared_ptr<inode> node,
+                                std::string from) {
+  dir_op op{std::move(name), std::move(node), std::move(from), {}};
+  op.unsynced.insert(parent_of(op.name));
+  if (!op.from.empty())
+    op.unsynced.insert(parent_of(op.from));
+  dir_ops_.push_back(std::move(op));
 }
 
 caf::expected<std::vector<std::string>>
@@ -238,10 +263,80 @@ caf::expected<lock_ref> memory_file_system::lock(const std::string& path) {
 void memory_file_system::power_loss() {
   std::lock_guard guard{mtx_};
   live_ = durable_;
+  dir_ops_.clear();
   for (auto& [path, node] : live_) {
     std::lock_guard file_guard{node->mtx};
     node->data = node->synced;
+    node->pending.clear();
   }
+}
+
+memory_file_system::loss_report memory_file_system::power_loss(uint64_t seed) {
+  std::mt19937_64 rng{seed};
+  loss_report r;
+  r.keep_quarters = static_cast<unsigned>(rng() % 5);
+  auto keep = [&] { return rng() % 4 < r.keep_quarters; };
+  std::lock_guard guard{mtx_};
+  // Names: the synced entries, then a random subset of the later
+  // operations in a random order.
+  std::vector<dir_op*> ops;
+  for (auto& op : dir_ops_) {
+    ++r.dir_ops_pending;
+    if (keep())
+      ops.push_back(&op);
+  }
+  std::shuffle(ops.begin(), ops.end(), rng);
+  live_ = durable_;
+  for (auto* op : ops) {
+    ++r.dir_ops_kept;
+    if (!op->from.empty())
+      live_.erase(op->from);
+    if (op->node)
+      live_[op->name] = op->node;
+    else
+      live_.erase(op->name);
+  }
+  dir_ops_.clear();
+  durable_ = live_;
+  // Bytes: each file a name reaches, once (in name order, so the seed
+  // alone decides).
+  std::set<inode*> seen;
+  for (auto& [path, node] : live_) {
+    if (!seen.insert(node.get()).second)
+      continue;
+    std::lock_guard file_guard{node->mtx};
+    std::vector<inode::pending_write*> writes;
+    for (auto& w : node->pending) {
+      ++r.writes_pending;
+      if (keep())
+        writes.push_back(&w);
+    }
+    std::shuffle(writes.begin(), writes.end(), rng);
+    auto& d = node->data;
+    d = node->synced;
+    for (size_t k = 0; k < writes.size(); ++k) {
+      auto& w = *writes[k];
+      auto len = static_cast<uint64_t>(w.bytes.size());
+      ++r.writes_kept;
+      if (k + 1 == writes.size() && rng() % 2 == 0) {
+        // Sector boundaries strictly inside the write.
+        auto first = (w.offset / sector_bytes + 1) * sector_bytes;
+        auto end = w.offset + len;
+        if (first < end) {
+          auto cuts = (end - 1 - first) / sector_bytes + 1;
+          len = first + (rng() % cuts) * sector_bytes - w.offset;
+          ++r.writes_torn;
+        }
+      }
+      if (d.size() < w.offset + len)
+        d.resize(w.offset + len);
+      if (len > 0)
+        std::memcpy(d.data() + w.offset, w.bytes.data(), len);
+    }
+    node->synced = d;
+    node->pending.clear();
+  }
+  return r;
 }
 
 caf::expected<std::vector<std::byte>>
@@ -268,6 +363,7 @@ caf::error memory_file_system::overwrite(const std::string& path,
     return make_error(ec::not_found, path);
   std::lock_guard file_guard{i->second->mtx};
   i->second->synced = bytes;
+  i->second->pending.clear();
   i->second->data = std::move(bytes);
   return {};
 }

@@ -1,13 +1,41 @@
 // An in-memory `file_system` that models what survives a power loss, for
 // tests of the write protocol without a disk.
 //
-// Model: each file keeps its live bytes and the bytes of its last `sync()`;
-// each directory keeps its live entries and the entries of its last
-// `sync_dir()`. `power_loss()` rolls every file back to its synced bytes and
-// every directory back to its synced entries, as a crash of the machine
-// would (a file created and renamed but never made durable vanishes; a
-// rename whose directory was not synced is undone). Open `file`s keep their
-// bytes after the name is removed or replaced, as on POSIX. Directories
+// Model: each file keeps its live bytes, the bytes of its last `sync()` and
+// the writes made since (offset and bytes, in order); each directory keeps
+// its live entries, the entries of its last `sync_dir()` and the directory
+// operations made since (creations, renames, removals; a rename across two
+// directories waits for both to be synced). A power loss starts from the
+// synced state and may add some of what was not synced:
+//
+//   - `power_loss()` adds nothing: every file rolls back to its synced
+//     bytes and every directory to its synced entries (a file created and
+//     renamed but never made durable vanishes; a rename whose directory
+//     was not synced is undone).
+//   - `power_loss(seed)` draws, from the seed alone, one keep probability
+//     p in {0, 1/4, 1/2, 3/4, 1} and then keeps each unsynced directory
+//     operation with probability p and applies the kept ones in a random
+//     order (a creation names its file, a rename names the file it moved
+//     under the new name and drops the old name, whole and atomic; a
+//     removal drops the name); then, for every file a name reaches, keeps
+//     each unsynced write with probability p and applies the kept ones over
+//     the synced bytes in a random order. The last write so applied is torn
+//     with probability 1/2 when it spans a 512-byte sector boundary: only
+//     its bytes before one such boundary (drawn uniformly among those
+//     inside it) land, the rest of the write, sectors whole, is lost. A
+//     write within one sector is never torn (sectors are atomic). Bytes
+//     past the synced length that no kept write covers read as zeros (the
+//     file is as long as its longest kept write reaches). p = 0 is the
+//     rollback above; p = 1 with no tear keeps everything, in some order.
+//     Random order is harsher than a disk behind a page cache: two kept
+//     writes to the same bytes may land older over newer, and a creation
+//     may land after the rename that moved its file (both names then
+//     reach it). The SSD tier never writes the same bytes twice before a
+//     sync and reports nothing durable before the directory sync that
+//     covers its names, so the harsher model only widens the search.
+//
+// Whatever a power loss leaves becomes the synced state. Open `file`s keep
+// their bytes after the name is removed or replaced, as on POSIX. Directories
 // are implicit in the paths of their files, but keep a mode once
 // `make_dirs` or `set_mode` names them; files are created 0600. A lock is
 // held in this instance only (a second `lock` of the same path while the
@@ -48,6 +76,28 @@ public:
   /// Rolls files and directories back to what was last made durable.
   void power_loss();
 
+  /// What a random power loss kept and tore (counts over every file and
+  /// directory).
+  struct loss_report {
+    /// The keep probability drawn, in quarters (0..4).
+    unsigned keep_quarters = 0;
+    uint64_t dir_ops_pending = 0;
+    uint64_t dir_ops_kept = 0;
+    uint64_t writes_pending = 0;
+    uint64_t writes_kept = 0;
+    /// Kept writes torn at a sector boundary.
+    uint64_t writes_torn = 0;
+  };
+
+  /// A power loss that keeps a random subset of the unsynced writes and
+  /// directory operations, in a random order, and may tear the last write
+  /// of a file at a sector boundary (the header comment's model); the same
+  /// seed over the same history keeps the same subset.
+  loss_report power_loss(uint64_t seed);
+
+  /// Bytes of the sectors a torn write keeps whole (512).
+  static constexpr uint64_t sector_bytes = 512;
+
   /// The live bytes of `path` (tests corrupt and inspect files with these).
   caf::expected<std::vector<std::byte>> contents(const std::string& path);
 
@@ -66,6 +116,18 @@ private:
   table live_;
   /// Names as of each directory's last sync.
   table durable_;
+  /// A directory operation not yet made durable: `name` is given `node`
+  /// (null: the name goes); a rename also drops `from`.
+  struct dir_op {
+    std::string name;
+    std::shared_ptr<inode> node;
+    std::string from;
+    /// Directories whose sync it still waits for.
+    std::set<std::string> unsynced;
+  };
+  std::vector<dir_op> dir_ops_;
+  void record(std::string name, std::shared_ptr<inode> node,
+              std::string from = {});
   /// Modes of the directories named so far.
   std::map<std::string, uint32_t> dir_modes_;
   /// Paths locked now, shared with their handles (which may outlive this).

@@ -93,7 +93,8 @@ struct ssd_config {
   /// comes after the tier let go of the item's buffers. Optional.
   std::function<void(const write_event&)> on_write;
   /// Told about every indexed file the tier stops holding, at the moment
-  /// it leaves the index (before the unlink runs), so an owner holding a
+  /// it leaves the index (before the unlink runs, or the rename of a
+  /// rewrite that breaks a delta child's parent), so an owner holding a
   /// copy it believed durable can clear that belief: evicted over the cap
   /// (also inside `open` and `set_byte_cap`), found corrupt or gone by a
   /// restore, erased, superseded by a trimmable longer file. Not

@@ -233,6 +233,10 @@ private:
   /// (`cascade`).
   std::optional<ssd_file> unindex(const std::string& name, bool report,
                                   removal_reason why, removal_reason cascade);
+  /// Removes the delta children of `name` (reported `cascade`; the log
+  /// line names `why` its parent left).
+  void cut_children(const std::string& name, removal_reason why,
+                    removal_reason cascade);
   /// `forget`, then unlinks the file; the unlink's chore tag (0: left to a
   /// write of the name).
   uint64_t remove_file(const std::string& name, removal_reason why);

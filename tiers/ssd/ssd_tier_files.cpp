@@ -90,13 +90,18 @@ std::optional<ssd_file> ssd_tier::unindex(const std::string& name, bool report,
     cfg_.on_remove(remove_event{h.ns, h.tokens, why, f->bytes, h.kind,
                                 h.request, h.attempt});
   // Its delta children were cut from this very file: they go with it.
+  cut_children(name, why, cascade);
+  return f;
+}
+
+void ssd_tier::cut_children(const std::string& name, removal_reason why,
+                            removal_reason cascade) {
   for (auto& child : chains_.take_children(name)) {
     ++stats_.chain_cascades;
     io_.log("ssd: removing delta file " + child + ": its parent " + name
             + " left (" + to_string(why) + ")");
     remove_file(child, cascade);
   }
-  return f;
 }
 
 uint64_t ssd_tier::remove_file(const std::string& name, removal_reason why) {

@@ -100,19 +100,32 @@ void ssd_tier::on_write(write_job& job, io_completion& c) {
       if (job.refused())
         unpin(job);
       break;
+    case write_step::sync:
+      // The rename next replaces this key's older file, and the delta
+      // children cut from it break with it (a restart's scan removes
+      // them). They go now, reported gone, before the rename can land: a
+      // process dying right after the rename must not lose files its
+      // owner was told are durable and never told are gone.
+      cut_children(job.name, removal_reason::gone, removal_reason::gone);
+      break;
     case write_step::rename:
-      // The older file of this key is gone from disk: forget it now (its
-      // delta children were cut from it: they go, reported gone).
+      // The older file of this key is gone from disk: forget it now (any
+      // delta child cut from it since the fsync goes too, reported gone).
       unindex(job.name, false, removal_reason::gone, removal_reason::gone);
       break;
     case write_step::sync_dir: {
       auto& h = job.header();
       if (!h.parent.empty()) {
         auto* p = files_.index().file(h.parent);
-        if (!p || p->header->write_id != h.parent_write_id) {
+        if (!p || p->header->write_id != h.parent_write_id
+            || writes_.writing(h.parent)) {
           // Its parent left (or was rewritten) while it was written: the
-          // file names bytes that are gone. Not stored; a retry writes it
-          // again, whole or over another parent.
+          // file names bytes that are gone. Or a rewrite of the parent
+          // runs, whose rename may already have landed (its children
+          // were reported gone before it): reported durable now, the
+          // child could be lost by a crash before that rename is handled.
+          // Not stored; a retry writes it again, whole or over another
+          // parent.
           job.orphan = true;
           job.err = make_error(ec::io_error, "its delta parent " + h.parent
                                                + " left during the write");

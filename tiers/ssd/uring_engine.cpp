@@ -1,5 +1,7 @@
 #include "tiers/ssd/uring_engine.hpp"
 
+#include "tiers/ssd/kill_points.hpp"
+
 #ifdef KVTIER_HAVE_URING
 
 #include <boost/asio/post.hpp>
@@ -69,6 +71,17 @@ public:
         sink_(std::move(c));
       });
       return;
+    }
+    if (op.kind == io_kind::write) {
+      using piece = std::span<const std::byte>;
+      const piece one[] = {{op.data, op.length}};
+      std::span<const piece> src = one;
+      if (!op.pieces.empty())
+        src = op.pieces;
+      kill_point_write(op.target->native_handle(), op.offset, src,
+                       "a file (io_uring)");
+    } else if (op.kind == io_kind::sync) {
+      kill_point(kill_step::sync, "a file (io_uring)");
     }
     {
       std::lock_guard guard{mtx_};

@@ -1,0 +1,205 @@
+#define BOOST_TEST_MODULE ssd_expected_state
+// The expected-state crash loop (as RocksDB's crash test): a writer process
+// (expected_writer.cpp) writes through an SSD tier on the real disk and
+// logs what the tier told it; this test kills it, at a kill point (a
+// random file-system step, KVTIER_KILL_AT) or by SIGKILL at a random
+// moment, then opens the tier on the same directory and checks every
+// entry the log says is durable and not removed since: on SSD, byte-exact
+// against the oracle, and everything served verifies. The directory and
+// the log carry over from round to round, so state accumulates across
+// kills. Prints its figures; lost and wrong must be 0.
+#include "tests/ssd/crash_common.hpp"
+#include "tests/ssd/expected_check.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <random>
+
+#include <poll.h>
+#include <sys/wait.h>
+
+#ifndef KVTIER_EXPECTED_WRITER
+#error "KVTIER_EXPECTED_WRITER must name the expected-state writer program"
+#endif
+
+using namespace kvtier;
+using namespace kvtier::tiers;
+using namespace kvtier::tiers::ssd;
+using namespace kvtier::tiers::ssd::test;
+using expected::tally;
+
+namespace {
+
+/// Entries one writer run offers.
+constexpr uint64_t entries_per_run = 30;
+
+/// How a round ends the writer.
+struct kill_plan {
+  /// A KVTIER_KILL_AT value ("" for none).
+  std::string kill_at;
+  /// Without a kill point: SIGKILL after this many lines and `delay_us`.
+  int lines = 0;
+  int delay_us = 0;
+};
+
+/// Runs the writer once; true when it was killed (false: it finished).
+bool run_writer(const std::string& dir, const std::string& log,
+                const std::string& err_path, uint64_t seed, crash::mode m,
+                const kill_plan& plan) {
+  int fds[2];
+  BOOST_REQUIRE(::pipe(fds) == 0);
+  auto pid = ::fork();
+  BOOST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(err, 2);
+    if (!plan.kill_at.empty())
+      ::setenv("KVTIER_KILL_AT", plan.kill_at.c_str(), 1);
+    ::alarm(300); // never outlives a stuck test
+    auto s = std::to_string(seed);
+    auto n = std::to_string(entries_per_run);
+    ::execl(KVTIER_EXPECTED_WRITER, KVTIER_EXPECTED_WRITER, dir.c_str(),
+            log.c_str(), s.c_str(),
+            m == crash::mode::delta ? "delta" : "every-kind", n.c_str(),
+            nullptr);
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  // Reads its lines (so it never blocks on a full pipe) until it ends or,
+  // without a kill point, until the chosen line; generous deadline.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  std::string pending;
+  int seen = 0;
+  bool sent = false;
+  for (;;) {
+    pollfd p{fds[0], POLLIN, 0};
+    int ready = ::poll(&p, 1, 100);
+    if (ready > 0) {
+      char buf[512];
+      auto n = ::read(fds[0], buf, sizeof buf);
+      if (n <= 0)
+        break; // it ended
+      for (ssize_t k = 0; k < n; ++k)
+        if (buf[k] == '\n')
+          ++seen;
+    }
+    if (plan.kill_at.empty() && !sent && seen >= plan.lines) {
+      ::usleep(static_cast<useconds_t>(plan.delay_us));
+      ::kill(pid, SIGKILL);
+      sent = true;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      ::close(fds[0]);
+      BOOST_FAIL("the writer neither ended nor was killed in 240 s");
+    }
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::ifstream in{err_path};
+  std::string err{std::istreambuf_iterator<char>{in}, {}};
+  if (WIFEXITED(status)) {
+    BOOST_REQUIRE_MESSAGE(WEXITSTATUS(status) == 0, "the writer failed ("
+                                                      << WEXITSTATUS(status)
+                                                      << "): " << err);
+    return false;
+  }
+  BOOST_REQUIRE_MESSAGE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+                        "the writer died otherwise: " << err);
+  if (!plan.kill_at.empty())
+    BOOST_TEST(err.find("kvtier: kill point: ") != std::string::npos,
+               "a kill point killed it: " << err);
+  return true;
+}
+
+/// Opens the tier on `dir`, checks it against the log, closes it. The
+/// tier's own removals at open (evictions over the cap) go to the log.
+void check_round(const std::string& dir, const std::string& log_path,
+                 crash::mode m, tally& t) {
+  auto want = expected::replay(log_path);
+  expected::event_log log{log_path};
+  BOOST_REQUIRE(log.ok());
+  auto cfg = crash::config(dir, m);
+  cfg.on_remove = [&](const remove_event& ev) {
+    if (ev.kind != key_kind::prefix)
+      return;
+    want.erase({ev.ns, ev.tokens});
+    BOOST_REQUIRE(log.append('R', ev.ns, ev.tokens));
+  };
+  posix_file_system fs;
+  completion_queue q;
+  auto engine = make_io_engine(engine_choice::automatic, q.sink());
+  BOOST_REQUIRE(engine);
+  ssd_tier tier{cfg, fs, **engine};
+  auto r = tier.open();
+  BOOST_REQUIRE_MESSAGE(r, (r ? "" : describe(r.error())));
+  expected::check_expected(tier, q, crash::oracle(m), want, t);
+  drive(tier, q);
+}
+
+/// `n` rounds on one directory: even rounds die at a kill point (every
+/// third of those counting one kind of step), odd ones by SIGKILL at a
+/// random moment.
+tally loop(int n, crash::mode m, unsigned seed) {
+  scratch_dir dir;
+  auto tier_dir = dir.path + "/tier";
+  auto log = dir.path + "/expected.log";
+  auto err = dir.path + "/writer.err";
+  std::mt19937 rng{seed};
+  static const char* kinds[] = {"create", "write",  "sync",
+                                "rename", "remove", "sync_dir"};
+  tally t;
+  for (int i = 0; i < n; ++i) {
+    kill_plan plan;
+    if (i % 2 == 0 && i % 6 == 4)
+      plan.kill_at =
+        std::string{kinds[rng() % 6]} + ":" + std::to_string(1 + rng() % 30);
+    else if (i % 2 == 0)
+      plan.kill_at = std::to_string(1 + rng() % 220);
+    else {
+      plan.lines = 1 + static_cast<int>(rng() % (entries_per_run - 2));
+      plan.delay_us = static_cast<int>(rng() % 4000);
+    }
+    BOOST_TEST_CONTEXT(
+      "round " << i << " "
+               << (plan.kill_at.empty()
+                     ? "SIGKILL after " + std::to_string(plan.lines) + " lines"
+                     : "KVTIER_KILL_AT=" + plan.kill_at)) {
+      bool killed = run_writer(
+        tier_dir, log, err, seed * 1000u + static_cast<unsigned>(i), m, plan);
+      ++(killed ? t.kills : t.finished);
+      ++t.rounds;
+      check_round(tier_dir, log, m, t);
+    }
+  }
+  return t;
+}
+
+void print(const char* what, const tally& t) {
+  double load[3] = {};
+  ::getloadavg(load, 3);
+  std::printf("expected-state crash loop (%s): %s (load average %.2f)\n", what,
+              t.figures().c_str(), load[0]);
+  std::fflush(stdout);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(every_entry_told_durable_survives_every_kill) {
+  auto t = loop(expected::iterations(10), crash::mode::every_kind, 777);
+  print("every kind", t);
+  BOOST_TEST(t.kills > 0u);
+  t.expect_clean();
+}
+
+BOOST_AUTO_TEST_CASE(every_delta_told_durable_survives_every_kill) {
+  auto t = loop(expected::iterations(6), crash::mode::delta, 4242);
+  print("delta files", t);
+  BOOST_TEST(t.kills > 0u);
+  t.expect_clean();
+}
