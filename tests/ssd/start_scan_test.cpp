@@ -270,7 +270,7 @@ namespace {
       break; // every entry reported durable
     tier.index_step(1);
     uint64_t i = 1000 * (round + 1) + j;
-    if (j < 250
+    if (j < 120
         && tier.enqueue(oracle().prefill("ns", key_tokens(i)),
                         write_reason::spill))
       queued.push_back(i);
