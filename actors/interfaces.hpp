@@ -59,6 +59,10 @@ using wait_deadline_atom = caf::atom_constant<caf::atom("kvtwaitdl")>;
 /// The SSD actor's retry timer of one failed write (by queue item id).
 using retry_write_atom = caf::atom_constant<caf::atom("kvtretry")>;
 
+/// The SSD actor's next batch of its start-up scan (it sends it to itself
+/// until the scan is over; requests queued meanwhile run between batches).
+using index_step_atom = caf::atom_constant<caf::atom("kvtindex")>;
+
 /// The SSD actor's next round of a flush that waits for retries.
 using flush_round_atom = caf::atom_constant<caf::atom("kvtflushrd")>;
 
@@ -371,6 +375,8 @@ using ssd_tier_actor = store_actor::extend<
   caf::reacts_to<retry_write_atom, uint64_t>,
   // A flush waiting for retries runs its next round.
   caf::reacts_to<flush_round_atom>,
+  // The next batch of the start-up scan (sent to itself).
+  caf::reacts_to<index_step_atom>,
   // A prefetch read took too long: its lease ends, the prefetch answers.
   caf::reacts_to<prefetch_deadline_atom, uint64_t>,
   // Once, at wiring: the event feed told of every prefix file written

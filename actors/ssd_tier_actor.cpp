@@ -2,6 +2,7 @@
 
 #include "actors/codec.hpp"
 #include "actors/tier_counters.hpp"
+#include "messages/log.hpp"
 #include "tiers/entry_message.hpp"
 
 #include <caf/send.hpp>
@@ -155,6 +156,26 @@ void tell_feed(ssd_tier_pointer self, const std::string& ns,
   c.ns = ns;
   c.key.assign(tokens.begin(), tokens.end());
   self->send(feed, std::move(c));
+}
+
+/// One batch of the start-up scan; the next is sent while it runs.
+void index_next_batch(ssd_tier_pointer self) {
+  auto& t = tier(self);
+  std::vector<std::pair<std::string, tiers::token_seq>> told;
+  auto indexed = [&](const tiers::ssd::entry_header& h) {
+    if (self->state.feed && h.kind == tiers::key_kind::prefix)
+      told.emplace_back(h.ns, h.tokens);
+  };
+  bool done = t.index_step(self->state.parts->index_batch, indexed);
+  for (auto& [ns, tokens] : told)
+    tell_feed(self, ns, tokens, true);
+  if (!done) {
+    self->send(self, index_step_atom::value);
+    return;
+  }
+  log::info("kvtier ssd: indexed " + t.root() + " in "
+            + std::to_string(t.stats().index_ms)
+            + " ms: " + tiers::ssd::scan_summary(t.scan_result()));
 }
 
 void attach_feed(ssd_tier_pointer self, feed_actor f) {
@@ -691,6 +712,8 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
     removed(self, e);
   };
   self->state.parts->relay->attach(caf::actor_cast<caf::weak_actor_ptr>(self));
+  if (tier(self).indexing())
+    self->send(self, index_step_atom::value);
   return {
     [self](const sealed<msg::FindPrefix>& m) {
       return decoding<sealed<msg::FindPrefixReply>>([&] {
@@ -741,6 +764,7 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
       if (run && !run->in_round && run->awaiting.empty())
         flush_round(self);
     },
+    [self](index_step_atom) { index_next_batch(self); },
     [self](prefetch_deadline_atom, uint64_t lease) {
       prefetch_timeout(self, lease);
     },

@@ -14,6 +14,13 @@
 // built, opened (the header-only scan, the one blocking step) and handed over
 // by runtime/service/spawn.cpp before the actor serves.
 //
+// Start-up scan: a tier opened without `index_at_open` is indexed by this
+// actor, `ssd_parts::index_batch` files a batch, each batch a message it
+// sends itself (`index_step_atom`), so requests queued meanwhile are
+// served between batches from the files indexed so far (docs/ssd-format.md
+// "Start-up"); the feed, once attached, is told of each prefix file as it
+// is indexed; one log line when the scan is over.
+//
 // Removals: every entry file the tier stops holding (`ssd_config::on_remove`:
 // evicted over the cap, found corrupt or gone by a restore, erased) becomes
 // one SsdEvictEvent to the RAM actor, which clears the durable marks that
@@ -117,6 +124,9 @@ struct ssd_parts {
   /// for every failed write's retries until it is durable or given up;
   /// 0 (no limit): for one more attempt of each.
   uint32_t write_attempts = 0;
+  /// Files the start-up scan indexes per batch while the actor serves
+  /// (`ssd_tier::index_step`; the tier opened without `index_at_open`).
+  size_t index_batch = 1024;
   /// Where the tier's `on_write` reports go (set by the actor).
   std::function<void(const tiers::ssd::write_event&)> on_write;
   /// Where the tier's `on_remove` reports go (set by the actor).

@@ -7,66 +7,47 @@
 
 namespace kvtier::tiers::ssd {
 
-void delta_chains::resolve(std::vector<scanned_file>& found, scan_report& r,
-                           tier_io& io) {
-  // Each delta is resolved against its parent, the parent first: by name
-  // and write id, never by the listing's order. The file under the
-  // parent's name is followed only when its write id is the one the
-  // delta was cut from; those strictly fall along a chain (the decoder
-  // checks parent write id < write id), so this ends. A parent rewritten
-  // since (even one the delta names as itself, a file written as a delta
-  // of its own key's older file) breaks the chain without a recursion.
-  std::map<std::string, size_t> by_name;
-  for (size_t i = 0; i < found.size(); ++i)
-    by_name[found[i].file.name] = i;
-  enum class state : uint8_t { unknown, good, bad };
-  std::vector<state> st(found.size(), state::unknown);
-  std::vector<std::string> why(found.size());
-  std::function<bool(size_t)> resolve = [&](size_t i) -> bool {
-    if (st[i] != state::unknown)
-      return st[i] == state::good;
-    auto& f = found[i].file;
-    if (f.header->parent.empty()) {
-      st[i] = state::good;
-      return true;
-    }
-    auto p = by_name.find(f.header->parent);
-    if (p == by_name.end()) {
-      why[i] = "its parent " + f.header->parent + " is missing";
-    } else if (auto wid = found[p->second].file.header->write_id;
-               wid != f.header->parent_write_id) {
-      why[i] = "its parent " + f.header->parent + " was rewritten (write id "
-               + std::to_string(wid) + ", the file was cut from "
-               + std::to_string(f.header->parent_write_id) + ")";
-    } else if (!resolve(p->second)) {
-      why[i] = "its parent " + f.header->parent + " is unusable";
+void delta_chains::resolve(std::vector<scanned_file>& deltas,
+                           const ssd_index& index, scan_report& r, tier_io& io,
+                           const std::function<void(scanned_file&)>& good) {
+  // A delta's parent, if it is a delta, has a lower write id (the decoder
+  // checks parent write id < write id): in this order it is resolved and
+  // indexed first, by name and write id, never by the listing's order.
+  std::sort(deltas.begin(), deltas.end(), [](auto& a, auto& b) {
+    return a.file.header->write_id < b.file.header->write_id;
+  });
+  for (auto& d : deltas) {
+    auto& f = d.file;
+    auto& parent = f.header->parent;
+    std::string why;
+    auto* p = index.file(parent);
+    if (!p) {
+      why = "its parent " + parent + " is missing or unusable";
     } else {
+      auto ph = p->header;
+      if (!ph->keyed()) { // a prefix file's key is the index's
+        auto keyed = std::make_shared<entry_header>(*ph);
+        keyed->tokens = index.key(parent);
+        ph = std::move(keyed);
+      }
       auto h = std::make_shared<entry_header>(*f.header);
-      if (auto err = resolve_parent(*h, *found[p->second].file.header))
-        why[i] = context_of(err);
+      if (auto err = resolve_parent(*h, *ph))
+        why = context_of(err);
       else if (file_name(h->key()) != f.name)
-        why[i] = "misnamed";
+        why = "misnamed";
       else
         f.header = std::move(h);
     }
-    st[i] = why[i].empty() ? state::good : state::bad;
-    return st[i] == state::good;
-  };
-  for (size_t i = 0; i < found.size(); ++i)
-    resolve(i); // every link first: a kept file is moved out below
-  std::vector<scanned_file> kept;
-  for (size_t i = 0; i < found.size(); ++i) {
-    if (st[i] == state::good) {
-      kept.push_back(std::move(found[i]));
+    if (why.empty()) {
+      good(d);
       continue;
     }
-    auto& name = found[i].file.name;
-    io.log("ssd: removing delta file " + name + ": " + why[i]);
+    io.log("ssd: removing delta file " + f.name + ": " + why);
     --r.loaded;
-    if (!io.fs.remove(io.path(name)))
+    if (!io.fs.remove(io.path(f.name)))
       ++r.broken_chains;
   }
-  found = std::move(kept);
+  deltas.clear();
 }
 
 std::vector<const ssd_file*> delta_chains::chain_of(const ssd_index& index,

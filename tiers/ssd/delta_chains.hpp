@@ -38,12 +38,15 @@ public:
     return enabled_;
   }
 
-  /// The scan's second pass: resolves delta files against their parents
-  /// (tokens, write ids) in an order that does not depend on the listing;
-  /// a delta whose parent is missing, unusable or rewritten is removed
-  /// (blocking), counted and dropped from `found`.
-  static void resolve(std::vector<scanned_file>& found, scan_report& r,
-                      tier_io& io);
+  /// The scan's last pass: resolves the delta files it found against
+  /// their parents in `index` (tokens, write ids), parents first whatever
+  /// the listing's order (write ids strictly fall along a chain); each
+  /// resolved one goes to `good` (which indexes it, so its children find
+  /// it); one whose parent is missing, unusable or rewritten is removed
+  /// (blocking), counted (`broken_chains`, and no longer `loaded`).
+  static void resolve(std::vector<scanned_file>& deltas, const ssd_index& index,
+                      scan_report& r, tier_io& io,
+                      const std::function<void(scanned_file&)>& good);
 
   /// The files a restore of `name` reads, root first (itself last).
   static std::vector<const ssd_file*> chain_of(const ssd_index& index,

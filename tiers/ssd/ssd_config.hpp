@@ -67,6 +67,12 @@ struct ssd_config {
   /// a delta that would make a longer chain is written whole. At least 1
   /// (1: no deltas; `ssd-tier.max-chain`).
   uint32_t max_chain = 8;
+  /// True: `open` indexes every entry file before it returns (blocking;
+  /// the tests' default). False: `open` does only the listing and the
+  /// removal records, and the owner indexes the files with `index_step`,
+  /// a bounded batch at a time, serving between batches (docs/ssd-format.md
+  /// "Start-up"); the service does that.
+  bool index_at_open = true;
   /// Which eviction spills (`write_reason::spill` of a prefix entry) are
   /// written (`ssd-tier.admission`, write_admission.hpp): all, or those
   /// whose key was spilled before within the memory. Demotions,

@@ -30,15 +30,14 @@ ssd_file keyed(ssd_file f, token_seq key) {
 
 } // namespace
 
-std::optional<ssd_file> ssd_index::insert(ssd_file f) {
+std::optional<ssd_file> ssd_index::insert(ssd_file f, bool coldest) {
   auto name = f.name;
   auto header = f.header;
   auto bytes = f.bytes;
   auto replaced = erase(name);
   if (header->kind != key_kind::prefix) {
     // Found by exact key only: never in the prefix index.
-    lru_.push_back(name);
-    by_name_[name] = slot{{}, std::move(f), std::prev(lru_.end())};
+    by_name_[name] = slot{{}, std::move(f), place(name, coldest)};
     bytes_ += bytes;
     return replaced;
   }
@@ -63,8 +62,7 @@ std::optional<ssd_file> ssd_index::insert(ssd_file f) {
     bytes_ -= old.bytes;
     replaced = std::move(old);
   }
-  lru_.push_back(name);
-  by_name_[name] = slot{r.ref, std::nullopt, std::prev(lru_.end())};
+  by_name_[name] = slot{r.ref, std::nullopt, place(name, coldest)};
   bytes_ += bytes;
   return replaced;
 }
@@ -141,6 +139,19 @@ void ssd_index::touch(const std::string& name) {
   lru_.splice(lru_.end(), lru_, i->second.lru);
   if (!i->second.exact)
     index_.touch(i->second.ref);
+}
+
+void ssd_index::make_coldest(const std::string& name) {
+  auto i = by_name_.find(name);
+  if (i != by_name_.end())
+    lru_.splice(lru_.begin(), lru_, i->second.lru);
+}
+
+std::list<std::string>::iterator ssd_index::place(const std::string& name,
+                                                  bool coldest) {
+  if (coldest)
+    return lru_.insert(lru_.begin(), name);
+  return lru_.insert(lru_.end(), name);
 }
 
 std::vector<std::string>

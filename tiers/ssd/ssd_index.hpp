@@ -61,9 +61,9 @@ struct saved_prefix {
 
 class ssd_index {
 public:
-  /// Indexes `f` as the most recently used file, by its header's key kind;
-  /// returns a file it replaced (same key).
-  std::optional<ssd_file> insert(ssd_file f);
+  /// Indexes `f` as the most recently used file (`coldest`: the least),
+  /// by its header's key kind; returns a file it replaced (same key).
+  std::optional<ssd_file> insert(ssd_file f, bool coldest = false);
 
   /// Forgets the file `name`; returns it (keyed).
   std::optional<ssd_file> erase(const std::string& name);
@@ -91,6 +91,10 @@ public:
 
   /// Makes `name` the most recently used file.
   void touch(const std::string& name);
+
+  /// Makes `name` the least recently used file (the start-up scan's
+  /// rebuild of the order its files' mtimes record).
+  void make_coldest(const std::string& name);
 
   /// The prefix files the prefix file `name` supersedes, as the RAM tier
   /// supersedes entries (docs/ram-tier.md): when its entry is trimmable
@@ -141,6 +145,9 @@ private:
     std::optional<ssd_file> exact;
     std::list<std::string>::iterator lru;
   };
+
+  /// Puts `name` at the LRU list's back (front: `coldest`).
+  std::list<std::string>::iterator place(const std::string& name, bool coldest);
 
   prefix_index<ssd_file> index_;
   std::unordered_map<std::string, slot> by_name_;

@@ -61,6 +61,13 @@ struct durability_evidence {
 /// Counters since construction (and the current sizes).
 struct ssd_stats {
   uint64_t files = 0;
+  /// Entry files the start-up scan indexed so far (its `loaded`).
+  uint64_t index_files = 0;
+  /// 1 while the start-up scan runs (`ssd_tier::indexing`).
+  uint64_t indexing = 0;
+  /// Milliseconds from `open` to the end of the start-up scan (0 until it
+  /// ended).
+  uint64_t index_ms = 0;
   uint64_t file_bytes = 0;
   uint64_t queue_items = 0;
   uint64_t queue_bytes = 0;

@@ -1,9 +1,8 @@
-// The SSD tier's coordinator: start-up, lookups, reads, flush, close and
+// The SSD tier's coordinator: lookups, reads, flush, close and
 // the routing of engine completions to its parts.
-#include "tiers/ssd/ssd_tier.hpp"
+#include "tiers/ssd/start_scan.hpp"
 
 #include <algorithm>
-#include <tuple>
 
 namespace kvtier::tiers::ssd {
 
@@ -36,55 +35,6 @@ ssd_tier::ssd_tier(ssd_config cfg, file_system& fs, io_engine& engine)
 
 ssd_tier::~ssd_tier() = default;
 
-caf::expected<scan_report> ssd_tier::open() {
-  scan_report r;
-  if (auto err = files_.own_directory()) {
-    files_.release_lock();
-    return err;
-  }
-  auto names = files_.list();
-  if (!names)
-    return names.error();
-  uint64_t max_write_id = 0;
-  // Removal records first: a checkpoint file one covers is never indexed.
-  removals_.load_records(*names, r, max_write_id);
-  std::vector<scanned_file> found;
-  auto covered = [&](const std::string& name, const entry_header& h) {
-    return removals_.covered_at_scan(name, h, r);
-  };
-  for (auto& name : *names)
-    files_.scan_file(name, r, found, max_write_id, covered);
-  delta_chains::resolve(found, r, io_);
-  // Least recently used first, as each file's mtime recorded it (then
-  // oldest write first): the LRU order from before the restart.
-  std::sort(found.begin(), found.end(), [](auto& a, auto& b) {
-    return std::tie(a.mtime, a.file.header->write_id, a.file.name)
-           < std::tie(b.mtime, b.file.header->write_id, b.file.name);
-  });
-  for (auto& f : found) {
-    files_.saw_stamp(f.mtime);
-    index_file(std::move(f.file));
-  }
-  removals_.finish_records(r);
-  writes_.set_next_write_id(max_write_id + 1);
-  // Least recently used among the files nothing depends on, as after a
-  // write: a delta parent goes after its children.
-  auto held = [this](const std::string& n) { return chains_.held(n); };
-  for (;;) {
-    auto over = files_.index().over_cap(cfg_.byte_cap, {}, held);
-    if (over.empty())
-      break;
-    auto& name = over.front(); // one at a time: its parent may be next
-    forget(name, removal_reason::evicted);
-    if (!io_.fs.remove(io_.path(name)))
-      ++r.evicted;
-  }
-  stats_.corrupt_removed += r.corrupt_removed;
-  stats_.evicted += r.evicted;
-  stats_.geometry_mismatched += r.mismatched;
-  return r;
-}
-
 std::optional<ssd_match> ssd_tier::find(std::span<const token> prompt,
                                         std::string_view ns) const {
   return files_.index().find(prompt, ns);
@@ -92,7 +42,7 @@ std::optional<ssd_match> ssd_tier::find(std::span<const token> prompt,
 
 std::optional<ssd_match> ssd_tier::find(const storage_key& key) const {
   auto* f = files_.index().file(key);
-  if (!f)
+  if (!f || removal_deferred(*f->header))
     return std::nullopt;
   return ssd_match{f->name, f->header, f->header->token_count, false};
 }
@@ -122,7 +72,7 @@ bool ssd_tier::contains(const storage_key& key) const {
   // A checkpoint is on SSD under its owner only: a file another attempt
   // wrote is rewritten, so its header names the new owner.
   auto* f = files_.index().file(key);
-  return f && f->header->attempt == key.attempt
+  return f && f->header->attempt == key.attempt && !removal_deferred(*f->header)
          && !writes_.queue().holds(file_name(key));
 }
 
@@ -132,6 +82,8 @@ std::vector<saved_prefix> ssd_tier::saved_prefixes() const {
 
 std::vector<storage_key> ssd_tier::checkpoint_files() const {
   auto files = files_.index().checkpoints();
+  std::erase_if(files,
+                [this](auto* f) { return removal_deferred(*f->header); });
   std::sort(files.begin(), files.end(), [](auto* a, auto* b) {
     return a->header->write_id < b->header->write_id;
   });
@@ -227,13 +179,16 @@ void ssd_tier::handle(io_completion c) {
 }
 
 bool ssd_tier::busy() const noexcept {
+  // Writes queued during the start-up scan start at its end.
   return !writes_.jobs().empty() || reads_.busy() || io_.chores_running()
-         || removals_.busy() || writes_.may_start();
+         || removals_.busy() || (writes_.may_start() && !scan_);
 }
 
 ssd_stats ssd_tier::stats() const {
   auto s = stats_;
   s.files = files_.index().size();
+  s.indexing = scan_ ? 1 : 0;
+  s.index_files = scan_ ? scan_->report.loaded : scan_result_.loaded;
   s.file_bytes = files_.index().bytes();
   s.queue_items = writes_.queue().size();
   s.queue_bytes = writes_.queue().bytes();

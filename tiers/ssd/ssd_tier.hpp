@@ -23,13 +23,14 @@
 //   - A write that finishes feeds the checkpoint removals covering it.
 //
 // Owner and threads: one owner (the SSD actor) calls every method from one
-// thread; no method blocks on a disk except `open` (the header-only scan at
-// start). Reads, writes, fsyncs, renames and removals run on the I/O engine;
-// the owner hands every completion the engine reports back to `handle`.
-// Callbacks (restore, flush, removal, close) run inside `handle` (or
-// inside the call, where stated) and may call back into the tier; the
-// reports (`ssd_config::on_write`, `on_remove`) must not. Destroy the tier
-// when it is not `busy()`, or destroy the engine first.
+// thread; no method blocks on a disk except `open` and `index_step` (the
+// header-only scan at start, one bounded batch per step). Reads, writes,
+// fsyncs, renames and removals run on the I/O engine; the owner hands every
+// completion the engine reports back to `handle`. Callbacks (restore, flush,
+// removal, close) run inside `handle` (or inside the call, where stated) and
+// may call back into the tier; the reports (`ssd_config::on_write`,
+// `on_remove`) must not. Destroy the tier when it is not `busy()`, or destroy
+// the engine first.
 //
 // Every failure degrades to "no hit" or "not stored", counted, with one log
 // line per failed write or corrupt file; never a wrong state, never a crash.
@@ -49,12 +50,40 @@ public:
   ssd_tier(const ssd_tier&) = delete;
   ssd_tier& operator=(const ssd_tier&) = delete;
 
-  /// Owns the directory (`file_set::own_directory`), applies removal
-  /// records, scans headers only and rebuilds the index (orphan temps,
-  /// corrupt, misnamed and broken-chain files removed; other fingerprints,
-  /// versions and shapes kept, not indexed), then evicts over the cap.
-  /// Blocking: call once before serving.
+  /// Owns the directory (`file_set::own_directory`), lists it and reads
+  /// its removal records; then (with `ssd_config::index_at_open`) scans
+  /// headers only and rebuilds the index (orphan temps, corrupt, misnamed
+  /// and broken-chain files removed; other fingerprints, versions and
+  /// shapes kept, not indexed), then evicts over the cap. Blocking: call
+  /// once before serving. Without `index_at_open` the scan is left to
+  /// `index_step`, and the report counts only the records.
   caf::expected<scan_report> open();
+
+  /// The start-up scan, `max_files` names of the listing at a time
+  /// (blocking, header reads only): each file found goes into the index at
+  /// once (a delta file waits for the end: its parent may come later);
+  /// `indexed` is told each file's header as it enters (keyed). Returns
+  /// true once the scan is over (then: delta files resolved, records
+  /// finished, LRU order rebuilt from the mtimes, the cap enforced,
+  /// checkpoint removals asked for meanwhile started, held writes let go).
+  /// While it runs (docs/ssd-format.md "Start-up"): lookups see the files
+  /// indexed so far; writes are queued, not started (a write id must be
+  /// above every file's, and no scan may see a file a write is making);
+  /// an erase of a name not scanned yet unlinks it and the scan skips it;
+  /// a checkpoint removal forgets what is indexed of the identity, hides
+  /// the rest and starts once the scan is over.
+  bool index_step(size_t max_files,
+                  const std::function<void(const entry_header&)>& indexed = {});
+
+  /// Whether the start-up scan is still running.
+  bool indexing() const noexcept {
+    return scan_ != nullptr;
+  }
+
+  /// What the start-up scan found, complete once `indexing` is false.
+  const scan_report& scan_result() const noexcept {
+    return scan_result_;
+  }
 
   /// The best usable prefix file for `prompt` in `ns`; no I/O. Never a
   /// checkpoint or an object file.
@@ -223,6 +252,26 @@ private:
                       std::set<uint64_t>* tags = nullptr);
   void maybe_finish_flush();
 
+  // The start-up scan (ssd_tier_index.cpp).
+  struct start_scan;
+  void finish_index();
+  void index_deltas(const std::function<void(const entry_header&)>& indexed);
+  void rebuild_recency();
+  /// Scans the listed `name` (blocking): the file to index, if any.
+  std::optional<scanned_file> scan_name(const std::string& name);
+  /// Indexes a file the scan found at `at` in the listing (below the files
+  /// used since `open`), told to `indexed`.
+  void index_found(scanned_file& f, size_t at,
+                   const std::function<void(const entry_header&)>& indexed);
+  /// Scans the listed name `name` ahead of the scan (an erase of it): a
+  /// whole file is indexed, a delta file removed (it is being erased).
+  void scan_early(const std::string& name);
+  /// The disk part of `remove_checkpoints` (files indexed, writes running).
+  void start_removal(uint64_t request, std::string_view ns,
+                     removal_callback cb);
+  /// A checkpoint of (request, ns) whose removal waits for the scan's end.
+  bool removal_deferred(const entry_header& h) const;
+
   // Files (ssd_tier_files.cpp).
   void use_chain(const std::string& name);
   void read_ended(ended_read r);
@@ -263,6 +312,13 @@ private:
     std::function<void(uint64_t)> done;
   };
   std::vector<cap_wait> cap_waits_;
+  /// The start-up scan while it runs (null once it ended).
+  std::unique_ptr<start_scan> scan_;
+  scan_report scan_result_;
 };
+
+/// "N files indexed", then the counts of the report that are not 0 ("2
+/// corrupt removed, ..."): the recovery figures of a start.
+std::string scan_summary(const scan_report& r);
 
 } // namespace kvtier::tiers::ssd

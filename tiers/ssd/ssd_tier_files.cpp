@@ -1,7 +1,7 @@
 // The SSD tier's coordinator: which files leave and how (erasure, a failed
 // restore, a checkpoint removal, a parent taking its delta children
 // along), and what a restore's use of a file records.
-#include "tiers/ssd/ssd_tier.hpp"
+#include "tiers/ssd/start_scan.hpp"
 
 namespace kvtier::tiers::ssd {
 
@@ -19,8 +19,11 @@ const char* to_string(removal_reason r) {
 void ssd_tier::use_chain(const std::string& name) {
   // Every link is made the most recently used, root first, so the file
   // stays the most recent and its ancestors just behind it.
-  for (auto* link : delta_chains::chain_of(files_.index(), name))
+  for (auto* link : delta_chains::chain_of(files_.index(), name)) {
     files_.use(link->name);
+    if (scan_)
+      scan_->used.insert(link->name);
+  }
 }
 
 void ssd_tier::read_ended(ended_read r) {
@@ -172,6 +175,8 @@ bool ssd_tier::erase(const storage_key& key) {
   auto name = file_name(key);
   bool any = writes_.cancel(name);
   any = writes_.erase_after(name) || any;
+  if (scan_ && scan_->unscanned(name))
+    scan_early(name);
   if (files_.index().contains(key)) {
     remove_file(name, removal_reason::erased);
     any = true;
@@ -197,6 +202,20 @@ void ssd_tier::remove_checkpoints(uint64_t request, std::string_view ns,
       ++stats_.writes_cancelled;
       writes_.report(item, write_outcome::cancelled);
     }
+  if (scan_) {
+    // Write ids are known once the scan is over (no write starts before):
+    // the identity's files are hidden until then, the removal starts then.
+    scan_->removals.push_back({request, std::string{ns}, std::move(cb)});
+    return;
+  }
+  start_removal(request, ns, std::move(cb));
+}
+
+void ssd_tier::start_removal(uint64_t request, std::string_view ns,
+                             removal_callback cb) {
+  auto ours = [&](key_kind kind, uint64_t req, std::string_view n) {
+    return kind == key_kind::checkpoint && req == request && n == ns;
+  };
   auto through = writes_.last_write_id();
   removal_log::cover c;
   std::vector<std::string> indexed;

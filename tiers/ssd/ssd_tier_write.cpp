@@ -33,6 +33,8 @@ caf::expected<uint64_t> ssd_tier::enqueue(entry e, write_reason reason,
 }
 
 void ssd_tier::pump() {
+  if (scan_)
+    return; // held until the start-up scan ends (`finish_index`)
   while (auto* item = writes_.next(io_.unlinking_now))
     start_write(*item);
 }
