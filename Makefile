@@ -9,7 +9,7 @@ BUILD_TYPE ?= RelWithDebInfo
 
 .PHONY: all deps configure build test test-busy demo replay-full replay-nodes bench \
 	bench-reference bench-start soak crash-loops \
-	asan clean format format-check
+	asan fuzz fuzz-build fuzz-merge clean format format-check
 
 all: build
 
@@ -117,6 +117,35 @@ asan: deps
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE soak
 
+## Coverage-guided fuzzing (docs/testing.md "Fuzzing"): the fuzz targets
+## of tests/fuzz/ built with clang, libFuzzer, ASan and UBSan in their own
+## build folder (only the layers they need), the seeds regenerated into
+## tests/fuzz/corpus/, then each target run FUZZ_SECONDS over its corpus;
+## prints executions, coverage and crashes per target, fails on a crash.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS    ?= 2
+FUZZ_TARGETS ?= entry_format messages bulk_lane config trace http
+FUZZ_CCACHE  := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+
+fuzz-build: deps
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DKVTIER_FUZZ=ON -DKVTIER_BUILD_TESTS=OFF $(FUZZ_CCACHE)
+	nice -n 5 cmake --build $(FUZZ_BUILD) -j $(FUZZ_JOBS) --target fuzz_all
+	$(FUZZ_BUILD)/bin/fuzz_seeds tests/fuzz/corpus
+
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+## Adds to tests/fuzz/corpus/ the inputs the last `make fuzz` found that
+## add coverage (libFuzzer -merge=1), keeping the corpus small.
+fuzz-merge:
+	@for t in $(FUZZ_TARGETS); do \
+	  $(FUZZ_BUILD)/bin/fuzz_$$t -merge=1 -timeout=10 tests/fuzz/corpus/$$t \
+	    $(FUZZ_BUILD)/fuzz-corpus/$$t 2>&1 | grep -E '^MERGE-OUTER: [0-9]+ new files'; \
+	done
+
 ## Sources to format: the C++ files git knows plus new ones, generated excluded.
 SOURCES = $(shell git ls-files --cached --others --exclude-standard -- '*.cpp' '*.hpp')
 
@@ -128,4 +157,4 @@ format-check: deps
 	clang-format --dry-run --Werror $(SOURCES)
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)

@@ -334,10 +334,8 @@ void bulk_server::serve(int fd) {
   stats_.bytes += total;
 }
 
-caf::expected<buffer_ref> bulk_fetch(const std::string& address,
-                                     TransferHeader::Reader header,
-                                     clock_type::time_point deadline,
-                                     uint64_t max_bytes) {
+caf::error check_lane_header(TransferHeader::Reader header,
+                             uint64_t max_bytes) {
   auto total = header.getTotalLength();
   if (header.getBulkPort() == 0 || header.getBulkToken() == 0)
     return make_error(ec::invalid_argument,
@@ -371,6 +369,62 @@ caf::expected<buffer_ref> bulk_fetch(const std::string& address,
                         + std::to_string(sum) + " bytes for a length of "
                         + std::to_string(total) + " (1 .. "
                         + std::to_string(max_lane_pieces) + " pieces)");
+  return {};
+}
+
+caf::expected<buffer_ref> receive_lane(TransferHeader::Reader header,
+                                       const lane_read& read) {
+  auto total = header.getTotalLength();
+  auto pieces = header.getLanePieces();
+  uint64_t status = 0;
+  if (auto err = read(reinterpret_cast<std::byte*>(&status), sizeof status,
+                      [](const std::byte*, uint64_t) {}))
+    return err;
+  if (status != status_ok)
+    return make_error(ec::invalid_argument,
+                      "bulk lane: the sender refused transfer "
+                        + std::to_string(header.getTransferId())
+                        + " (unknown, withdrawn or another token)");
+  buffer_builder b{total};
+  // Each block is hashed as soon as its bytes landed (still in cache);
+  // the whole flat message too when the header names a checksum of it.
+  std::vector<uint64_t> lengths;
+  for (auto n : pieces)
+    lengths.push_back(n);
+  landing_checksum landing{b.data(), lengths};
+  bool flat_sum = !header.getLaneChecksum();
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  if (auto err = read(b.data(), total, [&](const std::byte* p, uint64_t k) {
+        landing.landed(k);
+        if (flat_sum)
+          XXH3_64bits_update(&state, p, k);
+      }))
+    return err;
+  uint64_t trailer = 0;
+  if (auto err = read(reinterpret_cast<std::byte*>(&trailer), sizeof trailer,
+                      [](const std::byte*, uint64_t) {}))
+    return err;
+  auto flat = std::move(b).freeze();
+  if (landing.digest() != trailer
+      || (flat_sum && XXH3_64bits_digest(&state) != header.getChecksum()))
+    return make_error(
+      ec::corrupt_data,
+      "bulk lane: transfer " + std::to_string(header.getTransferId())
+        + ": checksum mismatch over " + std::to_string(total) + " bytes");
+  // Verified: the blocks' hashes stay with the bytes, so that serving a
+  // payload of them on again sends it without hashing.
+  for (size_t i = 0; i < lengths.size(); ++i)
+    remember_hashes(*flat, landing.piece_start(i), landing.whole_blocks(i));
+  return flat;
+}
+
+caf::expected<buffer_ref> bulk_fetch(const std::string& address,
+                                     TransferHeader::Reader header,
+                                     clock_type::time_point deadline,
+                                     uint64_t max_bytes) {
+  if (auto err = check_lane_header(header, max_bytes))
+    return err;
   sockaddr_storage sa;
   socklen_t len = 0;
   if (!make_address(address, header.getBulkPort(), sa, len))
@@ -405,46 +459,10 @@ caf::expected<buffer_ref> bulk_fetch(const std::string& address,
   request req{magic, version, header.getTransferId(), header.getBulkToken()};
   if (auto err = write_all(fd, &req, sizeof req, deadline))
     return err;
-  uint64_t status = 0;
-  if (auto err = read_all(fd, &status, sizeof status, deadline))
-    return err;
-  if (status != status_ok)
-    return make_error(ec::invalid_argument,
-                      "bulk lane: the sender refused transfer "
-                        + std::to_string(header.getTransferId())
-                        + " (unknown, withdrawn or another token)");
-  buffer_builder b{total};
-  // Each block is hashed as soon as its bytes landed (still in cache);
-  // the whole flat message too when the header names a checksum of it.
-  std::vector<uint64_t> lengths;
-  for (auto n : pieces)
-    lengths.push_back(n);
-  landing_checksum landing{b.data(), lengths};
-  bool flat_sum = !header.getLaneChecksum();
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  if (auto err = read_all(fd, b.data(), total, deadline, -1,
-                          [&](const std::byte* p, uint64_t k) {
-                            landing.landed(k);
-                            if (flat_sum)
-                              XXH3_64bits_update(&state, p, k);
-                          }))
-    return err;
-  uint64_t trailer = 0;
-  if (auto err = read_all(fd, &trailer, sizeof trailer, deadline))
-    return err;
-  auto flat = std::move(b).freeze();
-  if (landing.digest() != trailer
-      || (flat_sum && XXH3_64bits_digest(&state) != header.getChecksum()))
-    return make_error(
-      ec::corrupt_data,
-      "bulk lane: transfer " + std::to_string(header.getTransferId())
-        + ": checksum mismatch over " + std::to_string(total) + " bytes");
-  // Verified: the blocks' hashes stay with the bytes, so that serving a
-  // payload of them on again sends it without hashing.
-  for (size_t i = 0; i < lengths.size(); ++i)
-    remember_hashes(*flat, landing.piece_start(i), landing.whole_blocks(i));
-  return flat;
+  return receive_lane(
+    header, [&](std::byte* data, uint64_t n, const lane_landed& landed) {
+      return read_all(fd, data, n, deadline, -1, landed);
+    });
 }
 
 bulk_jobs::~bulk_jobs() {

@@ -122,6 +122,31 @@ private:
 /// Pieces a lane transfer may name at most (its header's piece table).
 inline constexpr uint32_t max_lane_pieces = uint32_t{1} << 16;
 
+/// Checks a lane transfer's header before anything is fetched: a lane
+/// named (`invalid_argument`), a length that is a whole number of words
+/// (`malformed_message`) within `max_bytes` (`message_limit_exceeded`),
+/// and 1 .. `max_lane_pieces` pieces whose lengths add up to it
+/// (`corrupt_data`).
+caf::error check_lane_header(TransferHeader::Reader header, uint64_t max_bytes);
+
+/// Told about each run of bytes as it lands (pointer, length).
+using lane_landed = std::function<void(const std::byte*, uint64_t)>;
+
+/// Where a lane reply's bytes come from: fills exactly `n` bytes at
+/// `data`, telling `landed` about each run as it arrives, or fails.
+using lane_read =
+  std::function<caf::error(std::byte* data, uint64_t n, const lane_landed&)>;
+
+/// The receiving half of a lane transfer once its request is sent (the
+/// part of `bulk_fetch` that decodes what the sender wrote, apart from the
+/// socket, so that it can be fed arbitrary bytes): the status word, the
+/// header's `totalLength` bytes and the checksum trailer, read through
+/// `read`, and verified. `header` must have passed `check_lane_header`. A
+/// refusal is `invalid_argument`, a checksum mismatch `corrupt_data`, a
+/// read's error is returned as it is.
+caf::expected<buffer_ref> receive_lane(TransferHeader::Reader header,
+                                       const lane_read& read);
+
 /// Fetches transfer `header` from the lane at `address`:`port` (the header
 /// names port and token), by `deadline`: the verified flat bytes, or
 /// `peer_unreachable`-style errors as `io_error` (connect, read, short

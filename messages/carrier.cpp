@@ -117,8 +117,10 @@ caf::error check_flat(const buffer& flat, capnp::StructSchema root,
                         + std::to_string(PROTOCOL_VERSION));
   if (env.getBody().isNull())
     return malformed("the envelope has no body");
-  return detail::check_tree(env.getBody().getAs<capnp::DynamicStruct>(root),
-                            {});
+  // Every element the walk visits takes at least 2 bytes of a real
+  // message (an enum; a struct, list, text or data element a word).
+  return detail::check_tree(env.getBody().getAs<capnp::DynamicStruct>(root), {},
+                            4 * uint64_t{words.size()} + 64);
 }
 
 /// Words a copy of `f`'s message needs with every side payload shorter

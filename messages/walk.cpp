@@ -26,6 +26,8 @@ caf::error malformed(const std::string& path, std::string what) {
 struct checker {
   const std::vector<view>& sides;
   std::string path;
+  /// List elements the walk may still visit (`check_tree`'s bound).
+  uint64_t elements_left = 0;
 
   caf::error value(const capnp::DynamicValue::Reader& v) {
     switch (v.getType()) {
@@ -76,6 +78,15 @@ struct checker {
       case capnp::schema::Type::ENUM: break;
       default: return {}; // scalar lists were bounds-checked when read
     }
+    // Elements of zero size (structs without fields' words) take no bytes:
+    // a few bytes would otherwise make the walk visit 2^29 of them.
+    if (l.size() > elements_left)
+      return make_error(ec::message_limit_exceeded,
+                        (path.empty() ? std::string{"body"} : path) + ": "
+                          + std::to_string(l.size())
+                          + " list elements exceed what the message's size "
+                            "allows (zero-sized elements)");
+    elements_left -= l.size();
     auto size = path.size();
     for (uint32_t i = 0; i < l.size(); ++i) {
       path += "[" + std::to_string(i) + "]";
@@ -185,8 +196,8 @@ caf::error check_payload(Payload::Reader p, const std::vector<view>& sides,
 }
 
 caf::error check_tree(capnp::DynamicStruct::Reader body,
-                      const std::vector<view>& sides) {
-  return checker{sides, {}}.structure(body);
+                      const std::vector<view>& sides, uint64_t max_elements) {
+  return checker{sides, {}, max_elements}.structure(body);
 }
 
 caf::error inline_payloads(capnp::DynamicStruct::Builder body,

@@ -18,6 +18,7 @@
 #include <caf/error.hpp>
 #include <capnp/dynamic.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,14 @@ caf::error check_payload(Payload::Reader p, const std::vector<view>& sides,
 
 /// Reads all of `body`; fails with `malformed_message` on an unknown enum
 /// value or union member, or a payload that disagrees with `sides`.
+/// Visits at most `max_elements` elements of the lists it walks (structs,
+/// lists, text, data, enums); more fail with `message_limit_exceeded`.
+/// A message's own words bound what it can hold (an enum takes 2 bytes,
+/// every other walked element at least a word), unless it lists elements
+/// of zero size, which amplify the walk without bytes.
 caf::error check_tree(capnp::DynamicStruct::Reader body,
-                      const std::vector<view>& sides);
+                      const std::vector<view>& sides,
+                      uint64_t max_elements = UINT64_MAX);
 
 /// Copies each side payload under `body` into inline Data. Fails with
 /// `message_limit_exceeded` for a payload larger than one Data can hold.

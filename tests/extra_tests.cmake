@@ -113,3 +113,9 @@ target_compile_definitions(test_program_commands_test PRIVATE
   KVTIER_PROGRAM="$<TARGET_FILE:kvtier_program>")
 add_dependencies(test_program_commands_test kvtier_program)
 set_tests_properties(program.commands PROPERTIES TIMEOUT 120)
+
+# The fuzz targets' entry functions (tests/fuzz/targets.cpp) replayed over
+# their corpora in the default suite (fuzz.corpus, registered by the glob);
+# the libFuzzer programs are the clang build's (`make fuzz`, KVTIER_FUZZ).
+target_sources(test_fuzz_corpus_test PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/targets.cpp)

@@ -14,6 +14,7 @@
 
 #include <list>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 namespace kvtier::http {
@@ -49,6 +50,55 @@ response refused_request(const beast::error_code& ec) {
     return error_response(431, "the head is over "
                                  + std::to_string(head_limit / 1024) + " KiB");
   return error_response(400, "malformed request");
+}
+
+using request_parser = bhttp::request_parser<bhttp::string_body>;
+
+/// A parser under the endpoint's limits.
+void limit(request_parser& parser) {
+  parser.header_limit(head_limit);
+  parser.body_limit(body_limit);
+}
+
+/// The response to what `parser` read (`ec`: why it failed), counted in
+/// `counters`; `closing`: the connection closes after it.
+bhttp::response<bhttp::string_body>
+respond(source& svc, const endpoint_options& opts, endpoint_counters* counters,
+        const beast::error_code& ec, request_parser& parser, bool closing) {
+  response res;
+  bool keep_alive = false;
+  bool head_only = false;
+  unsigned version = 11;
+  if (ec) {
+    if (counters)
+      ++counters->bad_requests;
+    res = refused_request(ec);
+  } else {
+    auto& req = parser.get();
+    request r{std::string{req.method_string()}, std::string{req.target()},
+              std::string{req[bhttp::field::authorization]}, req.body()};
+    res = handle(svc, opts, r, counters);
+    keep_alive = req.keep_alive();
+    version = req.version();
+    head_only = req.method() == bhttp::verb::head;
+  }
+  if (counters)
+    ++counters->requests;
+  bhttp::response<bhttp::string_body> out{
+    static_cast<bhttp::status>(res.status), version};
+  out.set(bhttp::field::server, "kvtier/" KVTIER_VERSION);
+  out.set(bhttp::field::content_type, res.content_type);
+  for (auto& [k, v] : res.headers)
+    out.set(k, v);
+  out.keep_alive(keep_alive && !closing);
+  if (head_only) {
+    // HEAD: the GET's head, its Content-Length included, and no body.
+    out.content_length(res.body.size());
+  } else {
+    out.body() = std::move(res.body);
+    out.prepare_payload();
+  }
+  return out;
 }
 
 } // namespace
@@ -149,9 +199,8 @@ struct endpoint::impl {
   void serve(connection& c) {
     beast::flat_buffer buf;
     while (!stopping.load()) {
-      bhttp::request_parser<bhttp::string_body> parser;
-      parser.header_limit(head_limit);
-      parser.body_limit(body_limit);
+      request_parser parser;
+      limit(parser);
       c.stream.expires_after(opts.timeout);
       auto ec = run_one(c.ioc, [&](auto done) {
         bhttp::async_read(c.stream, buf, parser, std::move(done));
@@ -161,37 +210,9 @@ struct endpoint::impl {
           || ec == asio::error::connection_reset || ec == asio::error::eof
           || stopping.load())
         break;
-      response res;
-      bool keep_alive = false;
-      bool head_only = false;
-      unsigned version = 11;
-      if (ec) {
-        ++counters.bad_requests;
-        res = refused_request(ec);
-      } else {
-        auto& req = parser.get();
-        request r{std::string{req.method_string()}, std::string{req.target()},
-                  std::string{req[bhttp::field::authorization]}, req.body()};
-        res = handle(svc, opts, r, &counters);
-        keep_alive = req.keep_alive();
-        version = req.version();
-        head_only = req.method() == bhttp::verb::head;
-      }
-      ++counters.requests;
-      bhttp::response<bhttp::string_body> out{
-        static_cast<bhttp::status>(res.status), version};
-      out.set(bhttp::field::server, "kvtier/" KVTIER_VERSION);
-      out.set(bhttp::field::content_type, res.content_type);
-      for (auto& [k, v] : res.headers)
-        out.set(k, v);
-      out.keep_alive(keep_alive && !stopping.load());
-      if (head_only) {
-        // HEAD: the GET's head, its Content-Length included, and no body.
-        out.content_length(res.body.size());
-      } else {
-        out.body() = std::move(res.body);
-        out.prepare_payload();
-      }
+      auto out = respond(svc, opts, &counters, ec, parser, false);
+      if (stopping.load()) // stopped while the routes ran
+        out.keep_alive(false);
       c.stream.expires_after(opts.timeout);
       ec = run_one(c.ioc, [&](auto done) {
         bhttp::async_write(c.stream, out, std::move(done));
@@ -292,6 +313,33 @@ endpoint::start(source& svc, endpoint_options opts) {
   auto* raw = i.get();
   i->thread = std::thread([raw] { raw->ioc.run(); });
   return std::unique_ptr<endpoint>{new endpoint(std::move(i))};
+}
+
+std::string answer(source& svc, const endpoint_options& opts,
+                   std::string_view bytes, endpoint_counters* counters) {
+  request_parser parser;
+  limit(parser);
+  beast::error_code ec;
+  size_t used = 0;
+  // The parser takes the head and the body in separate calls.
+  while (!ec && !parser.is_done() && used < bytes.size()) {
+    auto n =
+      parser.put(asio::buffer(bytes.data() + used, bytes.size() - used), ec);
+    used += n;
+    if (ec == bhttp::error::need_more)
+      ec = {};
+    if (n == 0)
+      break;
+  }
+  // Bytes that end before the request does: as a client that closed.
+  if (!ec && !parser.is_done())
+    parser.put_eof(ec);
+  if (!ec && !parser.is_done())
+    ec = bhttp::error::partial_message;
+  auto out = respond(svc, opts, counters, ec, parser, true);
+  std::ostringstream text;
+  text << out;
+  return text.str();
 }
 
 } // namespace kvtier::http

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -79,6 +80,16 @@ struct endpoint_counters {
 /// Answers `r` from `svc` (the routes without the server: any thread).
 response handle(source& svc, const endpoint_options& opts, const request& r,
                 const endpoint_counters* counters = nullptr);
+
+/// One request's raw bytes in, the response's bytes out, as a connection
+/// answers them but without a socket (for tests and fuzzing): the same
+/// parser limits (a malformed request is answered 400, an oversized head
+/// 431, an oversized body 413), the routes and the response head; the
+/// response closes the connection. Bytes that end before the request
+/// does are answered as a malformed request; bytes after it are ignored.
+std::string answer(source& svc, const endpoint_options& opts,
+                   std::string_view bytes,
+                   endpoint_counters* counters = nullptr);
 
 class endpoint {
 public:

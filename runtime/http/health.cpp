@@ -16,7 +16,10 @@ namespace {
 response answer(unsigned status, const nlohmann::json& body) {
   response out;
   out.status = status;
-  out.body = body.dump(2) + "\n";
+  // A request's path or a session id echoed back may hold bytes that are
+  // not UTF-8: replaced (U+FFFD), never thrown (which ended the process).
+  out.body =
+    body.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   return out;
 }
 

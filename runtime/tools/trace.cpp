@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <list>
+#include <span>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -96,6 +97,9 @@ const json& field(const json& j, const char* key) {
 double as_time(const json& v, const std::string& name) {
   if (!v.is_number())
     throw bad_value{name + " " + v.dump() + " is not a number"};
+  // Before the trace's start: the replay would schedule it in the past.
+  if (v.get<double>() < 0)
+    throw bad_value{name + " " + v.dump() + " is negative"};
   return v.get<double>();
 }
 
@@ -262,7 +266,7 @@ caf::error load_azure(const std::string& path, std::istream& in, trace& out) {
   std::string line;
   std::getline(in, line); // header
   size_t n = 1;
-  double first = -1;
+  size_t begin = out.requests.size();
   while (std::getline(in, line)) {
     ++n;
     if (!line.empty() && line.back() == '\r')
@@ -284,13 +288,22 @@ caf::error load_azure(const std::string& path, std::istream& in, trace& out) {
     } catch (const bad_value& e) {
       return bad(path, n, e.what());
     }
-    if (first < 0)
-      first = t;
-    r.arrival_s = t - first;
+    r.arrival_s = t; // made relative to the earliest row below
     for (uint64_t b = 0; b * 512 < r.input_tokens; ++b) // unshared blocks
       r.blocks.push_back(block_key(scope, (uint64_t{n} << 24) + b));
     r.tail_seed = fmix64(scope + n);
     out.requests.push_back(std::move(r));
+  }
+  // Arrivals count from the earliest row, wherever it is in the file (a
+  // row earlier than the first would otherwise arrive before the start).
+  auto rows = std::span{out.requests}.subspan(begin);
+  if (!rows.empty()) {
+    auto first =
+      std::min_element(rows.begin(), rows.end(), [](auto& a, auto& b) {
+        return a.arrival_s < b.arrival_s;
+      })->arrival_s;
+    for (auto& r : rows)
+      r.arrival_s -= first;
   }
   return {};
 }
