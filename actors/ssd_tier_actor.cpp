@@ -647,6 +647,8 @@ tiers::report::ssd ssd_part(ssd_tier_pointer self) {
   auto part = tiers::report::ssd::from(tier(self).stats());
   part.cap_bytes = tier(self).byte_cap();
   part.io_buffer_bytes = tier(self).io_buffer_bytes();
+  // Seconds, Prometheus' base unit; the log line at the end has the ms.
+  part.index_seconds = (tier(self).stats().index_ms + 999) / 1000;
   return part;
 }
 

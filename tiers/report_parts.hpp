@@ -106,8 +106,8 @@ std::string metric_of(std::string_view part, const counter_info& c);
   X(files, gauge, "", "", "entry files on SSD")                                \
   X(index_files, gauge, "", "", "entry files the start-up scan indexed")       \
   X(indexing, flag, "", "", "1 while the start-up scan indexes files")         \
-  X(index_ms, gauge, "", "",                                                   \
-    "milliseconds the start-up scan took (0 until it ends)")                   \
+  X(index_seconds, gauge, "", "",                                              \
+    "seconds the start-up scan took, rounded up (0 until it ends)")            \
   X(file_bytes, gauge, "", "", "bytes of entry files")                         \
   X(cap_bytes, gauge, "", "", "the SSD tier's byte cap")                       \
   X(queue_items, gauge, "", "", "writes waiting for the disk")                 \

@@ -189,7 +189,7 @@ void print(const char* name, const run_result& r) {
               "fully indexed %9.1f ms  files %8llu  worst batch %6.1f ms  "
               "RSS%s  load %s\n",
               name, r.first_answer_ms, r.first_hit_ms, r.indexed_ms,
-              r.worst_batch_ms, static_cast<unsigned long long>(r.files),
+              static_cast<unsigned long long>(r.files), r.worst_batch_ms,
               status_line("VmRSS:").c_str(), load_average().c_str());
   std::fflush(stdout);
 }
