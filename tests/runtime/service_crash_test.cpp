@@ -13,6 +13,7 @@
 #include "runtime/service.hpp"
 #include "runtime/tools/oracle.hpp"
 #include "tests/runtime/service_crash_common.hpp"
+#include "tests/writer_child.hpp"
 
 #include <csignal>
 #include <cstdio>
@@ -58,21 +59,9 @@ struct scratch_dir {
 std::set<std::pair<int, int>> run_and_kill(const std::string& dir,
                                            uint64_t seed, int want,
                                            int delay_us, int& flushes) {
-  int fds[2];
-  BOOST_REQUIRE(::pipe(fds) == 0);
-  auto pid = ::fork();
-  BOOST_REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::dup2(fds[1], 1);
-    ::close(fds[0]);
-    ::close(fds[1]);
-    auto s = std::to_string(seed);
-    ::execl(KVTIER_SERVICE_CRASH_WRITER, KVTIER_SERVICE_CRASH_WRITER,
-            dir.c_str(), s.c_str(), nullptr);
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  auto* in = ::fdopen(fds[0], "r");
+  auto [pid, out] = kvtier::testing::start_writer(KVTIER_SERVICE_CRASH_WRITER,
+                                                  {dir, std::to_string(seed)});
+  auto* in = ::fdopen(out, "r");
   std::set<std::pair<int, int>> durable;
   char line[128];
   int seen = 0;

@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE ssd_crash
 #include "tests/ssd/crash_common.hpp"
 #include "tests/ssd/ssd_fixture.hpp"
+#include "tests/writer_child.hpp"
 #include "tiers/ssd/ssd_jobs.hpp"
 
 #include <csignal>
@@ -36,22 +37,10 @@ int iterations() {
 /// progress and `delay_us` more microseconds.
 void run_and_kill(const std::string& dir, uint64_t seed, int lines,
                   int delay_us, crash::mode m = crash::mode::every_kind) {
-  int fds[2];
-  BOOST_REQUIRE(::pipe(fds) == 0);
-  auto pid = ::fork();
-  BOOST_REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::dup2(fds[1], 1);
-    ::close(fds[0]);
-    ::close(fds[1]);
-    auto s = std::to_string(seed);
-    auto mode = m == crash::mode::delta ? "delta" : "every-kind";
-    ::execl(KVTIER_CRASH_WRITER, KVTIER_CRASH_WRITER, dir.c_str(), s.c_str(),
-            mode, nullptr);
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  auto* in = ::fdopen(fds[0], "r");
+  auto [pid, out] = kvtier::testing::start_writer(
+    KVTIER_CRASH_WRITER, {dir, std::to_string(seed),
+                          m == crash::mode::delta ? "delta" : "every-kind"});
+  auto* in = ::fdopen(out, "r");
   char line[128];
   for (int seen = 0; seen < lines && std::fgets(line, sizeof line, in);)
     ++seen;
@@ -177,23 +166,11 @@ BOOST_AUTO_TEST_CASE(a_second_process_is_refused_by_name_until_the_first_dies) {
   // told the writer's pid, and never touches its temp files; the kernel
   // frees the lock when the writer is killed (no stale lock to clean up).
   scratch_dir dir;
-  int fds[2];
-  BOOST_REQUIRE(::pipe(fds) == 0);
-  auto pid = ::fork();
-  BOOST_REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::dup2(fds[1], 1);
-    ::close(fds[0]);
-    ::close(fds[1]);
-    ::alarm(60); // never outlives a stuck test
-    ::execl(KVTIER_CRASH_WRITER, KVTIER_CRASH_WRITER, dir.path.c_str(), "1",
-            nullptr);
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  pollfd p{fds[0], POLLIN, 0};
+  auto [pid, out] = kvtier::testing::start_writer(KVTIER_CRASH_WRITER,
+                                                  {dir.path, "1"}, {}, {}, 60);
+  pollfd p{out, POLLIN, 0};
   BOOST_REQUIRE_MESSAGE(::poll(&p, 1, 30000) == 1, "the writer did not start");
-  auto* in = ::fdopen(fds[0], "r");
+  auto* in = ::fdopen(out, "r");
   char line[128];
   BOOST_REQUIRE(std::fgets(line, sizeof line, in)); // it holds the lock now
   posix_file_system fs;

@@ -10,6 +10,7 @@
 // kills. Prints its figures; lost and wrong must be 0.
 #include "tests/ssd/crash_common.hpp"
 #include "tests/ssd/expected_check.hpp"
+#include "tests/writer_child.hpp"
 
 #include <csignal>
 #include <cstdio>
@@ -46,28 +47,15 @@ struct kill_plan {
 bool run_writer(const std::string& dir, const std::string& log,
                 const std::string& err_path, uint64_t seed, crash::mode m,
                 const kill_plan& plan) {
-  int fds[2];
-  BOOST_REQUIRE(::pipe(fds) == 0);
-  auto pid = ::fork();
-  BOOST_REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::dup2(fds[1], 1);
-    ::close(fds[0]);
-    ::close(fds[1]);
-    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(err, 2);
-    if (!plan.kill_at.empty())
-      ::setenv("KVTIER_KILL_AT", plan.kill_at.c_str(), 1);
-    ::alarm(300); // never outlives a stuck test
-    auto s = std::to_string(seed);
-    auto n = std::to_string(entries_per_run);
-    ::execl(KVTIER_EXPECTED_WRITER, KVTIER_EXPECTED_WRITER, dir.c_str(),
-            log.c_str(), s.c_str(),
-            m == crash::mode::delta ? "delta" : "every-kind", n.c_str(),
-            nullptr);
-    ::_exit(127);
-  }
-  ::close(fds[1]);
+  std::vector<std::pair<std::string, std::string>> env;
+  if (!plan.kill_at.empty())
+    env.emplace_back("KVTIER_KILL_AT", plan.kill_at);
+  auto [pid, out] = kvtier::testing::start_writer(
+    KVTIER_EXPECTED_WRITER,
+    {dir, log, std::to_string(seed),
+     m == crash::mode::delta ? "delta" : "every-kind",
+     std::to_string(entries_per_run)},
+    err_path, env, 300);
   // Reads its lines (so it never blocks on a full pipe) until it ends or,
   // without a kill point, until the chosen line; generous deadline.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
@@ -75,11 +63,11 @@ bool run_writer(const std::string& dir, const std::string& log,
   int seen = 0;
   bool sent = false;
   for (;;) {
-    pollfd p{fds[0], POLLIN, 0};
+    pollfd p{out, POLLIN, 0};
     int ready = ::poll(&p, 1, 100);
     if (ready > 0) {
       char buf[512];
-      auto n = ::read(fds[0], buf, sizeof buf);
+      auto n = ::read(out, buf, sizeof buf);
       if (n <= 0)
         break; // it ended
       for (ssize_t k = 0; k < n; ++k)
@@ -94,11 +82,11 @@ bool run_writer(const std::string& dir, const std::string& log,
     if (std::chrono::steady_clock::now() > deadline) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
-      ::close(fds[0]);
+      ::close(out);
       BOOST_FAIL("the writer neither ended nor was killed in 240 s");
     }
   }
-  ::close(fds[0]);
+  ::close(out);
   int status = 0;
   ::waitpid(pid, &status, 0);
   std::ifstream in{err_path};
