@@ -232,7 +232,8 @@ uint64_t ram_tier::drop(record_id id, std::vector<released_buffer>* released,
         released->push_back({*b->second, (*b->second)->size()});
   }
   meta_ -= meta_of(id);
-  unleave(id);
+  if (f.leaving)
+    unleave(id);
   records_.unlink(f.leaving ? leaving_ : lru_, id);
   records_.free(id);
   return freed;
@@ -251,13 +252,13 @@ spill_order ram_tier::take(record_id id) {
   // Moved out when no lent hit shares it still, else copied (views); keyed
   // from the index (the body holds no tokens). Its body leaves here, so
   // what the bookkeeping charged for it leaves now (`drop` sees none).
-  if (!object)
+  if (!object) {
     meta_ -= r.state.footprint();
-  if (!object)
     out.state =
       std::move(r.state).release(out.key.name, token_seq(out.key.tokens));
-  else
+  } else {
     out.object = std::move(records_.extras(id).object);
+  }
   drop(id, &out.released, std::move(refs));
   return out;
 }
