@@ -78,13 +78,29 @@ caf::expected<std::vector<feed_event>> read_batch(msg::FeedBatch::Reader b) {
   }
 }
 
-namespace {
+uint64_t ring_bytes_of(const feed_event& e) {
+  // The allocator's 16 bytes per allocation (the key's, the namespace's
+  // past its inline buffer) and the deque's slot.
+  return sizeof(feed_event) + 16 + e.key.capacity() * sizeof(uint32_t)
+         + (e.ns.capacity() > 15 ? e.ns.capacity() + 1 + 16 : 0);
+}
 
-using key = feed_state::key;
+namespace {
 
 bool leaves(msg::FeedKind k) {
   return k == msg::FeedKind::EVICT || k == msg::FeedKind::DEMOTE
          || k == msg::FeedKind::SUPERSEDED || k == msg::FeedKind::REMOVED;
+}
+
+/// A table value: the bytes held and whether the entry is trimmable.
+uint64_t pack(uint64_t bytes, bool trimmable) {
+  return bytes << 1 | (trimmable ? 1 : 0);
+}
+uint64_t bytes_of(uint64_t v) {
+  return v >> 1;
+}
+bool trimmable_of(uint64_t v) {
+  return (v & 1) != 0;
 }
 
 void write_event(msg::FeedEvent::Builder b, const feed_event& e) {
@@ -119,48 +135,52 @@ sealed<msg::FeedBatch> batch_of(const feed_state& st, It first, It last) {
 }
 
 void write_key(capnp::List<uint32_t>::Builder out,
-               const std::vector<uint32_t>& k) {
+               const tiers::token_seq& k) {
   for (size_t i = 0; i < k.size(); ++i)
     out.set(static_cast<unsigned>(i), k[i]);
 }
 
-/// One entry of the table at the current seq: its key and what each tier
-/// holds of it (null: nothing).
+/// One entry of the table at the current seq: what each tier holds of it
+/// (a null ref: nothing; at least one is set).
 struct holding {
-  const feed_state::key* k = nullptr;
-  const feed_state::held* ram = nullptr;
-  const feed_state::held* ssd = nullptr;
+  tiers::entry_ref ram;
+  tiers::entry_ref ssd;
 };
 
-/// The table at the current seq: RAM and SSD merged by key.
+/// The table at the current seq: RAM and SSD merged by key, in no set
+/// order. Holds refs only; keys are rebuilt as the parts are written.
 std::vector<holding> holdings_of(const feed_state& st) {
   std::vector<holding> out;
   auto& ram = st.tables[0];
   auto& ssd = st.tables[1];
-  for (auto r = ram.begin(), s = ssd.begin();
-       r != ram.end() || s != ssd.end();) {
-    bool take_r = r != ram.end() && (s == ssd.end() || !(s->first < r->first));
-    bool take_s = s != ssd.end() && (r == ram.end() || !(r->first < s->first));
-    holding h;
-    h.k = take_r ? &r->first : &s->first;
-    if (take_r)
-      h.ram = &(r++)->second;
-    if (take_s)
-      h.ssd = &(s++)->second;
-    out.push_back(h);
-  }
+  out.reserve(ram.size() + ssd.size());
+  for (auto r : ram.entries())
+    out.push_back({r, ssd.find(ram.ns(r), ram.key(r))});
+  for (auto s : ssd.entries())
+    if (!ram.find(ssd.ns(s), ssd.key(s)))
+      out.push_back({tiers::entry_ref{}, s});
   return out;
+}
+
+/// The tree and entry naming `h`'s key (its RAM one when both hold it).
+std::pair<const tiers::prefix_tree*, tiers::entry_ref>
+named_by(const feed_state& st, const holding& h) {
+  if (h.ram)
+    return {&st.tables[0], h.ram};
+  return {&st.tables[1], h.ssd};
 }
 
 /// Where each snapshot part starts in `all` (and, last, its end): parts of
 /// at most `budget` bytes of keys and fields; an entry alone over it is a
 /// part of its own. One part for an empty table.
-std::vector<size_t> part_bounds(const std::vector<holding>& all,
+std::vector<size_t> part_bounds(const feed_state& st,
+                                const std::vector<holding>& all,
                                 size_t budget) {
   std::vector<size_t> out{0};
   size_t bytes = 0;
   for (size_t i = 0; i < all.size(); ++i) {
-    auto b = 64 + all[i].k->ns.size() + 4 * all[i].k->tokens.size();
+    auto [t, ref] = named_by(st, all[i]);
+    auto b = 64 + t->ns(ref).size() + 4 * t->length(ref);
     if (bytes > 0 && bytes + b > budget) {
       out.push_back(i);
       bytes = 0;
@@ -184,18 +204,23 @@ void write_snapshot(msg::FeedSnapshot::Builder b, const feed_state& st,
   for (size_t i = first; i < last; ++i) {
     auto h = list[static_cast<unsigned>(i - first)];
     auto& x = all[i];
-    h.setNs(x.k->ns);
-    write_key(h.initKey(static_cast<unsigned>(x.k->tokens.size())),
-              x.k->tokens);
+    auto [t, ref] = named_by(st, x);
+    h.setNs(t->ns(ref));
+    write_key(h.initKey(static_cast<unsigned>(t->length(ref))), t->key(ref));
+    bool trimmable = false;
     if (x.ram) {
+      auto v = st.tables[0].value(x.ram);
       h.setInRam(true);
-      h.setRamBytes(x.ram->bytes);
+      h.setRamBytes(bytes_of(v));
+      trimmable = trimmable_of(v);
     }
     if (x.ssd) {
+      auto v = st.tables[1].value(x.ssd);
       h.setInSsd(true);
-      h.setSsdBytes(x.ssd->bytes);
+      h.setSsdBytes(bytes_of(v));
+      trimmable = trimmable || trimmable_of(v);
     }
-    h.setTrimmable((x.ram && x.ram->trimmable) || (x.ssd && x.ssd->trimmable));
+    h.setTrimmable(trimmable);
   }
 }
 
@@ -211,35 +236,58 @@ void arm_flush(feed_pointer self) {
   self->send(self, feed_flush_atom::value);
 }
 
+/// Publishes the ring's and the table's memory (when asked to).
+void publish_memory(const feed_state& st) {
+  auto& m = st.cfg.memory;
+  if (!m)
+    return;
+  m->ring_events.store(st.ring.size(), std::memory_order_relaxed);
+  m->ring_bytes.store(st.ring_bytes, std::memory_order_relaxed);
+  m->table_entries.store(st.tables[0].size() + st.tables[1].size(),
+                         std::memory_order_relaxed);
+  m->table_bytes.store(
+    st.tables[0].approx_bytes() + st.tables[1].approx_bytes(),
+    std::memory_order_relaxed);
+}
+
 void number(feed_pointer self, feed_event ev) {
   auto& st = self->state;
   ev.seq = ++st.seq;
   st.ring.push_back(ev);
-  while (st.ring.size() > st.cfg.ring)
+  st.ring_bytes += ring_bytes_of(st.ring.back());
+  while (!st.ring.empty()
+         && (st.ring.size() > st.cfg.ring || st.ring_bytes > st.cfg.ring_bytes)) {
+    st.ring_bytes -= ring_bytes_of(st.ring.front());
     st.ring.pop_front();
+  }
   st.pending.push_back(std::move(ev));
+  publish_memory(st);
   arm_flush(self);
 }
 
 void apply(feed_pointer self, feed_change& c) {
+  auto& st = self->state;
+  if (c.key.empty() || c.key.size() >= (uint64_t{1} << 32)) {
+    ++st.refused; // no prefix entry has such a key
+    return;
+  }
   auto kind = static_cast<msg::FeedKind>(c.kind);
-  auto& table = self->state.tables[c.tier == 0 ? 0 : 1];
-  key k{std::move(c.ns), std::move(c.key)};
+  auto& table = st.tables[c.tier == 0 ? 0 : 1];
   if (leaves(kind)) {
-    auto i = table.find(k);
-    if (i == table.end())
-      return;                  // nothing changed: not an event
-    c.bytes = i->second.bytes; // what left, as it was held
-    c.trimmable = i->second.trimmable;
-    table.erase(i);
+    auto ref = table.find(c.ns, c.key);
+    if (!ref)
+      return; // nothing changed: not an event
+    auto v = table.erase(ref); // what left, as it was held
+    c.bytes = bytes_of(v);
+    c.trimmable = trimmable_of(v);
   } else {
-    table[k] = feed_state::held{c.bytes, c.trimmable};
+    table.insert(c.ns, c.key, pack(c.bytes, c.trimmable), c.key.size());
   }
   feed_event ev;
   ev.kind = kind;
   ev.tier = c.tier == 0 ? msg::FeedTier::RAM : msg::FeedTier::SSD;
-  ev.ns = std::move(k.ns);
-  ev.key = std::move(k.tokens);
+  ev.ns = std::move(c.ns);
+  ev.key = std::move(c.key);
   ev.bytes = c.bytes;
   ev.trimmable = c.trimmable;
   number(self, std::move(ev));
@@ -322,7 +370,7 @@ on_subscribe(feed_pointer self, const sealed<msg::SubscribeFeed>& m) {
       // the reply: it holds the snapshot once it has them all, in
       // whichever order they arrive.
       auto all = holdings_of(st);
-      auto bounds = part_bounds(all, st.cfg.snapshot_part_bytes);
+      auto bounds = part_bounds(st, all, st.cfg.snapshot_part_bytes);
       auto parts = bounds.size() - 1;
       for (size_t p = 1; p < parts; ++p) {
         msg::draft<msg::FeedSnapshot> part;
@@ -362,6 +410,7 @@ feed_actor::behavior_type feed(feed_pointer self, feed_config cfg) {
   if (st.cfg.incarnation == 0)
     st.cfg.incarnation = random_incarnation();
   st.cfg.ring = std::max<size_t>(st.cfg.ring, 1);
+  publish_memory(st);
   for (auto& s : st.cfg.subscribers)
     if (s)
       subscribe(self, s, 1);

@@ -8,7 +8,11 @@
 // Policy: every change that alters the feed's table (what each tier holds,
 // by (ns, key)) gets the next sequence number (from 1, no holes); one that
 // changes nothing (the removal of an entry the table does not hold) is not
-// an event. The last `ring` events are kept. Subscribers (local actors, or
+// an event. The table is a radix tree per tier (tiers/prefix_tree.hpp), so
+// keys that share a prefix share its tokens, as in the tiers' own indexes.
+// The last `ring` events are kept, and no more than `ring_bytes` of them
+// (each event carries its entry's whole key); the memory both take is
+// published in `feed_memory` for the service's report. Subscribers (local actors, or
 // a peer's follower through its node actor) are monitored and get the
 // events of each turn as FeedBatch messages: the feed sends itself a flush
 // after the first change of a turn, so a busy feed sends one batch per
@@ -27,6 +31,7 @@
 #pragma once
 
 #include "actors/interfaces.hpp"
+#include "tiers/prefix_tree.hpp"
 
 #include <caf/event_based_actor.hpp>
 
@@ -34,7 +39,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +89,21 @@ const char* to_string(msg::FeedKind k);
 /// (`malformed_message`, `message_limit_exceeded`) naming what is wrong.
 caf::expected<std::vector<feed_event>> read_batch(msg::FeedBatch::Reader b);
 
+/// The memory the feed holds, updated by the feed after every change and
+/// read by the service's report from any thread (the `process` part).
+struct feed_memory {
+  /// Events in the ring, and the bytes they hold (structs and keys).
+  std::atomic<uint64_t> ring_events{0};
+  std::atomic<uint64_t> ring_bytes{0};
+  /// Entries of the table (both tiers), and the bytes its trees hold.
+  std::atomic<uint64_t> table_entries{0};
+  std::atomic<uint64_t> table_bytes{0};
+};
+
+/// What one event costs the ring: its struct, its namespace and key, and
+/// the allocator's overhead of each.
+uint64_t ring_bytes_of(const feed_event& e);
+
 struct feed_config {
   /// The node id batches and snapshots name (may be set later).
   std::string node;
@@ -95,6 +114,11 @@ struct feed_config {
   /// service sets it, this default equals the shipped one, checked by
   /// tests/runtime/options_test.cpp).
   size_t ring = 4096;
+  /// Bytes the ring's events may hold (`cluster.feed-ring-bytes`, the
+  /// same check): the oldest leave first when either bound is passed.
+  uint64_t ring_bytes = uint64_t{16} << 20;
+  /// Where the feed publishes its memory (may be null).
+  std::shared_ptr<feed_memory> memory;
   /// Local subscribers from the first event on (the put observer).
   std::vector<caf::actor> subscribers;
   /// Bytes of one snapshot part (tests make it small).
@@ -104,15 +128,6 @@ struct feed_config {
 struct feed_state {
   static inline const char* name = "event-feed";
 
-  struct key {
-    std::string ns;
-    std::vector<uint32_t> tokens;
-    friend auto operator<=>(const key&, const key&) = default;
-  };
-  struct held {
-    uint64_t bytes = 0;
-    bool trimmable = false;
-  };
   struct subscriber {
     caf::actor handle;
     /// The first seq it has not been sent.
@@ -121,9 +136,13 @@ struct feed_state {
 
   feed_config cfg;
   uint64_t seq = 0;
-  /// What each tier holds now (index: msg::FeedTier).
-  std::map<key, held> tables[2];
+  /// What each tier holds now (index: msg::FeedTier), by (ns, key); an
+  /// entry's value packs the bytes held and whether it is trimmable
+  /// (`bytes << 1 | trimmable`).
+  tiers::prefix_tree tables[2];
   std::deque<feed_event> ring;
+  /// What the ring's events hold (`ring_bytes_of` each).
+  uint64_t ring_bytes = 0;
   /// Events numbered since the last flush.
   std::vector<feed_event> pending;
   bool flush_armed = false;

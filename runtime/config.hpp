@@ -145,6 +145,9 @@ struct service_options {
   /// `cluster.feed-ring`: events the event feed keeps (a subscriber behind
   /// by more resyncs from a snapshot); the feed runs without a cluster too.
   uint64_t cluster_feed_ring = 4096;
+  /// `cluster.feed-ring-bytes`: the most the kept events may hold, their
+  /// keys included (the oldest leave first when either bound is passed).
+  uint64_t cluster_feed_ring_bytes = uint64_t{16} << 20;
   /// `cluster.tls`: publish and connect through CAF's OpenSSL module; every
   /// peer must present a certificate signed by `cluster_tls_ca` (both
   /// directions). Required for a non-loopback listen address or peer.

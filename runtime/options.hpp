@@ -145,6 +145,8 @@
     "write each entry fetched from a peer to the local SSD at once")           \
   X("cluster", "feed-ring", cluster_feed_ring, count(16, 1048576),             \
     "events the event feed keeps for subscribers that come back")              \
+  X("cluster", "feed-ring-bytes", cluster_feed_ring_bytes, bytes(64 * KiB, TiB), \
+    "bytes the event feed's kept events may hold (each carries its key)")      \
   X("cluster", "tls", cluster_tls, flag(),                                     \
     "TLS with mutual authentication between nodes (CAF's OpenSSL module)")     \
   X("cluster", "tls-certificate", cluster_tls_certificate,                     \

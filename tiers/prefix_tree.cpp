@@ -919,6 +919,22 @@ prefix_tree::descendants(std::string_view ns,
   return out;
 }
 
+std::vector<entry_ref> prefix_tree::entries() const {
+  std::vector<entry_ref> out;
+  out.reserve(entries_);
+  std::vector<node*> todo;
+  for (auto& [ns, r] : roots_)
+    todo.push_back(r.get());
+  while (!todo.empty()) {
+    auto d = todo.back();
+    todo.pop_back();
+    if (d->has_entry)
+      out.push_back(entry_ref{d});
+    d->children.for_each([&todo](token, node* c) { todo.push_back(c); });
+  }
+  return out;
+}
+
 token_seq prefix_tree::key(entry_ref ref) const {
   auto e = as_node(ref.node_);
   token_seq out(e->depth);

@@ -110,6 +110,9 @@ public:
   std::vector<entry_ref> descendants(std::string_view ns,
                                      std::span<const token> key) const;
 
+  /// Every entry of every namespace, in no set order. O(nodes).
+  std::vector<entry_ref> entries() const;
+
   /// The entry's key, rebuilt from the tree (O(length)).
   token_seq key(entry_ref ref) const;
   /// The entry's namespace.

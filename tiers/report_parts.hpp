@@ -110,6 +110,8 @@ std::string metric_of(std::string_view part, const counter_info& c);
     "seconds the start-up scan took, rounded up (0 until it ends)")            \
   X(file_bytes, gauge, "", "", "bytes of entry files")                         \
   X(cap_bytes, gauge, "", "", "the SSD tier's byte cap")                       \
+  X(index_bytes, gauge, "", "",                                                \
+    "bytes the SSD tier's index holds in RAM: keys, records (estimate)")       \
   X(queue_items, gauge, "", "", "writes waiting for the disk")                 \
   X(queue_bytes, gauge, "", "", "bytes of writes waiting for the disk")        \
   X(io_buffer_bytes, gauge, "", "",                                            \
@@ -259,7 +261,15 @@ std::string metric_of(std::string_view part, const counter_info& c);
   X(resident_bytes, gauge, "", "",                                             \
     "the process's resident set (state, bookkeeping, runtime, all)")           \
   X(peak_resident_bytes, gauge, "", "",                                        \
-    "the most the process's resident set has been (VmHWM)")
+    "the most the process's resident set has been (VmHWM)")                    \
+  X(feed_ring_events, gauge, "", "",                                           \
+    "events the event feed keeps for subscribers that come back")              \
+  X(feed_ring_bytes, gauge, "", "",                                            \
+    "bytes those kept events hold, keys included (cluster.feed-ring-bytes)")   \
+  X(feed_table_entries, gauge, "", "",                                         \
+    "entries of the event feed's table of what each tier holds")               \
+  X(feed_table_bytes, gauge, "", "",                                           \
+    "bytes the event feed's table holds (estimate)")
 
 #define KVTIER_REPORT_TOKENS(X)                                                \
   X(ram, total, "kvtier_tokens_served_total", "tier=ram",                      \

@@ -61,7 +61,9 @@ std::byte cell(int layer, uint64_t i, tiers::token t, uint32_t k) {
 std::vector<view> compute(const tiers::token_seq& tokens, uint64_t from) {
   std::vector<view> rows;
   for (int l = 0; l < layers; ++l) {
-    buffer_builder b((tokens.size() - from) * row_bytes);
+    // A cache line is alignment enough for state rows (the default, a
+    // page, pads every small buffer to 4 KiB).
+    buffer_builder b((tokens.size() - from) * row_bytes, 64);
     for (uint64_t i = from; i < tokens.size(); ++i)
       for (uint32_t k = 0; k < row_bytes; ++k)
         b.data()[(i - from) * row_bytes + k] = cell(l, i, tokens[i], k);

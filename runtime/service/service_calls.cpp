@@ -428,18 +428,29 @@ service_report::process_part process_memory() {
   return out;
 }
 
-/// The facade's report with the node's part (a cluster only): its port's
-/// refusal counters, read from the node's guard (their one home, the same
-/// `kvtier members` shows), and the peers it was configured to join.
+/// The facade's report with the process's part (its resident set and the
+/// event feed's memory, read from the feed's published counters) and the
+/// node's part (a cluster only): its port's refusal counters, read from
+/// the node's guard (their one home, the same `kvtier members` shows), and
+/// the peers it was configured to join.
 struct report_with_node {
   std::shared_ptr<msg::wire_guard> guard;
   uint64_t configured_peers = 0;
+  std::shared_ptr<actors::feed_memory> feed;
 
   caf::expected<service_report>
   operator()(const codec::sealed<msg::ReadReportReply>& r) const {
     auto out = codec::report(r);
-    if (out)
+    if (out) {
       out->process = process_memory();
+      if (feed) {
+        auto& p = out->process;
+        p.feed_ring_events = feed->ring_events.load();
+        p.feed_ring_bytes = feed->ring_bytes.load();
+        p.feed_table_entries = feed->table_entries.load();
+        p.feed_table_bytes = feed->table_bytes.load();
+      }
+    }
     if (out && guard) {
       auto& n = out->node;
       n.refused_oversized = guard->oversized.load();
@@ -455,10 +466,11 @@ struct report_with_node {
 };
 
 report_with_node report_conv(const cluster::node* node,
-                             const service_options& opts) {
+                             const service_options& opts,
+                             std::shared_ptr<actors::feed_memory> feed) {
   if (!node)
-    return {};
-  return {node->guard(), opts.cluster_peers.size()};
+    return {nullptr, 0, std::move(feed)};
+  return {node->guard(), opts.cluster_peers.size(), std::move(feed)};
 }
 
 } // namespace
@@ -466,7 +478,8 @@ report_with_node report_conv(const cluster::node* node,
 auto service::report() -> result<service_report> {
   return impl_->call<service_report>(
     codec::empty<msg::ReadReport>(),
-    report_conv(impl_->node.get(), impl_->opts));
+    report_conv(impl_->node.get(), impl_->opts,
+                                   impl_->handles.feed_memory));
 }
 
 auto service::report_async() -> future<service_report> {
@@ -476,7 +489,8 @@ auto service::report_async() -> future<service_report> {
 
 void service::report_async(callback<service_report> done) {
   impl_->call_then<service_report>(codec::empty<msg::ReadReport>(),
-                                   report_conv(impl_->node.get(), impl_->opts),
+                                   report_conv(impl_->node.get(), impl_->opts,
+                                   impl_->handles.feed_memory),
                                    std::move(done));
 }
 

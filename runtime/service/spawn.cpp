@@ -219,10 +219,13 @@ tiers::route_costs route_costs_of(const service_options& o) {
 
 actors::feed_actor spawn_feed(caf::actor_system& sys,
                               const service_options& opts,
-                              std::vector<caf::actor> subscribers) {
+                              std::vector<caf::actor> subscribers,
+                              std::shared_ptr<actors::feed_memory> memory) {
   actors::feed_config cfg;
   cfg.node = opts.cluster_node_id;
   cfg.ring = static_cast<size_t>(opts.cluster_feed_ring);
+  cfg.ring_bytes = opts.cluster_feed_ring_bytes;
+  cfg.memory = std::move(memory);
   cfg.subscribers = std::move(subscribers);
   return sys.spawn(actors::feed, std::move(cfg));
 }
@@ -283,7 +286,7 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
     h.put_observer = spawn_put_observer(sys, observer);
     first_subscribers.push_back(h.put_observer);
   }
-  h.feed = spawn_feed(sys, opts, std::move(first_subscribers));
+  h.feed = spawn_feed(sys, opts, std::move(first_subscribers), h.feed_memory);
   std::vector<tiers::storage_key> saved; // checkpoint files, by header
   if (!opts.ssd_dir.empty()) {
     auto ssd = spawn_ssd_tier(sys, opts, fs, &saved);

@@ -67,12 +67,14 @@ spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
                   actors::store_actor store,
                   std::vector<tiers::storage_key> saved);
 
-/// The event feed (actors/feed_actor.hpp): ring `opts.cluster_feed_ring`,
-/// named `opts.cluster_node_id` (the node renames it once it knows its
-/// id), with `subscribers` from its first event on.
-actors::feed_actor spawn_feed(caf::actor_system& sys,
-                              const service_options& opts,
-                              std::vector<caf::actor> subscribers = {});
+/// The event feed (actors/feed_actor.hpp): ring `opts.cluster_feed_ring`
+/// events and `opts.cluster_feed_ring_bytes`, named `opts.cluster_node_id`
+/// (the node renames it once it knows its id), with `subscribers` from its
+/// first event on, publishing its memory in `memory` (may be null).
+actors::feed_actor
+spawn_feed(caf::actor_system& sys, const service_options& opts,
+           std::vector<caf::actor> subscribers = {},
+           std::shared_ptr<actors::feed_memory> memory = nullptr);
 
 /// A local feed subscriber calling `f` for every event (on its own actor
 /// thread); what `f` throws is counted in `*errors` (may be null). Not yet
@@ -101,6 +103,9 @@ struct service_handles {
   actors::service_actors tiers;
   /// The event feed (always spawned, with or without a cluster).
   actors::feed_actor feed;
+  /// The memory the feed holds, for the report's `process` part.
+  std::shared_ptr<actors::feed_memory> feed_memory =
+    std::make_shared<actors::feed_memory>();
   /// The put observer's feed subscriber.
   caf::actor put_observer;
   cluster_handles cluster;

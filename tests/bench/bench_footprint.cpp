@@ -14,12 +14,21 @@
 //   CAF's threads, the SSD tier's ring and buffers, the library's code);
 // - `peak`: the most RSS reached during the replay;
 // - `bookkeeping`: the RAM tier's bookkeeping at the end (its estimate);
-// - `bound`: started + cap x (1 + ram-tier.bookkeeping-share) + the SSD
+// - `feed`: the event feed's ring and table at the end (the report's
+//   `process` part), `ssd_ix`: the SSD tier's index in RAM (`ssd`);
+// - `bound`: started + cap x (1 + 2 x ram-tier.bookkeeping-share) (the
+//   state, the RAM tier's bookkeeping, and the feed's copy of the RAM
+//   index's keys, no larger than that index) + cluster.feed-ring-bytes +
+//   2 x the SSD index (its own, and the feed's copy of its keys) + the SSD
 //   tier's write-behind cap (leaving entries, outside the cap until their
 //   writes settle) + 2 x the largest request's state (the engine's own
 //   buffer of the request in flight and the oracle's copy that checks it),
 //   the formula docs/operations.md ("Memory") documents;
-// - `peak / bound` and PASS when peak <= bound.
+// - `peak / bound` and PASS when peak <= bound;
+// - on a second line, what holds the heap at the end: the state, the RAM
+//   tier's bookkeeping, the feed's ring and table, the SSD index, and the
+//   rest of what the allocator reports in use (the driver's trace and
+//   oracle, CAF, buffers not yet returned).
 // The RAM cap is set below each trace slice's working set, so RAM evicts.
 //
 // Usage: bench_footprint [--quick] [--check] [--trace FILE]
@@ -121,6 +130,7 @@ int run(const run_case& c, const std::string& trace_path,
   });
   uint64_t started = 0, bookkeeping = 0, book_evictions = 0, evictions = 0;
   uint64_t wrong = 0, verified = 0, ram_bytes = 0, end_rss = 0;
+  uint64_t ring_bytes = 0, table_bytes = 0, ssd_index = 0, ring_events = 0;
   size_t heap_used = 0, heap_held = 0;
   {
     runtime::service svc(cfg);
@@ -139,6 +149,10 @@ int run(const run_case& c, const std::string& trace_path,
       book_evictions = r->ram.bookkeeping_evictions;
       evictions = r->ram.evictions;
       ram_bytes = r->ram.bytes;
+      ring_bytes = r->process.feed_ring_bytes;
+      ring_events = r->process.feed_ring_events;
+      table_bytes = r->process.feed_table_bytes;
+      ssd_index = r->ssd.index_bytes;
     }
     auto mi = mallinfo2();
     heap_used = mi.uordblks + mi.hblkhd;
@@ -151,8 +165,8 @@ int run(const run_case& c, const std::string& trace_path,
   auto wb = c.ssd_cap ? o.write_behind_cap_bytes : 0;
   auto bound =
     started
-    + static_cast<uint64_t>(static_cast<double>(c.ram_cap) * (1 + share)) + wb
-    + 2 * request_bytes;
+    + static_cast<uint64_t>(static_cast<double>(c.ram_cap) * (1 + 2 * share))
+    + o.cluster_feed_ring_bytes + 2 * ssd_index + wb + 2 * request_bytes;
   bool pass = peak.load() <= bound && wrong == 0;
   std::printf(
     "%-9s %6llu %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %7.2f %9llu "
@@ -164,11 +178,19 @@ int run(const run_case& c, const std::string& trace_path,
     static_cast<unsigned long long>(evictions),
     static_cast<unsigned long long>(book_evictions), pass ? "PASS" : "FAIL");
   std::printf("          verified %llu states, %llu wrong; at the end: RSS "
-              "%.0f, RAM tier state %.0f, heap in use %.0f, heap held by "
-              "the allocator %.0f (main arena and mmaps)\n",
+              "%.0f, heap in use %.0f, heap held by the allocator %.0f "
+              "(main arena and mmaps)\n",
               static_cast<unsigned long long>(verified),
               static_cast<unsigned long long>(wrong), mib(end_rss),
-              mib(ram_bytes), mib(heap_used), mib(heap_held));
+              mib(heap_used), mib(heap_held));
+  auto known = ram_bytes + bookkeeping + ring_bytes + table_bytes + ssd_index;
+  std::printf("          heap holders: RAM state %.1f, RAM bookkeeping %.1f, "
+              "feed ring %.1f (%llu events), feed table %.1f, SSD index "
+              "%.1f, the rest of the heap in use %.1f\n",
+              mib(ram_bytes), mib(bookkeeping), mib(ring_bytes),
+              static_cast<unsigned long long>(ring_events), mib(table_bytes),
+              mib(ssd_index),
+              heap_used > known ? mib(heap_used - known) : 0.0);
   std::fflush(stdout);
   return pass ? 0 : 1;
 }
@@ -199,8 +221,9 @@ int main(int argc, char** argv) {
     {"128KiB/tok", 1.0, 4ull << 30, 0, quick ? 120u : 400u, 8192},
   };
   std::printf("RAM cap against the process's resident set (MiB); bound = "
-              "started + cap x (1 + bookkeeping-share) + transient "
-              "(write-behind cap + 2 x largest request)\n");
+              "started + cap x (1 + 2 x bookkeeping-share) + feed-ring-bytes "
+              "+ 2 x SSD index + transient (write-behind cap + 2 x largest "
+              "request)\n");
   std::printf("%-9s %6s %8s %8s %8s %8s %8s %8s %8s %7s %9s %6s\n", "state",
               "reqs", "cap", "driver", "started", "peak", "bookkp", "transnt",
               "bound", "pk/bnd", "evictions", "bk_ev");

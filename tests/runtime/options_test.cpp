@@ -413,6 +413,7 @@ BOOST_AUTO_TEST_CASE(config_struct_defaults_agree_with_the_shipped_options) {
   BOOST_TEST(serve.tier_deadline_ms == o.cluster_fetch_deadline_ms / 2);
   BOOST_TEST(serve.max_prompt_tokens == o.position_limit);
   BOOST_TEST(actors::feed_config{}.ring == o.cluster_feed_ring);
+  BOOST_TEST(actors::feed_config{}.ring_bytes == o.cluster_feed_ring_bytes);
   BOOST_TEST(tiers::admission_limits{}.max_queued == o.max_queued);
   const tiers::route_costs costs;
   BOOST_TEST(costs.prefill == o.route_prefill_cost);

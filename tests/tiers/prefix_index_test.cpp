@@ -217,6 +217,32 @@ BOOST_AUTO_TEST_CASE(prefixes_walk_the_key_whether_or_not_it_is_held) {
   BOOST_TEST(names("c", seq({1, 2})).empty());
 }
 
+BOOST_AUTO_TEST_CASE(entries_lists_every_entry_of_every_namespace_once) {
+  // What the event feed walks for a snapshot: interior entries, leaves,
+  // entries that end mid-edge of another's run, other namespaces; an
+  // erased entry and the nodes that only split edges are not listed.
+  prefix_tree t;
+  BOOST_TEST(t.entries().empty());
+  std::set<std::pair<std::string, token_seq>> want;
+  auto add = [&](std::string ns, token_seq key) {
+    t.insert(ns, key, 0, key.size());
+    want.insert({ns, key});
+  };
+  add("a", seq({1, 2}));
+  add("a", seq({1, 2, 3, 4}));
+  add("a", seq({1, 5}));
+  add("b", seq({1, 2}));
+  add("b", seq({9}));
+  auto gone = t.insert("a", seq({1, 2, 3}), 0, 3).ref;
+  t.erase(gone);
+  std::set<std::pair<std::string, token_seq>> got;
+  auto refs = t.entries();
+  for (auto ref : refs)
+    got.insert({t.ns(ref), t.key(ref)});
+  BOOST_TEST(refs.size() == want.size());
+  BOOST_TEST((got == want));
+}
+
 BOOST_AUTO_TEST_CASE(trim_floor_matches_can_trim_to) {
   for (auto name : {"tiny-dense", "tiny-window", "tiny-hybrid"}) {
     runtime::oracle_engine eng(*model_geometry::preset(name));

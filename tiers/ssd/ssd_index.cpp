@@ -28,6 +28,31 @@ ssd_file keyed(ssd_file f, token_seq key) {
   return f;
 }
 
+/// Heap bytes of a string past its inline buffer (with the allocator's).
+uint64_t heap_of(const std::string& s) {
+  return s.capacity() > 15 ? s.capacity() + 1 + 16 : 0;
+}
+
+/// What one indexed file costs beside the prefix tree: its record as held
+/// (name, header in its shared block, the header's own heap), its by-name
+/// node and bucket, its LRU node (each name once more).
+uint64_t held_bytes(const ssd_file& f) {
+  uint64_t n = heap_of(f.name);
+  if (auto& h = f.header) {
+    n += sizeof(entry_header) + 16 + 16;
+    n += h->layers.capacity() * sizeof(layer_info) + 16;
+    n += h->attachments.capacity() * sizeof(attachment_info);
+    n += h->tokens.capacity() * sizeof(token);
+    n += heap_of(h->fingerprint) + heap_of(h->ns) + heap_of(h->parent);
+    if (h->session)
+      n += heap_of(*h->session);
+  }
+  constexpr uint64_t by_name_node =
+    sizeof(std::string) + 64 + 2 * sizeof(void*) + 16;
+  constexpr uint64_t lru_node = sizeof(std::string) + 2 * sizeof(void*) + 16;
+  return n + by_name_node + sizeof(void*) + lru_node + 2 * heap_of(f.name);
+}
+
 } // namespace
 
 std::optional<ssd_file> ssd_index::insert(ssd_file f, bool coldest) {
@@ -37,6 +62,7 @@ std::optional<ssd_file> ssd_index::insert(ssd_file f, bool coldest) {
   auto replaced = erase(name);
   if (header->kind != key_kind::prefix) {
     // Found by exact key only: never in the prefix index.
+    meta_bytes_ += held_bytes(f);
     by_name_[name] = slot{{}, std::move(f), place(name, coldest)};
     bytes_ += bytes;
     return replaced;
@@ -50,9 +76,11 @@ std::optional<ssd_file> ssd_index::insert(ssd_file f, bool coldest) {
   f.header = std::move(keyless);
   auto r = index_.insert(header->ns, header->tokens, std::move(f),
                          header_floor(*header));
+  meta_bytes_ += held_bytes(index_.handle(r.ref));
   if (r.replaced) {
     // Same key under another name: only possible for a hash collision or
     // a renamed file; the newer one wins either way.
+    meta_bytes_ -= held_bytes(*r.replaced);
     auto old = keyed(std::move(*r.replaced), header->tokens);
     auto i = by_name_.find(old.name);
     if (i != by_name_.end()) {
@@ -73,9 +101,11 @@ std::optional<ssd_file> ssd_index::erase(const std::string& name) {
     return std::nullopt;
   ssd_file f;
   if (i->second.exact) {
+    meta_bytes_ -= held_bytes(*i->second.exact);
     f = std::move(*i->second.exact);
   } else {
     auto key = index_.key(i->second.ref); // before the entry goes
+    meta_bytes_ -= held_bytes(index_.handle(i->second.ref));
     f = keyed(index_.erase(i->second.ref), std::move(key));
   }
   lru_.erase(i->second.lru);

@@ -69,6 +69,8 @@ struct ssd_stats {
   /// ended).
   uint64_t index_ms = 0;
   uint64_t file_bytes = 0;
+  /// What the index holds in RAM (`ssd_index::approx_bytes`).
+  uint64_t index_bytes = 0;
   uint64_t queue_items = 0;
   uint64_t queue_bytes = 0;
   uint64_t writes_ok = 0;

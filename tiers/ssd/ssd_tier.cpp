@@ -190,6 +190,7 @@ ssd_stats ssd_tier::stats() const {
   s.indexing = scan_ ? 1 : 0;
   s.index_files = scan_ ? scan_->report.loaded : scan_result_.loaded;
   s.file_bytes = files_.index().bytes();
+  s.index_bytes = files_.index().approx_bytes();
   s.queue_items = writes_.queue().size();
   s.queue_bytes = writes_.queue().bytes();
   s.removals_pending = removals_.pending();
