@@ -134,8 +134,7 @@ sealed<msg::FeedBatch> batch_of(const feed_state& st, It first, It last) {
   return std::move(d).seal();
 }
 
-void write_key(capnp::List<uint32_t>::Builder out,
-               const tiers::token_seq& k) {
+void write_key(capnp::List<uint32_t>::Builder out, const tiers::token_seq& k) {
   for (size_t i = 0; i < k.size(); ++i)
     out.set(static_cast<unsigned>(i), k[i]);
 }
@@ -245,9 +244,9 @@ void publish_memory(const feed_state& st) {
   m->ring_bytes.store(st.ring_bytes, std::memory_order_relaxed);
   m->table_entries.store(st.tables[0].size() + st.tables[1].size(),
                          std::memory_order_relaxed);
-  m->table_bytes.store(
-    st.tables[0].approx_bytes() + st.tables[1].approx_bytes(),
-    std::memory_order_relaxed);
+  m->table_bytes.store(st.tables[0].approx_bytes()
+                         + st.tables[1].approx_bytes(),
+                       std::memory_order_relaxed);
 }
 
 void number(feed_pointer self, feed_event ev) {
@@ -255,8 +254,9 @@ void number(feed_pointer self, feed_event ev) {
   ev.seq = ++st.seq;
   st.ring.push_back(ev);
   st.ring_bytes += ring_bytes_of(st.ring.back());
-  while (!st.ring.empty()
-         && (st.ring.size() > st.cfg.ring || st.ring_bytes > st.cfg.ring_bytes)) {
+  while (
+    !st.ring.empty()
+    && (st.ring.size() > st.cfg.ring || st.ring_bytes > st.cfg.ring_bytes)) {
     st.ring_bytes -= ring_bytes_of(st.ring.front());
     st.ring.pop_front();
   }
@@ -276,7 +276,7 @@ void apply(feed_pointer self, feed_change& c) {
   if (leaves(kind)) {
     auto ref = table.find(c.ns, c.key);
     if (!ref)
-      return; // nothing changed: not an event
+      return;                  // nothing changed: not an event
     auto v = table.erase(ref); // what left, as it was held
     c.bytes = bytes_of(v);
     c.trimmable = trimmable_of(v);

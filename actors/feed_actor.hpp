@@ -12,9 +12,9 @@
 // keys that share a prefix share its tokens, as in the tiers' own indexes.
 // The last `ring` events are kept, and no more than `ring_bytes` of them
 // (each event carries its entry's whole key); the memory both take is
-// published in `feed_memory` for the service's report. Subscribers (local actors, or
-// a peer's follower through its node actor) are monitored and get the
-// events of each turn as FeedBatch messages: the feed sends itself a flush
+// published in `feed_memory` for the service's report. Subscribers (local
+// actors, or a peer's follower through its node actor) are monitored and get
+// the events of each turn as FeedBatch messages: the feed sends itself a flush
 // after the first change of a turn, so a busy feed sends one batch per
 // subscriber per turn, not one message per event (and at most
 // `feed_limits::batch_events` events per batch). SubscribeFeed{fromSeq}

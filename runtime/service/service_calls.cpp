@@ -478,8 +478,7 @@ report_with_node report_conv(const cluster::node* node,
 auto service::report() -> result<service_report> {
   return impl_->call<service_report>(
     codec::empty<msg::ReadReport>(),
-    report_conv(impl_->node.get(), impl_->opts,
-                                   impl_->handles.feed_memory));
+    report_conv(impl_->node.get(), impl_->opts, impl_->handles.feed_memory));
 }
 
 auto service::report_async() -> future<service_report> {
@@ -488,10 +487,10 @@ auto service::report_async() -> future<service_report> {
 }
 
 void service::report_async(callback<service_report> done) {
-  impl_->call_then<service_report>(codec::empty<msg::ReadReport>(),
-                                   report_conv(impl_->node.get(), impl_->opts,
-                                   impl_->handles.feed_memory),
-                                   std::move(done));
+  impl_->call_then<service_report>(
+    codec::empty<msg::ReadReport>(),
+    report_conv(impl_->node.get(), impl_->opts, impl_->handles.feed_memory),
+    std::move(done));
 }
 
 auto service::saved_prefixes() -> result<std::vector<saved_prefix>> {

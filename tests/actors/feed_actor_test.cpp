@@ -6,8 +6,9 @@
 // gets a snapshot equal to the feed's table, a dead subscriber is dropped,
 // the skip hook leaves a gap, and a local listener calls its function per
 // event and contains what it throws. The ring is bounded by bytes too, and
-// the feed publishes what its ring and table hold. (tests/runtime/feed_events_test.cpp
-// drives the feed from a real RAM + SSD service.)
+// the feed publishes what its ring and table hold.
+// (tests/runtime/feed_events_test.cpp drives the feed from a real RAM + SSD
+// service.)
 #define BOOST_TEST_MODULE actors_feed
 #include "tests/caf_bridge.hpp"
 
@@ -232,9 +233,9 @@ BOOST_AUTO_TEST_CASE(the_table_keeps_a_shared_prefix_once) {
   std::set<size_t> lengths;
   for (auto h : r.root().getSnapshot().getEntries())
     lengths.insert(h.getKey().size());
-  BOOST_CHECK((lengths
-               == std::set<size_t>{1000, 2000, 3000, 4000, 5000, 6000, 7000,
-                                   8000}));
+  BOOST_CHECK(
+    (lengths
+     == std::set<size_t>{1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000}));
 }
 
 BOOST_AUTO_TEST_CASE(a_large_snapshot_comes_in_parts_that_add_up_to_the_table) {

@@ -189,8 +189,7 @@ int run(const run_case& c, const std::string& trace_path,
               "%.1f, the rest of the heap in use %.1f\n",
               mib(ram_bytes), mib(bookkeeping), mib(ring_bytes),
               static_cast<unsigned long long>(ring_events), mib(table_bytes),
-              mib(ssd_index),
-              heap_used > known ? mib(heap_used - known) : 0.0);
+              mib(ssd_index), heap_used > known ? mib(heap_used - known) : 0.0);
   std::fflush(stdout);
   return pass ? 0 : 1;
 }

@@ -40,8 +40,8 @@ BOOST_AUTO_TEST_CASE(the_estimate_follows_what_is_indexed) {
   // The record, the header with its 32 layer descriptions, the names, and
   // the key's 1000 tokens once.
   BOOST_TEST(one >= empty + 1000 * sizeof(token) + 32 * sizeof(layer_info));
-  BOOST_TEST(one < empty + 1000 * sizeof(token) + 32 * sizeof(layer_info)
-                     + 2048);
+  BOOST_TEST(one
+             < empty + 1000 * sizeof(token) + 32 * sizeof(layer_info) + 2048);
   // A longer key sharing the first's 1000 tokens adds its 500 new ones and
   // a record, not 1500 tokens.
   auto longer = run(0, 1500);
