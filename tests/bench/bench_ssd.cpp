@@ -40,8 +40,8 @@
 //        `--op-mib` and of the size the tier handed its engine: on this VM
 //        memory the guest kernel has given back to the host (free page
 //        reporting) faults in at 0.4-2.5 GB/s, so for an entry past the
-//        buffer pool (512 MiB) a read into resident memory runs several
-//        times as fast as any read into new memory; each restore row says
+//        buffer pool (512 MiB) a read into resident memory can run several
+//        times as fast as a read into new memory; each restore row says
 //        how many of its buffers the pool served. So that every side's new
 //        memory is in the same state, each timed restore, the tier's and
 //        raw's, begins right after the entry's size of memory was
