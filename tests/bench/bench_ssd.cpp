@@ -1463,7 +1463,8 @@ void print(const options& o, const std::vector<row>& rows,
       std::printf("FAIL %s: kvtier %.2fx its floor (%s): above a floor, "
                   "reason not known\n",
                   what.c_str(), r.kvtier_gbps / r.floor(),
-                  r.raw_gbps >= r.fio_gbps ? "raw" : "fio");
+                  r.resident_gbps > 0 || r.raw_gbps >= r.fio_gbps ? "raw"
+                                                                  : "fio");
     }
     if (!r.own_work.empty() && r.kvtier_gbps < r.floor() * 0.995)
       std::printf("NOTE %s: kvtier does more than raw: %s\n", what.c_str(),
