@@ -4,6 +4,9 @@
 #include "tiers/entry_ranking.hpp"
 
 #include <random>
+#include <set>
+#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 using namespace kvtier::tiers;
@@ -28,6 +31,112 @@ id evict(entry_ranking& r) {
   r.evicted(v);
   return v;
 }
+
+/// The ranking as a plain ordered set of (priority, rank, touch, id), as
+/// the header states it: the reference the compact structures must match
+/// item for item.
+class reference_ranking {
+public:
+  reference_ranking(ram_policy p, size_t ghosts)
+    : policy_(p)
+    , cap_(ghosts) {}
+  void insert(id i, uint64_t tokens, uint8_t priority, uint64_t key) {
+    erase(i);
+    item s;
+    s.priority = std::min(priority, max_priority);
+    s.tokens = tokens;
+    s.key = key;
+    auto g = key != 0 ? ghosts_.find(key) : ghosts_.end();
+    s.count = (g != ghosts_.end() ? g->second : 0) + 1;
+    items_[i] = s;
+    rank(i);
+  }
+  void touch(id i) {
+    if (!items_.contains(i))
+      return;
+    order_.erase(key_of(i));
+    ++items_[i].count;
+    rank(i);
+  }
+  void evicted(id i) {
+    if (!items_.contains(i))
+      return;
+    auto& s = items_[i];
+    if (policy_ == ram_policy::gdsf) {
+      clock_ = std::max(clock_, s.rank);
+      if (s.key != 0 && cap_ > 0) {
+        auto [g, fresh] = ghosts_.try_emplace(s.key, s.count);
+        if (fresh) {
+          fifo_.push_back(s.key);
+          if (fifo_.size() > cap_) {
+            ghosts_.erase(fifo_.front());
+            fifo_.erase(fifo_.begin());
+          }
+        } else {
+          g->second = std::max(g->second, s.count);
+        }
+      }
+    }
+    erase(i);
+  }
+  void erase(id i) {
+    if (!items_.contains(i))
+      return;
+    order_.erase(key_of(i));
+    items_.erase(i);
+  }
+  void set_priority(id i, uint8_t p) {
+    if (!items_.contains(i))
+      return;
+    order_.erase(key_of(i));
+    items_[i].priority = std::min(p, max_priority);
+    order_.insert(key_of(i));
+  }
+  uint32_t count(id i) const {
+    auto it = items_.find(i);
+    return it == items_.end() ? 0 : it->second.count;
+  }
+  template <class Ok>
+  id first(Ok&& ok) const {
+    for (auto& k : order_)
+      if (ok(std::get<3>(k)))
+        return std::get<3>(k);
+    return entry_ranking::none;
+  }
+
+private:
+  struct item {
+    uint8_t priority = default_priority;
+    uint32_t count = 0;
+    double rank = 0;
+    uint64_t stamp = 0;
+    uint64_t tokens = 0;
+    uint64_t key = 0;
+  };
+  using key_t = std::tuple<uint8_t, double, uint64_t, id>;
+  key_t key_of(id i) const {
+    auto& s = items_.at(i);
+    return {s.priority, s.rank, s.stamp, i};
+  }
+  void rank(id i) {
+    auto& s = items_[i];
+    s.stamp = ++stamps_;
+    s.rank = policy_ == ram_policy::gdsf
+               ? clock_
+                   + std::min(s.count, entry_ranking::frequency_cap)
+                       * (1.0 + static_cast<double>(s.tokens) / 65536.0)
+               : 0.0;
+    order_.insert(key_of(i));
+  }
+  ram_policy policy_;
+  size_t cap_;
+  std::unordered_map<id, item> items_;
+  std::set<key_t> order_;
+  double clock_ = 0;
+  uint64_t stamps_ = 0;
+  std::unordered_map<uint64_t, uint32_t> ghosts_;
+  std::vector<uint64_t> fifo_;
+};
 
 } // namespace
 
@@ -176,5 +285,88 @@ BOOST_AUTO_TEST_CASE(random_operations_keep_order_and_membership_consistent) {
     // Priorities never go down along the order.
     for (size_t k = 1; k < o.size(); ++k)
       BOOST_TEST(r.priority(o[k - 1]) <= r.priority(o[k]));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_order_is_the_reference_order_item_for_item) {
+  // Many random operations on both, with few priorities (so ranks and
+  // touches decide) or many, few keys (so ghosts come back): every victim,
+  // every `first` that skips items, every count and, now and then, the
+  // whole order are the reference's.
+  std::mt19937 rng{31};
+  for (auto p : {ram_policy::lru, ram_policy::gdsf}) {
+    for (uint32_t priorities : {1u, 3u, 101u}) {
+      entry_ranking r{p, 32};
+      reference_ranking ref{p, 32};
+      constexpr id ids = 300;
+      std::vector<char> skipped(ids);
+      for (int step = 0; step < 60000; ++step) {
+        auto i = static_cast<id>(rng() % ids);
+        auto prio = static_cast<uint8_t>(
+          priorities == 1 ? default_priority : (rng() % priorities) * 3);
+        switch (rng() % 10) {
+          case 0:
+          case 1: {
+            auto tokens = 1 + rng() % 70000;
+            auto key = rng() % 4 == 0 ? 0 : 1 + rng() % 80;
+            r.insert(i, tokens, prio, key);
+            ref.insert(i, tokens, prio, key);
+            break;
+          }
+          case 2:
+          case 3:
+          case 4:
+            r.touch(i);
+            ref.touch(i);
+            break;
+          case 5: { // evict the first item, as a tier does
+            auto v = r.first([](id) { return true; });
+            BOOST_REQUIRE(v == ref.first([](id) { return true; }));
+            if (v != entry_ranking::none) {
+              r.evicted(v);
+              ref.evicted(v);
+            }
+            break;
+          }
+          case 6: { // the first one not skipped (pinned, leased)
+            for (auto& s : skipped)
+              s = rng() % 3 == 0;
+            auto ok = [&](id x) { return !skipped[x]; };
+            auto v = r.first(ok);
+            BOOST_REQUIRE(v == ref.first(ok));
+            if (v != entry_ranking::none && rng() % 2 == 0) {
+              r.evicted(v);
+              ref.evicted(v);
+            }
+            break;
+          }
+          case 7:
+            r.erase(i);
+            ref.erase(i);
+            break;
+          case 8:
+            r.set_priority(i, prio);
+            ref.set_priority(i, prio);
+            break;
+          default: BOOST_REQUIRE(r.count(i) == ref.count(i));
+        }
+        if (step % 997 == 0) {
+          std::vector<id> want;
+          ref.first([&](id x) {
+            want.push_back(x);
+            return false;
+          });
+          BOOST_REQUIRE((order(r) == want));
+          BOOST_REQUIRE(r.size() == want.size());
+        }
+      }
+      // Empty it in order.
+      while (r.size() > 0) {
+        auto v = evict(r);
+        BOOST_REQUIRE(v == ref.first([](id) { return true; }));
+        ref.evicted(v);
+      }
+      BOOST_TEST(ref.first([](id) { return true; }) == entry_ranking::none);
+    }
   }
 }
