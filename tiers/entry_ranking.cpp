@@ -36,29 +36,29 @@ double entry_ranking::value(const slot& s) const {
 }
 
 size_t entry_ranking::item_bytes(ram_policy p) noexcept {
-  static_assert(sizeof(slot) == 48);
-  return sizeof(slot) + (p == ram_policy::gdsf ? sizeof(id) : 0);
+  static_assert(sizeof(slot) == 48 && sizeof(place_t) == 16);
+  return sizeof(slot) + (p == ram_policy::gdsf ? sizeof(place_t) : 0);
 }
 
-void entry_ranking::place(size_t at, id i) noexcept {
-  heap_[at] = i;
-  slots_[i].prev = static_cast<id>(at);
+void entry_ranking::place(size_t at, const place_t& p) noexcept {
+  heap_[at] = p;
+  slots_[p.item].prev = static_cast<id>(at);
 }
 
 void entry_ranking::sift_up(size_t at) noexcept {
-  auto i = heap_[at];
+  auto p = heap_[at];
   while (at > 0) {
     auto parent = (at - 1) / arity;
-    if (!before(i, heap_[parent]))
+    if (!before(p, heap_[parent]))
       break;
     place(at, heap_[parent]);
     at = parent;
   }
-  place(at, i);
+  place(at, p);
 }
 
 void entry_ranking::sift_down(size_t at) noexcept {
-  auto i = heap_[at];
+  auto p = heap_[at];
   auto n = heap_.size();
   for (;;) {
     auto c = arity * at + 1;
@@ -68,12 +68,12 @@ void entry_ranking::sift_down(size_t at) noexcept {
     for (auto k = c + 1; k < std::min(c + arity, n); ++k)
       if (before(heap_[k], heap_[best]))
         best = k;
-    if (!before(heap_[best], i))
+    if (!before(heap_[best], p))
       break;
     place(at, heap_[best]);
     at = best;
   }
-  place(at, i);
+  place(at, p);
 }
 
 void entry_ranking::fix(size_t at) noexcept {
@@ -96,9 +96,10 @@ void entry_ranking::rank(id i, bool fresh) {
   }
   s.rank = clock_ + value(s);
   if (fresh) {
-    heap_.push_back(i);
+    heap_.push_back({s.rank, i, s.priority});
     sift_up(heap_.size() - 1);
   } else {
+    heap_[s.prev].rank = s.rank;
     fix(s.prev); // down: its rank and stamp only grow
   }
 }
@@ -183,7 +184,7 @@ void entry_ranking::set_priority(id i, uint8_t priority) {
   auto& s = slots_[i];
   s.priority = std::min(priority, max_priority);
   if (policy_ == ram_policy::gdsf) {
-    heap_.push_back(i);
+    heap_.push_back({s.rank, i, s.priority});
     sift_up(heap_.size() - 1);
     return;
   }

@@ -29,8 +29,10 @@
 // Kept compactly: a 48-byte slot per id (a vector by id) and, per policy,
 // - lru: the slots' own links in one list per priority (`priority_lists`),
 //   appended to on each touch: insert, touch, erase and eviction are O(1);
-// - gdsf: a 4-ary heap of ids in a flat vector, each slot holding its
-//   place: insert, touch, erase and eviction are O(log n).
+// - gdsf: a 4-ary heap in a flat vector, 16 bytes a place (the item's
+//   priority and rank, so a sift compares within one cache line, and its
+//   id), each slot holding its place: insert, touch, erase and eviction
+//   are O(log n).
 // `first` walks the order from its start (under gdsf best-first over the
 // heap: O(k log k) for k items `ok` turns down). The RAM tier keeps the
 // lru order in its own records instead (tiers/ram_tier.hpp), with the same
@@ -125,8 +127,8 @@ public:
       return lists_.first(member_links<const std::vector<slot>>{&slots_}, ok);
     if (heap_.empty())
       return none;
-    if (ok(heap_[0]))
-      return heap_[0];
+    if (ok(heap_[0].item))
+      return heap_[0].item;
     // Best-first over the heap: every place whose parent `ok` turned down
     // waits in `frontier_` (a binary heap, earliest item on top); each
     // place taken is the earliest item not yet seen.
@@ -146,8 +148,8 @@ public:
       std::pop_heap(f.begin(), f.end(), later);
       at = f.back();
       f.pop_back();
-      if (ok(heap_[at]))
-        return heap_[at];
+      if (ok(heap_[at].item))
+        return heap_[at].item;
     }
   }
 
@@ -169,22 +171,27 @@ private:
   member_links<std::vector<slot>> links() noexcept {
     return {&slots_};
   }
+  /// A place in gdsf's heap: its item's order key but the touch (which
+  /// decides only between equal ranks).
+  struct place_t {
+    double rank;
+    id item;
+    uint8_t priority;
+  };
   /// Whether `a` leaves before `b`: ascending (priority, rank, touch).
-  bool before(id a, id b) const noexcept {
-    auto& x = slots_[a];
-    auto& y = slots_[b];
-    if (x.priority != y.priority)
-      return x.priority < y.priority;
-    if (x.rank != y.rank)
-      return x.rank < y.rank;
-    return x.stamp < y.stamp; // stamps are unique
+  bool before(const place_t& a, const place_t& b) const noexcept {
+    if (a.priority != b.priority)
+      return a.priority < b.priority;
+    if (a.rank != b.rank)
+      return a.rank < b.rank;
+    return slots_[a.item].stamp < slots_[b.item].stamp; // unique
   }
   double value(const slot& s) const;
   /// Stamps and ranks `i` anew and puts it in its place.
   void rank(id i, bool fresh);
   /// Takes `i` out of the order (lists or heap).
   void unlink(id i);
-  void place(size_t at, id i) noexcept;
+  void place(size_t at, const place_t& p) noexcept;
   void sift_up(size_t at) noexcept;
   void sift_down(size_t at) noexcept;
   /// Moves the item at `at` up or down to its place.
@@ -194,7 +201,7 @@ private:
   size_t ghost_cap_;
   std::vector<slot> slots_;
   priority_lists<id> lists_;               // lru
-  std::vector<id> heap_;                   // gdsf
+  std::vector<place_t> heap_;              // gdsf
   mutable std::vector<uint32_t> frontier_; // gdsf's `first`
   double clock_ = 0;                       // gdsf's L
   uint64_t stamps_ = 0;

@@ -1,12 +1,10 @@
 #define BOOST_TEST_MODULE tiers_entry_ranking
 #include <boost/test/unit_test.hpp>
 
+#include "tests/tiers/reference_ranking.hpp"
 #include "tiers/entry_ranking.hpp"
 
 #include <random>
-#include <set>
-#include <tuple>
-#include <unordered_map>
 #include <vector>
 
 using namespace kvtier::tiers;
@@ -31,112 +29,6 @@ id evict(entry_ranking& r) {
   r.evicted(v);
   return v;
 }
-
-/// The ranking as a plain ordered set of (priority, rank, touch, id), as
-/// the header states it: the reference the compact structures must match
-/// item for item.
-class reference_ranking {
-public:
-  reference_ranking(ram_policy p, size_t ghosts)
-    : policy_(p)
-    , cap_(ghosts) {}
-  void insert(id i, uint64_t tokens, uint8_t priority, uint64_t key) {
-    erase(i);
-    item s;
-    s.priority = std::min(priority, max_priority);
-    s.tokens = tokens;
-    s.key = key;
-    auto g = key != 0 ? ghosts_.find(key) : ghosts_.end();
-    s.count = (g != ghosts_.end() ? g->second : 0) + 1;
-    items_[i] = s;
-    rank(i);
-  }
-  void touch(id i) {
-    if (!items_.contains(i))
-      return;
-    order_.erase(key_of(i));
-    ++items_[i].count;
-    rank(i);
-  }
-  void evicted(id i) {
-    if (!items_.contains(i))
-      return;
-    auto& s = items_[i];
-    if (policy_ == ram_policy::gdsf) {
-      clock_ = std::max(clock_, s.rank);
-      if (s.key != 0 && cap_ > 0) {
-        auto [g, fresh] = ghosts_.try_emplace(s.key, s.count);
-        if (fresh) {
-          fifo_.push_back(s.key);
-          if (fifo_.size() > cap_) {
-            ghosts_.erase(fifo_.front());
-            fifo_.erase(fifo_.begin());
-          }
-        } else {
-          g->second = std::max(g->second, s.count);
-        }
-      }
-    }
-    erase(i);
-  }
-  void erase(id i) {
-    if (!items_.contains(i))
-      return;
-    order_.erase(key_of(i));
-    items_.erase(i);
-  }
-  void set_priority(id i, uint8_t p) {
-    if (!items_.contains(i))
-      return;
-    order_.erase(key_of(i));
-    items_[i].priority = std::min(p, max_priority);
-    order_.insert(key_of(i));
-  }
-  uint32_t count(id i) const {
-    auto it = items_.find(i);
-    return it == items_.end() ? 0 : it->second.count;
-  }
-  template <class Ok>
-  id first(Ok&& ok) const {
-    for (auto& k : order_)
-      if (ok(std::get<3>(k)))
-        return std::get<3>(k);
-    return entry_ranking::none;
-  }
-
-private:
-  struct item {
-    uint8_t priority = default_priority;
-    uint32_t count = 0;
-    double rank = 0;
-    uint64_t stamp = 0;
-    uint64_t tokens = 0;
-    uint64_t key = 0;
-  };
-  using key_t = std::tuple<uint8_t, double, uint64_t, id>;
-  key_t key_of(id i) const {
-    auto& s = items_.at(i);
-    return {s.priority, s.rank, s.stamp, i};
-  }
-  void rank(id i) {
-    auto& s = items_[i];
-    s.stamp = ++stamps_;
-    s.rank = policy_ == ram_policy::gdsf
-               ? clock_
-                   + std::min(s.count, entry_ranking::frequency_cap)
-                       * (1.0 + static_cast<double>(s.tokens) / 65536.0)
-               : 0.0;
-    order_.insert(key_of(i));
-  }
-  ram_policy policy_;
-  size_t cap_;
-  std::unordered_map<id, item> items_;
-  std::set<key_t> order_;
-  double clock_ = 0;
-  uint64_t stamps_ = 0;
-  std::unordered_map<uint64_t, uint32_t> ghosts_;
-  std::vector<uint64_t> fifo_;
-};
 
 } // namespace
 
@@ -297,7 +189,7 @@ BOOST_AUTO_TEST_CASE(the_order_is_the_reference_order_item_for_item) {
   for (auto p : {ram_policy::lru, ram_policy::gdsf}) {
     for (uint32_t priorities : {1u, 3u, 101u}) {
       entry_ranking r{p, 32};
-      reference_ranking ref{p, 32};
+      kvtier::tests::reference_ranking ref{p, 32};
       constexpr id ids = 300;
       std::vector<char> skipped(ids);
       for (int step = 0; step < 60000; ++step) {
