@@ -35,11 +35,88 @@ double entry_ranking::value(const slot& s) const {
          * (1.0 + static_cast<double>(s.tokens) / 65536.0);
 }
 
-void entry_ranking::rank(id i) {
+size_t entry_ranking::item_bytes(ram_policy p) noexcept {
+  static_assert(sizeof(slot) == 48 && sizeof(place_t) == 16);
+  return sizeof(slot) + (p == ram_policy::gdsf ? sizeof(place_t) : 0);
+}
+
+void entry_ranking::place(size_t at, const place_t& p) noexcept {
+  heap_[at] = p;
+  slots_[p.item].prev = static_cast<id>(at);
+}
+
+void entry_ranking::sift_up(size_t at) noexcept {
+  auto p = heap_[at];
+  while (at > 0) {
+    auto parent = (at - 1) / arity;
+    if (!before(p, heap_[parent]))
+      break;
+    place(at, heap_[parent]);
+    at = parent;
+  }
+  place(at, p);
+}
+
+void entry_ranking::sift_down(size_t at) noexcept {
+  auto p = heap_[at];
+  auto n = heap_.size();
+  for (;;) {
+    auto c = arity * at + 1;
+    if (c >= n)
+      break;
+    auto best = c;
+    for (auto k = c + 1; k < std::min(c + arity, n); ++k)
+      if (before(heap_[k], heap_[best]))
+        best = k;
+    if (!before(heap_[best], p))
+      break;
+    place(at, heap_[best]);
+    at = best;
+  }
+  place(at, p);
+}
+
+void entry_ranking::fix(size_t at) noexcept {
+  if (at > 0 && before(heap_[at], heap_[(at - 1) / arity]))
+    sift_up(at);
+  else
+    sift_down(at);
+}
+
+void entry_ranking::rank(id i, bool fresh) {
   auto& s = slots_[i];
   s.stamp = ++stamps_;
-  s.rank = policy_ == ram_policy::gdsf ? clock_ + value(s) : 0.0;
-  order_.insert(key_of(i));
+  if (policy_ == ram_policy::lru) {
+    // The newest stamp: the back of its priority's list.
+    if (fresh)
+      lists_.insert(links(), i, s.priority);
+    else
+      lists_.to_back(links(), i, s.priority);
+    return;
+  }
+  s.rank = clock_ + value(s);
+  if (fresh) {
+    heap_.push_back({s.rank, i, s.priority});
+    sift_up(heap_.size() - 1);
+  } else {
+    heap_[s.prev].rank = s.rank;
+    fix(s.prev); // down: its rank and stamp only grow
+  }
+}
+
+void entry_ranking::unlink(id i) {
+  auto& s = slots_[i];
+  if (policy_ == ram_policy::lru) {
+    lists_.erase(links(), i, s.priority);
+    return;
+  }
+  size_t at = s.prev;
+  auto last = heap_.back();
+  heap_.pop_back();
+  if (at == heap_.size())
+    return; // it was the last
+  place(at, last);
+  fix(at);
 }
 
 void entry_ranking::insert(id i, uint64_t tokens, uint8_t priority,
@@ -59,17 +136,16 @@ void entry_ranking::insert(id i, uint64_t tokens, uint8_t priority,
     if (auto g = ghosts_.find(key); g != ghosts_.end())
       remembered = g->second;
   s.count = std::max(inherited, remembered) + 1;
-  rank(i);
+  rank(i, true);
 }
 
 void entry_ranking::touch(id i) {
   if (!contains(i))
     return;
-  order_.erase(key_of(i));
   auto& s = slots_[i];
   if (s.count < UINT32_MAX)
     ++s.count;
-  rank(i);
+  rank(i, false);
 }
 
 void entry_ranking::evicted(id i) {
@@ -97,16 +173,27 @@ void entry_ranking::evicted(id i) {
 void entry_ranking::erase(id i) {
   if (!contains(i))
     return;
-  order_.erase(key_of(i));
+  unlink(i);
   slots_[i].ranked = false;
 }
 
 void entry_ranking::set_priority(id i, uint8_t priority) {
   if (!contains(i))
     return;
-  order_.erase(key_of(i));
-  slots_[i].priority = std::min(priority, max_priority);
-  order_.insert(key_of(i));
+  unlink(i);
+  auto& s = slots_[i];
+  s.priority = std::min(priority, max_priority);
+  if (policy_ == ram_policy::gdsf) {
+    heap_.push_back({s.rank, i, s.priority});
+    sift_up(heap_.size() - 1);
+    return;
+  }
+  // Before the first item of its new priority touched after it.
+  auto at = none;
+  for (auto j = lists_.back(s.priority); j != none && slots_[j].stamp > s.stamp;
+       j = slots_[j].prev)
+    at = j;
+  lists_.insert(links(), i, s.priority, at);
 }
 
 } // namespace kvtier::tiers

@@ -26,19 +26,28 @@
 //          turn carries on its previous turn's count) or from the count an
 //          evicted item of the same key left in the ghost list (bounded,
 //          oldest forgotten first).
-// Every operation is O(log n) in the ranked items (an ordered set and a
-// vector by id); `first` walks the order from its start.
+// Kept compactly: a 48-byte slot per id (a vector by id) and, per policy,
+// - lru: the slots' own links in one list per priority (`priority_lists`),
+//   appended to on each touch: insert, touch, erase and eviction are O(1);
+// - gdsf: a 4-ary heap in a flat vector, 16 bytes a place (the item's
+//   priority and rank, so a sift compares within one cache line, and its
+//   id), each slot holding its place: insert, touch, erase and eviction
+//   are O(log n).
+// `first` walks the order from its start (under gdsf best-first over the
+// heap: O(k log k) for k items `ok` turns down). The RAM tier keeps the
+// lru order in its own records instead (tiers/ram_tier.hpp), with the same
+// `priority_lists`, and this ranking only under gdsf.
 #pragma once
 
+#include "tiers/priority_lists.hpp"
 #include "tiers/state.hpp" // max_priority, default_priority
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <optional>
-#include <set>
 #include <span>
 #include <string_view>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -87,8 +96,9 @@ public:
   /// No-op when not ranked.
   void erase(id i);
 
-  /// Sets `i`'s priority (clamped to `max_priority`). No-op when not
-  /// ranked.
+  /// Sets `i`'s priority (clamped to `max_priority`), keeping its rank and
+  /// last touch. No-op when not ranked. Under lru O(the items of the new
+  /// priority touched since `i` was).
   void set_priority(id i, uint8_t priority);
 
   bool contains(id i) const noexcept {
@@ -102,43 +112,98 @@ public:
     return contains(i) ? slots_[i].priority : default_priority;
   }
   size_t size() const noexcept {
-    return order_.size();
+    return policy_ == ram_policy::lru ? lists_.size() : heap_.size();
   }
 
+  /// What the ranking holds per ranked item under `p` (its slot, and under
+  /// gdsf its place in the heap), for an owner's memory estimate.
+  static size_t item_bytes(ram_policy p) noexcept;
+
   /// The first item in eviction order for which `ok(id)` holds; `none`
-  /// when no item does.
+  /// when no item does. `ok` must not change the ranking.
   template <class Ok>
   id first(Ok&& ok) const {
-    for (auto& k : order_)
-      if (ok(std::get<3>(k)))
-        return std::get<3>(k);
-    return none;
+    if (policy_ == ram_policy::lru)
+      return lists_.first(member_links<const std::vector<slot>>{&slots_}, ok);
+    if (heap_.empty())
+      return none;
+    if (ok(heap_[0].item))
+      return heap_[0].item;
+    // Best-first over the heap: every place whose parent `ok` turned down
+    // waits in `frontier_` (a binary heap, earliest item on top); each
+    // place taken is the earliest item not yet seen.
+    auto later = [this](uint32_t a, uint32_t b) {
+      return before(heap_[b], heap_[a]);
+    };
+    auto& f = frontier_;
+    f.clear();
+    for (size_t at = 0;;) {
+      for (auto c = arity * at + 1; c <= arity * at + arity && c < heap_.size();
+           ++c) {
+        f.push_back(static_cast<uint32_t>(c));
+        std::push_heap(f.begin(), f.end(), later);
+      }
+      if (f.empty())
+        return none;
+      std::pop_heap(f.begin(), f.end(), later);
+      at = f.back();
+      f.pop_back();
+      if (ok(heap_[at].item))
+        return heap_[at].item;
+    }
   }
 
 private:
-  // (priority, rank, touch, id): ascending is the eviction order.
-  using key_t = std::tuple<uint8_t, double, uint64_t, id>;
+  static constexpr size_t arity = 4;
   struct slot {
-    bool ranked = false;
-    uint8_t priority = default_priority;
-    uint32_t count = 0;
-    double rank = 0;
+    double rank = 0; // gdsf's
     uint64_t stamp = 0;
     uint64_t tokens = 0;
     uint64_t key = 0;
+    uint32_t count = 0;
+    // lru: its neighbours in its priority's list; gdsf: `prev` is its
+    // place in the heap.
+    id prev = none;
+    id next = none;
+    uint8_t priority = default_priority;
+    bool ranked = false;
   };
-  key_t key_of(id i) const {
-    auto& s = slots_[i];
-    return {s.priority, s.rank, s.stamp, i};
+  member_links<std::vector<slot>> links() noexcept {
+    return {&slots_};
+  }
+  /// A place in gdsf's heap: its item's order key but the touch (which
+  /// decides only between equal ranks).
+  struct place_t {
+    double rank;
+    id item;
+    uint8_t priority;
+  };
+  /// Whether `a` leaves before `b`: ascending (priority, rank, touch).
+  bool before(const place_t& a, const place_t& b) const noexcept {
+    if (a.priority != b.priority)
+      return a.priority < b.priority;
+    if (a.rank != b.rank)
+      return a.rank < b.rank;
+    return slots_[a.item].stamp < slots_[b.item].stamp; // unique
   }
   double value(const slot& s) const;
-  void rank(id i);
+  /// Stamps and ranks `i` anew and puts it in its place.
+  void rank(id i, bool fresh);
+  /// Takes `i` out of the order (lists or heap).
+  void unlink(id i);
+  void place(size_t at, const place_t& p) noexcept;
+  void sift_up(size_t at) noexcept;
+  void sift_down(size_t at) noexcept;
+  /// Moves the item at `at` up or down to its place.
+  void fix(size_t at) noexcept;
 
   ram_policy policy_;
   size_t ghost_cap_;
   std::vector<slot> slots_;
-  std::set<key_t> order_;
-  double clock_ = 0; // gdsf's L
+  priority_lists<id> lists_;               // lru
+  std::vector<place_t> heap_;              // gdsf
+  mutable std::vector<uint32_t> frontier_; // gdsf's `first`
+  double clock_ = 0;                       // gdsf's L
   uint64_t stamps_ = 0;
   std::unordered_map<uint64_t, uint32_t> ghosts_;
   std::deque<uint64_t> ghost_order_; // oldest first

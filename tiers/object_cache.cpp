@@ -26,7 +26,8 @@ put_result ram_tier::put_object(std::string key,
   flags.is_object = true;
   flags.durable = durable;
   auto r = emplace(record{}, flags, bufs);
-  rank_.insert(r, 0, default_priority); // an object: no key, no count
+  if (gdsf())
+    rank_.insert(r, 0, default_priority); // an object: no key, no count
   auto& x = records_.extras(r);
   x.object_key = key;
   x.object = std::move(tensors);
@@ -70,7 +71,8 @@ std::optional<ram_object> ram_tier::peek_object(const std::string& key) const {
 
 std::vector<std::string> ram_tier::undurable_objects() const {
   std::vector<std::string> out;
-  for (auto id = lru_.head; id != record::none; id = rec(id).next)
+  for (auto id = lru_.front(); id != record::none;
+       id = lru_.next(links(), id, priority_of(id)))
     if (auto f = fl(id); f.is_object && !f.durable)
       out.push_back(records_.find_extras(id)->object_key);
   return out;

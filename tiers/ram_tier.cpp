@@ -99,15 +99,21 @@ entry ram_tier::keyed(record_id r) const {
 
 ram_tier::record_id ram_tier::emplace(record&& init, ram_flags flags,
                                       const std::vector<buffer_ref>& bufs,
-                                      bool resident) {
+                                      bool resident, uint8_t priority) {
   auto id = records_.make();
   rec(id) = std::move(init);
   flags.leaving = !resident;
   fl(id) = flags;
   ledger_.hold(bufs);
-  if (resident)
+  if (resident) {
     resident_.hold(bufs);
-  records_.link_back(resident ? lru_ : leaving_, id);
+    priority = std::min(priority, max_priority);
+    if (priority != default_priority)
+      records_.extras(id).priority = priority;
+    lru_.insert(links(), id, priority);
+  } else {
+    records_.link_back(leaving_, id);
+  }
   meta_ += meta_of(id);
   if (!resident)
     charge_leaving(id, bufs.size());
@@ -116,11 +122,8 @@ ram_tier::record_id ram_tier::emplace(record&& init, ram_flags flags,
 
 namespace {
 
-/// Bookkeeping estimates (`ram_tier::bookkeeping_bytes`): an item's ranking
-/// slot and its node in the ranking's ordered set (with the allocator's
-/// 16 bytes), and a buffer's slot in a ledger's hash table (node, bucket,
-/// allocator).
-constexpr uint64_t ranking_bytes = 40 + 64 + 16;
+/// Bookkeeping estimates (`ram_tier::bookkeeping_bytes`): a buffer's slot
+/// in a ledger's hash table (node, bucket, allocator).
 constexpr uint64_t ledger_slot_bytes = 32 + 8 + 16;
 /// What a leaving item's own key may cost in the index: a node of its own.
 constexpr uint64_t key_node_bytes = 160;
@@ -128,8 +131,16 @@ constexpr uint64_t key_node_bytes = 160;
 } // namespace
 
 uint64_t ram_tier::meta_of(record_id r) const noexcept {
-  return sizeof(record) + sizeof(ram_flags) + ranking_bytes
+  // Under lru the order is the record's own links; gdsf's ranking keeps a
+  // slot and a heap place per item besides.
+  auto ranking = gdsf() ? entry_ranking::item_bytes(ram_policy::gdsf) : 0;
+  return sizeof(record) + sizeof(ram_flags) + ranking
          + rec(r).state.footprint();
+}
+
+uint8_t ram_tier::priority_of(record_id r) const noexcept {
+  auto x = fl(r).has_extras ? records_.find_extras(r) : nullptr;
+  return x ? x->priority : default_priority;
 }
 
 void ram_tier::charge_leaving(record_id r, size_t buffers) {
@@ -234,7 +245,10 @@ uint64_t ram_tier::drop(record_id id, std::vector<released_buffer>* released,
   meta_ -= meta_of(id);
   if (f.leaving)
     unleave(id);
-  records_.unlink(f.leaving ? leaving_ : lru_, id);
+  if (f.leaving)
+    records_.unlink(leaving_, id);
+  else
+    lru_.erase(links(), id, priority_of(id));
   records_.free(id);
   return freed;
 }
@@ -288,7 +302,7 @@ spill_order ram_tier::leave(record_id id) {
   resident_.release(ids_of(bufs));
   f.leaving = true;
   charge_leaving(id, bufs.size());
-  records_.unlink(lru_, id);
+  lru_.erase(links(), id, priority_of(id));
   records_.link_back(leaving_, id);
   return out;
 }
@@ -301,12 +315,11 @@ void ram_tier::rejoin(record_id id, uint64_t now) {
   // Resident again: evicted later.
   f.gone_as = static_cast<uint8_t>(ram_change_kind::evicted);
   records_.unlink(leaving_, id);
-  records_.link_back(lru_, id);
+  auto priority = priority_of(id);
+  lru_.insert(links(), id, priority);
   index_.touch(rec(id).ref, stamp_at(now));
   auto ref = rec(id).ref;
-  auto x = records_.find_extras(id);
-  rank(id, x ? x->priority : default_priority, index_.key(ref), index_.ns(ref),
-       0);
+  rank(id, priority, index_.key(ref), index_.ns(ref), 0);
   ++counters_.rejoined;
 }
 
@@ -336,8 +349,7 @@ uint64_t ram_tier::would_free(record_id id) const {
 }
 
 void ram_tier::touch(record_id id, uint64_t now) {
-  records_.unlink(lru_, id);
-  records_.link_back(lru_, id);
+  lru_.to_back(links(), id, priority_of(id));
   rank_.touch(id);
   if (fl(id).is_object)
     records_.extras(id).last_used = now;
@@ -370,9 +382,9 @@ bool ram_tier::evictable(record_id r) const {
 
 ram_tier::record_id ram_tier::lru_where(bool (ram_tier::*ok)(record_id) const,
                                         record_id skip) {
-  // The ranking's order (under lru exactly the resident list's).
-  auto r = rank_.first(
-    [&](entry_ranking::id i) { return i != skip && (this->*ok)(i); });
+  // The resident lists' order under lru, the ranking's under gdsf.
+  auto fits = [&](record_id i) { return i != skip && (this->*ok)(i); };
+  auto r = gdsf() ? rank_.first(fits) : lru_.first(links(), fits);
   return r == entry_ranking::none ? record::none : r;
 }
 
@@ -434,10 +446,9 @@ void ram_tier::expire_pins(uint64_t now) {
 
 void ram_tier::rank(record_id r, uint8_t priority, std::span<const token> key,
                     std::string_view ns, uint32_t inherited) {
-  priority = std::min(priority, max_priority);
-  if (priority != default_priority)
-    records_.extras(r).priority = priority;
-  rank_.insert(r, key.size(), priority, ranking_key(ns, key), inherited);
+  if (gdsf())
+    rank_.insert(r, key.size(), std::min(priority, max_priority),
+                 ranking_key(ns, key), inherited);
 }
 
 ram_tier::record_id ram_tier::victim(record_id skip) {
@@ -603,7 +614,7 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
     if (pin_ms == 0 && engine_pinned(o))
       pin_ms = records_.find_extras(o)->pin_ms; // the pin follows the key
   }
-  auto id = emplace(std::move(init), flags, bufs);
+  auto id = emplace(std::move(init), flags, bufs, true, ret.priority);
   out.replaced = index_entry(id, ns, key, floor, now);
   if (p == protection::pin) {
     out.pin = ++pins_;
@@ -735,7 +746,8 @@ size_t ram_tier::mark_not_durable(std::string_view ns,
 
 std::vector<ram_key> ram_tier::idle(uint64_t now, uint64_t idle_ms) const {
   std::vector<ram_key> out;
-  for (auto id = lru_.head; id != record::none; id = rec(id).next) {
+  for (auto id = lru_.front(); id != record::none;
+       id = lru_.next(links(), id, priority_of(id))) {
     auto used = last_used(id);
     if (leases(id).empty() && used <= now && now - used >= idle_ms)
       out.push_back(key_of(id));
@@ -753,7 +765,8 @@ std::optional<ram_item> ram_tier::item(const ram_key& key) const {
 
 std::vector<ram_key> ram_tier::undurable() const {
   std::vector<ram_key> out;
-  for (auto id = lru_.head; id != record::none; id = rec(id).next)
+  for (auto id = lru_.front(); id != record::none;
+       id = lru_.next(links(), id, priority_of(id)))
     if (auto f = fl(id); !f.is_object && !f.durable && !f.writing)
       out.push_back(key_of(id));
   return out;
@@ -819,8 +832,8 @@ reclaim_counts& ram_tier::reclaim_pass(reclaim_counts& out, uint64_t want,
              ? out.freed_bytes
              : out.released_bytes + out.dropped_bytes;
   };
-  for (auto r = lru_.head; r != record::none && counted() < want;) {
-    auto next = rec(r).next;
+  for (auto r = lru_.front(); r != record::none && counted() < want;) {
+    auto next = lru_.next(links(), r, priority_of(r));
     // A write out holds the bytes anyway (and will make the item durable).
     // Durable objects go with the durable pass; optional state is entries.
     auto f = fl(r);
@@ -923,16 +936,21 @@ bool ram_tier::is_pinned(std::string_view ns, std::span<const token> tokens,
 }
 
 void ram_tier::clear() {
-  for (auto* list : {&lru_, &leaving_})
-    for (auto id = list->head; id != record::none; id = rec(id).next)
-      if (!fl(id).is_object && rec(id).ref)
-        announce(id, true);
+  auto gone = [&](record_id id) {
+    if (!fl(id).is_object && rec(id).ref)
+      announce(id, true);
+  };
+  for (auto id = lru_.front(); id != record::none;
+       id = lru_.next(links(), id, priority_of(id)))
+    gone(id);
+  for (auto id = leaving_.head; id != record::none; id = rec(id).next)
+    gone(id);
   index_.clear();
   objects_.clear();
   protected_ = 0;
   leases_.clear();
   records_.clear();
-  lru_ = {};
+  lru_ = priority_lists<record_id>{};
   leaving_ = {};
   rank_ = entry_ranking{rank_.policy()};
   pinned_.clear();

@@ -1,6 +1,9 @@
 // The RAM tier: a byte-capped cache of whole-prefix entries and exact
-// tensor objects, on a `prefix_index` per namespace, evicting in the order
-// of an `entry_ranking` (LRU or GDSF within priorities, docs/eviction.md).
+// tensor objects, on a `prefix_index` per namespace, evicting by priority
+// and, within one, by LRU or GDSF (docs/eviction.md): the resident records
+// are linked in one list per priority, least recently used first
+// (`priority_lists`, the links in the records: the lru order costs an item
+// nothing more), and under gdsf an `entry_ranking` orders them as well.
 // Owned by the ram_tier actor, its only user: single-threaded, no locks, no
 // I/O, no clocks (callers pass `now` in milliseconds of any monotonic clock).
 //
@@ -45,7 +48,8 @@
 //   nothing is leaving: eviction drops.
 // - `reclaim` (a boundary) drops, without I/O, durable copies first, then
 //   optional items (unprotected, unleased, no write out) that are nowhere
-//   else (reported as dropped), least recently used first, preferring
+//   else (reported as dropped), in the resident lists' order (a lower
+//   priority first, least recently used first within one), preferring
 //   items whose drop frees bytes now; views lent to a request keep theirs.
 // - Bytes are counted per buffer, once, however many items hold views of it.
 // - Keys are held once: a prefix entry's tokens live only on the index's
@@ -80,6 +84,7 @@
 
 #include "tiers/byte_ledger.hpp"
 #include "tiers/prefix_index.hpp"
+#include "tiers/priority_lists.hpp"
 #include "tiers/ram_records.hpp"
 #include "tiers/ram_types.hpp"
 #include "tiers/state.hpp"
@@ -220,22 +225,24 @@ public:
   /// to the change observer as `demoted`.
   std::optional<spill_order> remove(const ram_key& key);
 
-  /// Pressure relief: the least recently used resident item (unprotected
-  /// ones first) leaves as by eviction and is handed back (`leaving` when
-  /// it waits for its write); nullopt when nothing is resident.
+  /// Pressure relief: the first resident item in eviction order
+  /// (unprotected ones first) leaves as by eviction and is handed back
+  /// (`leaving` when it waits for its write); nullopt when nothing is
+  /// resident.
   std::optional<spill_order> pop_lru();
 
   /// `reclaim(all_durable)`: every durable copy, and no optional item.
   static constexpr uint64_t all_durable = UINT64_MAX;
 
-  /// At an execution boundary, without I/O: drops least-recently-used
-  /// resident items that are durable on SSD, then, when `want_bytes` is
-  /// a number (not `all_durable`), optional ones that are not
-  /// (unprotected, held by no interest, no write out: their state is
-  /// lost, counted as `boundary_dropped`), until `want_bytes` were freed
-  /// or none is left. With `reclaim_order::freeing`, items whose drop
-  /// would free nothing now are skipped and only bytes whose buffers died
-  /// count. Objects stay. Not counted as evictions.
+  /// At an execution boundary, without I/O: drops resident items that are
+  /// durable on SSD (a lower priority first, least recently used first
+  /// within one), then, when `want_bytes` is a number (not
+  /// `all_durable`), optional ones that are not (unprotected, held by no
+  /// interest, no write out: their state is lost, counted as
+  /// `boundary_dropped`), until `want_bytes` were freed or none is left. With
+  /// `reclaim_order::freeing`, items whose drop would free nothing now are
+  /// skipped and only bytes whose buffers died count. Objects stay. Not counted
+  /// as evictions.
   reclaim_counts reclaim(uint64_t want_bytes,
                          reclaim_order order = reclaim_order::freeing);
 
@@ -367,9 +374,22 @@ private:
   void set_file_tokens(record_id r, uint64_t n);
   /// A fresh serial (never 0).
   uint32_t next_serial() noexcept;
-  /// A new record on the LRU (resident) or the leaving list.
+  /// A new record on its priority's resident list (`priority`, clamped,
+  /// kept in its extras when not the default) or the leaving list.
   record_id emplace(record&& init, ram_flags flags,
-                    const std::vector<buffer_ref>& bufs, bool resident = true);
+                    const std::vector<buffer_ref>& bufs, bool resident = true,
+                    uint8_t priority = default_priority);
+  /// `r`'s priority (what its resident list is).
+  uint8_t priority_of(record_id r) const noexcept;
+  member_links<ram_records> links() noexcept {
+    return {&records_};
+  }
+  member_links<const ram_records> links() const noexcept {
+    return {&records_};
+  }
+  bool gdsf() const noexcept {
+    return rank_.policy() == ram_policy::gdsf;
+  }
   /// Indexes the new prefix entry `id` under (ns, key), stamped `now`;
   /// what it replaced goes (its leases and pins follow the key). Returns
   /// whether it replaced an item.
@@ -417,7 +437,9 @@ private:
   void unpin(record_id r);
   /// Unpins every engine pin run out by `now` (and remembers `now`).
   void expire_pins(uint64_t now);
-  /// Ranks `r` anew (a put's entry: its key, priority and inherited count).
+  /// Ranks `r` anew under gdsf (a put's entry: its key, priority and
+  /// inherited count); nothing to do under lru (its resident list is the
+  /// order).
   void rank(record_id r, uint8_t priority, std::span<const token> key,
             std::string_view ns, uint32_t inherited);
   record_id victim(record_id skip);
@@ -426,7 +448,8 @@ private:
   bool unleased(record_id r) const;
   bool any(record_id r) const;
   std::vector<spill_order> evict_over_cap(record_id keep);
-  /// What `r` costs beside its state bytes (record, ranking slot, body).
+  /// What `r` costs beside its state bytes (record, body, and under gdsf
+  /// its ranking slot).
   uint64_t meta_of(record_id r) const noexcept;
   /// `r` is leaving now: it may cost `meta_of`, a key of its own and its
   /// buffers' ledger slots (`buffers`), remembered until `unleave`.
@@ -457,9 +480,10 @@ private:
   uint64_t pinned_bytes_ = 0;
   std::vector<record_id> pinned_; // records holding an engine pin
   uint64_t now_ = 0;              // the latest clock reading given
-  entry_ranking rank_;            // resident items
+  entry_ranking rank_;            // resident items, under gdsf only
   ram_records records_;
-  ram_record_list lru_;     // resident; head: least recently used
+  /// Resident, by priority; each list's head the least recently used.
+  priority_lists<record_id> lru_;
   ram_record_list leaving_; // leaving, oldest first
   prefix_index<ram_handle> index_;
   body_layouts layouts_;

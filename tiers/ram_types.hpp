@@ -128,13 +128,15 @@ struct reclaim_counts {
   uint64_t freed_bytes = 0;
 };
 
-/// How `reclaim` picks its victims among least-recently-used items.
+/// How `reclaim` picks its victims, walking the resident items in order (a
+/// lower priority first, least recently used first within one).
 enum class reclaim_order : uint8_t {
   /// Skips items whose drop would free no byte now (views lent to a
   /// running request, a write still holding them); bytes count as freed
   /// only when their buffers died.
   freeing,
-  /// Plain LRU order; bytes count as the byte ledger releases them.
+  /// Every candidate in that order; bytes count as the byte ledger
+  /// releases them.
   lru,
 };
 

@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE tiers_entry_ranking
 #include <boost/test/unit_test.hpp>
 
+#include "tests/tiers/reference_ranking.hpp"
 #include "tiers/entry_ranking.hpp"
 
 #include <random>
@@ -176,5 +177,88 @@ BOOST_AUTO_TEST_CASE(random_operations_keep_order_and_membership_consistent) {
     // Priorities never go down along the order.
     for (size_t k = 1; k < o.size(); ++k)
       BOOST_TEST(r.priority(o[k - 1]) <= r.priority(o[k]));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_order_is_the_reference_order_item_for_item) {
+  // Many random operations on both, with few priorities (so ranks and
+  // touches decide) or many, few keys (so ghosts come back): every victim,
+  // every `first` that skips items, every count and, now and then, the
+  // whole order are the reference's.
+  std::mt19937 rng{31};
+  for (auto p : {ram_policy::lru, ram_policy::gdsf}) {
+    for (uint32_t priorities : {1u, 3u, 101u}) {
+      entry_ranking r{p, 32};
+      kvtier::tests::reference_ranking ref{p, 32};
+      constexpr id ids = 300;
+      std::vector<char> skipped(ids);
+      for (int step = 0; step < 60000; ++step) {
+        auto i = static_cast<id>(rng() % ids);
+        auto prio = static_cast<uint8_t>(
+          priorities == 1 ? default_priority : (rng() % priorities) * 3);
+        switch (rng() % 10) {
+          case 0:
+          case 1: {
+            auto tokens = 1 + rng() % 70000;
+            auto key = rng() % 4 == 0 ? 0 : 1 + rng() % 80;
+            r.insert(i, tokens, prio, key);
+            ref.insert(i, tokens, prio, key);
+            break;
+          }
+          case 2:
+          case 3:
+          case 4:
+            r.touch(i);
+            ref.touch(i);
+            break;
+          case 5: { // evict the first item, as a tier does
+            auto v = r.first([](id) { return true; });
+            BOOST_REQUIRE(v == ref.first([](id) { return true; }));
+            if (v != entry_ranking::none) {
+              r.evicted(v);
+              ref.evicted(v);
+            }
+            break;
+          }
+          case 6: { // the first one not skipped (pinned, leased)
+            for (auto& s : skipped)
+              s = rng() % 3 == 0;
+            auto ok = [&](id x) { return !skipped[x]; };
+            auto v = r.first(ok);
+            BOOST_REQUIRE(v == ref.first(ok));
+            if (v != entry_ranking::none && rng() % 2 == 0) {
+              r.evicted(v);
+              ref.evicted(v);
+            }
+            break;
+          }
+          case 7:
+            r.erase(i);
+            ref.erase(i);
+            break;
+          case 8:
+            r.set_priority(i, prio);
+            ref.set_priority(i, prio);
+            break;
+          default: BOOST_REQUIRE(r.count(i) == ref.count(i));
+        }
+        if (step % 997 == 0) {
+          std::vector<id> want;
+          ref.first([&](id x) {
+            want.push_back(x);
+            return false;
+          });
+          BOOST_REQUIRE((order(r) == want));
+          BOOST_REQUIRE(r.size() == want.size());
+        }
+      }
+      // Empty it in order.
+      while (r.size() > 0) {
+        auto v = evict(r);
+        BOOST_REQUIRE(v == ref.first([](id) { return true; }));
+        ref.evicted(v);
+      }
+      BOOST_TEST(ref.first([](id) { return true; }) == entry_ranking::none);
+    }
   }
 }

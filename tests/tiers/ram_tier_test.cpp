@@ -1024,6 +1024,37 @@ BOOST_AUTO_TEST_CASE(a_lower_priority_is_evicted_before_any_higher_one) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(reclaim_and_idle_walk_a_lower_priority_first) {
+  for (auto policy : {ram_policy::lru, ram_policy::gdsf}) {
+    auto eng = engine("tiny-dense");
+    auto one = eng.geometry().bytes_at(8);
+    ram_tier t(8 * one, false, policy);
+    // Durable copies, oldest first: 90, the default (35), 10, the default.
+    auto put = [&](token base, uint64_t now, uint8_t priority) {
+      auto r = t.put(eng.prefill("ns", run(8, base)), now, true,
+                     protection::none, {.priority = priority});
+      BOOST_REQUIRE(r);
+    };
+    put(1000, 1, 90);
+    put(2000, 2, default_priority);
+    put(3000, 3, 10);
+    put(4000, 4, default_priority);
+    t.lookup(run(9, 2000), "ns", std::nullopt, 5); // 2000 after 4000 now
+    std::vector<token_seq> want{run(8, 3000), run(8, 4000), run(8, 2000),
+                                run(8, 1000)};
+    std::vector<token_seq> idle;
+    for (auto& k : t.idle(100, 0))
+      idle.push_back(k.tokens);
+    BOOST_TEST(idle == want, to_string(policy));
+    // One entry's bytes at a time: the newest, priority 10, goes first.
+    for (auto& k : want) {
+      auto r = t.reclaim(one);
+      BOOST_TEST(r.released == 1u);
+      BOOST_TEST(!t.contains("ns", k), to_string(policy));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(gdsf_keeps_an_entry_that_serves_often) {
   auto eng = engine("tiny-dense");
   auto one = eng.geometry().bytes_at(8);
