@@ -8,7 +8,7 @@ CTEST    := ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 BUILD_TYPE ?= RelWithDebInfo
 
 .PHONY: all deps configure build test test-busy demo replay-full replay-nodes bench \
-	bench-reference bench-start soak crash-loops \
+	bench-reference bench-start bench-start-ext4 soak crash-loops \
 	asan fuzz fuzz-build fuzz-merge clean format format-check
 
 all: build
@@ -90,10 +90,15 @@ bench: build
 ## first answered lookup and to fully indexed, beside the blocking start
 ## (docs/ssd-format.md "Start-up"). `make bench` runs it at 100000 files.
 ## On a file system mounted with `discard` deleting the files afterwards
-## takes most of an hour; BENCH_START_DIR=/dev/shm measures without the disk.
+## takes most of an hour; BENCH_START_DIR=/dev/shm measures without the disk,
+## `make bench-start-ext4` (root) on the disk, in a loop-mounted ext4 image
+## it makes under BENCH_START_IMAGE_DIR (/var/tmp) and removes afterwards.
 BENCH_START_DIR ?= /tmp
 bench-start: build
 	$(BUILD)/bin/bench_start_scan --files 1000000 --dir $(BENCH_START_DIR)
+
+bench-start-ext4: build
+	tests/bench/bench_start_ext4.sh $(BUILD)/bin/bench_start_scan 1000000
 
 ## The reference engine's time to first token with kvtier reuse (RAM, SSD,
 ## peer) beside its prefill, per prefix length 512 .. 8192 (docs/python.md).

@@ -263,13 +263,13 @@ sealed<msg::ReadReportReply> report(checkpoints_pointer self) {
 
 checkpoints_actor::behavior_type
 checkpoints(checkpoints_pointer self, uint64_t every, store_actor ssd,
-            std::vector<tiers::storage_key> saved, uint64_t deadline_ms) {
+            std::vector<tiers::checkpoint_file> saved, uint64_t deadline_ms) {
   guard_signals(self, "checkpoints");
   self->state.every = every;
   self->state.deadline = std::chrono::milliseconds{deadline_ms};
   self->state.ssd = std::move(ssd);
   for (auto& f : saved)
-    if (f.kind == tiers::key_kind::checkpoint)
+    if (f.key.kind == tiers::key_kind::checkpoint)
       erase_files(self, self->state.store.found_file(f));
   return {
     [self](const sealed<msg::SaveCheckpoint>& m) {
@@ -294,6 +294,13 @@ checkpoints(checkpoints_pointer self, uint64_t every, store_actor ssd,
     // Its writes are the store's pending checkpoint writes.
     [](const sealed<msg::ReadStats>&) {
       return msg::draft<msg::ReadStatsReply>{}.seal();
+    },
+    [self](const found_checkpoints& m) {
+      for (auto& f : m.files)
+        erase_files(self, self->state.store.found_file(
+                            {tiers::storage_key::checkpoint(
+                               f.request, f.attempt, f.ns, f.tokens),
+                             f.write_id}));
     },
     [self](const sealed<msg::SsdEvictEvent>& m) {
       try {

@@ -52,9 +52,11 @@ using checkpoints_pointer =
   checkpoints_actor::stateful_pointer<checkpoints_state>;
 
 /// The behaviour; `saved` are the checkpoint files found on SSD at start,
-/// by their headers' keys, oldest write first (`ssd_tier::checkpoint_files`).
+/// by their headers' keys and write ids (`ssd_tier::checkpoint_files`);
+/// those the start-up scan reaches while serving come later
+/// (`found_checkpoints`, in any order: `checkpoint_store::found_file`).
 checkpoints_actor::behavior_type
 checkpoints(checkpoints_pointer self, uint64_t every, store_actor ssd,
-            std::vector<tiers::storage_key> saved, uint64_t deadline_ms);
+            std::vector<tiers::checkpoint_file> saved, uint64_t deadline_ms);
 
 } // namespace kvtier::actors

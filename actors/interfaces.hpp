@@ -220,6 +220,34 @@ using ram_tier_actor = lifecycle_actor::extend<
   // holds (put, evict, demote, superseded).
   caf::reacts_to<attach_feed_atom, feed_actor>>;
 
+/// A checkpoint file the SSD tier's start-up scan indexed after the
+/// service started serving, by its header's key and write id.
+struct found_checkpoint {
+  uint64_t request = 0;
+  uint32_t attempt = 0;
+  std::string ns;
+  std::vector<uint32_t> tokens;
+  uint64_t write_id = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, found_checkpoint& x) {
+  return f(caf::meta::type_name("kvtier::actors::found_checkpoint"), x.request,
+           x.attempt, x.ns, x.tokens, x.write_id);
+}
+
+/// SSD -> checkpoints, local only: checkpoint files the start-up scan
+/// indexed since the last batch (docs/ssd-format.md "Start-up"); each is
+/// still held when sent, and every removal of one follows this message.
+struct found_checkpoints {
+  std::vector<found_checkpoint> files;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, found_checkpoints& x) {
+  return f(caf::meta::type_name("kvtier::actors::found_checkpoints"), x.files);
+}
+
 /// Owns the checkpoints (tiers/checkpoints.hpp): resumable generations.
 /// Its lifecycle: FlushState writes every checkpoint not yet durable to the
 /// store (replies once queued), CloseService forgets every checkpoint held
@@ -234,7 +262,10 @@ using checkpoints_actor = lifecycle_actor::extend<
   KVTIER_CALL(ReleaseRequest),
   // A checkpoint file went: the checkpoint held in memory whose file it
   // was is no longer durable (from the SSD).
-  caf::reacts_to<sealed<msg::SsdEvictEvent>>>;
+  caf::reacts_to<sealed<msg::SsdEvictEvent>>,
+  // Checkpoint files the SSD's start-up scan found while serving: each
+  // resumable from now on (from the SSD).
+  caf::reacts_to<found_checkpoints>>;
 
 /// Any cold tier: a tier that holds prefix state outside RAM (the SSD
 /// tier, a peer node) and that the facade consults for every acquire and

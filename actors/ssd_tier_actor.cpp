@@ -7,6 +7,7 @@
 
 #include <caf/send.hpp>
 
+#include <iterator>
 #include <utility>
 
 namespace kvtier::actors {
@@ -158,17 +159,43 @@ void tell_feed(ssd_tier_pointer self, const std::string& ns,
   self->send(feed, std::move(c));
 }
 
+/// Tells the checkpoints actor of the checkpoint files in `found` the
+/// tier still holds (one indexed in a batch may be gone by its end: the
+/// cap at the scan's end, a removal); before it is attached, keeps them.
+void tell_found(ssd_tier_pointer self,
+                std::vector<tiers::checkpoint_file> found) {
+  auto& st = self->state;
+  auto to = st.checkpoints.lock();
+  if (!to) {
+    std::move(found.begin(), found.end(), std::back_inserter(st.found_early));
+    return;
+  }
+  found_checkpoints m;
+  for (auto& f : found)
+    if (tier(self).holds(f))
+      m.files.push_back({f.key.request, f.key.attempt, std::move(f.key.ns),
+                         std::move(f.key.tokens), f.write_id});
+  // Before any removal event of these files (one FIFO).
+  if (!m.files.empty())
+    self->send(caf::actor_cast<checkpoints_actor>(to), std::move(m));
+}
+
 /// One batch of the start-up scan; the next is sent while it runs.
 void index_next_batch(ssd_tier_pointer self) {
   auto& t = tier(self);
   std::vector<std::pair<std::string, tiers::token_seq>> told;
+  std::vector<tiers::checkpoint_file> found;
   auto indexed = [&](const tiers::ssd::entry_header& h) {
     if (self->state.feed && h.kind == tiers::key_kind::prefix)
       told.emplace_back(h.ns, h.tokens);
+    if (h.kind == tiers::key_kind::checkpoint)
+      found.push_back({h.key(), h.write_id});
   };
   bool done = t.index_step(self->state.parts->index_batch, indexed);
   for (auto& [ns, tokens] : told)
     tell_feed(self, ns, tokens, true);
+  if (!found.empty())
+    tell_found(self, std::move(found));
   if (!done) {
     self->send(self, index_step_atom::value);
     return;
@@ -776,6 +803,7 @@ ssd_tier_actor::behavior_type ssd_tier(ssd_tier_pointer self,
     [self](attach_ckpt_atom, const spill_listener_actor& checkpoints) {
       self->state.checkpoints =
         caf::actor_cast<caf::weak_actor_ptr>(checkpoints);
+      tell_found(self, std::exchange(self->state.found_early, {}));
     },
     [self](attach_feed_atom, feed_actor f) { attach_feed(self, std::move(f)); },
   };

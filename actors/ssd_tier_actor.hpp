@@ -19,7 +19,11 @@
 // sends itself (`index_step_atom`), so requests queued meanwhile are
 // served between batches from the files indexed so far (docs/ssd-format.md
 // "Start-up"); the feed, once attached, is told of each prefix file as it
-// is indexed; one log line when the scan is over.
+// is indexed, and the checkpoints actor of each checkpoint file (still
+// held after the batch: `found_checkpoints`, before any removal event of
+// it; those found before it is attached at the attach), so a request can
+// resume from a file the scan reached late; one log line when the scan is
+// over.
 //
 // Removals: every entry file the tier stops holding (`ssd_config::on_remove`:
 // evicted over the cap, found corrupt or gone by a restore, erased) becomes
@@ -198,6 +202,9 @@ struct ssd_tier_state {
   /// The checkpoints actor told of checkpoint files removed
   /// (`attach_ckpt_atom`); weak, since it holds this actor.
   caf::weak_actor_ptr checkpoints;
+  /// Checkpoint files the start-up scan indexed before that attach: sent
+  /// at the attach, those still held (`found_checkpoints`).
+  std::vector<tiers::checkpoint_file> found_early;
   /// The event feed told of every prefix file written or gone
   /// (`attach_feed_atom`); null: none.
   feed_actor feed;

@@ -76,6 +76,14 @@ struct service_options {
   /// `ssd-tier.write-budget-bytes-per-day`: bytes the SSD tier writes in
   /// any 24 hours at most; 0: no budget.
   uint64_t ssd_write_budget_bytes_per_day = 0;
+  /// `ssd-tier.index-before-serving`: entry files the start-up scan
+  /// indexes before the SSD tier serves (a directory of at most this many
+  /// starts wholly indexed, its checkpoint files handed over at once); the
+  /// rest are indexed while it serves (docs/ssd-format.md "Start-up").
+  uint64_t ssd_index_before_serving = 10000;
+  /// `ssd-tier.index-batch`: entry files the start-up scan indexes per
+  /// step while the SSD actor serves (requests run between steps).
+  uint64_t ssd_index_batch = 1024;
   // [model] (docs/configuration.md, "The model"; resolved by
   // `running_model`)
   /// `model.preset`: the geometry preset, unless `model_layers` is set.

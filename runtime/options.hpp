@@ -83,6 +83,11 @@
   X("ssd-tier", "write-budget-bytes-per-day", ssd_write_budget_bytes_per_day,  \
     bytes(MiB, PiB).or_zero(),                                                 \
     "bytes the SSD tier writes in any 24 hours (0: no budget)")                \
+  X("ssd-tier", "index-before-serving", ssd_index_before_serving,             \
+    count(0, 1000000000),                                                      \
+    "entry files indexed at start before the SSD tier serves")                 \
+  X("ssd-tier", "index-batch", ssd_index_batch, count(1, 1048576),             \
+    "entry files the start-up scan indexes per step while serving")            \
   X("model", "identity", model_identity, checked(checks::model_identity),      \
     "the engine's words for what its state means (weights, tokenizer, KV "     \
     "dtype, quantisation)")                                                    \

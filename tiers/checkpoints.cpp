@@ -30,7 +30,7 @@ bool checkpoint_store::save(const checkpoint_id& id, uint32_t attempt,
   }
   auto& r = held_[id];
   r.state = std::move(e);
-  r.seq = next_seq_++;
+  r.seq = {true, next_seq_++};
   r.owner = attempt;
   r.durable = false;
   return true;
@@ -73,7 +73,11 @@ std::vector<storage_key> checkpoint_store::add_file(const checkpoint_id& id,
   r.on_ssd = true;
   if (r.state && f.seq == r.seq && f.attempt == r.owner)
     r.durable = true;
-  // One entry per file: a newer write of the same tokens replaced it.
+  // One entry per file: a newer write of the same tokens replaced it (a
+  // file found late, older than the one known, was replaced by it).
+  for (auto& g : r.files)
+    if (g.tokens == f.tokens && g.seq > f.seq)
+      return {};
   std::erase_if(r.files, [&](auto& g) { return g.tokens == f.tokens; });
   auto at = std::find_if(r.files.begin(), r.files.end(),
                          [&](auto& g) { return g.seq > f.seq; });
@@ -88,12 +92,17 @@ std::vector<storage_key> checkpoint_store::add_file(const checkpoint_id& id,
   return old;
 }
 
-std::vector<storage_key> checkpoint_store::found_file(const storage_key& f) {
+std::vector<storage_key>
+checkpoint_store::found_file(const checkpoint_file& file) {
+  auto& f = file.key;
   checkpoint_id id{f.request, f.ns};
   auto& r = held_[id];
-  if (!r.state)
-    r.owner = f.attempt; // the newest file's writer owns it
-  return add_file(id, {f.tokens, f.attempt, next_seq_++});
+  age seq{false, file.write_id};
+  auto old = add_file(id, {f.tokens, f.attempt, seq});
+  // The newest file's writer owns it (a state held has its owner).
+  if (!r.state && !r.files.empty() && r.files.back().seq == seq)
+    r.owner = f.attempt;
+  return old;
 }
 
 uint64_t checkpoint_store::ordered(const checkpoint_id& id) {

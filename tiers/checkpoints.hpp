@@ -102,10 +102,14 @@ public:
   void adopt(const checkpoint_id& id, uint32_t attempt,
              const std::optional<entry>& restored = std::nullopt);
 
-  /// A checkpoint file the SSD tier holds at start (call in the order the
-  /// files were written, oldest first); returns older files of its
-  /// identity that it makes redundant (to remove).
-  std::vector<storage_key> found_file(const storage_key& file);
+  /// A checkpoint file the SSD tier held at start, told in any order (the
+  /// start-up scan hands the files it reaches after the service started
+  /// serving later): files rank by their write ids, below every state this
+  /// store was given since (older, as written before the start). The
+  /// newest file's writer owns an identity no state of which is held.
+  /// Returns files of its identity it makes redundant (itself when older
+  /// than a file or state known; to remove).
+  std::vector<storage_key> found_file(const checkpoint_file& file);
 
   /// Records that a write of `id`'s checkpoint not yet durable was ordered
   /// (the state `undurable` listed, under its owner); returns the order id.
@@ -152,11 +156,19 @@ public:
   }
 
 private:
+  /// Store-wide order of the states: a file found at start by its write
+  /// id, below every state given since, numbered in order.
+  struct age {
+    bool this_run = false;
+    uint64_t n = 0;
+    auto operator<=>(const age&) const = default;
+  };
+
   struct file_info {
     token_seq tokens;
     uint32_t attempt = 0;
-    /// Store-wide order of the states: the newest file has the largest.
-    uint64_t seq = 0;
+    /// The newest file has the largest.
+    age seq;
   };
 
   struct order {
@@ -166,8 +178,8 @@ private:
 
   struct record {
     std::optional<entry> state;
-    /// The state's sequence number (its writes carry it).
-    uint64_t seq = 0;
+    /// The state's age (its writes carry it).
+    age seq;
     uint32_t owner = 0;
     /// The state has a durable file written under `owner`.
     bool durable = false;

@@ -71,4 +71,12 @@ struct storage_key {
   auto operator<=>(const storage_key&) const = default;
 };
 
+/// A checkpoint file a store holds, as its header says: the key (with the
+/// attempt that wrote it) and the file's write id, which orders the files
+/// of one directory by when they were written.
+struct checkpoint_file {
+  storage_key key;
+  uint64_t write_id = 0;
+};
+
 } // namespace kvtier::tiers

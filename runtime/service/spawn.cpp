@@ -18,19 +18,10 @@
 
 namespace kvtier::runtime {
 
-namespace {
-
-/// Entry files indexed before the SSD actor serves: a directory of at most
-/// this many starts as before (indexed wholly, its checkpoint files handed
-/// to the checkpoints actor); about 1.5 s of header reads here.
-constexpr size_t indexed_before_serving = 10000;
-
-} // namespace
-
 caf::expected<actors::ssd_tier_actor>
 spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
                tiers::ssd::file_system* fs,
-               std::vector<tiers::storage_key>* saved) {
+               std::vector<tiers::checkpoint_file>* saved) {
   namespace ssd = tiers::ssd;
   auto parts = std::make_shared<actors::ssd_parts>();
   parts->relay = std::make_shared<actors::completion_relay>();
@@ -68,16 +59,17 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
   parts->retry_backoff_ms = opts.retry_backoff_ms;
   parts->deadline_ms = opts.storage_deadline_ms;
   parts->write_attempts = static_cast<uint32_t>(opts.write_attempts);
+  parts->index_batch = static_cast<size_t>(opts.ssd_index_batch);
   actors::route_reports(cfg, *parts);
   parts->tier = std::make_unique<ssd::ssd_tier>(cfg, *fs, *parts->engine);
   auto scan = parts->tier->open();
   if (!scan)
     return std::move(scan.error());
-  // The first files are indexed before serving (a small directory wholly,
-  // as before); a larger one is indexed by the actor while it serves
-  // (docs/ssd-format.md "Start-up").
+  // The first `ssd-tier.index-before-serving` files are indexed before
+  // serving (a small directory wholly, as before); a larger one is indexed
+  // by the actor while it serves (docs/ssd-format.md "Start-up").
   auto& tier = *parts->tier;
-  if (tier.index_step(indexed_before_serving)) {
+  if (tier.index_step(static_cast<size_t>(opts.ssd_index_before_serving))) {
     log::info("kvtier ssd: opened " + tier.root() + ": "
               + ssd::scan_summary(tier.scan_result()));
   } else {
@@ -138,7 +130,7 @@ spawn_admission(caf::actor_system& sys, const service_options& opts) {
 actors::checkpoints_actor
 spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
                   actors::store_actor ssd,
-                  std::vector<tiers::storage_key> saved) {
+                  std::vector<tiers::checkpoint_file> saved) {
   auto checkpoints =
     sys.spawn(actors::checkpoints, opts.checkpoint_every_tokens, ssd,
               std::move(saved), opts.storage_deadline_ms);
@@ -287,7 +279,7 @@ spawn_service(caf::actor_system& sys, const service_options& opts,
     first_subscribers.push_back(h.put_observer);
   }
   h.feed = spawn_feed(sys, opts, std::move(first_subscribers), h.feed_memory);
-  std::vector<tiers::storage_key> saved; // checkpoint files, by header
+  std::vector<tiers::checkpoint_file> saved; // checkpoint files, by header
   if (!opts.ssd_dir.empty()) {
     auto ssd = spawn_ssd_tier(sys, opts, fs, &saved);
     if (!ssd)

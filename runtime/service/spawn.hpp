@@ -34,12 +34,13 @@ namespace kvtier::runtime {
 /// header-only scan), and spawns the SSD actor over them. Errors: the
 /// model's (`invalid_config`), the lock's (`locked`, naming the holder),
 /// the MODEL check's (`incompatible_format`), the scan's, or the engine's.
-/// `saved` receives the checkpoint files the scan found, by their headers
-/// (for the checkpoints actor).
+/// `saved` receives the checkpoint files the scan found before serving, by
+/// their headers (for the checkpoints actor; the SSD actor sends those it
+/// finds later, `found_checkpoints`).
 caf::expected<actors::ssd_tier_actor>
 spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
                tiers::ssd::file_system* fs,
-               std::vector<tiers::storage_key>* saved = nullptr);
+               std::vector<tiers::checkpoint_file>* saved = nullptr);
 
 /// The RAM tier actor, spilling to `store` (may be null), and attached to
 /// it as the actor it tells of every entry it stops holding
@@ -65,7 +66,7 @@ spawn_admission(caf::actor_system& sys, const service_options& opts);
 actors::checkpoints_actor
 spawn_checkpoints(caf::actor_system& sys, const service_options& opts,
                   actors::store_actor store,
-                  std::vector<tiers::storage_key> saved);
+                  std::vector<tiers::checkpoint_file> saved);
 
 /// The event feed (actors/feed_actor.hpp): ring `opts.cluster_feed_ring`
 /// events and `opts.cluster_feed_ring_bytes`, named `opts.cluster_node_id`

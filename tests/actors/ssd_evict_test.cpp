@@ -50,7 +50,7 @@ struct fixture : kvtier::testing::kvtier_fixture<> {
     self->send(ssd, actors::attach_ram_atom::value,
                actors::spill_listener_actor{ram});
     ckpt = sys.spawn(actors::checkpoints, uint64_t{16}, ssd,
-                     std::vector<tiers::storage_key>{}, uint64_t{10000});
+                     std::vector<tiers::checkpoint_file>{}, uint64_t{10000});
     self->send(ssd, actors::attach_ckpt_atom::value,
                actors::spill_listener_actor{ckpt});
     drain();
@@ -515,7 +515,7 @@ BOOST_AUTO_TEST_CASE(a_retry_that_resumes_a_checkpoint_owns_it) {
   auto files = deref<std::remove_pointer_t<actors::ssd_tier_pointer>>(ssd)
                  .state.parts->tier->checkpoint_files();
   BOOST_REQUIRE_EQUAL(files.size(), 1u);
-  BOOST_CHECK_EQUAL(files[0].attempt, 1u);
+  BOOST_CHECK_EQUAL(files[0].key.attempt, 1u);
   self->send(ckpt, release(7, true, 1));
   drain();
   self->receive([](const sealed<msg::ReleaseRequestReply>& r) {

@@ -400,6 +400,8 @@ BOOST_AUTO_TEST_CASE(config_struct_defaults_agree_with_the_shipped_options) {
   BOOST_TEST(ssd.queue_cap == o.write_behind_cap_bytes);
   BOOST_TEST(ssd.alignment == o.alignment);
   BOOST_TEST(ssd.max_chain == o.max_chain);
+  const actors::ssd_parts ssd_actor;
+  BOOST_TEST(ssd_actor.index_batch == o.ssd_index_batch);
   const actors::peer_tier_config peer;
   BOOST_TEST(peer.fetch_max_bytes == o.cluster_fetch_max_bytes);
   BOOST_TEST(peer.fetch_deadline_ms == o.cluster_fetch_deadline_ms);

@@ -145,6 +145,40 @@ BOOST_AUTO_TEST_CASE(checkpoints_resume_the_newest_and_survive_a_restart) {
   BOOST_CHECK(get("ns", prompt, 42).source != state_source::checkpoint);
 }
 
+BOOST_AUTO_TEST_CASE(checkpoints_the_start_up_scan_finds_late_resume) {
+  // Two names indexed before serving, one per batch after: the files the
+  // SSD actor's scan reaches while serving are resumable too
+  // (docs/ssd-format.md "Start-up").
+  opts.checkpoint_every_tokens = 16;
+  opts.ssd_index_before_serving = 2;
+  opts.ssd_index_batch = 1;
+  start();
+  constexpr uint64_t n = 8;
+  auto prompt = [](uint64_t id) {
+    return seq(40, static_cast<tiers::token>(1000 * id));
+  };
+  std::vector<tiers::token_seq> done(n + 1);
+  for (uint64_t id = 1; id <= n; ++id) {
+    auto gen = oracle->generate("ns", prompt(id), 16);
+    done[id] = cat(prompt(id), gen);
+    BOOST_CHECK(*svc->checkpoint(request(id, prompt(id), 64),
+                                 oracle->prefill("ns", done[id])));
+    BOOST_CHECK_EQUAL(
+      svc->release(request(id, prompt(id), 64), false)->checkpoints_kept, 1u);
+  }
+  BOOST_REQUIRE(svc->flush()->durable);
+  start();
+  BOOST_REQUIRE(
+    testing::eventually([&] { return report().ssd.indexing == 0; }));
+  BOOST_CHECK_EQUAL(report().ssd.index_files, n);
+  for (uint64_t id = 1; id <= n; ++id) {
+    auto resumed = get("ns", prompt(id), id);
+    BOOST_CHECK_MESSAGE(resumed.source == state_source::checkpoint,
+                        "request " << id);
+    BOOST_CHECK(resumed.state.tokens == done[id]);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_checkpoint_the_ssd_cap_evicted_is_rewritten_by_a_flush) {
   opts.checkpoint_every_tokens = 16;
   opts.ram_cap_bytes = 4ull << 20;

@@ -126,7 +126,7 @@ BOOST_AUTO_TEST_CASE(a_prompt_lookup_never_returns_a_checkpoint_file) {
         BOOST_TEST(w.tier->saved_prefixes().empty());
         auto files = w.tier->checkpoint_files();
         BOOST_REQUIRE(files.size() == 1u);
-        BOOST_TEST((files[0] == cp)); // kind, request, attempt, ns, tokens
+        BOOST_TEST((files[0].key == cp)); // kind, request, attempt, ns, tokens
         BOOST_TEST(restores(w, cp));
       }
       w.reopen();
@@ -337,7 +337,7 @@ BOOST_AUTO_TEST_CASE(a_later_checkpoint_of_a_reused_request_id_survives) {
       BOOST_TEST(r.removed_by_record == (same_tokens ? 0u : 1u));
       auto files = w.tier->checkpoint_files();
       BOOST_REQUIRE(files.size() == 1u);
-      BOOST_TEST((files[0] == later));
+      BOOST_TEST((files[0].key == later));
       BOOST_TEST(restores(w, later));
       BOOST_TEST(header_of(w, fw.mem, mine).write_id == wid);
     }

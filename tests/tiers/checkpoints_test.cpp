@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(an_older_file_that_goes_leaves_a_newer_mark_alone) {
 
 BOOST_AUTO_TEST_CASE(a_file_found_at_start_that_goes_is_forgotten) {
   checkpoint_store s;
-  BOOST_TEST(s.found_file(storage_key::checkpoint(7, 3, "ns", seq(30)))
+  BOOST_TEST(s.found_file({storage_key::checkpoint(7, 3, "ns", seq(30)), 1})
                .empty()); // from the scan
   auto f = s.find(id);
   BOOST_REQUIRE(f && f->file);
@@ -107,8 +107,8 @@ BOOST_AUTO_TEST_CASE(the_newest_file_found_at_start_is_the_last_written) {
   // Written oldest first: a retry (attempt 1) restarted the generation
   // with fewer tokens than attempt 0 had. The newest wins, not the longest.
   BOOST_TEST(
-    s.found_file(storage_key::checkpoint(7, 0, "ns", seq(50))).empty());
-  auto old = s.found_file(storage_key::checkpoint(7, 1, "ns", seq(30)));
+    s.found_file({storage_key::checkpoint(7, 0, "ns", seq(50)), 1}).empty());
+  auto old = s.found_file({storage_key::checkpoint(7, 1, "ns", seq(30)), 2});
   BOOST_REQUIRE(old.size() == 1u);
   BOOST_TEST((old[0].tokens == seq(50)));
   BOOST_TEST(old[0].attempt == 0u);
@@ -116,6 +116,50 @@ BOOST_AUTO_TEST_CASE(the_newest_file_found_at_start_is_the_last_written) {
   BOOST_REQUIRE(f && f->file);
   BOOST_TEST((f->tokens == seq(30)));
   BOOST_TEST(f->owner == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(files_found_out_of_order_rank_by_their_write_ids) {
+  // The start-up scan reaches files in name order, not write order: the
+  // newer file (write id 9) first, the older (write id 4) later.
+  checkpoint_store s;
+  BOOST_TEST(
+    s.found_file({storage_key::checkpoint(7, 1, "ns", seq(30)), 9}).empty());
+  auto old = s.found_file({storage_key::checkpoint(7, 0, "ns", seq(50)), 4});
+  BOOST_REQUIRE(old.size() == 1u); // the late one itself is redundant
+  BOOST_TEST((old[0].tokens == seq(50)));
+  BOOST_TEST(old[0].attempt == 0u);
+  auto f = s.find(id);
+  BOOST_REQUIRE(f && f->file);
+  BOOST_TEST((f->tokens == seq(30)));
+  BOOST_TEST(f->owner == 1u); // the newest file's writer, not the last told
+}
+
+BOOST_AUTO_TEST_CASE(a_file_found_late_is_older_than_every_state_since) {
+  // A state saved and made durable since the start, then a file the scan
+  // reached late (its write id above that state's store order): the file
+  // is older, redundant; the state stays the newest, durable.
+  checkpoint_store s;
+  s.save(id, 2, state(20));
+  BOOST_TEST(written(s).empty());
+  auto old = s.found_file({storage_key::checkpoint(7, 1, "ns", seq(40)), 99});
+  BOOST_REQUIRE(old.size() == 1u);
+  BOOST_TEST((old[0].tokens == seq(40)));
+  BOOST_TEST(undurable_count(s) == 0u);
+  auto f = s.find(id);
+  BOOST_REQUIRE(f && f->state);
+  BOOST_TEST((f->tokens == seq(20)));
+  BOOST_TEST(f->owner == 2u);
+  // The same tokens found late: that file name was replaced by the newer
+  // write, so there is nothing to remove (it would remove the new file).
+  BOOST_TEST(
+    s.found_file({storage_key::checkpoint(7, 1, "ns", seq(20)), 98}).empty());
+  BOOST_TEST(undurable_count(s) == 0u);
+  // Held only in memory, no file yet: a late file is kept beside it (the
+  // state is served; its write, when durable, makes the file redundant).
+  s.save({8, "ns"}, 0, state(10));
+  BOOST_TEST(
+    s.found_file({storage_key::checkpoint(8, 0, "ns", seq(5)), 50}).empty());
+  BOOST_TEST(s.find({8, "ns"})->state.has_value());
 }
 
 BOOST_AUTO_TEST_CASE(
@@ -230,13 +274,13 @@ BOOST_AUTO_TEST_CASE(an_adopted_checkpoint_is_written_again_for_its_owner) {
   BOOST_TEST(undurable_count(s) == 0u);
   // After a restart only the file knows: its writer (now 1) owns it.
   checkpoint_store after;
-  after.found_file(storage_key::checkpoint(7, 1, "ns", seq(40)));
+  after.found_file({storage_key::checkpoint(7, 1, "ns", seq(40)), 5});
   BOOST_TEST(after.find(id)->owner == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(a_restored_checkpoint_is_kept_only_when_its_owner_moves) {
   checkpoint_store s;
-  s.found_file(storage_key::checkpoint(7, 0, "ns", seq(40)));
+  s.found_file({storage_key::checkpoint(7, 0, "ns", seq(40)), 1});
   // The same attempt resumes it: the file stays the only copy.
   s.adopt(id, 0, state(40));
   BOOST_TEST(!s.find(id)->state.has_value());

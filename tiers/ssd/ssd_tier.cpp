@@ -80,17 +80,23 @@ std::vector<saved_prefix> ssd_tier::saved_prefixes() const {
   return files_.index().saved();
 }
 
-std::vector<storage_key> ssd_tier::checkpoint_files() const {
+std::vector<checkpoint_file> ssd_tier::checkpoint_files() const {
   auto files = files_.index().checkpoints();
   std::erase_if(files,
                 [this](auto* f) { return removal_deferred(*f->header); });
   std::sort(files.begin(), files.end(), [](auto* a, auto* b) {
     return a->header->write_id < b->header->write_id;
   });
-  std::vector<storage_key> out;
+  std::vector<checkpoint_file> out;
   for (auto* f : files)
-    out.push_back(f->header->key());
+    out.push_back({f->header->key(), f->header->write_id});
   return out;
+}
+
+bool ssd_tier::holds(const checkpoint_file& c) const {
+  auto* f = files_.index().file(c.key);
+  return f && f->header->attempt == c.key.attempt
+         && f->header->write_id == c.write_id && !removal_deferred(*f->header);
 }
 
 read_start ssd_tier::restore(const ssd_match& m, restore_callback cb) {

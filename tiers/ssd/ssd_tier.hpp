@@ -126,8 +126,15 @@ public:
   /// Prefix files on SSD, from headers only.
   std::vector<saved_prefix> saved_prefixes() const;
 
-  /// Checkpoint files on SSD by their headers' keys, oldest write first.
-  std::vector<storage_key> checkpoint_files() const;
+  /// Checkpoint files indexed, by their headers' keys and write ids,
+  /// oldest write first; none of an identity whose removal waits for the
+  /// start-up scan's end.
+  std::vector<checkpoint_file> checkpoint_files() const;
+
+  /// Whether the checkpoint file `f` names (its key, attempt and write id)
+  /// is indexed and not hidden by a removal waiting for the scan's end:
+  /// still the file the start-up scan found.
+  bool holds(const checkpoint_file& f) const;
 
   /// Queues `e` for writing as a prefix entry; returns the item id.
   /// `ec::no_space` when larger than the byte cap; `ec::invalid_argument`
