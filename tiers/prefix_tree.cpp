@@ -920,17 +920,12 @@ prefix_tree::descendants(std::string_view ns,
 }
 
 std::vector<entry_ref> prefix_tree::entries() const {
+  // Keys are never empty: every entry lies strictly below its root.
   std::vector<entry_ref> out;
   out.reserve(entries_);
-  std::vector<node*> todo;
-  for (auto& [ns, r] : roots_)
-    todo.push_back(r.get());
-  while (!todo.empty()) {
-    auto d = todo.back();
-    todo.pop_back();
-    if (d->has_entry)
-      out.push_back(entry_ref{d});
-    d->children.for_each([&todo](token, node* c) { todo.push_back(c); });
+  for (auto& [ns, r] : roots_) {
+    auto below = descendants(ns, {});
+    out.insert(out.end(), below.begin(), below.end());
   }
   return out;
 }
