@@ -671,11 +671,12 @@ sealed<msg::ReadStatsReply> stats(ssd_tier_pointer self) {
 /// The SSD part: the engine's counters of the same names, its cap and
 /// the buffers its running writes and reads hold.
 tiers::report::ssd ssd_part(ssd_tier_pointer self) {
-  auto part = tiers::report::ssd::from(tier(self).stats());
+  auto stats = tier(self).stats();
+  auto part = tiers::report::ssd::from(stats);
   part.cap_bytes = tier(self).byte_cap();
   part.io_buffer_bytes = tier(self).io_buffer_bytes();
   // Seconds, Prometheus' base unit; the log line at the end has the ms.
-  part.index_seconds = (tier(self).stats().index_ms + 999) / 1000;
+  part.index_seconds = (stats.index_ms + 999) / 1000;
   return part;
 }
 
