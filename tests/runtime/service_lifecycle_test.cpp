@@ -371,6 +371,9 @@ BOOST_FIXTURE_TEST_CASE(a_completed_generation_whose_unlink_fails_never_returns,
   BOOST_CHECK_EQUAL(rel->checkpoints_removed, 1u);
   BOOST_CHECK(!rel->removal_pending); // the record made it durable
   BOOST_CHECK(get("ns", p, 42).source != state_source::checkpoint);
+  // The unlink runs after the release answered: arming the next fault
+  // before it ran would replace the first one (one armed fault per kind).
+  BOOST_REQUIRE(testing::eventually([&] { return faulty.fired() >= 1; }));
   // The flush retries the unlink; failing again, it says so.
   faulty.inject(tiers::ssd::fs_op::remove, 1, tiers::ssd::fault_kind::eio);
   auto f = svc->flush();

@@ -18,10 +18,13 @@ namespace {
 constexpr uint64_t MiB = 1ull << 20;
 
 struct budget_service {
+  // Declared first, destroyed last: the service's SSD threads use it until
+  // the service is gone (it was destroyed first, and a close still writing
+  // wrote into freed memory).
+  tiers::ssd::memory_file_system fs;
   runtime::service_options opts;
   std::unique_ptr<runtime::oracle_engine> oracle;
   std::unique_ptr<runtime::service> svc;
-  tiers::ssd::memory_file_system fs;
 
   explicit budget_service(uint64_t budget, uint64_t ram_cap = 64 * MiB) {
     opts.ram_cap_bytes = ram_cap;
