@@ -444,9 +444,11 @@ BOOST_AUTO_TEST_CASE(config_struct_defaults_agree_with_the_shipped_options) {
   BOOST_TEST((http.timeout == ms{o.http_timeout_ms}));
   BOOST_TEST(msg::default_max_message_bytes == o.cluster_max_message_bytes);
   // Actor states the service sets from the same options at spawn.
-  BOOST_TEST(actors::cache_service_state{}.deadline_ms
-             == o.storage_deadline_ms);
-  BOOST_TEST(actors::cache_service_state{}.objects == o.objects);
+  // Default-initialized: `{}` would copy-list-initialize its route_load,
+  // whose default constructor is explicit.
+  const actors::cache_service_state service_state;
+  BOOST_TEST(service_state.deadline_ms == o.storage_deadline_ms);
+  BOOST_TEST(service_state.objects == o.objects);
   BOOST_TEST((actors::sessions_state{}.deadline == ms{o.storage_deadline_ms}));
   BOOST_TEST(
     (actors::checkpoints_state{}.deadline == ms{o.storage_deadline_ms}));
