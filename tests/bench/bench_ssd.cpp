@@ -22,7 +22,9 @@
 //                 read_bytes, syscr).
 //
 // Each row has two floors measured in the same run, interleaved with the
-// tier (alternating which goes first), at the tier's queue depth
+// tier (reads alternate which side goes first; the tier's spill and raw's
+// two ways of writing take turns, so --reps is best a multiple of three,
+// the default 6), at the tier's queue depth
 // (`--window`, default 1), buffered I/O like the tier's; each row prints
 // every raw way's figure, so the reader sees which one made the floor:
 //   raw  this process's own loops over the same bytes. A restore's: the
@@ -139,7 +141,7 @@ struct options {
   bool trace = false;
   std::string dir;
   std::string engine = "auto";
-  int reps = 5;
+  int reps = 6; // a multiple of 3: the writers' turns (measure)
   /// ssd_config::ops_per_entry and max_op_bytes (MiB); 0 keeps the default.
   uint32_t window = 0;
   uint32_t op_mib = 0;
@@ -1039,8 +1041,8 @@ std::vector<row> measure(const options& o, bench_tier& b,
     // A new key per run (same bytes): every spill writes a new file, as the
     // raw side does, instead of replacing (and freeing) the previous one.
     e.tokens[0] = static_cast<token>(rep);
-    // Alternate which side goes first, so neither always inherits the
-    // other's writeback or cache state.
+    // Alternate which side reads first, so neither always inherits the
+    // other's cache state.
     bool raw_first = rep % 2 == 0;
     auto raw_path = join_path(dir, "raw." + std::to_string(rep) + ".bin");
     auto engine_path = join_path(dir, "engine." + std::to_string(rep) + ".bin");
@@ -1049,19 +1051,27 @@ std::vector<row> measure(const options& o, bench_tier& b,
     written.push_back(raw_path);
     written.push_back(fio_path);
     // Raw spills: pwritev from this process and writes through an engine
-    // of the tier's kind; the better is the floor.
-    auto raw_writes = [&] {
-      auto& p = write_ways.try_emplace("pwritev", inf).first->second;
-      p = std::min(p, raw_write(o, raw_path, e));
-      auto& q = write_ways.try_emplace(engine, inf).first->second;
-      q = std::min(q, engine_write(o, engine_path, e));
-      raw_w = std::min({raw_w, p, q});
+    // of the tier's kind; the better is the floor. The three writers take
+    // turns: a write right after the reads meets another disk than one
+    // right after another write (the engine's way used to follow pwritev
+    // every time, the tier only every other run), so with --reps a
+    // multiple of three each goes first, second and third equally often.
+    auto way = [&](const std::string& name, auto write) {
+      auto& w = write_ways.try_emplace(name, inf).first->second;
+      w = std::min(w, write());
+      raw_w = std::min(raw_w, w);
     };
-    if (raw_first)
-      raw_writes();
-    spill_t = std::min(spill_t, spill(b, e, o.trace));
-    if (!raw_first)
-      raw_writes();
+    for (int k = 0; k < 3; ++k)
+      switch ((rep + k) % 3) {
+        case 0:
+          way("pwritev", [&] { return raw_write(o, raw_path, e); });
+          break;
+        case 1:
+          way(std::string{engine},
+              [&] { return engine_write(o, engine_path, e); });
+          break;
+        default: spill_t = std::min(spill_t, spill(b, e, o.trace));
+      }
     fio_w = std::max(
       fio_w, run_fio(o, fio_path, fio_job::write, bytes, engine, nullptr));
     // Both reads of the tier's own file, the same bytes. Raw reads in ops
