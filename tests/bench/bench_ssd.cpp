@@ -339,6 +339,24 @@ clk::duration engine_read(const options& o, const std::string& path,
                           cache_check& cache, uint64_t op_bytes,
                           buffer_builder& into);
 
+/// How long a loop waits with no completion before it gives up.
+constexpr auto stall_limit = std::chrono::minutes(2);
+
+/// The completions `q` has within 50 ms. Throws, naming `what`, once none
+/// came for `stall_limit` since `last` (which it moves on each arrival): a
+/// wedged disk or engine ends the bench with a reason, never hangs it.
+std::vector<io_completion> next_completions(completion_queue& q,
+                                            clk::time_point& last,
+                                            const std::string& what) {
+  auto got = q.wait(std::chrono::milliseconds(50));
+  auto now = clk::now();
+  if (!got.empty())
+    last = now;
+  else if (now - last > stall_limit)
+    throw std::runtime_error(what + ": no I/O completion for two minutes");
+  return got;
+}
+
 /// The tier and its engine on `dir`.
 struct bench_tier {
   bench_tier(const options& o, const std::string& dir) {
@@ -363,11 +381,16 @@ struct bench_tier {
       throw std::runtime_error("scan failed");
   }
   ~bench_tier() {
-    drive();
+    try {
+      drive();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_ssd: %s\n", e.what());
+    }
   }
   void drive() {
+    auto last = clk::now();
     while (tier->busy())
-      for (auto& c : q.wait(std::chrono::milliseconds(50))) {
+      for (auto& c : next_completions(q, last, "the SSD tier")) {
         if (trace_from)
           trace(c);
         tier->handle(std::move(c));
@@ -484,8 +507,9 @@ clk::duration engine_write(const options& o, const std::string& path,
     }
   };
   auto drive = [&](auto done) {
+    auto last = clk::now();
     while (!done())
-      for (auto& c : q.wait(std::chrono::milliseconds(50))) {
+      for (auto& c : next_completions(q, last, "engine write of " + path)) {
         if (c.err)
           throw std::runtime_error("engine write of " + path + " failed");
         if (c.tag == 1) {
@@ -666,8 +690,9 @@ clk::duration engine_read(const options& o, const std::string& path,
     }
   };
   feed();
+  auto last = clk::now();
   while (done < size) {
-    for (auto& c : q.wait(std::chrono::milliseconds(50))) {
+    for (auto& c : next_completions(q, last, "engine read of " + path)) {
       if (c.err || c.bytes == 0)
         throw std::runtime_error("engine read of " + path + " failed");
       done += c.bytes;
@@ -801,8 +826,9 @@ clk::duration fresh_read(const options& o, const std::string& path,
       }
     };
     feed();
+    auto last = clk::now();
     while (done < parts.size() || calls > 0) {
-      for (auto& c : q.wait(std::chrono::milliseconds(50))) {
+      for (auto& c : next_completions(q, last, "engine read of " + path)) {
         if (c.tag == 1) {
           --calls;
           continue;
