@@ -1,5 +1,7 @@
 #include "tiers/ssd/removal_log.hpp"
 
+#include "tiers/ssd/kill_points.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -84,6 +86,7 @@ std::string record_name(const std::string& id_hash, uint64_t through) {
 /// The record: an empty file made durable under its name (temp, fsync,
 /// rename, directory fsync).
 caf::error write_record(removal_io& io) {
+  kill_protocol in{"removal-record"};
   auto f = io.fs->open(io.temp, open_mode::create);
   if (!f)
     return f.error();
@@ -101,6 +104,7 @@ caf::error write_record(removal_io& io) {
 /// Unlinks every name; those found gone count only once the directory
 /// fsync after them succeeded. Returns the first failure.
 caf::error unlink_all(removal_io& io) {
+  kill_protocol in{"removal-unlink"};
   caf::error first;
   std::vector<std::string> gone;
   for (auto& n : io.names) {
@@ -119,6 +123,7 @@ caf::error unlink_all(removal_io& io) {
 }
 
 caf::error drop_records(removal_io& io) {
+  kill_protocol in{"removal-drop"};
   caf::error first;
   for (auto& p : io.drop)
     if (auto err = io.fs->remove(p); err && err != ec::not_found && !first)
@@ -366,6 +371,7 @@ bool removal_log::covered_at_scan(const std::string& name,
   auto f = found_records_.find(identity_hash(h.request, h.ns));
   if (f == found_records_.end() || h.write_id > f->second.through)
     return false;
+  kill_protocol in{"scan-removal"};
   auto err = io_.fs.remove(io_.path(name));
   if (!err || err == ec::not_found) {
     ++r.removed_by_record;
@@ -379,6 +385,7 @@ bool removal_log::covered_at_scan(const std::string& name,
 }
 
 void removal_log::finish_records(scan_report& r) {
+  kill_protocol in{"scan-removal"};
   // The unlinks above become durable before any record covering them goes.
   caf::error sync_err;
   if (r.removed_by_record > 0)

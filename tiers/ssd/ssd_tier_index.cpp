@@ -2,6 +2,7 @@
 // bounded steps (`index_step`), and what waits for the scan's end: delta
 // files, the removal records, the LRU order the files' mtimes record, the
 // byte cap, checkpoint removals asked for meanwhile, and the writes.
+#include "tiers/ssd/kill_points.hpp"
 #include "tiers/ssd/start_scan.hpp"
 
 #include <tuple>
@@ -135,6 +136,7 @@ void ssd_tier::finish_index() {
       break;
     auto& name = over.front(); // one at a time: its parent may be next
     forget(name, removal_reason::evicted);
+    kill_protocol in{"start-up-scan"};
     if (!io_.fs.remove(io_.path(name)))
       ++r.evicted;
   }
