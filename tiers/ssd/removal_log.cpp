@@ -52,6 +52,8 @@ struct removal_io {
   /// (only when the directory fsync that followed succeeded).
   std::vector<std::string> names;
   std::vector<std::string> gone;
+  /// The number of the step's directory fsync (`tier_io::dir_syncs`).
+  uint64_t dir_sync = 0;
 };
 
 namespace {
@@ -149,7 +151,7 @@ bool removal_log::start(uint64_t request, std::string_view ns, uint64_t through,
   rm->files = std::move(c.files);
   rm->waiting = std::move(c.waiting);
   for (auto i = forgotten_.begin(); i != forgotten_.end();) {
-    auto& h = *i->second;
+    auto& h = *i->second.header;
     if (h.kind == key_kind::checkpoint && h.request == request && h.ns == ns) {
       rm->files.insert(i->first);
       i = forgotten_.erase(i);
@@ -177,6 +179,17 @@ bool removal_log::start(uint64_t request, std::string_view ns, uint64_t through,
   auto id = next_removal_++;
   removals_.emplace(id, std::move(rm));
   return step(id, busy);
+}
+
+void removal_log::unlinked(const std::string& name) {
+  if (auto i = forgotten_.find(name); i != forgotten_.end())
+    i->second.durable_at = io_.dir_syncs + 1;
+}
+
+void removal_log::dir_synced(uint64_t n) {
+  std::erase_if(forgotten_, [n](auto& f) {
+    return f.second.durable_at != 0 && f.second.durable_at <= n;
+  });
 }
 
 void removal_log::answer(removal& rm, const caf::error& err) {
@@ -238,6 +251,7 @@ bool removal_log::step(uint64_t id, const busy_name& busy) {
 void removal_log::submit(uint64_t id, removal& rm,
                          std::shared_ptr<removal_io> io) {
   rm.busy = true;
+  io->dir_sync = ++io_.dir_syncs; // each step ends in one, if it succeeds
   auto tag = io_.next_tag();
   ops_.emplace(tag, std::pair{id, io});
   auto op = call_op(tag, [io] {
@@ -273,6 +287,7 @@ std::optional<uint64_t> removal_log::on_completion(uint64_t tag,
       } else {
         rm.record = rs::durable;
         ++stats_.removal_records;
+        dir_synced(io->dir_sync);
         answer(rm, {});
       }
       break;
@@ -281,6 +296,8 @@ std::optional<uint64_t> removal_log::on_completion(uint64_t tag,
         io_.unlinking_now.erase(io_.unlinking_now.find(n));
       for (auto& n : io->gone)
         rm.files.erase(n);
+      if (!io->gone.empty()) // the directory fsync after them succeeded
+        dir_synced(io->dir_sync);
       if (c.err) {
         rm.err = c.err;
         rm.stalled = true;

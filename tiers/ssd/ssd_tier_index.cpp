@@ -135,10 +135,21 @@ void ssd_tier::finish_index() {
     if (over.empty())
       break;
     auto& name = over.front(); // one at a time: its parent may be next
+    auto* f = files_.index().file(name);
+    auto checkpoint = f->header->kind == key_kind::checkpoint
+                        ? f->header
+                        : std::shared_ptr<const entry_header>{};
     forget(name, removal_reason::evicted);
+    // As any checkpoint file that leaves: known until its unlink is
+    // durable, so a removal of its identity covers it.
+    if (checkpoint)
+      removals_.forgot(name, checkpoint);
     kill_protocol in{"start-up-scan"};
-    if (!io_.fs.remove(io_.path(name)))
+    auto err = io_.fs.remove(io_.path(name));
+    if (!err)
       ++r.evicted;
+    if (checkpoint && (!err || err == ec::not_found))
+      removals_.unlinked(name);
   }
   stats_.corrupt_removed += r.corrupt_removed;
   stats_.evicted += r.evicted;

@@ -377,6 +377,7 @@ void write_pipeline::write_step_ops(write_job& job) {
         }));
       break;
     case write_step::sync_dir:
+      job.dir_sync = ++io_.dir_syncs;
       io_.submit(call_op(job.tag, [fs = &io_.fs, dir = io_.root] {
         kill_protocol in{"entry-write"};
         return fs->sync_dir(dir);
