@@ -387,3 +387,39 @@ BOOST_AUTO_TEST_CASE(a_failed_record_falls_back_to_durable_unlinks) {
   BOOST_TEST(ev.durable);
   BOOST_TEST(w.files().empty());
 }
+
+BOOST_AUTO_TEST_CASE(an_unlink_not_yet_durable_is_covered_by_a_removal) {
+  // A checkpoint file is erased (a newer one made it redundant; an
+  // eviction is the same): its unlink ran, but no directory fsync
+  // followed. The generation then completes with no file left to cover,
+  // and the power goes, rolling the unlink back: the completed checkpoint
+  // must not come back. (The crash loops found it: such a removal used to
+  // answer at once, with no record.)
+  faulty_world fw;
+  auto& w = fw.w;
+  auto cp = checkpoint(7, 0, "ns", tokens(20));
+  store(w, cp);
+  BOOST_REQUIRE(w.tier->erase(cp));
+  drive(*w.tier, w.queue);
+  BOOST_TEST(count_suffix(w, ".kvt") == 0u); // unlinked, not synced
+  auto records = w.tier->stats().removal_records;
+  BOOST_TEST(!remove(w, 7, "ns"));
+  BOOST_TEST(w.tier->stats().removal_records == records + 1);
+  // The record's directory fsync made the unlink durable too.
+  fw.mem.power_loss();
+  BOOST_TEST(count_suffix(w, ".kvt") == 0u);
+  w.reopen(&fw.mem);
+  BOOST_TEST(w.tier->checkpoint_files().empty());
+  BOOST_TEST(!w.tier->find(cp));
+  BOOST_TEST(w.files().empty());
+  // Once a later directory fsync made such an unlink durable, a removal
+  // with nothing left answers at once, writing nothing.
+  auto other = checkpoint(8, 0, "ns", tokens(20));
+  store(w, other);
+  BOOST_REQUIRE(w.tier->erase(other));
+  drive(*w.tier, w.queue);
+  store(w, checkpoint(9, 0, "ns", tokens(21))); // its rename's fsync
+  records = w.tier->stats().removal_records;
+  BOOST_TEST(!remove(w, 8, "ns"));
+  BOOST_TEST(w.tier->stats().removal_records == records);
+}

@@ -76,4 +76,20 @@ inline entry entry_for(uint64_t seed, uint64_t i, mode m = mode::every_kind) {
   return oracle(m).prefill(rng() % 2 ? "a" : "b", t);
 }
 
+/// Checkpoint `j` of generation `request` (prompt plus generated tokens,
+/// 24 + 16 j of them): a function of the request alone, so a later
+/// checkpoint extends an earlier one, and a retry of the request (a new
+/// attempt) writes the same keys again, under the same file names.
+inline entry checkpoint_for(uint64_t request, uint32_t j, mode m) {
+  token_seq t(24 + 16 * static_cast<size_t>(j));
+  for (size_t k = 0; k < t.size(); ++k)
+    t[k] = 5000 + static_cast<token>((request * 31 + k) % 4000);
+  return oracle(m).prefill(request % 2 ? "a" : "b", t);
+}
+
+/// The index `j` of a checkpoint of `tokens` tokens (`checkpoint_for`).
+inline uint32_t checkpoint_index(size_t tokens) {
+  return static_cast<uint32_t>((tokens - 24) / 16);
+}
+
 } // namespace kvtier::tiers::ssd::crash

@@ -30,10 +30,22 @@ struct tally {
   uint64_t checked = 0;
   /// Saved prefixes restored and verified (everything the tier serves).
   uint64_t served = 0;
+  /// Checkpoints reported durable and not completed: found under exactly
+  /// their key, restored and byte-exact (what a restart resumes).
+  uint64_t checkpoints = 0;
+  /// Checkpoint files the tier holds (restored and verified): the ones a
+  /// start hands to the checkpoints actor.
+  uint64_t checkpoint_files = 0;
+  /// Completed generations checked absent after a restart (each counted
+  /// at every check).
+  uint64_t removals = 0;
+  /// Removal records found at open (`.kvr` files a crash left).
+  uint64_t records = 0;
   /// Expected entries missing or unreadable: must stay 0.
   uint64_t lost = 0;
-  /// Restores that served bytes the oracle refuses, or an indexed file
-  /// that failed to restore: must stay 0.
+  /// Restores that served bytes the oracle refuses, an indexed file that
+  /// failed to restore, a checkpoint file of a completed generation, or a
+  /// removal left pending after a flush: must stay 0.
   uint64_t wrong = 0;
 
   /// Checks the loop's verdict: it checked something, lost and served
@@ -49,8 +61,12 @@ struct tally {
            + " kills, " + std::to_string(finished) + " finished, "
            + std::to_string(checked) + " expected entries checked, "
            + std::to_string(served) + " served entries verified, "
-           + std::to_string(lost) + " lost, " + std::to_string(wrong)
-           + " wrong";
+           + std::to_string(checkpoints) + " expected checkpoints resumed, "
+           + std::to_string(checkpoint_files) + " checkpoint files verified, "
+           + std::to_string(removals)
+           + " completed generations checked absent, " + std::to_string(records)
+           + " removal records found at open, " + std::to_string(lost)
+           + " lost, " + std::to_string(wrong) + " wrong";
   }
 };
 
@@ -65,13 +81,82 @@ inline caf::expected<entry> restore_now(ssd_tier& tier, completion_queue& q,
   return std::move(*out);
 }
 
-/// Checks an opened `tier`: every key of `want` is on SSD under exactly its
-/// key, restores, is state for exactly its key and verifies byte for byte;
-/// every saved prefix restores and verifies.
+/// Restores checkpoint `key` (attempt `attempt`) from `tier` and verifies
+/// it; the error, if any ("" when it is exact).
+inline std::string checkpoint_error(ssd_tier& tier, completion_queue& q,
+                                    const runtime::oracle_engine& oracle,
+                                    const storage_key& key, bool& missing) {
+  missing = false;
+  auto m = tier.find(key);
+  if (!m) {
+    missing = true;
+    return "not on SSD";
+  }
+  auto held = tier.key_of(*m);
+  if (held.attempt != key.attempt)
+    return "written by attempt " + std::to_string(held.attempt);
+  auto e = restore_now(tier, q, *m);
+  if (!e) {
+    missing = true;
+    return "unreadable: " + describe(e.error());
+  }
+  if (auto err = oracle.verify(*e))
+    return describe(err);
+  if (e->ns != key.ns || e->tokens != key.tokens)
+    return "another key's state";
+  return {};
+}
+
+/// The checkpoint half of `check_expected`: every checkpoint of `want`
+/// is resumed exactly (attempt and bytes); every checkpoint file the tier
+/// holds verifies and belongs to no completed generation.
+inline void check_checkpoints(ssd_tier& tier, completion_queue& q,
+                              const runtime::oracle_engine& oracle,
+                              const state& want, tally& t) {
+  for (auto& [k, attempt] : want.checkpoints) {
+    bool missing = false;
+    auto key = storage_key::checkpoint(k.request, attempt, k.ns, k.tokens);
+    auto err = checkpoint_error(tier, q, oracle, key, missing);
+    if (err.empty()) {
+      ++t.checkpoints;
+      continue;
+    }
+    ++(missing ? t.lost : t.wrong);
+    BOOST_ERROR((missing ? "lost" : "wrong")
+                << ": checkpoint of request " << k.request << " ("
+                << k.tokens.size() << " tokens), reported durable: " << err);
+  }
+  for (auto& f : tier.checkpoint_files()) {
+    auto& k = f.key;
+    if (want.dead(k.request, k.ns, k.attempt)) {
+      ++t.wrong;
+      BOOST_ERROR("wrong: a checkpoint of the completed generation "
+                  << k.request << " (attempt " << k.attempt << ", "
+                  << k.tokens.size() << " tokens) came back");
+      continue;
+    }
+    bool missing = false;
+    auto err = checkpoint_error(tier, q, oracle, k, missing);
+    if (!err.empty()) {
+      ++t.wrong;
+      BOOST_ERROR("wrong: checkpoint file of request " << k.request << " ("
+                                                       << k.tokens.size()
+                                                       << " tokens): " << err);
+      continue;
+    }
+    ++t.checkpoint_files;
+  }
+  t.removals += want.completed.size();
+}
+
+/// Checks an opened `tier`: every prefix key of `want` is on SSD under
+/// exactly its key, restores, is state for exactly its key and verifies
+/// byte for byte; every saved prefix restores and verifies; then the
+/// checkpoints (`check_checkpoints`).
 inline void check_expected(ssd_tier& tier, completion_queue& q,
                            const runtime::oracle_engine& oracle,
-                           const std::set<entry_key>& want, tally& t) {
-  for (auto& [ns, tokens] : want) {
+                           const state& want, tally& t) {
+  for (auto& [ns, tokens] : want.prefixes) {
     auto m = tier.find(storage_key::prefix(ns, tokens));
     if (!m) {
       ++t.lost;
@@ -114,6 +199,33 @@ inline void check_expected(ssd_tier& tier, completion_queue& q,
       continue;
     }
     ++t.served;
+  }
+  check_checkpoints(tier, q, oracle, want, t);
+}
+
+/// After a check: a flush leaves no removal pending and no removal record
+/// on disk (a record a crash left is applied and then deleted, never in
+/// the way); counts `records` (found at open, from `opened`) and a failure
+/// as wrong. `fs` is the file system the tier runs on.
+inline void settle(ssd_tier& tier, completion_queue& q, file_system& fs,
+                   const scan_report& opened, tally& t) {
+  t.records += opened.records;
+  std::optional<durability_evidence> ev;
+  tier.flush([&](const durability_evidence& e) { ev = e; });
+  test::drive(tier, q);
+  BOOST_REQUIRE(ev);
+  if (ev->removals_pending != 0) {
+    ++t.wrong;
+    BOOST_ERROR("a flush after the restart left " << ev->removals_pending
+                                                  << " removals pending");
+  }
+  auto names = fs.list(tier.root());
+  BOOST_REQUIRE(names);
+  auto left = std::count_if(names->begin(), names->end(),
+                            [](auto& n) { return n.ends_with(".kvr"); });
+  if (left != 0) {
+    ++t.wrong;
+    BOOST_ERROR(left << " removal records left after a flush");
   }
 }
 

@@ -5,16 +5,24 @@
 // random file-system step, KVTIER_KILL_AT) or by SIGKILL at a random
 // moment, then opens the tier on the same directory and checks every
 // entry the log says is durable and not removed since: on SSD, byte-exact
-// against the oracle, and everything served verifies. The directory and
-// the log carry over from round to round, so state accumulates across
-// kills. Prints its figures; lost and wrong must be 0.
+// against the oracle, and everything served verifies; every checkpoint
+// reported durable and not completed is resumed exactly, no checkpoint of
+// a completed generation is held, and a flush leaves no removal record
+// and no removal pending. The directory and the log carry over from round
+// to round, so state accumulates across kills. A quarter of the rounds aim
+// their kill point at a step of the checkpoint removals (`@removal-...`);
+// every kill point's line says which protocol step died, and the loop
+// prints how often each was hit. Prints its figures; lost and wrong must
+// be 0.
 #include "tests/ssd/crash_common.hpp"
 #include "tests/ssd/expected_check.hpp"
 #include "tests/writer_child.hpp"
 
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <random>
+#include <regex>
 
 #include <poll.h>
 #include <sys/wait.h>
@@ -41,12 +49,20 @@ struct kill_plan {
   /// Without a kill point: SIGKILL after this many lines and `delay_us`.
   int lines = 0;
   int delay_us = 0;
+  /// Aimed at the start-up scan applying a removal record: a writer dies
+  /// at its first removal unlink first (a durable record left), so the
+  /// next one finds a record at its open.
+  bool scan = false;
 };
 
+/// How often each protocol step was killed ("removal-record rename").
+using coverage = std::map<std::string, uint64_t>;
+
 /// Runs the writer once; true when it was killed (false: it finished).
+/// A kill point's step goes to `hit`.
 bool run_writer(const std::string& dir, const std::string& log,
                 const std::string& err_path, uint64_t seed, crash::mode m,
-                const kill_plan& plan) {
+                const kill_plan& plan, coverage& hit) {
   std::vector<std::pair<std::string, std::string>> env;
   if (!plan.kill_at.empty())
     env.emplace_back("KVTIER_KILL_AT", plan.kill_at);
@@ -99,9 +115,15 @@ bool run_writer(const std::string& dir, const std::string& log,
   }
   BOOST_REQUIRE_MESSAGE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
                         "the writer died otherwise: " << err);
-  if (!plan.kill_at.empty())
-    BOOST_TEST(err.find("kvtier: kill point: ") != std::string::npos,
+  if (!plan.kill_at.empty()) {
+    static const std::regex line{
+      R"(kvtier: kill point: (\w+) #.* \(in ([\w -]+)\)\n)"};
+    std::smatch found;
+    BOOST_TEST(std::regex_search(err, found, line),
                "a kill point killed it: " << err);
+    if (!found.empty())
+      ++hit[found[2].str() + " " + found[1].str()];
+  }
   return true;
 }
 
@@ -114,10 +136,11 @@ void check_round(const std::string& dir, const std::string& log_path,
   BOOST_REQUIRE(log.ok());
   auto cfg = crash::config(dir, m);
   cfg.on_remove = [&](const remove_event& ev) {
-    if (ev.kind != key_kind::prefix)
-      return;
-    want.erase({ev.ns, ev.tokens});
-    BOOST_REQUIRE(log.append('R', ev.ns, ev.tokens));
+    auto text = ev.kind == key_kind::prefix
+                  ? expected::line('R', ev.ns, ev.tokens)
+                  : expected::line('K', ev.ns, ev.tokens, ev.request);
+    want.apply(text);
+    BOOST_REQUIRE(log.append(text));
   };
   posix_file_system fs;
   completion_queue q;
@@ -127,13 +150,22 @@ void check_round(const std::string& dir, const std::string& log_path,
   auto r = tier.open();
   BOOST_REQUIRE_MESSAGE(r, (r ? "" : describe(r.error())));
   expected::check_expected(tier, q, crash::oracle(m), want, t);
-  drive(tier, q);
+  expected::settle(tier, q, fs, *r, t);
 }
 
-/// `n` rounds on one directory: even rounds die at a kill point (every
-/// third of those counting one kind of step), odd ones by SIGKILL at a
-/// random moment.
-tally loop(int n, crash::mode m, unsigned seed) {
+/// The steps of the checkpoint removals a kill point may aim at
+/// (`KIND:N@PROTOCOL`, tiers/ssd/kill_points.hpp).
+constexpr const char* removal_steps[] = {
+  "create@removal-record",   "sync@removal-record",   "rename@removal-record",
+  "sync_dir@removal-record", "remove@removal-unlink", "sync_dir@removal-unlink",
+  "remove@removal-drop",     "sync_dir@removal-drop", "remove@scan-removal",
+  "sync_dir@scan-removal"};
+
+/// `n` rounds on one directory: odd rounds die by SIGKILL at a random
+/// moment, the others at a kill point: a step of the checkpoint removals
+/// (rounds 2, 6, 10, ...), a step of one kind (4, 12, ...) or of any kind
+/// (0, 8, ...).
+tally loop(int n, crash::mode m, unsigned seed, coverage& hit) {
   scratch_dir dir;
   auto tier_dir = dir.path + "/tier";
   auto log = dir.path + "/expected.log";
@@ -144,7 +176,14 @@ tally loop(int n, crash::mode m, unsigned seed) {
   tally t;
   for (int i = 0; i < n; ++i) {
     kill_plan plan;
-    if (i % 2 == 0 && i % 6 == 4)
+    if (i % 4 == 2) {
+      std::string aim = removal_steps[rng() % std::size(removal_steps)];
+      auto at = aim.find('@');
+      plan.scan = aim.ends_with("@scan-removal");
+      plan.kill_at = aim.substr(0, at) + ":"
+                     + std::to_string(1 + rng() % (plan.scan ? 2 : 4))
+                     + aim.substr(at);
+    } else if (i % 8 == 4)
       plan.kill_at =
         std::string{kinds[rng() % 6]} + ":" + std::to_string(1 + rng() % 30);
     else if (i % 2 == 0)
@@ -158,8 +197,14 @@ tally loop(int n, crash::mode m, unsigned seed) {
                << (plan.kill_at.empty()
                      ? "SIGKILL after " + std::to_string(plan.lines) + " lines"
                      : "KVTIER_KILL_AT=" + plan.kill_at)) {
-      bool killed = run_writer(
-        tier_dir, log, err, seed * 1000u + static_cast<unsigned>(i), m, plan);
+      auto writer_seed = seed * 1000u + static_cast<unsigned>(i);
+      if (plan.scan) {
+        kill_plan first{"remove:1@removal-unlink"};
+        bool killed =
+          run_writer(tier_dir, log, err, writer_seed + 500, m, first, hit);
+        ++(killed ? t.kills : t.finished);
+      }
+      bool killed = run_writer(tier_dir, log, err, writer_seed, m, plan, hit);
       ++(killed ? t.kills : t.finished);
       ++t.rounds;
       check_round(tier_dir, log, m, t);
@@ -168,26 +213,52 @@ tally loop(int n, crash::mode m, unsigned seed) {
   return t;
 }
 
-void print(const char* what, const tally& t) {
+void print(const char* what, const tally& t, const coverage& hit) {
   double load[3] = {};
   ::getloadavg(load, 3);
-  std::printf("expected-state crash loop (%s): %s (load average %.2f)\n", what,
-              t.figures().c_str(), load[0]);
+  std::string steps;
+  for (auto& [step, n] : hit)
+    steps += (steps.empty() ? "" : ", ") + step + " " + std::to_string(n);
+  std::printf("expected-state crash loop (%s): %s (load average %.2f); "
+              "kill points hit: %s\n",
+              what, t.figures().c_str(), load[0], steps.c_str());
   std::fflush(stdout);
+}
+
+/// A long run must have killed at every step of writing a removal record,
+/// of its unlinks and of deleting it.
+void expect_removal_coverage(int rounds, const coverage& hit) {
+  if (rounds < 100)
+    return;
+  for (auto step : {"removal-record create", "removal-record sync",
+                    "removal-record rename", "removal-record sync_dir",
+                    "removal-unlink remove", "removal-unlink sync_dir",
+                    "removal-drop remove", "removal-drop sync_dir"})
+    BOOST_TEST(hit.count(step) > 0u, "no kill at " << step);
 }
 
 } // namespace
 
 BOOST_AUTO_TEST_CASE(every_entry_told_durable_survives_every_kill) {
-  auto t = loop(expected::iterations(10), crash::mode::every_kind, 777);
-  print("every kind", t);
+  coverage hit;
+  auto n = expected::iterations(10);
+  auto t = loop(n, crash::mode::every_kind, 777, hit);
+  print("every kind", t, hit);
   BOOST_TEST(t.kills > 0u);
+  BOOST_TEST(t.checkpoints > 0u);
+  BOOST_TEST(t.removals > 0u);
+  expect_removal_coverage(n, hit);
   t.expect_clean();
 }
 
 BOOST_AUTO_TEST_CASE(every_delta_told_durable_survives_every_kill) {
-  auto t = loop(expected::iterations(6), crash::mode::delta, 4242);
-  print("delta files", t);
+  coverage hit;
+  auto n = expected::iterations(6);
+  auto t = loop(n, crash::mode::delta, 4242, hit);
+  print("delta files", t, hit);
   BOOST_TEST(t.kills > 0u);
+  BOOST_TEST(t.checkpoints > 0u);
+  BOOST_TEST(t.removals > 0u);
+  expect_removal_coverage(n, hit);
   t.expect_clean();
 }

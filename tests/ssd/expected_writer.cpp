@@ -3,14 +3,17 @@
 // real disk, flushing every fifth and erasing now and then, and appends to
 // the expected-state log (expected_state.hpp) every write the tier
 // reported durable, every file it reported removed and every erase it is
-// about to ask for. It prints "spill I" per entry (so a test can pick a
-// moment to SIGKILL it) and "done after N kill-point steps" at the end
-// (N counted when KVTIER_KILL_AT is set), then exits 0. A kill point
+// about to ask for. Beside them it saves generation checkpoints (every
+// second entry), drops redundant ones and completes a generation every
+// sixth entry (tests/ssd/checkpoint_owner.hpp), going on with the
+// generations earlier runs left in the log. It prints "spill I" per entry (so a
+// test can pick a moment to SIGKILL it) and "done after N kill-point steps" at
+// the end (N counted when KVTIER_KILL_AT is set), then exits 0. A kill point
 // (KVTIER_KILL_AT, tiers/ssd/kill_points.hpp) may end it at any
 // file-system step of the tier.
 // Usage: ssd_expected_writer DIR LOG SEED every-kind|delta COUNT
+#include "tests/ssd/checkpoint_owner.hpp"
 #include "tests/ssd/crash_common.hpp"
-#include "tests/ssd/expected_state.hpp"
 #include "tiers/ssd/kill_points.hpp"
 
 #include <cstdio>
@@ -34,15 +37,23 @@ int main(int argc, char** argv) {
     return 3;
   }
   bool log_failed = false;
+  expected::checkpoint_owner owner{
+    [&](uint64_t request, uint32_t j) {
+      return crash::checkpoint_for(request, j, *m);
+    },
+    [&](const std::string& line) { return log.append(line); }, seed * 16};
+  owner.adopt(expected::replay(argv[2]));
   auto cfg = crash::config(argv[1], *m);
   cfg.on_write = [&](const write_event& ev) {
-    if (ev.outcome == write_outcome::durable)
+    if (!owner.on_write(ev) && ev.outcome == write_outcome::durable)
       log_failed |= !log.append('D', ev.ns, ev.tokens);
   };
   cfg.on_remove = [&](const remove_event& ev) {
     if (ev.kind == tiers::key_kind::prefix)
       log_failed |= !log.append('R', ev.ns, ev.tokens);
+    owner.on_remove(ev);
   };
+  std::mt19937_64 rng{seed};
   posix_file_system fs;
   completion_queue q;
   auto engine = make_io_engine(engine_choice::automatic, q.sink());
@@ -69,6 +80,11 @@ int main(int argc, char** argv) {
       log_failed |= !log.append('E', gone.ns, gone.tokens);
       tier.erase(gone.ns, gone.tokens);
     }
+    if (i % 2 == 1)
+      owner.save(tier, rng);
+    if (i % 6 == 5)
+      owner.complete(tier, rng);
+    owner.erase_redundant(tier);
     std::printf("spill %llu\n", static_cast<unsigned long long>(i));
     std::fflush(stdout);
     if (i % 5 == 4)
@@ -77,11 +93,12 @@ int main(int argc, char** argv) {
       for (auto& c : q.wait(std::chrono::milliseconds(0)))
         tier.handle(std::move(c));
   }
+  owner.erase_redundant(tier);
   flush();
   while (tier.busy())
     for (auto& c : q.wait(std::chrono::milliseconds(10)))
       tier.handle(std::move(c));
-  if (log_failed) {
+  if (log_failed || owner.failed()) {
     std::fprintf(stderr, "an expected-state line could not be written\n");
     return 5;
   }

@@ -7,6 +7,7 @@
 #include "tiers/ssd/kill_points.hpp"
 
 #include <csignal>
+#include <fcntl.h>
 #include <filesystem>
 
 #include <sys/stat.h>
@@ -53,7 +54,17 @@ BOOST_AUTO_TEST_CASE(values_are_parsed_or_refused_by_name) {
   BOOST_REQUIRE(kind);
   BOOST_TEST((kind->only == kill_step::sync_dir));
   BOOST_TEST(kind->at == 3u);
-  for (auto bad : {"0", "x", "sync:", "fsync:2", "-1", "3x", "write:0", ""}) {
+  auto aimed = parse_kill_plan("rename:2@removal-record");
+  BOOST_REQUIRE(aimed);
+  BOOST_TEST((aimed->only == kill_step::rename));
+  BOOST_TEST(aimed->protocol == "removal-record");
+  BOOST_TEST(aimed->at == 2u);
+  auto any_in = parse_kill_plan("5@scan");
+  BOOST_REQUIRE(any_in);
+  BOOST_TEST(!any_in->only.has_value());
+  BOOST_TEST(any_in->protocol == "scan");
+  for (auto bad : {"0", "x", "sync:", "fsync:2", "-1", "3x", "write:0", "",
+                   "rename:2@", "@removal", "x@removal"}) {
     auto p = parse_kill_plan(bad);
     BOOST_REQUIRE(!p);
     BOOST_TEST((p.error() == ec::invalid_config));
@@ -110,4 +121,28 @@ BOOST_AUTO_TEST_CASE(a_killed_write_lands_half_cut_at_a_sector) {
   });
   BOOST_TEST(killed(status));
   BOOST_TEST(std::filesystem::file_size(a) == 2560u);
+}
+
+BOOST_AUTO_TEST_CASE(a_protocol_counts_only_its_own_steps_and_is_named) {
+  test::scratch_dir dir;
+  auto a = dir.path + "/a", b = dir.path + "/b", c = dir.path + "/c";
+  auto err = dir.path + "/err";
+  auto status = in_child("rename:1@removal", [&] {
+    int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 2);
+    posix_file_system fs;
+    (void)fs.open(a, open_mode::create); // outside: not counted
+    (void)fs.rename(a, b);               // outside: not counted
+    kill_protocol in{"removal-record"};
+    (void)fs.rename(b, c); // the first rename of the protocol
+  });
+  BOOST_TEST(killed(status));
+  BOOST_TEST(std::filesystem::exists(b));
+  BOOST_TEST(!std::filesystem::exists(c));
+  std::ifstream in{err};
+  std::string line{std::istreambuf_iterator<char>{in}, {}};
+  BOOST_TEST(line.find("rename #1 of its kind in removal on " + c
+                       + " (in removal-record)")
+               != std::string::npos,
+             line);
 }

@@ -1,4 +1,5 @@
 #include "tiers/ssd/delta_chains.hpp"
+#include "tiers/ssd/kill_points.hpp"
 
 #include "messages/assert.hpp"
 
@@ -43,6 +44,7 @@ void delta_chains::resolve(std::vector<scanned_file>& deltas,
       continue;
     }
     io.log("ssd: removing delta file " + f.name + ": " + why);
+    kill_protocol in{"start-up-scan"};
     --r.loaded;
     if (!io.fs.remove(io.path(f.name)))
       ++r.broken_chains;

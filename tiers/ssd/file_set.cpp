@@ -1,4 +1,5 @@
 #include "tiers/ssd/file_set.hpp"
+#include "tiers/ssd/kill_points.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -88,6 +89,7 @@ caf::error file_set::check_model_file() {
   } else if (f.error() != ec::not_found) {
     return f.error();
   }
+  kill_protocol in{"model-file"};
   auto tmp = p + ".tmp";
   io_.fs.remove(tmp); // left by a crash while writing it, if at all
   auto out = io_.fs.open(tmp, open_mode::create);
@@ -113,6 +115,7 @@ void file_set::scan_file(
   const std::function<bool(const std::string&, const entry_header&)>& covered) {
   if (name == lock_file_name || name == model_file_name)
     return;
+  kill_protocol in{"start-up-scan"};
   if (ends_with(name, ".tmp")) {
     if (!io_.fs.remove(io_.path(name)))
       ++r.temps_removed;

@@ -20,6 +20,9 @@ constexpr kill_step all_steps[] = {kill_step::create, kill_step::write,
                                    kill_step::sync,   kill_step::rename,
                                    kill_step::remove, kill_step::sync_dir};
 
+/// The protocol this thread's steps belong to (`kill_protocol`).
+thread_local const char* current_protocol = nullptr;
+
 struct kill_state {
   bool armed = false;
   kill_plan plan;
@@ -47,10 +50,13 @@ kill_state& state() noexcept {
 
 void say(kill_step s, const std::string& what) noexcept {
   auto& st = state();
-  auto line = std::string{"kvtier: kill point: "} + to_string(s) + " #"
-              + std::to_string(st.plan.at)
-              + (st.plan.only ? " of its kind" : " of any kind") + " on " + what
-              + "\n";
+  auto line =
+    std::string{"kvtier: kill point: "} + to_string(s) + " #"
+    + std::to_string(st.plan.at)
+    + (st.plan.only ? " of its kind" : " of any kind")
+    + (st.plan.protocol.empty() ? std::string{} : " in " + st.plan.protocol)
+    + " on " + what + " (in "
+    + (current_protocol ? current_protocol : "no protocol") + ")\n";
   [[maybe_unused]] auto n = ::write(2, line.data(), line.size());
 }
 
@@ -74,13 +80,20 @@ const char* to_string(kill_step s) {
 }
 
 caf::expected<kill_plan> parse_kill_plan(std::string_view text) {
-  auto bad = [&] {
+  auto bad = [whole = std::string{text}] {
     return make_error(ec::invalid_config,
-                      "KVTIER_KILL_AT=" + std::string{text}
-                        + " is not N or KIND:N with N >= 1 and KIND one of "
+                      "KVTIER_KILL_AT=" + whole
+                        + " is not N or KIND:N (either followed by @PROTOCOL)"
+                          " with N >= 1 and KIND one of "
                           "create, write, sync, rename, remove, sync_dir");
   };
   kill_plan plan;
+  if (auto at = text.find('@'); at != std::string_view::npos) {
+    plan.protocol = std::string{text.substr(at + 1)};
+    if (plan.protocol.empty())
+      return bad();
+    text = text.substr(0, at);
+  }
   auto number = text;
   if (auto colon = text.find(':'); colon != std::string_view::npos) {
     auto kind = text.substr(0, colon);
@@ -99,6 +112,15 @@ caf::expected<kill_plan> parse_kill_plan(std::string_view text) {
   return plan;
 }
 
+kill_protocol::kill_protocol(const char* name) noexcept
+  : previous_(current_protocol) {
+  current_protocol = name;
+}
+
+kill_protocol::~kill_protocol() {
+  current_protocol = previous_;
+}
+
 uint64_t kill_steps_counted() noexcept {
   return state().seen.load(std::memory_order_relaxed);
 }
@@ -112,6 +134,10 @@ bool kill_points_armed() noexcept {
 bool take_kill_step(kill_step s) noexcept {
   auto& st = state();
   if (st.plan.only && *st.plan.only != s)
+    return false;
+  if (!st.plan.protocol.empty()
+      && (current_protocol == nullptr
+          || !std::string_view{current_protocol}.starts_with(st.plan.protocol)))
     return false;
   return st.seen.fetch_add(1, std::memory_order_relaxed) + 1 == st.plan.at;
 }

@@ -1,5 +1,7 @@
 #include "tiers/ssd/removal_log.hpp"
 
+#include "tiers/ssd/kill_points.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -50,6 +52,8 @@ struct removal_io {
   /// (only when the directory fsync that followed succeeded).
   std::vector<std::string> names;
   std::vector<std::string> gone;
+  /// The number of the step's directory fsync (`tier_io::dir_syncs`).
+  uint64_t dir_sync = 0;
 };
 
 namespace {
@@ -84,6 +88,7 @@ std::string record_name(const std::string& id_hash, uint64_t through) {
 /// The record: an empty file made durable under its name (temp, fsync,
 /// rename, directory fsync).
 caf::error write_record(removal_io& io) {
+  kill_protocol in{"removal-record"};
   auto f = io.fs->open(io.temp, open_mode::create);
   if (!f)
     return f.error();
@@ -101,6 +106,7 @@ caf::error write_record(removal_io& io) {
 /// Unlinks every name; those found gone count only once the directory
 /// fsync after them succeeded. Returns the first failure.
 caf::error unlink_all(removal_io& io) {
+  kill_protocol in{"removal-unlink"};
   caf::error first;
   std::vector<std::string> gone;
   for (auto& n : io.names) {
@@ -119,6 +125,7 @@ caf::error unlink_all(removal_io& io) {
 }
 
 caf::error drop_records(removal_io& io) {
+  kill_protocol in{"removal-drop"};
   caf::error first;
   for (auto& p : io.drop)
     if (auto err = io.fs->remove(p); err && err != ec::not_found && !first)
@@ -144,7 +151,7 @@ bool removal_log::start(uint64_t request, std::string_view ns, uint64_t through,
   rm->files = std::move(c.files);
   rm->waiting = std::move(c.waiting);
   for (auto i = forgotten_.begin(); i != forgotten_.end();) {
-    auto& h = *i->second;
+    auto& h = *i->second.header;
     if (h.kind == key_kind::checkpoint && h.request == request && h.ns == ns) {
       rm->files.insert(i->first);
       i = forgotten_.erase(i);
@@ -172,6 +179,17 @@ bool removal_log::start(uint64_t request, std::string_view ns, uint64_t through,
   auto id = next_removal_++;
   removals_.emplace(id, std::move(rm));
   return step(id, busy);
+}
+
+void removal_log::unlinked(const std::string& name) {
+  if (auto i = forgotten_.find(name); i != forgotten_.end())
+    i->second.durable_at = io_.dir_syncs + 1;
+}
+
+void removal_log::dir_synced(uint64_t n) {
+  std::erase_if(forgotten_, [n](auto& f) {
+    return f.second.durable_at != 0 && f.second.durable_at <= n;
+  });
 }
 
 void removal_log::answer(removal& rm, const caf::error& err) {
@@ -233,6 +251,7 @@ bool removal_log::step(uint64_t id, const busy_name& busy) {
 void removal_log::submit(uint64_t id, removal& rm,
                          std::shared_ptr<removal_io> io) {
   rm.busy = true;
+  io->dir_sync = ++io_.dir_syncs; // each step ends in one, if it succeeds
   auto tag = io_.next_tag();
   ops_.emplace(tag, std::pair{id, io});
   auto op = call_op(tag, [io] {
@@ -268,6 +287,7 @@ std::optional<uint64_t> removal_log::on_completion(uint64_t tag,
       } else {
         rm.record = rs::durable;
         ++stats_.removal_records;
+        dir_synced(io->dir_sync);
         answer(rm, {});
       }
       break;
@@ -276,6 +296,8 @@ std::optional<uint64_t> removal_log::on_completion(uint64_t tag,
         io_.unlinking_now.erase(io_.unlinking_now.find(n));
       for (auto& n : io->gone)
         rm.files.erase(n);
+      if (!io->gone.empty()) // the directory fsync after them succeeded
+        dir_synced(io->dir_sync);
       if (c.err) {
         rm.err = c.err;
         rm.stalled = true;
@@ -366,6 +388,7 @@ bool removal_log::covered_at_scan(const std::string& name,
   auto f = found_records_.find(identity_hash(h.request, h.ns));
   if (f == found_records_.end() || h.write_id > f->second.through)
     return false;
+  kill_protocol in{"scan-removal"};
   auto err = io_.fs.remove(io_.path(name));
   if (!err || err == ec::not_found) {
     ++r.removed_by_record;
@@ -379,6 +402,7 @@ bool removal_log::covered_at_scan(const std::string& name,
 }
 
 void removal_log::finish_records(scan_report& r) {
+  kill_protocol in{"scan-removal"};
   // The unlinks above become durable before any record covering them goes.
   caf::error sync_err;
   if (r.removed_by_record > 0)

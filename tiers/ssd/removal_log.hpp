@@ -17,8 +17,13 @@
 //     (`load_records`): a covered checkpoint file is removed, never
 //     indexed (`covered_at_scan`); records whose files are durably gone
 //     are deleted (`finish_records`), the others resume as removals.
-//   - Checkpoint files the index forgot whose unlink has not been seen to
-//     succeed stay known (`forgot`), so a later removal covers them too.
+//   - Checkpoint files the index forgot stay known (`forgot`) until their
+//     unlink is durable: seen to succeed, then a directory fsync submitted
+//     after that succeeded (`unlinked`, `dir_synced`). A later removal of
+//     their identity covers them, so it writes its record even when the
+//     files are gone from the directory but may come back after a power
+//     loss (issue #32: a removal with nothing left answered at once, and
+//     a file whose unlink had not reached the disk came back).
 // The coordinator finds what a removal covers (indexed files, writes in
 // flight) and says which names are busy; the log owns the rest.
 #pragma once
@@ -90,13 +95,16 @@ public:
   /// The checkpoint file `name` (header `h`) left the index; its unlink
   /// has not been seen to succeed.
   void forgot(const std::string& name, std::shared_ptr<const entry_header> h) {
-    forgotten_[name] = std::move(h);
+    forgotten_[name] = {std::move(h), 0};
   }
 
-  /// `name`'s unlink succeeded (or found nothing).
-  void unlinked(const std::string& name) {
-    forgotten_.erase(name);
-  }
+  /// `name`'s unlink succeeded (or found nothing): known until the next
+  /// directory fsync submitted from now on succeeds.
+  void unlinked(const std::string& name);
+
+  /// Directory fsync number `n` (`tier_io::dir_syncs`) succeeded: unlinks
+  /// seen before it was submitted are durable.
+  void dir_synced(uint64_t n);
 
   /// Removals not finished.
   size_t pending() const noexcept {
@@ -145,10 +153,16 @@ private:
   std::map<uint64_t, std::unique_ptr<removal>> removals_;
   std::map<uint64_t, std::pair<uint64_t, std::shared_ptr<removal_io>>> ops_;
   uint64_t next_removal_ = 1;
-  /// Checkpoint files forgotten by the index whose unlink has not been
-  /// seen to succeed (running, failed, or left to a write of the same
-  /// name that has not renamed yet), by name.
-  std::map<std::string, std::shared_ptr<const entry_header>> forgotten_;
+  /// A checkpoint file forgotten by the index whose unlink is not known
+  /// durable: running, failed, left to a write of the same name that has
+  /// not renamed yet, or seen to succeed (then `durable_at`, the number of
+  /// the directory fsync that makes it durable; 0 until then).
+  struct forgotten_file {
+    std::shared_ptr<const entry_header> header;
+    uint64_t durable_at = 0;
+  };
+  /// Those files, by name.
+  std::map<std::string, forgotten_file> forgotten_;
   /// Records the start-up scan found, by identity hash.
   std::map<std::string, found_record> found_records_;
 };

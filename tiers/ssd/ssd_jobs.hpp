@@ -75,6 +75,10 @@ public:
   /// removal's step): no write of them starts meanwhile, as its rename
   /// could land first and the unlink would then remove the new file.
   std::multiset<std::string> unlinking_now;
+  /// Directory fsyncs of `root` submitted so far: each one numbered, so an
+  /// unlink seen to succeed before fsync N was submitted is durable once
+  /// fsync N succeeds (`removal_log::dir_synced`).
+  uint64_t dir_syncs = 0;
 
   /// A fresh job or chore id.
   uint64_t next_tag() {

@@ -1,6 +1,7 @@
 // The SSD tier's coordinator: which files leave and how (erasure, a failed
 // restore, a checkpoint removal, a parent taking its delta children
 // along), and what a restore's use of a file records.
+#include "tiers/ssd/kill_points.hpp"
 #include "tiers/ssd/start_scan.hpp"
 
 namespace kvtier::tiers::ssd {
@@ -123,9 +124,11 @@ uint64_t ssd_tier::remove_file(const std::string& name, removal_reason why) {
     return 0;
   // No write of the name starts while the unlink runs: its rename could
   // land first, and the unlink would then remove the new file.
-  auto tag =
-    io_.chore(std::string{to_string(why)} + " " + name,
-              [fs = &io_.fs, p = io_.path(name)] { return fs->remove(p); });
+  auto tag = io_.chore(std::string{to_string(why)} + " " + name,
+                       [fs = &io_.fs, p = io_.path(name)] {
+                         kill_protocol in{"file-removal"};
+                         return fs->remove(p);
+                       });
   unlink_chores_[tag] = name;
   io_.unlinking_now.insert(name);
   return tag;

@@ -2,6 +2,7 @@
 // bounded steps (`index_step`), and what waits for the scan's end: delta
 // files, the removal records, the LRU order the files' mtimes record, the
 // byte cap, checkpoint removals asked for meanwhile, and the writes.
+#include "tiers/ssd/kill_points.hpp"
 #include "tiers/ssd/start_scan.hpp"
 
 #include <tuple>
@@ -134,9 +135,21 @@ void ssd_tier::finish_index() {
     if (over.empty())
       break;
     auto& name = over.front(); // one at a time: its parent may be next
+    auto* f = files_.index().file(name);
+    auto checkpoint = f->header->kind == key_kind::checkpoint
+                        ? f->header
+                        : std::shared_ptr<const entry_header>{};
     forget(name, removal_reason::evicted);
-    if (!io_.fs.remove(io_.path(name)))
+    // As any checkpoint file that leaves: known until its unlink is
+    // durable, so a removal of its identity covers it.
+    if (checkpoint)
+      removals_.forgot(name, checkpoint);
+    kill_protocol in{"start-up-scan"};
+    auto err = io_.fs.remove(io_.path(name));
+    if (!err)
       ++r.evicted;
+    if (checkpoint && (!err || err == ec::not_found))
+      removals_.unlinked(name);
   }
   stats_.corrupt_removed += r.corrupt_removed;
   stats_.evicted += r.evicted;

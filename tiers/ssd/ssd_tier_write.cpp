@@ -159,8 +159,10 @@ void ssd_tier::write_done(write_job& job) {
   ++stats_.writes_ok;
   stats_.bytes_written += bytes;
   // The rename is durable now: an older file under the name is gone for
-  // good (a removal that covered it has nothing left to do there).
+  // good (a removal that covered it has nothing left to do there), and so
+  // is every unlink seen before this directory fsync started.
   removals_.replaced_on_disk(name);
+  removals_.dir_synced(job.dir_sync);
   bool covered = removals_.write_finished(job.tag, name, true);
   writes_.end_durable(job);
   // Erased while it was written: the file goes now (no write of the key

@@ -1,4 +1,5 @@
 #include "tiers/ssd/write_pipeline.hpp"
+#include "tiers/ssd/kill_points.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -221,6 +222,7 @@ void write_pipeline::prepare(write_job& job) {
   auto io = job.io;
   job.outstanding = 1;
   auto op = call_op(job.tag, [io] {
+    kill_protocol in{"entry-write"};
     auto f = io->fs->open(io->temp_path, open_mode::create);
     if (!f)
       return f.error();
@@ -370,12 +372,16 @@ void write_pipeline::write_step_ops(write_job& job) {
     case write_step::rename:
       io_.submit(call_op(
         job.tag, [fs = &io_.fs, from = io.temp_path, to = io_.path(job.name)] {
+          kill_protocol in{"entry-write"};
           return fs->rename(from, to);
         }));
       break;
     case write_step::sync_dir:
-      io_.submit(call_op(
-        job.tag, [fs = &io_.fs, dir = io_.root] { return fs->sync_dir(dir); }));
+      job.dir_sync = ++io_.dir_syncs;
+      io_.submit(call_op(job.tag, [fs = &io_.fs, dir = io_.root] {
+        kill_protocol in{"entry-write"};
+        return fs->sync_dir(dir);
+      }));
       break;
   }
 }
@@ -470,7 +476,10 @@ caf::error write_pipeline::failure(write_job& job, const write_item* item,
 
 void write_pipeline::remove_temp(const write_job& job) {
   io_.chore("remove temp file " + job.io->temp_path,
-            [fs = &io_.fs, p = job.io->temp_path] { return fs->remove(p); });
+            [fs = &io_.fs, p = job.io->temp_path] {
+              kill_protocol in{"temp-cleanup"};
+              return fs->remove(p);
+            });
 }
 
 void write_pipeline::end_failed(write_job& job, write_item* item,

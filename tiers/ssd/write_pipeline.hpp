@@ -55,6 +55,8 @@ struct write_job {
   bool orphan = false;
   /// The delta parent this write pins (empty: none).
   std::string pinned;
+  /// The number of its directory fsync (`tier_io::dir_syncs`; 0 before).
+  uint64_t dir_sync = 0;
   std::shared_ptr<write_io> io;
 
   /// The file's header as it is written (a delta's once prepared).
