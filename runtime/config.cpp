@@ -114,11 +114,18 @@ std::string nearest(const std::string& name,
                     const std::set<std::string>& known) {
   std::string best;
   size_t best_d = SIZE_MAX;
-  for (auto& k : known)
+  for (auto& k : known) {
+    // At least the lengths' difference apart: beyond 3, no suggestion
+    // (and a hostile file's megabyte-long key costs no quadratic pass).
+    auto gap =
+      name.size() > k.size() ? name.size() - k.size() : k.size() - name.size();
+    if (gap > 3)
+      continue;
     if (auto d = distance(name, k); d < best_d) {
       best_d = d;
       best = k;
     }
+  }
   return best_d <= 3 && 2 * best_d < std::max<size_t>(name.size(), 2) ? best
                                                                       : "";
 }
