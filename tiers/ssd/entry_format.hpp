@@ -116,6 +116,11 @@ struct entry_header {
   token_seq tokens;
   std::vector<layer_info> layers;
   std::vector<attachment_info> attachments;
+  /// The retention priority of the entry (0 to `max_priority`, `entry::
+  /// priority`; version 4, `default_priority` in older versions): the SSD
+  /// tier evicts every file of a lower priority before any of a higher one
+  /// (docs/eviction.md "In the SSD tier").
+  uint8_t priority = default_priority;
   /// Encoded header bytes (including the trailing checksum).
   uint32_t header_length = 0;
   /// End of the last payload: the least size of a whole file.

@@ -129,13 +129,10 @@ void ssd_tier::finish_index() {
   // Least recently used among the files nothing depends on, as after a
   // write: a delta parent goes after its children.
   auto held = [this](const std::string& n) { return chains_.held(n); };
-  for (;;) {
-    auto over = files_.index().over_cap(cfg_.byte_cap, {}, held);
-    if (over.empty())
-      break;
-    auto& name = over.front(); // one at a time: its parent may be next
-    forget(name, removal_reason::evicted);
-    if (!io_.fs.remove(io_.path(name)))
+  // One at a time: its parent may be next.
+  while (auto name = files_.index().victim(cfg_.byte_cap, {}, held)) {
+    forget(*name, removal_reason::evicted);
+    if (!io_.fs.remove(io_.path(*name)))
       ++r.evicted;
   }
   stats_.corrupt_removed += r.corrupt_removed;
