@@ -31,6 +31,7 @@ sealed<msg::SpillEntry> spill_message(uint64_t id, msg::SpillReason reason,
   d.root().setOrderId(id);
   d.root().setReason(reason);
   d.root().setNotify(true);
+  d.root().setPriority(e.priority);
   tiers::write_entry(d, d.root().getItem().initEntry(), e);
   return std::move(d).seal();
 }

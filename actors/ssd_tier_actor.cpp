@@ -348,6 +348,7 @@ spill(ssd_tier_pointer self, const sealed<msg::SpillEntry>& m) {
   auto e = spill_entry(m);
   if (!e)
     return std::move(e.error());
+  e->priority = std::min(m.root().getPriority(), tiers::max_priority);
   auto key = m.root().getItem().isObject() ? object_key(m.root())
                                            : spill_key(m.root(), *e);
   if (!key)

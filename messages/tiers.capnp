@@ -85,6 +85,9 @@ struct SpillEntry {
   notify @8 :Bool;         # RAM -> SSD: answered `queued` at once; every
                            # outcome of the write (also an immediate one)
                            # follows as a SpillSettled to the RAM actor
+  priority @9 :UInt8 = 35; # the entry's retention priority in RAM (0..100):
+                           # the SSD tier evicts every file of a lower
+                           # priority before any of a higher one
 }
 
 enum SpillOutcome {

@@ -49,6 +49,9 @@ struct service_options {
   // [ssd-tier]
   std::string ssd_dir;
   uint64_t ssd_cap_bytes = 16ull << 30;
+  /// `ssd-tier.policy`: the SSD tier's eviction order within a priority,
+  /// "lru" or "gdsf" (tiers/ssd/ssd_index.hpp, docs/eviction.md).
+  std::string ssd_policy = "lru";
   uint64_t alignment = 4096;
   uint64_t write_behind_cap_bytes = 512ull << 20;
   std::string io_engine = "auto";

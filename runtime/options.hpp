@@ -54,6 +54,8 @@
     "SSD tier directory (empty: no cold tier)")                                \
   X("ssd-tier", "cap-bytes", ssd_cap_bytes, bytes(MiB, PiB),                   \
     "bytes of entry files kept")                                               \
+  X("ssd-tier", "policy", ssd_policy, checked(checks::ram_policy),             \
+    "eviction order of SSD files within a priority: lru or gdsf")              \
   X("ssd-tier", "alignment", alignment,                                        \
     bytes(512, MiB).and_is(checks::power_of_two),                              \
     "payload alignment in entry files")                                        \

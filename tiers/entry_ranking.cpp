@@ -120,7 +120,7 @@ void entry_ranking::unlink(id i) {
 }
 
 void entry_ranking::insert(id i, uint64_t tokens, uint8_t priority,
-                           uint64_t key, uint32_t inherited) {
+                           uint64_t key, uint32_t inherited, bool coldest) {
   if (i >= slots_.size())
     slots_.resize(static_cast<size_t>(i) + 1);
   auto& s = slots_[i];
@@ -137,6 +137,23 @@ void entry_ranking::insert(id i, uint64_t tokens, uint8_t priority,
       remembered = g->second;
   s.count = std::max(inherited, remembered) + 1;
   rank(i, true);
+  if (coldest)
+    make_coldest(i);
+}
+
+void entry_ranking::make_coldest(id i) {
+  if (!contains(i))
+    return;
+  unlink(i);
+  auto& s = slots_[i];
+  s.stamp = --cold_stamps_;
+  if (policy_ == ram_policy::lru) {
+    lists_.insert(links(), i, s.priority, lists_.front(s.priority));
+    return;
+  }
+  s.rank = 0;
+  heap_.push_back({s.rank, i, s.priority});
+  sift_up(heap_.size() - 1);
 }
 
 void entry_ranking::touch(id i) {

@@ -81,8 +81,16 @@ public:
   /// `key` a hash of its namespace and tokens (0 for an item without one,
   /// e.g. an object), `inherited` the count it takes over (see the header
   /// comment). Counts as its first use.
+  /// `coldest`: the first of its priority instead (`make_coldest`).
   void insert(id i, uint64_t tokens, uint8_t priority, uint64_t key = 0,
-              uint32_t inherited = 0);
+              uint32_t inherited = 0, bool coldest = false);
+
+  /// `i` becomes the first of its priority, before every item ranked or
+  /// made coldest before (an owner rebuilding an order it recorded, oldest
+  /// last): lru puts it at the front of its priority's list; gdsf ranks it
+  /// 0 (below every rank), its count unchanged, so it rises to the clock
+  /// at its next touch. No-op when not ranked.
+  void make_coldest(id i);
 
   /// `i` served a request (or was used again): its count rises and it
   /// becomes the most recent of its rank. No-op when not ranked.
@@ -114,6 +122,13 @@ public:
   size_t size() const noexcept {
     return policy_ == ram_policy::lru ? lists_.size() : heap_.size();
   }
+  /// Evicted keys whose counts gdsf remembers now.
+  size_t ghosts() const noexcept {
+    return ghost_order_.size();
+  }
+  /// Bytes one remembered ghost costs (its table node and bucket, its
+  /// place in the FIFO), for an owner's memory estimate.
+  static constexpr size_t ghost_bytes = 64;
 
   /// What the ranking holds per ranked item under `p` (its slot, and under
   /// gdsf its place in the heap), for an owner's memory estimate.
@@ -204,7 +219,10 @@ private:
   std::vector<place_t> heap_;              // gdsf
   mutable std::vector<uint32_t> frontier_; // gdsf's `first`
   double clock_ = 0;                       // gdsf's L
-  uint64_t stamps_ = 0;
+  /// Touches count up from here, `make_coldest` down: every coldest stamp
+  /// is below every touch's.
+  uint64_t stamps_ = uint64_t{1} << 63;
+  uint64_t cold_stamps_ = uint64_t{1} << 63;
   std::unordered_map<uint64_t, uint32_t> ghosts_;
   std::deque<uint64_t> ghost_order_; // oldest first
 };

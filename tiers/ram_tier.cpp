@@ -94,7 +94,9 @@ entry ram_tier::keyed(record_id r) const {
     return {};
   // The body holds no tokens: its key is the index's path to `ref`.
   auto ref = rec(r).ref;
-  return rec(r).state.keyed(index_.ns(ref), index_.key(ref));
+  auto e = rec(r).state.keyed(index_.ns(ref), index_.key(ref));
+  e.priority = priority_of(r); // what its file is ranked by on SSD
+  return e;
 }
 
 ram_tier::record_id ram_tier::emplace(record&& init, ram_flags flags,
@@ -270,6 +272,7 @@ spill_order ram_tier::take(record_id id) {
     meta_ -= r.state.footprint();
     out.state =
       std::move(r.state).release(out.key.name, token_seq(out.key.tokens));
+    out.state.priority = priority_of(id);
   } else {
     out.object = std::move(records_.extras(id).object);
   }
@@ -287,6 +290,7 @@ spill_order ram_tier::leave(record_id id) {
   spill_order out;
   out.key = key_of(id);
   out.state = r.state.keyed(out.key.name, token_seq(out.key.tokens));
+  out.state.priority = priority_of(id);
   out.serial = serial_of(id);
   out.leaving = true;
   out.needs_spill = !f.writing;
@@ -553,6 +557,7 @@ put_result ram_tier::hold_oversize(entry&& e,
   // may never be stored). It replaces an item of its key, as any put.
   ++counters_.oversize;
   auto floor = trim_floor(e);
+  auto priority = e.priority; // the put's, for its file's rank on SSD
   auto ns = std::move(e.ns);
   record init;
   init.state = stored_state::of(std::move(e), layouts_); // no tokens
@@ -566,6 +571,7 @@ put_result ram_tier::hold_oversize(entry&& e,
   s.serial = serial_of(id);
   s.key = {false, ns, key};
   s.state = rec(id).state.keyed(std::move(ns), std::move(key));
+  s.state.priority = priority;
   s.leaving = true;
   put_result out;
   out.evicted.push_back(std::move(s));
@@ -586,6 +592,8 @@ caf::expected<put_result> ram_tier::put(entry&& e, uint64_t now, bool durable,
   std::vector<buffer_ref> bufs;
   collect_buffers(e, bufs);
   bool oversize = distinct_bytes(bufs) > capacity_;
+  if (oversize) // spilled at once: its file is ranked by the put's priority
+    e.priority = std::min(ret.priority, max_priority);
   if (oversize && (!cold_ || durable))
     return hand_back({.key = {false, e.ns, e.tokens},
                       .state = std::move(e),

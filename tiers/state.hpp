@@ -99,6 +99,11 @@ struct entry {
   std::vector<layer_state> layers;
   std::vector<attachment> attachments;
   std::optional<std::string> session;
+  /// The retention priority it is kept by where it goes next (0 to
+  /// `max_priority`): the RAM tier sets it on what it spills, from the
+  /// publishing request's, so the SSD tier ranks the file by it. Not part
+  /// of the state: a tier storing the entry keeps its own.
+  uint8_t priority = default_priority;
 
   /// Whether every layer can be trimmed to `n` tokens (n <= size()).
   bool can_trim_to(uint64_t n) const noexcept;

@@ -44,6 +44,8 @@ spawn_ssd_tier(caf::actor_system& sys, const service_options& opts,
   cfg.dir = opts.ssd_dir;
   cfg.model = std::move(*model); // names the directory: <dir>/<fingerprint>
   cfg.byte_cap = opts.ssd_cap_bytes;
+  cfg.policy = tiers::parse_ram_policy(opts.ssd_policy)
+                 .value_or(tiers::ram_policy::lru); // validated
   cfg.queue_cap = opts.write_behind_cap_bytes;
   cfg.alignment = static_cast<uint32_t>(opts.alignment);
   cfg.checksum_chunk = std::max<uint32_t>(cfg.alignment, cfg.checksum_chunk);

@@ -32,6 +32,8 @@ simulate_options reference_options(const service_options& o,
   s.ram_policy = tiers::parse_ram_policy(o.ram_policy)
                    .value_or(tiers::ram_policy::lru); // validated
   s.ssd_cap_bytes = o.ssd_dir.empty() ? 0 : o.ssd_cap_bytes;
+  s.ssd_policy = tiers::parse_ram_policy(o.ssd_policy)
+                   .value_or(tiers::ram_policy::lru); // validated
   s.alignment = static_cast<uint32_t>(o.alignment);
   // The service's SSD tier keeps the default chunk (at least the alignment).
   s.checksum_chunk = std::max<uint32_t>(s.alignment, 1u << 20);
@@ -107,11 +109,29 @@ struct ram_entry {
   uint64_t file_tokens = 0;
 };
 
+/// An id for `it` in a ranking whose ids name `by` (one freed before when
+/// there is one).
+template <class It>
+tiers::entry_ranking::id take_id(std::vector<It>& by,
+                                 std::vector<tiers::entry_ranking::id>& free,
+                                 It it) {
+  if (free.empty()) {
+    by.push_back(it);
+    return static_cast<tiers::entry_ranking::id>(by.size() - 1);
+  }
+  auto id = free.back();
+  free.pop_back();
+  by[id] = it;
+  return id;
+}
+
 struct ssd_entry {
   std::string ns;
   std::optional<std::string> session;
   uint64_t bytes = 0;
   entry_ref ref{};
+  /// Its id in the SSD eviction order.
+  tiers::entry_ranking::id rid = tiers::entry_ranking::none;
 };
 
 /// The reference's state: both tiers' indexes, LRU lists and bytes.
@@ -121,6 +141,7 @@ public:
     : o_(o)
     , out_(out)
     , rank_(o.ram_policy)
+    , ssd_rank_(o.ssd_policy)
     , admission_(o.admission, o.admission_memory_keys) {
     for (auto& l : o.geometry.layers)
       bpt_ += l.bytes_per_token;
@@ -153,6 +174,9 @@ private:
   void write(const std::string& ns, const token_seq& tokens,
              const std::optional<std::string>& session);
   ram_it victim(ram_it skip);
+  /// Removes the file `f` (`evicted`: by the cap); RAM hears of it from
+  /// the next request on.
+  void drop_file(ssd_it f, bool evicted);
   void forget_lost();
 
   const simulate_options& o_;
@@ -171,7 +195,12 @@ private:
   uint64_t serials_ = 0;
   uint64_t pins_ = 0;
   tiers::sessions sessions_;
-  std::list<ssd_entry> ssd_; // front: least recently used
+  std::list<ssd_entry> ssd_;
+  /// The SSD tier's eviction order (`ssd-tier.policy`), as its index's;
+  /// its ids name `ssd_by_rid_`.
+  tiers::entry_ranking ssd_rank_;
+  std::vector<ssd_it> ssd_by_rid_;
+  std::vector<tiers::entry_ranking::id> ssd_free_rids_;
   tiers::prefix_index<ssd_it> ssd_index_;
   uint64_t ssd_bytes_ = 0;
   /// Files evicted from SSD whose news has not reached RAM yet.
@@ -245,22 +274,39 @@ void model::write(const std::string& ns, const token_seq& tokens,
   auto f = std::prev(ssd_.end());
   ssd_bytes_ += bytes;
   f->ref = ssd_index_.insert(ns, tokens, f, 0).ref;
+  f->rid = take_id(ssd_by_rid_, ssd_free_rids_, f);
+  // The most recently used of its priority; under gdsf it carries on the
+  // uses of the ancestors it supersedes (as the SSD index does).
+  uint32_t inherited = 0;
+  for (auto a : ssd_index_.ancestors(f->ref))
+    inherited = std::max(inherited, ssd_rank_.count(ssd_index_.handle(a)->rid));
+  ssd_rank_.insert(f->rid, tokens.size(), tiers::default_priority,
+                   tiers::ranking_key(ns, tokens), inherited);
   // A kv file trims to anything: it supersedes every stored ancestor.
-  for (auto a : ssd_index_.ancestors(f->ref)) {
-    auto v = ssd_index_.handle(a);
-    lost_.emplace_back(v->ns, ssd_index_.key(a));
-    ssd_bytes_ -= v->bytes;
-    ssd_index_.erase(a);
-    ssd_.erase(v);
-  }
-  while (ssd_bytes_ > o_.ssd_cap_bytes && ssd_.begin() != f) {
-    auto v = ssd_.begin();
-    lost_.emplace_back(v->ns, ssd_index_.key(v->ref));
-    ssd_bytes_ -= v->bytes;
-    ssd_index_.erase(v->ref);
-    ssd_.erase(v);
+  for (auto a : ssd_index_.ancestors(f->ref))
+    drop_file(ssd_index_.handle(a), false);
+  // Over the cap, files leave in the ranking's order, never the file just
+  // written.
+  while (ssd_bytes_ > o_.ssd_cap_bytes) {
+    auto v =
+      ssd_rank_.first([&](tiers::entry_ranking::id i) { return i != f->rid; });
+    if (v == tiers::entry_ranking::none)
+      break;
+    drop_file(ssd_by_rid_[v], true);
     ++out_.ssd_evictions;
   }
+}
+
+void model::drop_file(ssd_it f, bool evicted) {
+  lost_.emplace_back(f->ns, ssd_index_.key(f->ref));
+  ssd_bytes_ -= f->bytes;
+  if (evicted)
+    ssd_rank_.evicted(f->rid);
+  else
+    ssd_rank_.erase(f->rid);
+  ssd_free_rids_.push_back(f->rid);
+  ssd_index_.erase(f->ref);
+  ssd_.erase(f);
 }
 
 uint64_t model::put(ram_entry e, const token_seq& tokens, bool pin) {
@@ -275,14 +321,7 @@ uint64_t model::put(ram_entry e, const token_seq& tokens, bool pin) {
   hold(e.segments);
   ram_.push_back(std::move(e));
   auto r = std::prev(ram_.end());
-  if (free_rids_.empty()) {
-    r->rid = static_cast<tiers::entry_ranking::id>(by_rid_.size());
-    by_rid_.push_back(r);
-  } else {
-    r->rid = free_rids_.back();
-    free_rids_.pop_back();
-    by_rid_[r->rid] = r;
-  }
+  r->rid = take_id(by_rid_, free_rids_, r);
   auto ins = ram_index_.insert(r->ns, tokens, r, 0);
   r->ref = ins.ref;
   // The count it takes over: its key's previous entry's, or the ancestors'
@@ -334,7 +373,7 @@ std::vector<segment> model::install(const std::string& ns,
   // The file becomes most recently used; its first p tokens are read into
   // one buffer per layer of whole checksum chunks (at most the payload).
   auto file = ssd_index_.handle(f.ref);
-  ssd_.splice(ssd_.end(), ssd_, file);
+  ssd_rank_.touch(file->rid);
   ssd_index_.touch(f.ref);
   ++out_.restores;
   auto p = f.length, file_tokens = ssd_index_.length(f.ref);

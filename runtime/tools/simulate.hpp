@@ -24,8 +24,9 @@
 //   entry larger than the cap is spilled instead of kept;
 // - SSD: a spill becomes a file of the entry format's exact length, most
 //   recently used; it supersedes the files of its strict prefixes in its
-//   namespace (a kv file trims to any of them); least recently used files
-//   leave over the cap, never the file just written. From the next request
+//   namespace (a kv file trims to any of them); files leave over the cap in
+//   `ssd-tier.policy`'s order (the SSD index's entry_ranking), never the
+//   file just written. From the next request
 //   on (the replay lets writes finish in between), RAM entries a removed
 //   file backed (its key, prefixes restored from it) are no longer
 //   durable: written again when evicted.
@@ -59,6 +60,9 @@ struct simulate_options {
   tiers::ram_policy ram_policy = tiers::ram_policy::lru;
   /// 0: no SSD tier.
   uint64_t ssd_cap_bytes = 0;
+  /// The SSD tier's eviction order (`ssd-tier.policy`), decided by the
+  /// same `entry_ranking` its index keeps.
+  tiers::ram_policy ssd_policy = tiers::ram_policy::lru;
   uint32_t alignment = 4096;
   uint32_t checksum_chunk = 1u << 20;
   std::string fingerprint;

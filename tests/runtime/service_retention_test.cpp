@@ -2,7 +2,8 @@
 // (`state_request::priority`, `state_request::pin_ms`; docs/eviction.md
 // "Priorities and pins"): a pinned system prompt survives a flood of
 // one-off prompts ten times the RAM cap under either policy, pins never
-// hold more than their budget, a low priority leaves first, and an
+// hold more than their budget, a low priority leaves first (from RAM, and
+// from SSD under either `ssd-tier.policy`, also after a restart), and an
 // impossible priority is refused naming it.
 #define BOOST_TEST_MODULE runtime_service_retention
 #include "tests/runtime/service_fixture.hpp"
@@ -99,6 +100,62 @@ BOOST_AUTO_TEST_CASE(a_low_priority_flood_leaves_a_default_entry_in_place) {
   BOOST_TEST((got.source == state_source::ram));
   BOOST_TEST(got.usable_tokens == 256u);
   BOOST_TEST(report().ram.evictions >= 60u);
+}
+
+BOOST_AUTO_TEST_CASE(priorities_order_the_ssd_files_also_after_a_restart) {
+  auto saved = [this](const tiers::token_seq& t) {
+    auto all = svc->saved_prefixes();
+    BOOST_REQUIRE_MESSAGE(all, why(all));
+    for (auto& s : *all)
+      if (s.tokens == t)
+        return true;
+    return false;
+  };
+  // One-off prompts of the default priority, 512 tokens each, through a
+  // RAM cap of 8 of them into an SSD cap of about 7 files.
+  // Waits for the spills to settle (no flush: it would write the RAM
+  // entries again whose files went).
+  uint32_t next = 0;
+  auto flood = [&](uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i, ++next)
+      publish(request(100 + next, seq(512, 1000000 + 1000 * next)));
+    BOOST_TEST(testing::eventually([&] {
+      auto s = svc->stats();
+      return s && s->pending_spills == 0 && s->pending_snapshots == 0;
+    }));
+  };
+  for (auto policy : {"lru", "gdsf"}) {
+    opts.ssd_dir = std::string{"/ssd-"} + policy;
+    opts.ssd_cap_bytes = 1ull << 20;
+    opts.ssd_policy = policy;
+    start();
+    auto keep = seq(512, 1), low = seq(512, 100000);
+    auto r = request(1, keep);
+    r.priority = 100;
+    publish(r);
+    r = request(2, low);
+    r.priority = 0;
+    publish(r);
+    auto f = svc->flush(); // both on SSD, the oldest files there
+    BOOST_REQUIRE_MESSAGE(f, why(f));
+    BOOST_TEST(saved(keep));
+    BOOST_TEST(saved(low));
+    flood(30);
+    auto rep = report();
+    BOOST_TEST(rep.ssd.evicted >= 10u, policy);
+    BOOST_TEST(!saved(low), policy);
+    BOOST_TEST(saved(keep), policy); // the oldest file, by far
+    // A restart reads the priority back from the file's header: the file
+    // is still the last to go.
+    start();
+    BOOST_TEST(saved(keep), policy);
+    flood(30);
+    BOOST_TEST(report().ssd.evicted >= 10u, policy);
+    BOOST_TEST(saved(keep), policy);
+    auto got = get("ns", cat(keep, seq(8, 900000)));
+    BOOST_TEST((got.source == state_source::ssd), policy);
+    BOOST_TEST(got.usable_tokens == 512u);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_priority_over_100_is_refused_naming_it) {

@@ -149,8 +149,8 @@ BOOST_AUTO_TEST_CASE(other_versions_are_incompatible) {
   auto e = sample();
   auto h = layout(e, "fp", 512, 512);
   compute_checksums(h, e);
-  // Version 1 (before key kinds and write ids) and a future version 4.
-  for (auto version : {1, 4}) {
+  // Version 1 (before key kinds and write ids) and a future version 5.
+  for (auto version : {1, 5}) {
     auto other = bytes_of(encode(h), h.header_length);
     other[8] = std::byte(version);
     auto r = decode(other);
@@ -684,4 +684,39 @@ BOOST_AUTO_TEST_CASE(the_writer_refuses_what_the_decoder_would) {
   auto recurrent_rows = e;
   recurrent_rows.layers[2].bytes_per_token = 4;
   BOOST_TEST((check_storable(recurrent_rows) == ec::invalid_argument));
+}
+
+BOOST_AUTO_TEST_CASE(
+  a_priority_other_than_the_default_is_written_as_version_4) {
+  // Default priority: version 3, byte for byte as before the field.
+  sample_header plain;
+  BOOST_TEST(static_cast<uint32_t>(plain.bytes[8]) == 3u);
+  BOOST_TEST(decode(plain.bytes)->priority == default_priority);
+  for (uint8_t p : {uint8_t{0}, uint8_t{36}, max_priority}) {
+    auto e = sample();
+    e.priority = p;
+    auto h = layout(e, "fp", 512, 512);
+    compute_checksums(h, e);
+    BOOST_TEST(h.version == 4u);
+    BOOST_TEST(h.header_length == plain.h.header_length + 1);
+    auto bytes = bytes_of(encode(h), h.header_length);
+    BOOST_TEST(static_cast<uint32_t>(bytes[8]) == 4u);
+    auto d = decode(bytes);
+    BOOST_REQUIRE(d);
+    BOOST_TEST(d->version == 4u);
+    BOOST_TEST(d->priority == p);
+    BOOST_TEST(d->tokens == plain.h.tokens);
+    BOOST_TEST(d->file_length == h.file_length);
+    // The priority byte follows the attempt (offset as in sample_header).
+    size_t at = plain.attempt + 4;
+    BOOST_TEST(static_cast<uint8_t>(bytes[at]) == p);
+    // Out of range, or the default (one encoding per header): corrupt.
+    for (uint8_t bad : {uint8_t{101}, uint8_t{255}, default_priority}) {
+      auto b = bytes;
+      b[at] = std::byte(bad);
+      auto sum = XXH3_64bits(b.data(), b.size() - 8);
+      std::memcpy(b.data() + b.size() - 8, &sum, 8);
+      BOOST_TEST(refused_for(b, "priority"));
+    }
+  }
 }

@@ -163,6 +163,8 @@ entry_header layout(const entry& e, const std::string& fingerprint,
   h.token_count = e.tokens.size();
   h.parent = parent;
   h.parent_tokens = parent_tokens;
+  h.priority = std::min(e.priority, max_priority);
+  h.version = header_version(h.priority);
   // Bytes of layer `l` this file holds: a delta holds rows past the parent.
   auto held = [&](const layer_state& l) {
     if (parent.empty())
@@ -172,9 +174,10 @@ entry_header layout(const entry& e, const std::string& fingerprint,
   };
   // Header length is known before offsets: every field has a fixed size.
   uint64_t n = fixed_header_size + 4 + fingerprint.size() + 4 + e.ns.size() + 1
-               + (e.session ? 4 + e.session->size() : 0) + 8 + 4 + 4
-               + parent.size() + 8 + 8 + 4 * (e.tokens.size() - parent_tokens)
-               + 48 * e.layers.size() + 8;
+               + (e.session ? 4 + e.session->size() : 0) + 8 + 4
+               + (h.version >= 4 ? 1 : 0) + 4 + parent.size() + 8 + 8
+               + 4 * (e.tokens.size() - parent_tokens) + 48 * e.layers.size()
+               + 8;
   uint64_t sums = 0;
   for (auto& l : e.layers)
     sums += chunk_count(held(l), checksum_chunk);
@@ -306,7 +309,7 @@ buffer_ref encode(entry_header& h) {
   writer w;
   auto m = reinterpret_cast<const std::byte*>(file_magic);
   w.out.assign(m, m + 8);
-  w.u32(format_version);
+  w.u32(header_version(h.priority));
   w.u32(0); // flags
   w.u32(h.header_length);
   w.u32(h.alignment);
@@ -325,6 +328,8 @@ buffer_ref encode(entry_header& h) {
     w.str(*h.session);
   w.u64(h.request);
   w.u32(h.attempt);
+  if (header_version(h.priority) >= 4)
+    w.u8(h.priority);
   w.str(h.parent);
   w.u64(h.parent_write_id);
   w.u64(h.parent_tokens);
@@ -571,6 +576,15 @@ caf::error decode_body(reader& r, entry_header& h, uint32_t len) {
     h.session = r.str();
   h.request = r.u64();
   h.attempt = r.u32();
+  if (h.version >= 4) {
+    // Written only when it is not the default: one encoding per header.
+    auto p = r.u8();
+    if ((p > max_priority || p == default_priority) && !r.bad)
+      return corrupt("priority " + std::to_string(p)
+                     + " in a version 4 "
+                       "header (0 to 100, not the default 35)");
+    h.priority = p;
+  }
   h.parent = r.str();
   if (h.version >= 3)
     h.parent_write_id = r.u64();

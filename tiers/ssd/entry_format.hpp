@@ -28,13 +28,21 @@ namespace kvtier::tiers::ssd {
 /// The 8 magic bytes that open every entry file.
 inline constexpr char file_magic[8] = {'K', 'V', 'T',  'I',
                                        'E', 'R', 0x1a, '\n'};
-/// The format version this code writes. Version 2 added the key kind
-/// (prefix, checkpoint, object), the checkpoint owner (request id, attempt)
-/// and the write id; version 3 the parent write id, so a delta file (one
-/// that names a parent and holds only rows past the parent's tokens) can
-/// name the exact write it was cut from. Versions 2 and 3 are read; files
-/// of version 1 are incompatible (ignored, kept).
-inline constexpr uint32_t format_version = 3;
+/// The newest format version this code writes. Version 2 added the key
+/// kind (prefix, checkpoint, object), the checkpoint owner (request id,
+/// attempt) and the write id; version 3 the parent write id, so a delta
+/// file (one that names a parent and holds only rows past the parent's
+/// tokens) can name the exact write it was cut from; version 4 the entry's
+/// retention priority, written only for an entry whose priority is not
+/// `default_priority` (any other is written as version 3, byte for byte as
+/// before: `header_version`). Versions 2 to 4 are read; files of version 1
+/// are incompatible (ignored, kept).
+inline constexpr uint32_t format_version = 4;
+/// The version a header with `priority` is written as: 4 when it is not
+/// the default, else 3.
+constexpr uint32_t header_version(uint8_t priority) noexcept {
+  return priority != default_priority ? 4 : 3;
+}
 /// The oldest format version this code still reads.
 inline constexpr uint32_t oldest_format_version = 2;
 /// The largest version a file of some (older or newer) format may carry:
@@ -93,9 +101,9 @@ struct entry_header {
   /// a removal record covering "this identity's writes up to id W" never
   /// covers a later write.
   uint64_t write_id = 0;
-  /// The format version the header was decoded from (`format_version`
-  /// when written by this code).
-  uint32_t version = format_version;
+  /// The format version the header was decoded from (`header_version` of
+  /// its priority when written by this code).
+  uint32_t version = 3;
   /// Delta files (version 3): the file name of the parent holding rows
   /// [0, parent_tokens) of every layer, the write id of the parent's write
   /// this file was cut from, and the parent's token count. Empty / 0 for a
@@ -116,6 +124,11 @@ struct entry_header {
   token_seq tokens;
   std::vector<layer_info> layers;
   std::vector<attachment_info> attachments;
+  /// The retention priority of the entry (0 to `max_priority`, `entry::
+  /// priority`; version 4, `default_priority` in older versions): the SSD
+  /// tier evicts every file of a lower priority before any of a higher one
+  /// (docs/eviction.md "In the SSD tier").
+  uint8_t priority = default_priority;
   /// Encoded header bytes (including the trailing checksum).
   uint32_t header_length = 0;
   /// End of the last payload: the least size of a whole file.

@@ -20,7 +20,8 @@ file_set::file_set(const ssd_config& cfg, tier_io& io)
   : io_(io)
   , fingerprint_(cfg.fingerprint)
   , model_(cfg.model)
-  , clock_(cfg.clock) {
+  , clock_(cfg.clock)
+  , index_(cfg.policy) {
   if (model_)
     geometry_ = std::make_shared<const model_geometry>(model_->geometry);
 }

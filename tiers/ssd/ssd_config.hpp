@@ -5,6 +5,7 @@
 // live through `ssd_tier::set_byte_cap`).
 #pragma once
 
+#include "tiers/entry_ranking.hpp"
 #include "tiers/model_identity.hpp"
 #include "tiers/ssd/ssd_events.hpp"
 #include "tiers/ssd/ssd_stats.hpp"
@@ -29,9 +30,13 @@ struct ssd_config {
   /// and its geometry is checked against every header and enqueued entry.
   /// Unset (tests of the file protocol alone): no shape check.
   std::optional<model_identity> model;
-  /// Bytes of entry files kept; least recently used files go first
-  /// (`ssd-tier.cap-bytes`).
+  /// Bytes of entry files kept; files go in eviction order: a lower
+  /// priority first, then by `policy` (`ssd-tier.cap-bytes`).
   uint64_t byte_cap = 16ull << 30;
+  /// The eviction order among files of one priority (`ssd-tier.policy`,
+  /// tiers/ssd/ssd_index.hpp): least recently used first, or gdsf's rank
+  /// (uses × recompute cost, aged by an inflation clock).
+  ram_policy policy = ram_policy::lru;
   /// Bytes the write-behind queue may hold
   /// (`ssd-tier.write-behind-cap-bytes`).
   uint64_t queue_cap = 512ull << 20;

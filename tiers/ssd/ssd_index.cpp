@@ -33,9 +33,9 @@ uint64_t heap_of(const std::string& s) {
   return s.capacity() > 15 ? s.capacity() + 1 + 16 : 0;
 }
 
-/// What one indexed file costs beside the prefix tree: its record as held
-/// (name, header in its shared block, the header's own heap), its by-name
-/// node and bucket, its LRU node (each name once more).
+/// What one indexed file costs beside the prefix tree and the ranking: its
+/// record as held (name, header in its shared block, the header's own
+/// heap), its by-name node (the name once more) and bucket.
 uint64_t held_bytes(const ssd_file& f) {
   uint64_t n = heap_of(f.name);
   if (auto& h = f.header) {
@@ -49,22 +49,30 @@ uint64_t held_bytes(const ssd_file& f) {
   }
   constexpr uint64_t by_name_node =
     sizeof(std::string) + 64 + 2 * sizeof(void*) + 16;
-  constexpr uint64_t lru_node = sizeof(std::string) + 2 * sizeof(void*) + 16;
-  return n + by_name_node + sizeof(void*) + lru_node + 2 * heap_of(f.name);
+  return n + by_name_node + sizeof(void*) + heap_of(f.name);
 }
 
 } // namespace
+
+ssd_index::ssd_index(ram_policy policy)
+  : rank_(policy) {
+  // nop
+}
 
 std::optional<ssd_file> ssd_index::insert(ssd_file f, bool coldest) {
   auto name = f.name;
   auto header = f.header;
   auto bytes = f.bytes;
+  auto gdsf = rank_.policy() == ram_policy::gdsf;
+  // A file replacing its name carries on its uses (gdsf).
+  uint32_t inherited = gdsf ? uses(name) : 0;
   auto replaced = erase(name);
   if (header->kind != key_kind::prefix) {
     // Found by exact key only: never in the prefix index.
     meta_bytes_ += held_bytes(f);
-    by_name_[name] = slot{{}, std::move(f), place(name, coldest)};
+    auto at = by_name_.insert_or_assign(name, slot{{}, std::move(f)}).first;
     bytes_ += bytes;
+    rank(*at, *header, {}, inherited, coldest);
     return replaced;
   }
   KVTIER_ASSERT(header->keyed());
@@ -84,18 +92,69 @@ std::optional<ssd_file> ssd_index::insert(ssd_file f, bool coldest) {
     auto old = keyed(std::move(*r.replaced), header->tokens);
     auto i = by_name_.find(old.name);
     if (i != by_name_.end()) {
-      lru_.erase(i->second.lru);
+      if (gdsf)
+        inherited = std::max(inherited, rank_.count(i->second.rid));
+      unrank(i->second);
       by_name_.erase(i);
     }
     bytes_ -= old.bytes;
     replaced = std::move(old);
   }
-  by_name_[name] = slot{r.ref, std::nullopt, place(name, coldest)};
+  if (gdsf)
+    inherited = std::max(inherited, ancestors_uses(r.ref));
+  auto at = by_name_.insert_or_assign(name, slot{r.ref, std::nullopt}).first;
   bytes_ += bytes;
+  rank(*at, *header, header->tokens, inherited, coldest);
   return replaced;
 }
 
-std::optional<ssd_file> ssd_index::erase(const std::string& name) {
+void ssd_index::rank(named& at, const entry_header& h,
+                     std::span<const token> key, uint32_t inherited,
+                     bool coldest) {
+  entry_ranking::id id;
+  if (free_ids_.empty()) {
+    id = static_cast<entry_ranking::id>(by_id_.size());
+    by_id_.push_back(&at);
+  } else {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+    by_id_[id] = &at;
+  }
+  at.second.rid = id;
+  // Only a prefix file has a key a ghost can remember.
+  auto ghost = h.kind == key_kind::prefix ? ranking_key(h.ns, key) : 0;
+  rank_.insert(id, h.token_count, h.priority, ghost, inherited, coldest);
+}
+
+uint32_t ssd_index::ancestors_uses(entry_ref ref) const {
+  uint32_t n = 0;
+  auto floor = index_.floor(ref);
+  if (floor >= index_.length(ref))
+    return n; // untrimmable: supersedes nothing
+  for (auto a : index_.ancestors(ref)) {
+    if (index_.length(a) < floor)
+      break;
+    n = std::max(n, rank_.count(by_name_.at(index_.handle(a).name).rid));
+  }
+  return n;
+}
+
+void ssd_index::unrank(const slot& s, bool evicted) {
+  if (evicted)
+    rank_.evicted(s.rid);
+  else
+    rank_.erase(s.rid);
+  by_id_[s.rid] = nullptr;
+  free_ids_.push_back(s.rid);
+}
+
+uint32_t ssd_index::uses(const std::string& name) const {
+  auto i = by_name_.find(name);
+  return i == by_name_.end() ? 0 : rank_.count(i->second.rid);
+}
+
+std::optional<ssd_file> ssd_index::erase(const std::string& name,
+                                         bool evicted) {
   auto i = by_name_.find(name);
   if (i == by_name_.end())
     return std::nullopt;
@@ -108,7 +167,7 @@ std::optional<ssd_file> ssd_index::erase(const std::string& name) {
     meta_bytes_ -= held_bytes(index_.handle(i->second.ref));
     f = keyed(index_.erase(i->second.ref), std::move(key));
   }
-  lru_.erase(i->second.lru);
+  unrank(i->second, evicted);
   by_name_.erase(i);
   bytes_ -= f.bytes;
   return f;
@@ -166,7 +225,7 @@ void ssd_index::touch(const std::string& name) {
   auto i = by_name_.find(name);
   if (i == by_name_.end())
     return;
-  lru_.splice(lru_.end(), lru_, i->second.lru);
+  rank_.touch(i->second.rid);
   if (!i->second.exact)
     index_.touch(i->second.ref);
 }
@@ -174,14 +233,15 @@ void ssd_index::touch(const std::string& name) {
 void ssd_index::make_coldest(const std::string& name) {
   auto i = by_name_.find(name);
   if (i != by_name_.end())
-    lru_.splice(lru_.begin(), lru_, i->second.lru);
+    rank_.make_coldest(i->second.rid);
 }
 
-std::list<std::string>::iterator ssd_index::place(const std::string& name,
-                                                  bool coldest) {
-  if (coldest)
-    return lru_.insert(lru_.begin(), name);
-  return lru_.insert(lru_.end(), name);
+template <class F>
+void ssd_index::in_order(F&& f) const {
+  rank_.first([&](entry_ranking::id id) {
+    f(by_id_[id]->first, by_id_[id]->second);
+    return false;
+  });
 }
 
 std::vector<std::string>
@@ -204,15 +264,7 @@ ssd_index::superseded_by(const std::string& name) const {
 
 std::vector<std::string> ssd_index::over_cap(uint64_t cap,
                                              const std::string& keep) const {
-  std::vector<std::string> out;
-  uint64_t bytes = bytes_;
-  for (auto i = lru_.begin(); bytes > cap && i != lru_.end(); ++i) {
-    if (*i == keep)
-      continue;
-    bytes -= file(*i)->bytes;
-    out.push_back(*i);
-  }
-  return out;
+  return over_cap(cap, keep, {});
 }
 
 std::vector<std::string>
@@ -220,13 +272,31 @@ ssd_index::over_cap(uint64_t cap, const std::string& keep,
                     const std::function<bool(const std::string&)>& held) const {
   std::vector<std::string> out;
   uint64_t bytes = bytes_;
-  for (auto i = lru_.begin(); bytes > cap && i != lru_.end(); ++i) {
-    if (*i == keep || held(*i))
-      continue;
-    bytes -= file(*i)->bytes;
-    out.push_back(*i);
-  }
+  if (bytes <= cap)
+    return out;
+  rank_.first([&](entry_ranking::id id) {
+    auto& [name, s] = *by_id_[id];
+    if (name == keep || (held && held(name)))
+      return false;
+    bytes -= s.exact ? s.exact->bytes : index_.handle(s.ref).bytes;
+    out.push_back(name);
+    return bytes <= cap; // enough: the walk ends
+  });
   return out;
+}
+
+std::optional<std::string>
+ssd_index::victim(uint64_t cap, const std::string& keep,
+                  const std::function<bool(const std::string&)>& held) const {
+  if (bytes_ <= cap)
+    return std::nullopt;
+  auto id = rank_.first([&](entry_ranking::id id) {
+    auto& name = by_id_[id]->first;
+    return name != keep && !(held && held(name));
+  });
+  if (id == entry_ranking::none)
+    return std::nullopt;
+  return by_id_[id]->first;
 }
 
 std::vector<const ssd_file*>
@@ -242,21 +312,19 @@ ssd_index::prefix_files(std::string_view ns,
 std::vector<saved_prefix> ssd_index::saved() const {
   std::vector<saved_prefix> out;
   out.reserve(by_name_.size());
-  for (auto& name : lru_) {
-    auto& s = by_name_.at(name);
+  in_order([&](const std::string&, const slot& s) {
     if (!s.exact) // a prefix file: its key is the index's
       out.push_back({index_.ns(s.ref), index_.key(s.ref)});
-  }
+  });
   return out;
 }
 
 std::vector<const ssd_file*> ssd_index::checkpoints() const {
   std::vector<const ssd_file*> out;
-  for (auto& name : lru_) {
-    auto* f = file(name);
-    if (f->header->kind == key_kind::checkpoint)
-      out.push_back(f);
-  }
+  in_order([&](const std::string&, const slot& s) {
+    if (s.exact && s.exact->header->kind == key_kind::checkpoint)
+      out.push_back(&*s.exact);
+  });
   return out;
 }
 

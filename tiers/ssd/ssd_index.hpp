@@ -17,16 +17,25 @@
 // `saved`, the restored entry, a delta's proof).
 //
 // Only files that are durable (renamed into place) are indexed: a pending
-// write is not "on SSD". Recency for byte-cap eviction is an LRU list kept
-// here: `insert` and `touch` make a file the most recently used; `find`
-// changes nothing. Owned by the SSD tier; single-threaded; no I/O.
+// write is not "on SSD". The byte-cap eviction order is kept here, in the
+// RAM tier's `entry_ranking` (tiers/entry_ranking.hpp; a dense id per
+// indexed file, reused after erase): ascending (priority, rank, last use),
+// the priority the file's header carries, the rank by `ssd-tier.policy`:
+//   lru   least recently used first (`insert` and `touch` make a file the
+//         most recently used; `find` changes nothing);
+//   gdsf  rank = L + min(uses, 16) × (1 + tokens / 65536), L rising to
+//         each victim's rank: a file restored often outlasts one written
+//         once. A new file carries on the count of the file its key
+//         replaced or of the ancestors it supersedes, or the count an
+//         evicted file of its key left (a bounded ghost list).
+// Owned by the SSD tier; single-threaded; no I/O.
 #pragma once
 
+#include "tiers/entry_ranking.hpp"
 #include "tiers/prefix_index.hpp"
 #include "tiers/ssd/entry_format.hpp"
 
 #include <functional>
-#include <list>
 #include <memory>
 #include <unordered_map>
 
@@ -61,12 +70,21 @@ struct saved_prefix {
 
 class ssd_index {
 public:
-  /// Indexes `f` as the most recently used file (`coldest`: the least),
-  /// by its header's key kind; returns a file it replaced (same key).
+  /// `policy`: the order within a priority (`ssd-tier.policy`).
+  explicit ssd_index(ram_policy policy = ram_policy::lru);
+
+  ram_policy policy() const noexcept {
+    return rank_.policy();
+  }
+
+  /// Indexes `f` as the most recently used file of its header's priority
+  /// (`coldest`: the first of its priority to go, as `make_coldest`), by
+  /// its header's key kind; returns a file it replaced (same key).
   std::optional<ssd_file> insert(ssd_file f, bool coldest = false);
 
-  /// Forgets the file `name`; returns it (keyed).
-  std::optional<ssd_file> erase(const std::string& name);
+  /// Forgets the file `name`; returns it (keyed). `evicted`: it leaves by
+  /// the cap (gdsf's clock rises to its rank, its count is remembered).
+  std::optional<ssd_file> erase(const std::string& name, bool evicted = false);
 
   /// The key tokens of the indexed file `name` (rebuilt from the index's
   /// edges for a prefix file: O(length)).
@@ -89,12 +107,17 @@ public:
   /// Whether `key` (any kind) has a file.
   bool contains(const storage_key& key) const;
 
-  /// Makes `name` the most recently used file.
+  /// `name` served a restore or a prefetch: the most recently used file
+  /// (gdsf: its count rises).
   void touch(const std::string& name);
 
-  /// Makes `name` the least recently used file (the start-up scan's
-  /// rebuild of the order its files' mtimes record).
+  /// Makes `name` the first of its priority to go (the start-up scan's
+  /// rebuild of the order its files' mtimes record; gdsf: rank 0 until its
+  /// next use).
   void make_coldest(const std::string& name);
+
+  /// `name`'s count of uses (gdsf's frequency; 0 when not indexed).
+  uint32_t uses(const std::string& name) const;
 
   /// The prefix files the prefix file `name` supersedes, as the RAM tier
   /// supersedes entries (docs/ram-tier.md): when its entry is trimmable
@@ -104,8 +127,8 @@ public:
   /// checkpoint or an object.
   std::vector<std::string> superseded_by(const std::string& name) const;
 
-  /// Least recently used files whose removal brings the bytes to at most
-  /// `cap`, oldest first, never `keep`.
+  /// The first files in eviction order whose removal brings the bytes to
+  /// at most `cap`, first to go first, never `keep`.
   std::vector<std::string> over_cap(uint64_t cap,
                                     const std::string& keep) const;
 
@@ -114,15 +137,24 @@ public:
   over_cap(uint64_t cap, const std::string& keep,
            const std::function<bool(const std::string&)>& held) const;
 
+  /// The first of `over_cap(cap, keep, held)` (nullopt when the bytes are
+  /// within `cap` or nothing may go): O(files skipped) under lru, O(k log
+  /// k) for k skipped under gdsf.
+  std::optional<std::string>
+  victim(uint64_t cap, const std::string& keep,
+         const std::function<bool(const std::string&)>& held) const;
+
   /// Prefix files of `ns` whose tokens are a prefix of `tokens` (itself
   /// included when indexed), longest first.
   std::vector<const ssd_file*>
   prefix_files(std::string_view ns, std::span<const token> tokens) const;
 
-  /// Every indexed prefix file (no checkpoint or object file).
+  /// Every indexed prefix file (no checkpoint or object file), in
+  /// eviction order.
   std::vector<saved_prefix> saved() const;
 
-  /// Every indexed checkpoint file, as its header names it.
+  /// Every indexed checkpoint file, as its header names it, in eviction
+  /// order.
   std::vector<const ssd_file*> checkpoints() const;
 
   /// The longest indexed prefix file, in tokens.
@@ -138,12 +170,16 @@ public:
 
   /// What the index holds in RAM, estimated in O(1): the prefix tree's
   /// `approx_bytes` (each key's tokens once, on its edges) and, per file,
-  /// its name (three copies: the record, the by-name table, the LRU list),
-  /// its header without its key (layers, attachments, strings) and the
-  /// table's and list's nodes, each allocation with the allocator's 16
-  /// bytes. What the report shows as `ssd.index_bytes`.
+  /// its name (two copies: the record, the by-name table), its header
+  /// without its key (layers, attachments, strings), the table's node, its
+  /// ranking slot (`entry_ranking::item_bytes`) and its entry in the
+  /// by-id table, each allocation with the allocator's 16 bytes; and gdsf's
+  /// ghosts. What the report shows as `ssd.index_bytes`.
   uint64_t approx_bytes() const noexcept {
-    return index_.approx_bytes() + meta_bytes_;
+    return index_.approx_bytes() + meta_bytes_
+           + by_name_.size()
+               * (entry_ranking::item_bytes(rank_.policy()) + sizeof(void*))
+           + rank_.ghosts() * entry_ranking::ghost_bytes;
   }
 
 private:
@@ -153,16 +189,31 @@ private:
     /// Checkpoint and object files: the file itself (not in the prefix
     /// index).
     std::optional<ssd_file> exact;
-    std::list<std::string>::iterator lru;
+    /// Its id in the eviction order.
+    entry_ranking::id rid = entry_ranking::none;
   };
+  using named = std::unordered_map<std::string, slot>::value_type;
 
-  /// Puts `name` at the LRU list's back (front: `coldest`).
-  std::list<std::string>::iterator place(const std::string& name, bool coldest);
+  /// Ranks the file just put at `at` in `by_name_` (a new id), carrying on
+  /// `inherited` uses.
+  void rank(named& at, const entry_header& h, std::span<const token> key,
+            uint32_t inherited, bool coldest);
+  /// What a new prefix file at `ref` takes over under gdsf: the most uses
+  /// of the ancestors it supersedes.
+  uint32_t ancestors_uses(entry_ref ref) const;
+  /// Takes `s` out of the eviction order (`evicted`: as a victim) and
+  /// frees its id.
+  void unrank(const slot& s, bool evicted = false);
+  /// Calls `f(name, slot)` for every file in eviction order.
+  template <class F>
+  void in_order(F&& f) const;
 
   prefix_index<ssd_file> index_;
   std::unordered_map<std::string, slot> by_name_;
-  /// Front: least recently used.
-  std::list<std::string> lru_;
+  /// The eviction order over ids; `by_id_[id]` names the file.
+  entry_ranking rank_;
+  std::vector<const named*> by_id_;
+  std::vector<entry_ranking::id> free_ids_;
   uint64_t bytes_ = 0;
   /// The per-file part of `approx_bytes`.
   uint64_t meta_bytes_ = 0;

@@ -100,8 +100,17 @@ bool ssd_tier::holds(const checkpoint_file& c) const {
 }
 
 read_start ssd_tier::restore(const ssd_match& m, restore_callback cb) {
-  use_chain(m.name);
-  return reads_.restore(m, files_.index(), std::move(cb));
+  if (files_.index().policy() == ram_policy::lru) {
+    use_chain(m.name); // every restore: the most recently used
+    return reads_.restore(m, files_.index(), std::move(cb));
+  }
+  // gdsf counts a file's uses by the reads that start: a restore joining a
+  // read (or taking the result held for a prefetch's lease) is the use
+  // that read counted, as the replay's reference has it.
+  auto start = reads_.restore(m, files_.index(), std::move(cb));
+  if (start.started)
+    use_chain(m.name);
+  return start;
 }
 
 std::optional<prefetch_lease> ssd_tier::prefetch(std::span<const token> prompt,
@@ -117,8 +126,14 @@ std::optional<prefetch_lease> ssd_tier::prefetch(const ssd_match& m,
                                                  uint64_t better_than) {
   if (closed() || m.length <= better_than)
     return std::nullopt; // closed: nothing is held for a lease any more
-  use_chain(m.name);
-  return reads_.prefetch(m, files_.index());
+  if (files_.index().policy() == ram_policy::lru) {
+    use_chain(m.name);
+    return reads_.prefetch(m, files_.index());
+  }
+  auto lease = reads_.prefetch(m, files_.index()); // as `restore`
+  if (lease.read.started)
+    use_chain(m.name);
+  return lease;
 }
 
 void ssd_tier::release(uint64_t lease) {

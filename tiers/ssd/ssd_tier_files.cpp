@@ -85,7 +85,7 @@ void ssd_tier::forget(const std::string& name, removal_reason why) {
 std::optional<ssd_file> ssd_tier::unindex(const std::string& name, bool report,
                                           removal_reason why,
                                           removal_reason cascade) {
-  auto f = files_.index().erase(name);
+  auto f = files_.index().erase(name, why == removal_reason::evicted);
   if (!f)
     return f;
   auto& h = *f->header;

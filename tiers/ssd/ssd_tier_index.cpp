@@ -130,11 +130,9 @@ void ssd_tier::finish_index() {
   // Least recently used among the files nothing depends on, as after a
   // write: a delta parent goes after its children.
   auto held = [this](const std::string& n) { return chains_.held(n); };
-  for (;;) {
-    auto over = files_.index().over_cap(cfg_.byte_cap, {}, held);
-    if (over.empty())
-      break;
-    auto& name = over.front(); // one at a time: its parent may be next
+  // One at a time: its parent may be next.
+  while (auto victim = files_.index().victim(cfg_.byte_cap, {}, held)) {
+    auto& name = *victim;
     auto* f = files_.index().file(name);
     auto checkpoint = f->header->kind == key_kind::checkpoint
                         ? f->header

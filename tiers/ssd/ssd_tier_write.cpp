@@ -241,12 +241,8 @@ void ssd_tier::evict_over_cap(const std::string& keep,
   // time: a delta parent becomes a candidate once its last child went.
   auto held = [this](const std::string& n) { return chains_.held(n); };
   auto& index = files_.index();
-  for (;;) {
-    auto names = index.over_cap(cfg_.byte_cap, keep, held);
-    if (names.empty())
-      break;
-    evict(names.front());
-  }
+  while (auto name = index.victim(cfg_.byte_cap, keep, held))
+    evict(*name);
   // The file just written alone over a cap lowered since it was queued:
   // it goes too, so the files stay under the cap.
   if (index.bytes() > cfg_.byte_cap && !keep.empty() && index.file(keep)
