@@ -131,6 +131,7 @@ inspected_file inspect_file(ssd::file_system& fs, const std::string& root,
   out.request = h->request;
   out.attempt = h->attempt;
   out.write_id = h->write_id;
+  out.priority = h->priority;
   out.tokens = h->tokens.size();
   out.parent = h->parent;
   out.parent_write_id = h->parent_write_id;
@@ -364,6 +365,8 @@ std::string render_inspect(const inspect_report& r) {
       }
       if (!f.session.empty())
         o << " session=" << f.session;
+      if (f.priority != tiers::default_priority)
+        o << " priority=" << f.priority;
       if (r.verified && f.status == "ok")
         o << " chunks=" << f.chunks_checked;
       if (!f.detail.empty())

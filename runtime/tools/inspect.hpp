@@ -20,6 +20,7 @@
 #pragma once
 
 #include "tiers/ssd/file_system.hpp"
+#include "tiers/state.hpp" // default_priority
 
 #include <cstdint>
 #include <string>
@@ -45,6 +46,10 @@ struct inspected_file {
   uint64_t request = 0;
   uint32_t attempt = 0;
   uint64_t write_id = 0;
+  /// The retention priority its header carries (0 to 100; the SSD tier
+  /// evicts lower priorities first; the default for files that carry
+  /// none).
+  uint32_t priority = tiers::default_priority;
   /// A delta file (docs/ssd-format.md, "Delta files"): the parent it
   /// names, that parent's write id and the rows it leaves to it (the
   /// first `parent_tokens` tokens are the parent's; `head` starts after

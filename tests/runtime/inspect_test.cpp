@@ -210,6 +210,29 @@ BOOST_AUTO_TEST_CASE(names_checkpoint_files_and_removal_records) {
              != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(a_files_priority_is_listed_when_not_the_default) {
+  temp_dir dir;
+  oracle_engine o(*tiers::model_geometry::preset("tiny-dense"));
+  auto low = o.prefill("low", tokens(8, 1));
+  low.priority = 7; // the entry's, as the RAM tier hands it over
+  write_entry(dir.path, "tiny-dense", low);
+  write_entry(dir.path, "tiny-dense", o.prefill("plain", tokens(8, 2)));
+  ssd::posix_file_system fs;
+  auto r = inspect(fs, dir.path.string(), true);
+  BOOST_REQUIRE(r);
+  auto& g = r->fingerprints.at(0);
+  BOOST_TEST(g.problems == 0u);
+  std::map<std::string, uint32_t> by_ns;
+  for (auto& f : g.files)
+    by_ns[f.ns] = f.priority;
+  BOOST_TEST(by_ns["low"] == 7u);
+  BOOST_TEST(by_ns["plain"] == uint32_t{tiers::default_priority});
+  auto text = render_inspect(*r);
+  BOOST_TEST(text.find("ns=low") != std::string::npos);
+  BOOST_TEST(text.find(" priority=7") != std::string::npos);
+  BOOST_TEST(text.find(" priority=35") == std::string::npos); // the default
+}
+
 BOOST_AUTO_TEST_CASE(a_missing_directory_is_not_found) {
   ssd::posix_file_system fs;
   auto r = inspect(fs, "/nonexistent/kvtier-inspect", false);
