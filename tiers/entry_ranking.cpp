@@ -136,15 +136,20 @@ void entry_ranking::insert(id i, uint64_t tokens, uint8_t priority,
     if (auto g = ghosts_.find(key); g != ghosts_.end())
       remembered = g->second;
   s.count = std::max(inherited, remembered) + 1;
-  rank(i, true);
   if (coldest)
-    make_coldest(i);
+    link_coldest(i);
+  else
+    rank(i, true);
 }
 
 void entry_ranking::make_coldest(id i) {
   if (!contains(i))
     return;
   unlink(i);
+  link_coldest(i);
+}
+
+void entry_ranking::link_coldest(id i) {
   auto& s = slots_[i];
   s.stamp = --cold_stamps_;
   if (policy_ == ram_policy::lru) {

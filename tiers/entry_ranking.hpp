@@ -206,6 +206,8 @@ private:
   void rank(id i, bool fresh);
   /// Takes `i` out of the order (lists or heap).
   void unlink(id i);
+  /// Puts `i` (not in the order) first of its priority (`make_coldest`).
+  void link_coldest(id i);
   void place(size_t at, const place_t& p) noexcept;
   void sift_up(size_t at) noexcept;
   void sift_down(size_t at) noexcept;
@@ -226,5 +228,22 @@ private:
   std::unordered_map<uint64_t, uint32_t> ghosts_;
   std::deque<uint64_t> ghost_order_; // oldest first
 };
+
+/// An id for `item` in a ranking whose ids name `by` (`by[id]` is the
+/// item): one `free` holds (an id its owner gave back) or a new one. For
+/// owners without dense ids of their own (the SSD index, the replay's
+/// reference).
+template <class T>
+entry_ranking::id take_id(std::vector<T>& by,
+                          std::vector<entry_ranking::id>& free, T item) {
+  if (free.empty()) {
+    by.push_back(item);
+    return static_cast<entry_ranking::id>(by.size() - 1);
+  }
+  auto id = free.back();
+  free.pop_back();
+  by[id] = item;
+  return id;
+}
 
 } // namespace kvtier::tiers

@@ -109,22 +109,6 @@ struct ram_entry {
   uint64_t file_tokens = 0;
 };
 
-/// An id for `it` in a ranking whose ids name `by` (one freed before when
-/// there is one).
-template <class It>
-tiers::entry_ranking::id take_id(std::vector<It>& by,
-                                 std::vector<tiers::entry_ranking::id>& free,
-                                 It it) {
-  if (free.empty()) {
-    by.push_back(it);
-    return static_cast<tiers::entry_ranking::id>(by.size() - 1);
-  }
-  auto id = free.back();
-  free.pop_back();
-  by[id] = it;
-  return id;
-}
-
 struct ssd_entry {
   std::string ns;
   std::optional<std::string> session;
@@ -274,7 +258,7 @@ void model::write(const std::string& ns, const token_seq& tokens,
   auto f = std::prev(ssd_.end());
   ssd_bytes_ += bytes;
   f->ref = ssd_index_.insert(ns, tokens, f, 0).ref;
-  f->rid = take_id(ssd_by_rid_, ssd_free_rids_, f);
+  f->rid = tiers::take_id(ssd_by_rid_, ssd_free_rids_, f);
   // The most recently used of its priority; under gdsf it carries on the
   // uses of the ancestors it supersedes (as the SSD index does).
   uint32_t inherited = 0;
@@ -321,7 +305,7 @@ uint64_t model::put(ram_entry e, const token_seq& tokens, bool pin) {
   hold(e.segments);
   ram_.push_back(std::move(e));
   auto r = std::prev(ram_.end());
-  r->rid = take_id(by_rid_, free_rids_, r);
+  r->rid = tiers::take_id(by_rid_, free_rids_, r);
   auto ins = ram_index_.insert(r->ns, tokens, r, 0);
   r->ref = ins.ref;
   // The count it takes over: its key's previous entry's, or the ancestors'

@@ -111,15 +111,7 @@ std::optional<ssd_file> ssd_index::insert(ssd_file f, bool coldest) {
 void ssd_index::rank(named& at, const entry_header& h,
                      std::span<const token> key, uint32_t inherited,
                      bool coldest) {
-  entry_ranking::id id;
-  if (free_ids_.empty()) {
-    id = static_cast<entry_ranking::id>(by_id_.size());
-    by_id_.push_back(&at);
-  } else {
-    id = free_ids_.back();
-    free_ids_.pop_back();
-    by_id_[id] = &at;
-  }
+  auto id = take_id(by_id_, free_ids_, static_cast<const named*>(&at));
   at.second.rid = id;
   // Only a prefix file has a key a ghost can remember.
   auto ghost = h.kind == key_kind::prefix ? ranking_key(h.ns, key) : 0;
