@@ -145,6 +145,10 @@ uint8_t ram_tier::priority_of(record_id r) const noexcept {
   return x ? x->priority : default_priority;
 }
 
+ram_tier::record_id ram_tier::next_resident(record_id r) const noexcept {
+  return lru_.next(links(), r, priority_of(r));
+}
+
 void ram_tier::charge_leaving(record_id r, size_t buffers) {
   auto c = meta_of(r) + key_node_bytes + rec(r).state.length() * sizeof(token)
            + buffers * ledger_slot_bytes;
@@ -754,8 +758,7 @@ size_t ram_tier::mark_not_durable(std::string_view ns,
 
 std::vector<ram_key> ram_tier::idle(uint64_t now, uint64_t idle_ms) const {
   std::vector<ram_key> out;
-  for (auto id = lru_.front(); id != record::none;
-       id = lru_.next(links(), id, priority_of(id))) {
+  for (auto id = lru_.front(); id != record::none; id = next_resident(id)) {
     auto used = last_used(id);
     if (leases(id).empty() && used <= now && now - used >= idle_ms)
       out.push_back(key_of(id));
@@ -773,8 +776,7 @@ std::optional<ram_item> ram_tier::item(const ram_key& key) const {
 
 std::vector<ram_key> ram_tier::undurable() const {
   std::vector<ram_key> out;
-  for (auto id = lru_.front(); id != record::none;
-       id = lru_.next(links(), id, priority_of(id)))
+  for (auto id = lru_.front(); id != record::none; id = next_resident(id))
     if (auto f = fl(id); !f.is_object && !f.durable && !f.writing)
       out.push_back(key_of(id));
   return out;
@@ -841,7 +843,7 @@ reclaim_counts& ram_tier::reclaim_pass(reclaim_counts& out, uint64_t want,
              : out.released_bytes + out.dropped_bytes;
   };
   for (auto r = lru_.front(); r != record::none && counted() < want;) {
-    auto next = lru_.next(links(), r, priority_of(r));
+    auto next = next_resident(r);
     // A write out holds the bytes anyway (and will make the item durable).
     // Durable objects go with the durable pass; optional state is entries.
     auto f = fl(r);
@@ -948,8 +950,7 @@ void ram_tier::clear() {
     if (!fl(id).is_object && rec(id).ref)
       announce(id, true);
   };
-  for (auto id = lru_.front(); id != record::none;
-       id = lru_.next(links(), id, priority_of(id)))
+  for (auto id = lru_.front(); id != record::none; id = next_resident(id))
     gone(id);
   for (auto id = leaving_.head; id != record::none; id = rec(id).next)
     gone(id);

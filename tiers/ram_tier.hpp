@@ -381,6 +381,9 @@ private:
                     uint8_t priority = default_priority);
   /// `r`'s priority (what its resident list is).
   uint8_t priority_of(record_id r) const noexcept;
+  /// The resident record after `r` in eviction order (`record::none` past
+  /// the last; `lru_.front()` is the first).
+  record_id next_resident(record_id r) const noexcept;
   member_links<ram_records> links() noexcept {
     return {&records_};
   }
