@@ -213,18 +213,22 @@ void attempt_failed(node_self self, const std::string& address,
   bool handshake = err == caf::sec::disconnect_during_handshake;
   if (handshake)
     ++self->state.refused_handshake;
-  // One line per streak of failures (its first), not one per attempt.
-  if (v.failures(address) == 0) {
-    std::string why;
-    if (handshake)
-      why = self->system().has_openssl_manager()
-              ? " (TLS handshake failed: its certificate is not signed by "
-                "cluster.tls-ca, ours is not signed by its CA, or it speaks "
-                "plaintext)"
-              : " (it closed the connection in the handshake: does it "
-                "speak TLS?)";
-    log(self, "cannot reach " + address + ": " + reason(err) + why
-                + " (retrying with backoff)");
+  std::string why;
+  if (handshake)
+    why = self->system().has_openssl_manager()
+            ? " (TLS handshake failed: its certificate is not signed by "
+              "cluster.tls-ca, ours is not signed by its CA, or it speaks "
+              "plaintext)"
+            : " (it closed the connection in the handshake: does it "
+              "speak TLS?)";
+  auto line = "cannot reach " + address + ": " + reason(err) + why;
+  // One line per streak of failures (its first), not one per attempt, and
+  // one more whenever the reason changes (a port not yet open, then a
+  // refused certificate: the operator needs the second).
+  auto& logged = self->state.failure_logged[address];
+  if (v.failures(address) == 0 || logged != line) {
+    log(self, line + " (retrying with backoff)");
+    logged = std::move(line);
   }
   v.attempt_done(address, false, self->clock().now());
 }

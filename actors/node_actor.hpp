@@ -126,6 +126,9 @@ struct node_state {
   uint64_t refused_admin = 0;
   /// Connection attempts that closed in CAF's (TLS or BASP) handshake.
   uint64_t refused_handshake = 0;
+  /// Per address, the line last logged for its failed attempts (a streak
+  /// of failures logs its first and each change of reason).
+  std::map<std::string, std::string> failure_logged;
   uint64_t seq = 0;
   /// This node's admission figures, refreshed every heartbeat (routing).
   std::optional<sealed<msg::NodeLoad>> load;
