@@ -284,3 +284,30 @@ BOOST_AUTO_TEST_CASE(
     },
     cfg);
 }
+
+BOOST_AUTO_TEST_CASE(under_gdsf_a_rewritten_file_keeps_its_uses) {
+  // A rewrite's rename drops the older file of its name before the new one
+  // is indexed; the new file still carries on the uses of the old, so a
+  // key restored often is not the first to go after it is written again.
+  auto o = dense();
+  ssd_config cfg;
+  cfg.byte_cap = file_bytes(cfg) * 3; // three files
+  cfg.policy = ram_policy::gdsf;
+  on_every_backend(
+    [&](world& w) {
+      w.store(o.prefill("ns", key(1)));
+      for (int i = 0; i < 3; ++i)
+        BOOST_REQUIRE(w.restore(*w.tier->find(tokens(21, 1000), "ns")));
+      w.store(o.prefill("ns", key(1))); // written again: 5 uses
+      BOOST_TEST(w.tier->stats().writes_ok == 2u);
+      for (token s : {2, 3, 4}) // one use each; the fourth file is over
+        w.store(o.prefill("ns", key(s)));
+      drive(*w.tier, w.queue);
+      BOOST_TEST(held(w, 1)); // were its uses lost, it would go first
+      BOOST_TEST(!held(w, 2));
+      BOOST_TEST(held(w, 3));
+      BOOST_TEST(held(w, 4));
+      BOOST_TEST(w.tier->stats().evicted == 1u);
+    },
+    cfg);
+}

@@ -59,13 +59,14 @@ ssd_index::ssd_index(ram_policy policy)
   // nop
 }
 
-std::optional<ssd_file> ssd_index::insert(ssd_file f, bool coldest) {
+std::optional<ssd_file> ssd_index::insert(ssd_file f, bool coldest,
+                                          uint32_t carried) {
   auto name = f.name;
   auto header = f.header;
   auto bytes = f.bytes;
   auto gdsf = rank_.policy() == ram_policy::gdsf;
   // A file replacing its name carries on its uses (gdsf).
-  uint32_t inherited = gdsf ? uses(name) : 0;
+  uint32_t inherited = gdsf ? std::max(uses(name), carried) : 0;
   auto replaced = erase(name);
   if (header->kind != key_kind::prefix) {
     // Found by exact key only: never in the prefix index.

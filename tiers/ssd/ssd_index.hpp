@@ -80,7 +80,11 @@ public:
   /// Indexes `f` as the most recently used file of its header's priority
   /// (`coldest`: the first of its priority to go, as `make_coldest`), by
   /// its header's key kind; returns a file it replaced (same key).
-  std::optional<ssd_file> insert(ssd_file f, bool coldest = false);
+  /// `carried`: the uses of an older file of its name that already left
+  /// (a rewrite's rename replaced it), carried on under gdsf like those of
+  /// a file it replaces here.
+  std::optional<ssd_file> insert(ssd_file f, bool coldest = false,
+                                 uint32_t carried = 0);
 
   /// Forgets the file `name`; returns it (keyed). `evicted`: it leaves by
   /// the cap (gdsf's clock rises to its rank, its count is remembered).

@@ -282,7 +282,7 @@ private:
   // Files (ssd_tier_files.cpp).
   void use_chain(const std::string& name);
   void read_ended(ended_read r);
-  void index_file(ssd_file f);
+  void index_file(ssd_file f, uint32_t carried_uses = 0);
   /// Drops `name` from the index and reports it; its delta children go.
   void forget(const std::string& name, removal_reason why);
   /// Drops `name` (reported when `report`) and removes its children

@@ -73,9 +73,9 @@ void ssd_tier::read_ended(ended_read r) {
     cb(err);
 }
 
-void ssd_tier::index_file(ssd_file f) {
+void ssd_tier::index_file(ssd_file f, uint32_t carried_uses) {
   chains_.link(f);
-  files_.index().insert(std::move(f));
+  files_.index().insert(std::move(f), false, carried_uses);
 }
 
 void ssd_tier::forget(const std::string& name, removal_reason why) {

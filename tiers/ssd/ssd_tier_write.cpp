@@ -113,6 +113,9 @@ void ssd_tier::on_write(write_job& job, io_completion& c) {
     case write_step::rename:
       // The older file of this key is gone from disk: forget it now (any
       // delta child cut from it since the fsync goes too, reported gone).
+      // Its uses go on with the new file (gdsf), which is indexed once the
+      // rename is durable.
+      job.carried_uses = files_.index().uses(job.name);
       unindex(job.name, false, removal_reason::gone, removal_reason::gone);
       break;
     case write_step::sync_dir: {
@@ -154,7 +157,7 @@ void ssd_tier::write_done(write_job& job) {
   if (header->kind == key_kind::prefix && chains_.enabled())
     chains_.remember_written(name, *header, job.state());
   unpin(job);
-  index_file(ssd_file{name, std::move(header), bytes});
+  index_file(ssd_file{name, std::move(header), bytes}, job.carried_uses);
   files_.stamp_file(name); // the most recently used, also after a restart
   ++stats_.writes_ok;
   stats_.bytes_written += bytes;
@@ -194,7 +197,7 @@ void ssd_tier::write_failed(write_job& job) {
     // makes the name durable.
     auto header = std::make_shared<const entry_header>(job.header());
     auto bytes = header->file_length;
-    index_file(ssd_file{job.name, std::move(header), bytes});
+    index_file(ssd_file{job.name, std::move(header), bytes}, job.carried_uses);
   } else if (!job.renamed && job.created) {
     writes_.remove_temp(job);
   } // else an orphaned delta (below) or a covered write: not served

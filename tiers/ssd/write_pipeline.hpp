@@ -57,6 +57,9 @@ struct write_job {
   std::string pinned;
   /// The number of its directory fsync (`tier_io::dir_syncs`; 0 before).
   uint64_t dir_sync = 0;
+  /// The uses of the older file of its name its rename replaced (gdsf:
+  /// the new file carries them on).
+  uint32_t carried_uses = 0;
   std::shared_ptr<write_io> io;
 
   /// The file's header as it is written (a delta's once prepared).
