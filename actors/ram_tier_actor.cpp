@@ -139,7 +139,11 @@ install(ram_tier_pointer self, const sealed<msg::InstallEntry>& m) {
   // can remove the file, and the claim stands.
   bool claimed = m.root().getDurable();
   bool confirm = claimed && self->state.ssd;
-  auto r = tier(self).put(std::move(*e), now(self), claimed && !confirm);
+  // Kept by the priority it came with: its file's (a restore) or its
+  // donor's (a peer's fetch).
+  tiers::retention keep{e->priority};
+  auto r = tier(self).put(std::move(*e), now(self), claimed && !confirm,
+                          tiers::protection::none, keep);
   if (!r)
     return std::move(r.error());
   if (r->kept && m.root().getInterest() != 0)

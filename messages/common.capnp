@@ -71,6 +71,10 @@ struct Entry {
     none @4 :Void;         # not tied to a session
     id @5 :Text;           # the session that produced it
   }
+  priority @6 :UInt8 = 35; # the retention priority (0..100) it is kept by
+                           # where it goes next: a restored or fetched
+                           # entry keeps its file's or donor's; not part
+                           # of the state (a publish takes its request's)
 }
 
 struct StoredObject {

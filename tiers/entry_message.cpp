@@ -235,6 +235,7 @@ void write_state(msg::draft_base& d, msg::Entry::Builder out, const entry& e) {
     out.getSession().setId(text(*e.session));
   else
     out.getSession().setNone();
+  out.setPriority(std::min(e.priority, max_priority));
 }
 
 } // namespace
@@ -293,6 +294,7 @@ void write_entry(msg::draft_base& d, msg::Entry::Builder out, const entry& e,
     out.getSession().setId(text(*e.session));
   else
     out.getSession().setNone();
+  out.setPriority(std::min(e.priority, max_priority));
 }
 
 void write_entry(msg::draft_base& d, msg::Entry::Builder out,
@@ -389,6 +391,7 @@ caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in) {
   e.attachments = std::move(*atts);
   if (in.getSession().isId())
     e.session = text(in.getSession().getId());
+  e.priority = std::min(in.getPriority(), max_priority);
   if (auto err = e.validate())
     return invalid("entry", reason(err));
   return e;

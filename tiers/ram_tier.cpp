@@ -697,6 +697,7 @@ std::optional<entry> ram_tier::export_prefix(std::span<const token> prompt,
   auto id = index_.handle(m->ref).record;
   // The index offers only lengths the donor trims to (its floor says).
   auto served = rec(id).state.keyed(std::string{ns}, prompt.first(m->length));
+  served.priority = priority_of(id); // the receiver keeps it by the donor's
   if (!fl(id).leaving)
     touch(id, now);
   return served;

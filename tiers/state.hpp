@@ -101,8 +101,10 @@ struct entry {
   std::optional<std::string> session;
   /// The retention priority it is kept by where it goes next (0 to
   /// `max_priority`): the RAM tier sets it on what it spills, from the
-  /// publishing request's, so the SSD tier ranks the file by it. Not part
-  /// of the state: a tier storing the entry keeps its own.
+  /// publishing request's, so the SSD tier ranks the file by it; an SSD
+  /// restore sets the file's and a RAM export the donor's, so RAM keeps a
+  /// restored or fetched entry by it. Not part of the state: a tier
+  /// storing the entry keeps its own (a publish takes its request's).
   uint8_t priority = default_priority;
 
   /// Whether every layer can be trimmed to `n` tokens (n <= size()).

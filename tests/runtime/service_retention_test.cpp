@@ -3,8 +3,9 @@
 // "Priorities and pins"): a pinned system prompt survives a flood of
 // one-off prompts ten times the RAM cap under either policy, pins never
 // hold more than their budget, a low priority leaves first (from RAM, and
-// from SSD under either `ssd-tier.policy`, also after a restart), and an
-// impossible priority is refused naming it.
+// from SSD under either `ssd-tier.policy`, also after a restart; an entry
+// restored from SSD keeps its file's priority in RAM), and an impossible
+// priority is refused naming it.
 #define BOOST_TEST_MODULE runtime_service_retention
 #include "tests/runtime/service_fixture.hpp"
 
@@ -154,6 +155,13 @@ BOOST_AUTO_TEST_CASE(priorities_order_the_ssd_files_also_after_a_restart) {
     BOOST_TEST(saved(keep), policy);
     auto got = get("ns", cat(keep, seq(8, 900000)));
     BOOST_TEST((got.source == state_source::ssd), policy);
+    BOOST_TEST(got.usable_tokens == 512u);
+    // Restored into RAM, it is kept there by its file's priority, not the
+    // default: a flood of default-priority prompts through RAM leaves it.
+    flood(30);
+    BOOST_TEST(report().ram.evictions >= 30u, policy);
+    got = get("ns", cat(keep, seq(8, 910000)));
+    BOOST_TEST((got.source == state_source::ram), policy);
     BOOST_TEST(got.usable_tokens == 512u);
   }
 }

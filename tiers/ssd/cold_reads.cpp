@@ -373,6 +373,7 @@ ended_read cold_reads::done(read_job& job) {
   entry e;
   e.ns = h.ns;
   e.session = h.session;
+  e.priority = h.priority; // RAM keeps the restored entry by it
   e.tokens = std::move(io.tokens);
   auto take = [&](size_t i) {
     auto b = std::move(io.bufs[i]).freeze();
