@@ -8,7 +8,7 @@ CTEST    := ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 BUILD_TYPE ?= RelWithDebInfo
 
 .PHONY: all deps configure build test test-busy demo replay-full replay-nodes bench \
-	bench-reference bench-start bench-start-ext4 soak crash-loops \
+	bench-reference bench-start policy-bounds bench-start-ext4 soak crash-loops \
 	asan fuzz fuzz-build fuzz-merge clean format format-check
 
 all: build
@@ -104,6 +104,14 @@ bench-start-ext4: build
 ## peer) beside its prefill, per prefix length 512 .. 8192 (docs/python.md).
 bench-reference: build
 	PYTHONPATH=$(BUILD)/python /usr/bin/python3 tests/bench/bench_reference.py
+
+## What eviction policies that know only the past reach against LRU and
+## against oracles that know the future, per capacity, and how well the
+## past forecasts the next use (docs/eviction.md, "The synthetic trace's
+## gain"). Python's standard library only; builds nothing.
+policy-bounds:
+	/usr/bin/python3 tests/bench/policy_bounds.py --trace synthetic
+	/usr/bin/python3 tests/bench/policy_bounds.py --trace conversation
 
 ## Long runs kept out of the default suite (crash loops, fuzzing, soaks).
 soak: build
