@@ -34,11 +34,15 @@
 //   Printed for the record, not checked: here the state's description
 //   (2 x 32 views) outweighs the key, whatever the tier does with keys.
 //
-// Also checked per mix: the tier's own O(1) estimate of its bookkeeping
-// (`ram_tier::bookkeeping_bytes`, what `ram-tier.bookkeeping-share` bounds)
-// against the allocator's bytes in use, within 0.9x .. 1.5x: an estimate
-// short of the real one would let the process outgrow its documented
-// bound.
+// Every mix is filled twice, under `ram-tier.policy` lru and gdsf (rows
+// "MIX/gdsf"); the 1.1x limit holds lru to it, gdsf's rows print the
+// ratio with its ranking's 64 bytes an entry on top.
+//
+// Also checked per mix and policy: the tier's own O(1) estimate of its
+// bookkeeping (`ram_tier::bookkeeping_bytes`, what
+// `ram-tier.bookkeeping-share` bounds) against the allocator's bytes in
+// use, within 0.9x .. 1.5x: an estimate short of the real one would let
+// the process outgrow its documented bound.
 //
 // Usage: bench_memory [--check] [--quick] [--baseline BIN]
 //   --baseline BIN: also runs BIN (this bench built from another tree,
@@ -131,10 +135,10 @@ struct figure {
 
 /// One fill in this process: the index alone, or the RAM tier.
 figure fill(const std::string& mix, size_t scale, bool tier,
-            const buffer_ref& shared) {
+            const buffer_ref& shared, ram_policy policy) {
   figure out;
   prefix_index<uint32_t> ix;
-  ram_tier t(uint64_t{1} << 50);
+  ram_tier t(uint64_t{1} << 50, false, policy);
   // A first put of each kind, so a fill's growth holds no one-time setup.
   {
     token_seq k{1, 2, 3};
@@ -199,7 +203,8 @@ std::pair<double, double> tree_size(const std::string& mix, size_t scale) {
 }
 
 /// `fill` in a forked child, its figure back over a pipe.
-figure fill_apart(const std::string& mix, size_t scale, bool tier) {
+figure fill_apart(const std::string& mix, size_t scale, bool tier,
+                  ram_policy policy = ram_policy::lru) {
   int fd[2];
   if (pipe(fd) != 0)
     std::exit(1);
@@ -209,7 +214,7 @@ figure fill_apart(const std::string& mix, size_t scale, bool tier) {
     buffer_builder b(size_t{32768} * bpt); // the longest key, at most
     std::memset(b.data(), 7, b.size());
     auto shared = std::move(b).freeze();
-    auto f = fill(mix, scale, tier, shared);
+    auto f = fill(mix, scale, tier, shared, policy);
     auto w = write(fd[1], &f, sizeof f);
     _exit(w == sizeof f ? 0 : 1);
   }
@@ -232,13 +237,14 @@ struct result {
   double tokens = 0, entries = 0;
 };
 
-result measure(const std::string& mix, size_t scale) {
+result measure(const std::string& mix, size_t scale,
+               ram_policy policy = ram_policy::lru) {
   result r;
   auto [tokens, entries] = tree_size(mix, scale);
   r.tokens = tokens;
   r.entries = entries;
   auto ix = fill_apart(mix, scale, false);
-  auto t = fill_apart(mix, scale, true);
+  auto t = fill_apart(mix, scale, true, policy);
   r.index_bpt = ix.rss / tokens;
   r.tier_bpt = t.rss / tokens;
   r.index_heap = ix.heap / tokens;
@@ -307,52 +313,68 @@ int main(int argc, char** argv) {
   std::printf("RAM tier metadata per stored token (RSS growth of a fill in a "
               "fresh child / tokens on the tree's edges); heap: the "
               "allocator's bytes in use, for the record\n");
-  std::printf("%-9s %8s %10s %7s %9s %9s %7s %9s %9s", "mix", "entries",
+  std::printf("%-13s %8s %10s %7s %9s %9s %7s %9s %9s", "mix", "entries",
               "tokens", "key/tok", "index_B/t", "tier_B/t", "ratio", "ix_heap",
               "tier_heap");
   if (!baseline.empty())
     std::printf(" %11s %11s %8s", "base_ix_B/t", "base_tier", "base_rt");
   std::printf("\n");
   int failures = 0;
-  for (auto& m : mixes) {
-    auto r = measure(m, scale);
-    double key_tokens = 0;
-    for_each_key(m, scale, [&](const token_seq& k) { key_tokens += k.size(); });
-    auto ratio = r.tier_bpt / r.index_bpt;
-    std::printf("%-9s %8.0f %10.0f %7.1f %9.2f %9.2f %7.3f %9.2f %9.2f",
-                m.c_str(), r.entries, r.tokens, key_tokens / r.tokens,
-                r.index_bpt, r.tier_bpt, ratio, r.index_heap, r.tier_heap);
-    if (auto b = base.find(m); b != base.end()) {
-      auto [bi, bt] = b->second;
-      std::printf(" %11.2f %11.2f %8.3f", bi, bt, bt / bi);
+  for (auto policy : {ram_policy::lru, ram_policy::gdsf})
+    for (auto& mix : mixes) {
+      bool gdsf = policy == ram_policy::gdsf;
+      auto m = gdsf ? mix + "/gdsf" : mix;
+      auto r = measure(mix, scale, policy);
+      double key_tokens = 0;
+      for_each_key(mix, scale,
+                   [&](const token_seq& k) { key_tokens += k.size(); });
+      auto ratio = r.tier_bpt / r.index_bpt;
+      std::printf("%-13s %8.0f %10.0f %7.1f %9.2f %9.2f %7.3f %9.2f %9.2f",
+                  m.c_str(), r.entries, r.tokens, key_tokens / r.tokens,
+                  r.index_bpt, r.tier_bpt, ratio, r.index_heap, r.tier_heap);
+      if (auto b = base.find(m); b != base.end()) { // lru only
+        auto [bi, bt] = b->second;
+        std::printf(" %11.2f %11.2f %8.3f", bi, bt, bt / bi);
+      }
+      std::printf("\n");
+      std::printf(
+        "              per entry beyond the index: %.0f bytes (RSS), %.0f "
+        "(heap)\n",
+        (r.tier_bpt - r.index_bpt) * r.tokens / r.entries,
+        (r.tier_heap - r.index_heap) * r.tokens / r.entries);
+      // The estimate the bookkeeping budget is charged with must not fall
+      // short of what the allocator holds (else RSS outgrows the bound).
+      auto est_ratio = r.tier_est / r.tier_heap;
+      bool est_ok = est_ratio >= 0.9 && est_ratio <= 1.5;
+      failures += est_ok ? 0 : 1;
+      std::printf("%s %s: bookkeeping estimate %.2f B/t against the heap's "
+                  "%.2f: %.3fx (within 0.90x .. 1.50x)\n",
+                  est_ok ? "PASS" : "FAIL", m.c_str(), r.tier_est, r.tier_heap,
+                  est_ratio);
+      std::fflush(stdout);
+      if (layers_of(mix) > 1) {
+        std::printf("NOTE %s: %u layers of two views, not checked (the "
+                    "state's description, not the key, is what costs)\n",
+                    m.c_str(), layers_of(mix));
+        continue;
+      }
+      if (gdsf) {
+        // gdsf's ranking slot and heap place (64 bytes an entry) come on top
+        // of what lru spends; the operator chooses it (ram-tier.policy), and
+        // the estimate above, which the bookkeeping budget is charged with,
+        // is what bounds it.
+        std::printf("NOTE %s: RAM tier / bare index bytes per stored token: "
+                    "%.3fx, not held to 1.10x (the ranking's 64 bytes an "
+                    "entry)\n",
+                    m.c_str(), ratio);
+        continue;
+      }
+      bool ok = ratio <= 1.1;
+      failures += ok ? 0 : 1;
+      std::printf("%s %s: RAM tier / bare index bytes per stored token: %.3fx "
+                  "(limit 1.10x)\n",
+                  ok ? "PASS" : "FAIL", m.c_str(), ratio);
     }
-    std::printf("\n");
-    std::printf("          per entry beyond the index: %.0f bytes (RSS), %.0f "
-                "(heap)\n",
-                (r.tier_bpt - r.index_bpt) * r.tokens / r.entries,
-                (r.tier_heap - r.index_heap) * r.tokens / r.entries);
-    // The estimate the bookkeeping budget is charged with must not fall
-    // short of what the allocator holds (else RSS outgrows the bound).
-    auto est_ratio = r.tier_est / r.tier_heap;
-    bool est_ok = est_ratio >= 0.9 && est_ratio <= 1.5;
-    failures += est_ok ? 0 : 1;
-    std::printf("%s %s: bookkeeping estimate %.2f B/t against the heap's "
-                "%.2f: %.3fx (within 0.90x .. 1.50x)\n",
-                est_ok ? "PASS" : "FAIL", m.c_str(), r.tier_est, r.tier_heap,
-                est_ratio);
-    std::fflush(stdout);
-    if (layers_of(m) > 1) {
-      std::printf("NOTE %s: %u layers of two views, not checked (the "
-                  "state's description, not the key, is what costs)\n",
-                  m.c_str(), layers_of(m));
-      continue;
-    }
-    bool ok = ratio <= 1.1;
-    failures += ok ? 0 : 1;
-    std::printf("%s %s: RAM tier / bare index bytes per stored token: %.3fx "
-                "(limit 1.10x)\n",
-                ok ? "PASS" : "FAIL", m.c_str(), ratio);
-  }
   std::printf("%s\n", failures == 0 ? "bench_memory: all checks PASS"
                                     : "bench_memory: some checks FAIL");
   return check && failures > 0 ? 1 : 0;
