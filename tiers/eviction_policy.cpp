@@ -92,6 +92,7 @@ protected:
     uint64_t last = 0;     // its last touch (reuse)
     uint64_t interval = 0; // its estimated reuse interval (reuse; 0: none)
     uint64_t expiry = 0;   // its second rank (reuse: when it is overdue)
+    uint64_t before = 0;   // its touch before the last (second; 0: none)
   };
 
   /// Sets the rank of a node just inserted.
@@ -351,6 +352,43 @@ private:
   uint64_t chain_interval_ = 0;
 };
 
+/// LRU-2 over leaves: a leaf touched by one request only goes first (the
+/// least recently touched of those first), then the leaf whose touch
+/// before its last is the oldest. An evicted block's last touch comes back
+/// from the ghost list as its touch before, so a block that returns is
+/// not treated as new. Scan resistant like GDSF's fresh class, without
+/// counts: what came back twice recently stays.
+class second_touch final : public leaf_order {
+public:
+  second_touch(uint64_t capacity_blocks, const gdsf_options& opts)
+    : ghosts_(ghost_capacity(capacity_blocks, opts)) {}
+
+  std::string name() const override {
+    return "lru-2";
+  }
+
+private:
+  void inserted(node& n, const block_ref& b) override {
+    auto g = ghosts_.take(b.key);
+    n.before = g ? g->last : 0;
+    touched(n, b);
+  }
+  void hit(node& n, const block_ref& b) override {
+    n.before = n.last;
+    touched(n, b);
+  }
+  void left(uint64_t key, const node& n) override {
+    ghosts_.remember(key, {0, 0, n.last});
+  }
+  static void touched(node& n, const block_ref& b) {
+    n.last = b.stamp;
+    n.primary = n.before; // 0, the first class, while touched once
+    n.tie = b.stamp;
+  }
+
+  ghost_list ghosts_;
+};
+
 /// A key-only cache that runs a policy beside the real one, to score it:
 /// a block counts as a hit when it and its whole prefix were cached.
 class shadow {
@@ -406,11 +444,14 @@ public:
       switch (which) {
         case 0: return std::make_unique<lru>();
         case 1: return std::make_unique<gdsf>(capacity_blocks, opts);
-        default: return std::make_unique<reuse>(capacity_blocks, opts);
+        case 2: return std::make_unique<reuse>(capacity_blocks, opts);
+        default: return std::make_unique<second_touch>(capacity_blocks, opts);
       }
     };
-    for (int which : {0, 1, 2}) {
-      if ((which == 1 && !opts.frequency) || (which == 2 && !opts.reuse))
+    // The forecast last: without the duel the last predictor evicts.
+    for (int which : {0, 3, 1, 2}) {
+      if ((which == 1 && !opts.frequency) || (which == 2 && !opts.reuse)
+          || (which == 3 && !opts.second_touch))
         continue;
       candidate c{make(which), {}, 0};
       if (duel_)

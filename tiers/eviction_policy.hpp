@@ -119,7 +119,7 @@ struct gdsf_options {
   /// more hits than one running LRU (else by LRU's order).
   bool duel = true;
   /// The scores' memory: decayed by 1 / (window × capacity) per access.
-  double duel_window = 16.0;
+  double duel_window = 64.0;
   /// A predictor evicts only while its shadow scores more than LRU's by
   /// this share of LRU's score (where the orders are close, LRU decides).
   double duel_edge = 0.05;
@@ -127,6 +127,9 @@ struct gdsf_options {
   /// interval order (a leaf's next use forecast from its past intervals).
   bool frequency = true;
   bool reuse = true;
+  /// A third predictor: LRU-2, a leaf's touch before its last (a block
+  /// touched once goes first).
+  bool second_touch = true;
   /// reuse: the interval assumed for a block never seen twice, as a
   /// multiple of the capacity in blocks; a leaf whose forecast is missed
   /// by `slack` intervals goes first.

@@ -277,7 +277,8 @@ std::vector<std::string> regret_named_flags() {
 
 /// Its bare flags.
 std::vector<std::string> regret_toggles() {
-  return {"sweep", "no-inherit", "no-duel", "no-frequency", "no-reuse"};
+  return {"sweep",        "no-inherit", "no-duel",
+          "no-frequency", "no-reuse",   "no-lru2"};
 }
 
 /// The regret report of `kvtier regret` and `kvtier replay --simulate
@@ -474,6 +475,7 @@ bool policy_flags(const std::string& cmd, const flags& f,
   o.duel = !f.has("no-duel");
   o.frequency = !f.has("no-frequency");
   o.reuse = !f.has("no-reuse");
+  o.second_touch = !f.has("no-lru2");
   return true;
 }
 

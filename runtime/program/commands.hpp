@@ -39,7 +39,7 @@ int demo_command(kvtier_config& cfg, const std::vector<std::string>& args);
 /// [--plot FILE.svg] [--max-requests N] [--conv-stagger S] [--frequency-cap
 /// N] [--ghost-factor X] [--cost-weight X] [--fresh-weight X] [--duel-window
 /// X] [--duel-edge X] [--unknown-interval X] [--slack X] [--no-inherit]
-/// [--no-duel] [--no-frequency] [--no-reuse]` (the policy's knobs,
+/// [--no-duel] [--no-frequency] [--no-reuse] [--no-lru2]` (the policy's knobs,
 /// tiers::gdsf_options): LRU,
 /// gdsf-radix and the foresight ceiling at each capacity (tokens; default
 /// the sweep over the working set, runtime/tools/regret.hpp); 1 when a

@@ -45,7 +45,7 @@ const command_help commands[] = {
    "       [--frequency-cap N] [--ghost-factor X] [--cost-weight X]\n"
    "       [--fresh-weight X] [--duel-window X] [--duel-edge X]\n"
    "       [--unknown-interval X] [--slack X] [--no-inherit] [--no-duel]\n"
-   "       [--no-frequency] [--no-reuse]",
+   "       [--no-frequency] [--no-reuse] [--no-lru2]",
    "block-level token hit ratio of LRU, gdsf-radix and Belady's foresight\n"
    "ceiling at each capacity in tokens (default --sweep: 1 % .. 100 % of\n"
    "the working set), with the policy's rules checked; exit 1 when one\n"

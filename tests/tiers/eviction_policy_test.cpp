@@ -1,6 +1,7 @@
 // The eviction policies over prefix-respecting blocks
 // (tiers/eviction_policy.hpp): only leaves go, the cache never exceeds its
-// capacity, the worked example of docs/eviction.md, and the foresight
+// capacity, the worked example of docs/eviction.md, each predictor's
+// order (reuse intervals, fresh blocks, LRU-2), and the foresight
 // ceiling never below LRU on random prefix trees.
 #define BOOST_TEST_MODULE tiers_eviction_policy
 #include <boost/test/unit_test.hpp>
@@ -335,6 +336,35 @@ BOOST_AUTO_TEST_CASE(belady_is_never_below_lru_on_random_trees) {
         BOOST_TEST(ceiling >= lru);
         BOOST_TEST(ceiling >= policy);
       }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(lru2_drops_blocks_touched_once_first_and_remembers) {
+  // LRU-2 alone in a cache of 2: block 1 touched twice stays while blocks
+  // touched once come and go. Block 2 is evicted, comes back and, with the
+  // ghost list, counts as touched before: it then outlasts the new 4.
+  // Without ghosts it looks new again and goes before 4 does.
+  for (double ghosts : {32.0, 0.0}) {
+    gdsf_options o;
+    o.duel = false;
+    o.frequency = false;
+    o.reuse = false;
+    o.ghost_factor = ghosts;
+    block_cache c(make_gdsf_radix(2, o), 2, 1);
+    auto at = [&](uint64_t k) { c.request(std::vector<uint64_t>{k}, 1); };
+    BOOST_TEST_CONTEXT("ghost factor " << ghosts) {
+      BOOST_TEST(c.policy().name() == "lru-2");
+      for (uint64_t k : {1u, 1u, 2u, 3u})
+        at(k);
+      BOOST_TEST(c.policy().contains(1)); // LRU would have dropped it
+      BOOST_TEST(!c.policy().contains(2));
+      at(2);
+      BOOST_TEST(!c.policy().contains(3));
+      at(4);
+      BOOST_TEST(c.policy().contains(1));
+      BOOST_TEST(c.policy().contains(2) == (ghosts > 0));
+      BOOST_TEST(c.policy().contains(4) == (ghosts == 0));
     }
   }
 }
