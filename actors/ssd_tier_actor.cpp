@@ -1,4 +1,5 @@
 #include "actors/ssd_tier_actor.hpp"
+#include "actors/ssd_tier_ops.hpp"
 
 #include "actors/codec.hpp"
 #include "actors/tier_counters.hpp"
@@ -11,6 +12,8 @@
 #include <utility>
 
 namespace kvtier::actors {
+
+using namespace ssd_ops;
 
 tiers::ssd::completion_sink completion_relay::sink() {
   return [self = shared_from_this()](tiers::ssd::io_completion c) {
@@ -60,10 +63,6 @@ namespace {
 
 using tiers::ssd::write_reason;
 
-tiers::ssd::ssd_tier& tier(ssd_tier_pointer self) {
-  return *self->state.parts->tier;
-}
-
 write_reason reason_of(msg::SpillReason r) {
   switch (r) {
     case msg::SpillReason::DEMOTE: return write_reason::demotion;
@@ -97,14 +96,6 @@ msg::SpillOutcome outcome_of(tiers::ssd::write_outcome o) {
   return msg::SpillOutcome::FAILED;
 }
 
-/// The text of a kvtier error without its code.
-std::string text_of(const caf::error& err) {
-  auto& ctx = err.context();
-  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
-    return ctx.get_as<std::string>(0);
-  return describe(err);
-}
-
 std::chrono::milliseconds backoff(ssd_tier_pointer self, uint32_t attempts) {
   auto shift = std::min<uint32_t>(attempts > 0 ? attempts - 1 : 0, 6);
   return std::chrono::milliseconds{self->state.parts->retry_backoff_ms
@@ -126,13 +117,6 @@ void send_settled(ssd_tier_pointer self, const caf::weak_actor_ptr& to,
   write_error(d.root().initError(), err);
   d.root().setAttempts(attempts);
   self->send(caf::actor_cast<ram_tier_actor>(dest), std::move(d).seal());
-}
-
-void note_failure(ssd_tier_state::flush_run& run, uint64_t id,
-                  const caf::error& err) {
-  auto& slot = run.errors[describe(err)];
-  slot.first = err;
-  slot.second.insert(id);
 }
 
 /// Tells the feed of a change of prefix file (ns, tokens): durable, with
@@ -501,113 +485,6 @@ prefetch(ssd_tier_pointer self, msg::PrefetchPrefix::Reader m) {
       tiers::write_entry(d, d.root().initEntry(), *e);
       rp.deliver(std::move(d).seal());
     });
-  return rp;
-}
-
-/// The end of a flush run: one answer for every flush that joined it,
-/// with each distinct failure seen while it retried.
-void flush_answer(ssd_tier_pointer self, tiers::ssd::durability_evidence ev) {
-  auto run = std::move(*self->state.flushing);
-  self->state.flushing.reset();
-  ev.dropped = run.dropped;
-  ev.given_up = run.given_up;
-  ev.failed += run.given_up; // writes that failed and were not stored
-  ev.durable = ev.pending == 0 && ev.failed == 0 && ev.dropped == 0
-               && ev.removals_pending == 0;
-  // Writes of state its owner keeps that the budget refused since the
-  // last answer: named as such, never silent (each was answered refused
-  // when it came).
-  auto refused = std::exchange(self->state.over_budget, {});
-  if (refused.writes > 0) {
-    ev.durable = false;
-    ev.failed += refused.writes;
-  }
-  msg::draft<msg::FlushStateReply> d;
-  auto out = d.root().initResult();
-  write_evidence(out, ev);
-  std::vector<caf::error> errs;
-  if (!ev.durable) // failures a retry then repaired are not reported
-    for (auto& [text, slot] : run.errors) {
-      auto n = slot.second.size();
-      errs.push_back(make_error(slot.first.category() == caf::atom("kvtier")
-                                  ? static_cast<ec>(slot.first.code())
-                                  : ec::io_error,
-                                std::to_string(n)
-                                  + (n == 1 ? " write: " : " writes: ")
-                                  + text_of(slot.first)));
-    }
-  if (refused.writes > 0)
-    errs.push_back(make_error(ec::over_budget,
-                              std::to_string(refused.writes)
-                                + (refused.writes == 1 ? " write" : " writes")
-                                + " refused by the write budget; the last: "
-                                + text_of(refused.last)));
-  if (!ev.durable && (ev.dropped > 0 || ev.pending > 0 || errs.empty()))
-    errs.push_back(make_error(
-      ec::io_error, std::to_string(ev.failed) + " failed, "
-                      + std::to_string(ev.dropped) + " dropped, "
-                      + std::to_string(ev.pending) + " pending writes"));
-  if (ev.removals_pending > 0)
-    errs.push_back(
-      make_error(ec::io_error, std::to_string(ev.removals_pending)
-                                 + " completed checkpoint removals pending: "
-                                 + ev.removal_error));
-  write_errors(out, errs);
-  auto reply = std::move(d).seal();
-  for (auto& rp : run.waiters)
-    rp.deliver(reply);
-}
-
-/// Whether the flush waits for failed writes' next attempts: every failed
-/// write with attempts left (each has its retry timer armed), or without
-/// an attempt limit each one it has not yet waited for once.
-bool await_retries(ssd_tier_pointer self) {
-  auto& run = *self->state.flushing;
-  if (tier(self).closed())
-    return false; // failed writes are released, not retried
-  bool limited = self->state.parts->write_attempts > 0;
-  for (auto id : tier(self).failed_writes())
-    if (limited || run.waited.count(id) == 0)
-      run.awaiting.insert(id);
-  return !run.awaiting.empty();
-}
-
-/// One round: the tier writes everything queued and answers once nothing
-/// runs; failed writes are not tried early. While some failed writes will
-/// be tried again, the flush waits for those attempts (`written`), then
-/// runs the next round.
-void flush_round(ssd_tier_pointer self) {
-  self->state.flushing->in_round = true;
-  tier(self).flush(
-    [self](const tiers::ssd::durability_evidence& ev) {
-      auto& run = *self->state.flushing;
-      run.in_round = false;
-      run.dropped += ev.dropped;
-      run.given_up += ev.given_up;
-      if (ev.failed > 0 && await_retries(self))
-        return;
-      flush_answer(self, ev);
-    },
-    tiers::ssd::flush_retries::owner);
-}
-
-caf::result<sealed<msg::FlushStateReply>> flush(ssd_tier_pointer self) {
-  auto rp = self->make_response_promise<sealed<msg::FlushStateReply>>();
-  if (auto& run = self->state.flushing) {
-    // Join it (also while it waits for retries: their clocks decide).
-    run->waiters.push_back(rp);
-    return rp;
-  }
-  self->state.flushing.emplace();
-  self->state.flushing->waiters.push_back(rp);
-  // A write that failed before this flush began is one of its failures
-  // too, until a retry repairs it.
-  auto& unreported = self->state.unreported;
-  for (auto i = unreported.begin(); i != unreported.end();) {
-    note_failure(*self->state.flushing, i->first, i->second.first);
-    i = i->second.second ? unreported.erase(i) : std::next(i);
-  }
-  flush_round(self);
   return rp;
 }
 
