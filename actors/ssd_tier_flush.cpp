@@ -13,14 +13,6 @@ namespace kvtier::actors::ssd_ops {
 
 namespace {
 
-/// The text of a kvtier error without its code.
-std::string text_of(const caf::error& err) {
-  auto& ctx = err.context();
-  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
-    return ctx.get_as<std::string>(0);
-  return describe(err);
-}
-
 /// The end of a flush run: one answer for every flush that joined it,
 /// with each distinct failure seen while it retried.
 void flush_answer(ssd_tier_pointer self, tiers::ssd::durability_evidence ev) {
@@ -51,14 +43,14 @@ void flush_answer(ssd_tier_pointer self, tiers::ssd::durability_evidence ev) {
                                   : ec::io_error,
                                 std::to_string(n)
                                   + (n == 1 ? " write: " : " writes: ")
-                                  + text_of(slot.first)));
+                                  + context_of(slot.first)));
     }
   if (refused.writes > 0)
     errs.push_back(make_error(ec::over_budget,
                               std::to_string(refused.writes)
                                 + (refused.writes == 1 ? " write" : " writes")
                                 + " refused by the write budget; the last: "
-                                + text_of(refused.last)));
+                                + context_of(refused.last)));
   if (!ev.durable && (ev.dropped > 0 || ev.pending > 0 || errs.empty()))
     errs.push_back(make_error(
       ec::io_error, std::to_string(ev.failed) + " failed, "

@@ -99,6 +99,13 @@ std::string reason(const caf::error& err) {
   return text;
 }
 
+std::string context_of(const caf::error& err) {
+  auto& ctx = err.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+    return ctx.get_as<std::string>(0);
+  return describe(err);
+}
+
 caf::error make_error(ec code, std::string context) {
   return caf::make_error(code, std::move(context));
 }

@@ -96,6 +96,11 @@ std::string describe(const caf::error& err);
 /// never "kvtier node n1: close: kvtier: timeout: ...").
 std::string reason(const caf::error& err);
 
+/// The context a kvtier error carries (its text alone, no "kvtier: " and
+/// no code name), for nesting in another error or a log line that says
+/// what failed already; `describe(err)` when it carries no single text.
+std::string context_of(const caf::error& err);
+
 /// Builds a kvtier error with a human-readable context string.
 caf::error make_error(ec code, std::string context);
 

@@ -35,14 +35,6 @@ caf::error out_of_range(const std::string& key, const std::string& value,
                                           + range);
 }
 
-/// The text of a kvtier error without its code.
-std::string context_of(const caf::error& err) {
-  auto& ctx = err.context();
-  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
-    return ctx.get_as<std::string>(0);
-  return describe(err);
-}
-
 template <class T>
 double as_number(const T& v) {
   if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)

@@ -26,14 +26,6 @@ caf::error malformed(const std::string& where, const caf::error& why) {
   return make_error(ec::malformed_message, where + ": " + describe(why));
 }
 
-/// What `err` says, without its code.
-std::string reason(const caf::error& err) {
-  auto& ctx = err.context();
-  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
-    return ctx.get_as<std::string>(0);
-  return describe(err);
-}
-
 /// A well-formed message whose entry does not hold together (lengths that
 /// disagree, geometry `entry::validate()` rejects): `invalid_argument`.
 caf::error invalid(const std::string& where, const std::string& why) {
@@ -393,7 +385,7 @@ caf::expected<entry> read_entry(const msg::carrier& c, msg::Entry::Reader in) {
     e.session = text(in.getSession().getId());
   e.priority = std::min(in.getPriority(), max_priority);
   if (auto err = e.validate())
-    return invalid("entry", reason(err));
+    return invalid("entry", context_of(err));
   return e;
 }
 

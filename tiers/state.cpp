@@ -174,18 +174,6 @@ uint64_t entry::byte_length() const noexcept {
   return n;
 }
 
-namespace {
-
-/// What `err` says, without its code (for nesting it in another error).
-std::string reason(const caf::error& err) {
-  auto& ctx = err.context();
-  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
-    return ctx.get_as<std::string>(0);
-  return describe(err);
-}
-
-} // namespace
-
 caf::error entry::validate() const {
   for (size_t i = 0; i < layers.size(); ++i) {
     auto& l = layers[i];
@@ -196,7 +184,7 @@ caf::error entry::validate() const {
                           + std::to_string(tokens.size()));
     if (auto err = l.validate())
       return make_error(ec::invalid_argument,
-                        "layer " + std::to_string(i) + ": " + reason(err));
+                        "layer " + std::to_string(i) + ": " + context_of(err));
   }
   return {};
 }

@@ -151,7 +151,7 @@ inspected_file inspect_file(ssd::file_system& fs, const std::string& root,
     out.detail = "header names fingerprint " + h->fingerprint;
   } else if (shape) {
     out.status = "mismatched";
-    out.detail = ssd::context_of(shape) + " (MODEL's layers)";
+    out.detail = context_of(shape) + " (MODEL's layers)";
   } else if (h->tokens_resolved && ssd::file_name(h->key()) != name) {
     out.status = "misnamed";
     out.detail = "header hashes to " + ssd::file_name(h->key());

@@ -129,12 +129,4 @@ caf::expected<entry_header> read_header(file& f);
 caf::error check_header(const model_geometry& g, const std::string& fingerprint,
                         const entry_header& h);
 
-/// The text of a kvtier error without its code (for log lines).
-inline std::string context_of(const caf::error& err) {
-  auto& ctx = err.context();
-  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
-    return ctx.get_as<std::string>(0);
-  return describe(err);
-}
-
 } // namespace kvtier::tiers::ssd
