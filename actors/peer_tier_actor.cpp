@@ -344,11 +344,10 @@ peer_tier_actor::behavior_type peer_tier(self_ptr self, peer_tier_config cfg,
     [self](lane_done_atom, uint64_t id, uint64_t attempt) {
       if (from_elsewhere(self))
         return;
-      auto i = self->state.fetches.find(id);
-      if (i == self->state.fetches.end() || i->second.attempt != attempt
-          || !i->second.slot)
+      auto* f = current(self, id, attempt);
+      if (!f || !f->slot)
         return;
-      auto slot = std::move(i->second.slot);
+      auto slot = std::move(f->slot);
       if (!slot->result)
         return attempt_failed(self, id, std::move(slot->result.error()));
       verified(

@@ -202,10 +202,10 @@ void pump(self_ptr self, uint64_t id) {
                 std::move(d).seal())
       .then(
         [self, id, attempt](const sealed<msg::FetchChunkReply>& c) {
-          auto j = self->state.fetches.find(id);
-          if (j == self->state.fetches.end() || j->second.attempt != attempt)
+          auto* found = current(self, id, attempt);
+          if (!found)
             return;
-          auto& g = j->second;
+          auto& g = *found;
           if (auto err = g.pull->add(c.root()))
             return attempt_failed(self, id, std::move(err));
           if (!g.pull->complete())
@@ -215,8 +215,7 @@ void pump(self_ptr self, uint64_t id) {
           verified(self, id, std::move(pull).finish<msg::RestoreEntryReply>());
         },
         [self, id, attempt](const caf::error& err) {
-          auto j = self->state.fetches.find(id);
-          if (j == self->state.fetches.end() || j->second.attempt != attempt)
+          if (!current(self, id, attempt))
             return;
           attempt_failed(
             self, id,
@@ -313,10 +312,10 @@ void next_holder(self_ptr self, uint64_t id) {
   self->request(f.holder_handle, time_left(f), std::move(d).seal())
     .then(
       [self, id, attempt](const sealed<msg::FetchEntryReply>& r) {
-        auto j = self->state.fetches.find(id);
-        if (j == self->state.fetches.end() || j->second.attempt != attempt)
+        auto* found = current(self, id, attempt);
+        if (!found)
           return;
-        auto& g = j->second;
+        auto& g = *found;
         if (!r.root().isTransfer() || r.root().getUsableTokens() != g.usable) {
           if (r.root().isTransfer()) {
             g.transfer_id = r.root().getTransfer().getTransferId();
@@ -330,8 +329,7 @@ void next_holder(self_ptr self, uint64_t id) {
         pull_transfer(self, id, r);
       },
       [self, id, attempt](const caf::error& err) {
-        auto j = self->state.fetches.find(id);
-        if (j == self->state.fetches.end() || j->second.attempt != attempt)
+        if (!current(self, id, attempt))
           return;
         attempt_failed(self, id,
                        err == caf::sec::request_timeout

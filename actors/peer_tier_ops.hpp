@@ -110,6 +110,15 @@ struct peer_tier_state {
 
 using self_ptr = peer_tier_actor::stateful_pointer<peer_tier_state>;
 
+/// Fetch `id` while `attempt` is still its current one; nullptr when it
+/// ended or moved on to another holder (a late reply is then ignored).
+inline fetch* current(self_ptr self, uint64_t id, uint64_t attempt) {
+  auto i = self->state.fetches.find(id);
+  return i == self->state.fetches.end() || i->second.attempt != attempt
+           ? nullptr
+           : &i->second;
+}
+
 /// Whether `h` names a loopback address.
 bool loopback_host(const std::string& h);
 
